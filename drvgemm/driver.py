@@ -1,0 +1,2 @@
+def default_arch():
+    return "sm_90"
