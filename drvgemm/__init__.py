@@ -1,3 +1,32 @@
 """drvgemm: GEMM from naive to tensor cores, compiled with NVRTC / nvJitLink
 and launched through the CUDA driver API."""
 __version__ = "0.1.0"
+
+from .errors import CompileError, CudaError, NoDeviceError  # noqa: E402
+from .driver import (DeviceArray, Event, Stream, device, empty, has_gpu,  # noqa: E402
+                     no_gpu_reason, synchronize, to_device)
+from .kernel import Kernel, compile  # noqa: E402
+from .launch import launch  # noqa: E402
+
+
+def occupancy(kernel, block, smem=0):
+    """Blocks per SM, warps, occupancy and the binding limit: see drvgemm.occupancy."""
+    from .occupancy import occupancy as _occupancy
+    return _occupancy(kernel, block, smem)
+
+
+def gemm(a, b, c=None, *, alpha=1.0, beta=0.0, kernel="auto", stream=None):
+    """C = alpha*A@B + beta*C with a registered rung: see drvgemm.ladder.gemm."""
+    from .ladder import gemm as _gemm
+    return _gemm(a, b, c, alpha=alpha, beta=beta, kernel=kernel, stream=stream)
+
+
+def kernels(precision=None):
+    """Names of the registered GEMM rungs, in ladder order."""
+    from .ladder import kernels as _kernels
+    return _kernels(precision)
+
+
+__all__ = ["CompileError", "CudaError", "NoDeviceError", "DeviceArray", "Event", "Stream",
+           "Kernel", "compile", "device", "empty", "gemm", "has_gpu", "kernels", "launch",
+           "no_gpu_reason", "occupancy", "synchronize", "to_device"]

@@ -1,0 +1,223 @@
+"""Argument checking, packing and the launch itself.
+
+The hot path is kept short on purpose: arguments are packed with one
+``struct.pack_into`` into a per-kernel buffer whose slot addresses were
+computed once from the PTX parameter list, and cuLaunchKernel is called
+through a ctypes function pointer the driver handed to cuda.bindings. Only
+when packing fails do we walk the arguments again to say which one is wrong
+and why.
+"""
+from __future__ import annotations
+
+import ctypes
+import struct
+import threading
+
+import numpy as np
+
+from . import driver
+from .driver import DeviceArray
+from .kernel import Kernel, Param
+
+__all__ = ["launch"]
+
+_FORMATS = {"u8": "B", "s8": "b", "b8": "B", "u16": "H", "s16": "h", "b16": "H",
+            "u32": "I", "s32": "i", "b32": "I", "f32": "f",
+            "u64": "Q", "s64": "q", "b64": "Q", "f64": "d"}
+_INT_RANGES = {"u8": (0, 2**8 - 1), "s8": (-2**7, 2**7 - 1), "b8": (0, 2**8 - 1),
+               "u16": (0, 2**16 - 1), "s16": (-2**15, 2**15 - 1), "b16": (0, 2**16 - 1),
+               "u32": (0, 2**32 - 1), "s32": (-2**31, 2**31 - 1), "b32": (0, 2**32 - 1),
+               "u64": (0, 2**64 - 1), "s64": (-2**63, 2**63 - 1), "b64": (0, 2**64 - 1)}
+_F32_MAX = float(np.finfo(np.float32).max)
+
+_launch_fn = None
+
+
+class _Packer:
+    """Packs one kernel's arguments into a C buffer laid out like the
+    kernel's parameter list, and holds the void** array that points into it."""
+
+    def __init__(self, params: list[Param]):
+        self.params = params
+        fmt, offset = "<", 0
+        offsets = []
+        for p in params:
+            pad = (-offset) % p.align
+            fmt += "x" * pad
+            offset += pad
+            offsets.append(offset)
+            if p.is_bytes:
+                fmt += f"{p.size}s"
+            elif p.ptx_type == "f16":
+                fmt += "e"
+            else:
+                fmt += _FORMATS[p.ptx_type]
+            offset += p.size
+        self.fmt = struct.Struct(fmt)
+        self.buf = ctypes.create_string_buffer(max(offset, 1))
+        base = ctypes.addressof(self.buf)
+        self.array = (ctypes.c_void_p * max(len(params), 1))(*[base + o for o in offsets])
+        self.array_addr = ctypes.addressof(self.array) if params else 0
+        self.n = len(params)
+        # Slots that may hold a device pointer: 64-bit integer slots.
+        self.address_slots = tuple(p.index for p in params if p.ptx_type in ("u64", "s64", "b64"))
+        self.bytes_slots = tuple(p.index for p in params if p.is_bytes)
+        self.lock = threading.Lock()
+
+    def pack(self, args):
+        if len(args) != self.n:
+            self._wrong_count(args)
+        if self.address_slots or self.bytes_slots:
+            args = list(args)
+            for i in self.address_slots:
+                a = args[i]
+                t = type(a)
+                if t is DeviceArray:
+                    args[i] = a.ptr
+                elif t is not int:
+                    args[i] = self._address(self.params[i], a)
+            for i in self.bytes_slots:
+                args[i] = self._bytes(self.params[i], args[i])
+        try:
+            self.fmt.pack_into(self.buf, 0, *args)
+        except (struct.error, TypeError, OverflowError, ValueError):
+            self._explain(args)
+            raise
+
+    # -- error paths: slow, precise ------------------------------------------
+    def _wrong_count(self, args):
+        sig = ", ".join(f"{p.name}: .{p.ptx_type}" for p in self.params)
+        raise TypeError(f"kernel takes {self.n} arguments ({sig}), got {len(args)}")
+
+    @staticmethod
+    def _address(p: Param, a) -> int:
+        if isinstance(a, (bool, float, np.floating)):
+            raise TypeError(f"{p.describe()} expects a device pointer or 64-bit integer, "
+                            f"got {type(a).__name__} {a!r}")
+        if isinstance(a, np.integer):
+            return int(a)
+        if isinstance(a, int):
+            return a
+        return driver.device_pointer(a, what=p.describe())
+
+    @staticmethod
+    def _bytes(p: Param, a) -> bytes:
+        raw = getattr(a, "param_bytes", a)
+        if not isinstance(raw, (bytes, bytearray)) or len(raw) != p.size:
+            raise TypeError(f"{p.describe()} is a {p.size}-byte by-value parameter; pass an "
+                            f"object with .param_bytes of {p.size} bytes (e.g. a TensorMap), "
+                            f"got {type(a).__name__}")
+        return bytes(raw)
+
+    def _explain(self, args):
+        for p, a in zip(self.params, args):
+            if p.is_bytes:
+                continue
+            t = p.ptx_type
+            if t in ("f32", "f64", "f16"):
+                if isinstance(a, (DeviceArray,)) or hasattr(a, "__cuda_array_interface__"):
+                    raise TypeError(f"{p.describe()} is a scalar, but got a device array")
+                if not isinstance(a, (int, float, np.integer, np.floating)) or isinstance(a, bool):
+                    raise TypeError(f"{p.describe()} expects a float, got {type(a).__name__}")
+                if t == "f32" and abs(float(a)) > _F32_MAX and np.isfinite(float(a)):
+                    raise ValueError(f"{p.describe()}: {a!r} overflows float32")
+                continue
+            lo, hi = _INT_RANGES[t]
+            if isinstance(a, (DeviceArray,)) or hasattr(a, "__cuda_array_interface__"):
+                raise TypeError(f"{p.describe()} is a scalar, but got a device array "
+                                "(a pointer where a scalar belongs)")
+            if isinstance(a, (float, np.floating)):
+                raise TypeError(f"{p.describe()} expects an integer, got float {a!r}")
+            if not isinstance(a, (int, np.integer)):
+                raise TypeError(f"{p.describe()} expects an integer, got {type(a).__name__}")
+            if not lo <= int(a) <= hi:
+                raise ValueError(f"{p.describe()}: {int(a)} is out of range [{lo}, {hi}]")
+
+
+def _dims(v, what) -> tuple:
+    if isinstance(v, (int, np.integer)):
+        t = (int(v), 1, 1)
+    else:
+        t = tuple(int(x) for x in v)
+        if not 1 <= len(t) <= 3:
+            raise ValueError(f"{what} must have 1 to 3 dimensions, got {v!r}")
+        t = t + (1,) * (3 - len(t))
+    if any(x < 1 for x in t):
+        raise ValueError(f"{what} {t} has a dimension < 1")
+    return t
+
+
+def _check_config(kernel: Kernel, grid, block, smem, key):
+    """Validate a launch shape against the device and the kernel once; the
+    result is cached per (grid, block, smem)."""
+    fn = kernel.function  # loads the module on first use
+    dev = driver.device()
+    g, b = _dims(grid, "grid"), _dims(block, "block")
+    smem = int(smem)
+    for i, (x, lim) in enumerate(zip(b, dev.max_block_dims)):
+        if x > lim:
+            raise ValueError(f"block {b}: dimension {'xyz'[i]} = {x} exceeds the device "
+                             f"limit {lim}")
+    threads = b[0] * b[1] * b[2]
+    if threads > kernel._max_threads:
+        why = "its __launch_bounds__ / register use" if kernel._max_threads < \
+            dev.max_threads_per_block else "the device"
+        raise ValueError(f"block {b} has {threads} threads; {kernel.name} allows at most "
+                         f"{kernel._max_threads} per block ({why})")
+    for i, (x, lim) in enumerate(zip(g, dev.max_grid_dims)):
+        if x > lim:
+            raise ValueError(f"grid {g}: dimension {'xyz'[i]} = {x} exceeds the device "
+                             f"limit {lim}")
+    if smem < 0:
+        raise ValueError("smem must be >= 0")
+    static = kernel._static_smem or 0
+    if smem + static > dev.smem_per_block_optin:
+        raise ValueError(f"{kernel.name} asks for {smem} B of dynamic shared memory "
+                         f"(+ {static} B static), but the device allows at most "
+                         f"{dev.smem_per_block_optin} B per block "
+                         f"({dev.smem_per_block_optin - static} B dynamic for this kernel)")
+    if smem > kernel._dynamic_smem_limit:
+        # Above 48 KiB a kernel must opt in; only ever raise the limit so a
+        # later smaller launch doesn't undo an earlier larger one.
+        driver.set_function_attribute(fn, "MAX_DYNAMIC_SHARED_SIZE_BYTES", smem)
+        kernel._dynamic_smem_limit = smem
+    cfg = g + b + (smem,)
+    if key is not None:
+        kernel._configs[key] = cfg
+    return cfg
+
+
+def launch(kernel: Kernel, grid, block, args, *, smem=0, stream=None, cluster=None,
+           attributes=()):
+    """Launch ``kernel`` on ``grid`` x ``block`` with ``args`` (a sequence
+    matching the kernel's parameters) and ``smem`` bytes of dynamic shared
+    memory, on ``stream`` (default: the legacy default stream). ``cluster``
+    (x, y, z) launches thread-block clusters through cuLaunchKernelEx."""
+    global _launch_fn
+    key = (grid, block, smem)
+    try:
+        cfg = kernel._configs[key]
+    except (KeyError, TypeError):
+        cfg = _check_config(kernel, grid, block, smem,
+                            key if isinstance(grid, (int, tuple)) and
+                            isinstance(block, (int, tuple)) else None)
+    packer = kernel._packer
+    if packer is None:
+        packer = kernel._packer = _Packer(kernel.params)
+    s = 0 if stream is None else driver.stream_handle(stream)
+    driver.ensure_context()
+    with packer.lock:
+        packer.pack(args)
+        if cluster is None and not attributes:
+            if _launch_fn is None:
+                _launch_fn = driver.launch_kernel_fn()
+            err = _launch_fn(kernel._function_int, cfg[0], cfg[1], cfg[2], cfg[3], cfg[4],
+                             cfg[5], cfg[6], s, packer.array_addr, None)
+        else:
+            err = driver.launch_kernel_ex(kernel.function, cfg[0:3], cfg[3:6], cfg[6], s,
+                                          packer.array_addr,
+                                          cluster=_dims(cluster, "cluster") if cluster else None,
+                                          attributes=attributes)
+    if err:
+        driver.raise_cuda(f"launch of {kernel.name} grid={cfg[0:3]} block={cfg[3:6]} "
+                          f"smem={cfg[6]}", err)
