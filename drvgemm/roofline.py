@@ -381,7 +381,7 @@ def format_bytes(n: float) -> str:
 def format_time(seconds: float) -> str:
     if seconds >= 1.0:
         return f"{seconds:.2f} s"
-    if seconds >= 1e-5:
+    if seconds >= 1e-4:
         return f"{seconds * 1e3:.2f} ms"
     return f"{seconds * 1e6:.2f} us"
 
@@ -420,10 +420,11 @@ def analysis_report(spec: RooflineSpec, n: int = 3072, precision: str = "fp32", 
     add("")
     add(f"Operational intensity ({in_b}-byte inputs, {out_b}-byte C)")
     add(f"  no reuse (naive)        {naive_oi(in_b):.2f} FLOP/B")
-    square = "n/6" if (in_b, out_b) == (4, 4) else f"2n/{2 * in_b + out_b}"
-    add(f"  ideal reuse ({square:<4})      {ideal_oi(n, in_bytes=in_b, out_bytes=out_b):.2f} FLOP/B")
+    slope = Fraction(2, 2 * in_b + out_b)
+    square = f"n/{slope.denominator}" if slope.numerator == 1 else f"{slope.numerator}n/{slope.denominator}"
+    add(f"  {'ideal reuse (' + square + ')':<24}{ideal_oi(n, in_bytes=in_b, out_bytes=out_b):.2f} FLOP/B")
     tile_text = ", ".join(f"T={t}: {tile_oi(t, in_bytes=in_b):.2f}" for t in tiles)
-    add(f"  T x T tile (T/{in_b})        {tile_text} FLOP/B")
+    add(f"  {'T x T tile (T/' + str(in_b) + ')':<24}{tile_text} FLOP/B")
     add(f"  compute-bound (ideal reuse) from n >= {min_compute_bound_n(spec, precision, out_bytes=out_b)}")
     add(f"  a tile reaches the ridge from DRAM alone at T >= {min_tile_for_ridge(spec, precision)}")
     add("")
@@ -485,10 +486,11 @@ def _import_matplotlib():
         import matplotlib  # noqa: F401
         from matplotlib.figure import Figure
         from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.text import Text
     except ImportError:
         raise ImportError("plotting the roofline needs matplotlib: "
                           "pip install 'drvgemm[plot]' (or pip install matplotlib)") from None
-    return Figure, FigureCanvasAgg
+    return Figure, FigureCanvasAgg, Text
 
 
 def _overlap(a, b) -> float:
@@ -497,11 +499,33 @@ def _overlap(a, b) -> float:
     return w * h if w > 0 and h > 0 else 0.0
 
 
-# Candidate label offsets in points, nearest first; (dx, dy, ha, va).
-_OFFSETS = [(7, 5, "left", "bottom"), (7, -5, "left", "top"),
-            (-7, 5, "right", "bottom"), (-7, -5, "right", "top"),
-            (0, 9, "center", "bottom"), (0, -9, "center", "top")]
-_RINGS = (1, 2, 3, 4.5, 6)
+def _box_distance(box, x, y) -> float:
+    dx = max(box[0] - x, 0.0, x - box[2])
+    dy = max(box[1] - y, 0.0, y - box[3])
+    return math.hypot(dx, dy)
+
+
+# Label search: 16 directions around the point at growing distances (points).
+_DIRECTIONS = [math.radians(a) for a in (30, -30, 150, -150, 0, 180, 60, -60, 120, -120,
+                                         90, -90, 15, -15, 165, -165)]
+_RADII = (10, 16, 24, 34, 46, 60, 78)
+_LABEL_FONT = 7.5
+
+
+def _label_box(anchor_x, anchor_y, width, height, angle, pad):
+    """Box of a label whose anchor sits at (anchor_x, anchor_y), aligned so
+    the text extends away from its point in direction ``angle``."""
+    c, s = math.cos(angle), math.sin(angle)
+    x0 = anchor_x if c > 0.3 else anchor_x - width if c < -0.3 else anchor_x - width / 2
+    y0 = anchor_y if s > 0.3 else anchor_y - height if s < -0.3 else anchor_y - height / 2
+    return (x0 - pad, y0 - pad, x0 + width + pad, y0 + height + pad)
+
+
+def _alignment(angle):
+    c, s = math.cos(angle), math.sin(angle)
+    ha = "left" if c > 0.3 else "right" if c < -0.3 else "center"
+    va = "bottom" if s > 0.3 else "top" if s < -0.3 else "center"
+    return ha, va
 
 
 def plot_roofline(spec: RooflineSpec, points: Iterable, path, *,
@@ -510,22 +534,25 @@ def plot_roofline(spec: RooflineSpec, points: Iterable, path, *,
     """Log-log roofline of ``spec`` with ``points`` = (label, oi FLOP/B,
     achieved FLOP/s) drawn on it, saved to ``path`` (format from the suffix).
     One roof per precision peak (all the spec has unless ``precisions``), the
-    DRAM slope, and the L2 slope when the spec has one. Labels are placed
-    greedily next to their points, away from other labels and markers, with
-    a leader line when pushed far out."""
-    Figure, FigureCanvasAgg = _import_matplotlib()
+    DRAM slope, and the L2 slope when the spec has one. Each label is placed
+    where it covers no other label, marker or roof line, nearer its own point
+    than any other, and joined to its point by a thin leader line."""
+    Figure, FigureCanvasAgg, Text = _import_matplotlib()
     points = [(str(label), float(oi), float(flops)) for label, oi, flops in points]
     precisions = list(spec.peak_flops) if precisions is None else list(precisions)
     peaks = sorted(((p, spec.peak(p)) for p in precisions), key=lambda t: t[1])
     if not peaks:
         raise ValueError("plot_roofline needs at least one precision peak")
     top_peak = peaks[-1][1]
+    for label, oi, flops in points:
+        if not (oi > 0 and flops > 0):
+            raise ValueError(f"point {label!r} needs a positive intensity and throughput")
 
     oi_values = [p[1] for p in points] + [pk / spec.dram_bw for _, pk in peaks]
     x_lo = min(min(oi_values) / 4, 0.1)
-    x_hi = max(oi_values) * 8
+    x_hi = max(oi_values) * 10
     y_values = [p[2] for p in points] + [pk for _, pk in peaks]
-    y_lo = max(min(min(y_values) / 4, x_lo * spec.dram_bw * 2), 1e9)
+    y_lo = max(min(min(y_values) / 4, x_lo * spec.dram_bw * 2), 1e8)
     y_hi = top_peak * 3
 
     fig = Figure(figsize=(9, 6), dpi=dpi)
@@ -541,80 +568,117 @@ def plot_roofline(spec: RooflineSpec, points: Iterable, path, *,
     ax.grid(True, which="minor", alpha=0.1)
     ax.set_title(title or f"Roofline: {spec.name}")
 
-    # Memory slopes up to the highest roof, then one flat roof per precision.
+    # Memory slopes run up to the highest roof; each precision's flat roof
+    # starts at its own ridge point.
+    lines = [((x_lo, top_peak / spec.dram_bw), spec.dram_bw)]
     ax.plot([x_lo, top_peak / spec.dram_bw], [x_lo * spec.dram_bw / 1e12, top_peak / 1e12],
             color="black", lw=1.6)
-    slope_note = f"DRAM {_rate(spec.dram_bw, 'B/s')}"
     if spec.l2_bw is not None:
+        lines.append(((x_lo, top_peak / spec.l2_bw), spec.l2_bw))
         ax.plot([x_lo, top_peak / spec.l2_bw], [x_lo * spec.l2_bw / 1e12, top_peak / 1e12],
-                color="gray", lw=1.0, ls="--", label=f"L2 {_rate(spec.l2_bw, 'B/s')}")
+                color="gray", lw=1.0, ls="--")
     colours = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple"]
-    obstacles_text = []
+    roofs = []
     for i, (prec, pk) in enumerate(peaks):
         ridge = pk / spec.dram_bw
-        ax.plot([ridge, x_hi], [pk / 1e12, pk / 1e12], color=colours[i % len(colours)], lw=1.6)
-        obstacles_text.append(ax.text(
-            x_hi / 1.15, pk / 1e12 * 1.08, f"{prec} peak {pk / 1e12:.3g} TFLOP/s", ha="right",
-            va="bottom", fontsize=8, color=colours[i % len(colours)]))
-    obstacles_text.append(ax.text(
-        x_lo * 1.3, x_lo * 1.3 * spec.dram_bw / 1e12 * 1.6, slope_note, fontsize=8,
-        rotation=0, ha="left", va="bottom"))
-    if spec.l2_bw is not None:
-        ax.legend(loc="lower right", fontsize=8)
-
-    layout = PlotLayout()
+        colour = colours[i % len(colours)]
+        ax.plot([ridge, x_hi], [pk / 1e12, pk / 1e12], color=colour, lw=1.6)
+        roofs.append((ridge, pk, prec, colour))
     if points:
         ax.scatter([p[1] for p in points], [p[2] / 1e12 for p in points], s=22, zorder=3,
                    color="crimson", edgecolor="black", linewidth=0.5)
     fig.tight_layout()
     renderer = fig.canvas.get_renderer()
-    fig_w, fig_h = fig.canvas.get_width_height()
-    layout.width, layout.height = fig_w, fig_h
     to_px = ax.transData.transform
-    ax_box = ax.get_window_extent(renderer)
-    marker_r = 4.0
-    markers = []
+    ax_box = ax.get_window_extent(renderer).extents
+
+    # Fixed texts: roof names at the right end, slope names along the slopes.
+    fixed = []
+    for ridge, pk, prec, colour in roofs:
+        fixed.append(ax.text(x_hi / 1.15, pk / 1e12 * 1.06, f"{prec} peak {pk / 1e12:.3g} TFLOP/s",
+                             ha="right", va="bottom", fontsize=8, color=colour))
+    for (x0, _), bw in lines:
+        a, b = to_px((x0, x0 * bw / 1e12)), to_px((x0 * 10, x0 * 10 * bw / 1e12))
+        angle = math.degrees(math.atan2(b[1] - a[1], b[0] - a[0]))
+        at = x0 * 1.6
+        name = "DRAM" if bw == spec.dram_bw else "L2"
+        fixed.append(ax.text(at, at * bw / 1e12 * 1.25, f"{name} {_rate(bw, 'B/s')}", fontsize=8,
+                             rotation=angle, rotation_mode="anchor", ha="left", va="bottom",
+                             color="black" if name == "DRAM" else "dimgray"))
+    placed = [tuple(t.get_window_extent(renderer).extents) for t in fixed]
+
+    # Sample every roof line in pixels so labels can keep off them.
+    line_px = []
+    for (x0, x1), bw in lines:
+        for t in range(121):
+            x = x0 * (x1 / x0) ** (t / 120)
+            line_px.append(tuple(to_px((x, x * bw / 1e12))))
+    for ridge, pk, _, _ in roofs:
+        for t in range(121):
+            x = ridge * (x_hi / ridge) ** (t / 120)
+            line_px.append(tuple(to_px((x, pk / 1e12))))
+
+    layout = PlotLayout()
+    layout.width, layout.height = fig.canvas.get_width_height()
+    marker_r = 4.5
+    px_points = []
     for label, oi, fl in points:
-        px, py = to_px((oi, fl / 1e12))
-        layout.points.append((label, float(px), float(py)))
-        markers.append((px - marker_r, py - marker_r, px + marker_r, py + marker_r))
-    placed = [tuple(t.get_window_extent(renderer).extents) for t in obstacles_text]
+        px, py = (float(v) for v in to_px((oi, fl / 1e12)))
+        px_points.append((px, py))
+        layout.points.append((label, px, py))
+    markers = [(x - marker_r, y - marker_r, x + marker_r, y + marker_r) for x, y in px_points]
+    px_per_pt = dpi / 72.0
+    pad = 0.15 * _LABEL_FONT * px_per_pt + 1   # the white backing box around each label
 
-    # Place crowded points first: they have the fewest free spots.
+    # Crowded points first: they have the fewest free places.
     def crowding(i):
-        _, px, py = layout.points[i]
-        return -sum(1 for _, qx, qy in layout.points if abs(qx - px) < 80 and abs(qy - py) < 40)
+        x, y = px_points[i]
+        return -sum(1 for qx, qy in px_points if abs(qx - x) < 120 and abs(qy - y) < 60)
 
+    texts = []
     for i in sorted(range(len(points)), key=crowding):
         label, oi, fl = points[i]
+        x, y = px_points[i]
+        probe = ax.text(0, 0, label, fontsize=_LABEL_FONT)
+        ext = probe.get_window_extent(renderer)
+        probe.remove()
+        width, height = ext.width, ext.height
         best = None
-        for ring in _RINGS:
-            for dx, dy, ha, va in _OFFSETS:
-                ox, oy = dx * ring, dy * ring
-                if ring > 1 and dx == 0:
-                    oy = dy * ring * 1.4
-                text = ax.annotate(label, (oi, fl / 1e12), xytext=(ox, oy), textcoords="offset points",
-                                   ha=ha, va=va, fontsize=7.5, zorder=4)
-                box = tuple(text.get_window_extent(renderer).extents)
-                cost = sum(_overlap(box, b) for b in placed)
-                cost += sum(_overlap(box, m) for j, m in enumerate(markers)) * 4
-                outside = (box[0] < ax_box.x0 or box[2] > ax_box.x1
-                           or box[1] < ax_box.y0 or box[3] > ax_box.y1)
-                if outside:
-                    cost += 1e6
-                cost += ring * 1e-3          # prefer near spots among equals
-                text.remove()
+        for radius in _RADII:
+            for angle in _DIRECTIONS:
+                anchor_x = x + radius * px_per_pt * math.cos(angle)
+                anchor_y = y + radius * px_per_pt * math.sin(angle)
+                box = _label_box(anchor_x, anchor_y, width, height, angle, pad)
+                cost = 10 * sum(_overlap(box, b) for b in placed)
+                cost += 10 * sum(_overlap(box, m) for m in markers)
+                # Roof lines are drawn ~3 px wide: keep a margin off them.
+                cost += 25 * sum(1 for lx, ly in line_px
+                                 if box[0] - 3 <= lx <= box[2] + 3 and box[1] - 3 <= ly <= box[3] + 3)
+                if box[0] < ax_box[0] or box[2] > ax_box[2] or box[1] < ax_box[1] or box[3] > ax_box[3]:
+                    cost += 1e7
+                own = _box_distance(box, x, y)
+                if any(_box_distance(box, qx, qy) < own for j, (qx, qy) in enumerate(px_points) if j != i):
+                    cost += 400          # the label would read as another point's
+                cost += radius * 0.5     # nearer is better among free places
                 if best is None or cost < best[0]:
-                    best = (cost, ox, oy, ha, va, ring, box)
-            if best[0] < 1.0:
+                    best = (cost, radius, angle)
+            if best[0] < radius * 0.5 + 1:
                 break
-        _, ox, oy, ha, va, ring, box = best
-        arrow = dict(arrowstyle="-", lw=0.5, color="gray", shrinkA=0, shrinkB=3) if ring > 1 else None
-        ax.annotate(label, (oi, fl / 1e12), xytext=(ox, oy), textcoords="offset points",
-                    ha=ha, va=va, fontsize=7.5, zorder=4, arrowprops=arrow,
-                    bbox=dict(boxstyle="square,pad=0.1", fc="white", ec="none", alpha=0.7))
-        placed.append(box)
-        layout.labels.append((label, tuple(float(v) for v in box)))
+        _, radius, angle = best
+        ha, va = _alignment(angle)
+        placed.append(_label_box(x + radius * px_per_pt * math.cos(angle),
+                                 y + radius * px_per_pt * math.sin(angle), width, height, angle, pad))
+        texts.append((label, ax.annotate(
+            label, (oi, fl / 1e12), xytext=(radius * math.cos(angle), radius * math.sin(angle)),
+            textcoords="offset points", ha=ha, va=va, fontsize=_LABEL_FONT, zorder=4,
+            bbox=dict(boxstyle="square,pad=0.15", fc="white", ec="none", alpha=0.8),
+            arrowprops=dict(arrowstyle="-", lw=0.5, color="gray", shrinkA=0, shrinkB=marker_r))))
+    # Report where the labels really landed, measured after a full draw; the
+    # text's own box, since Annotation.get_window_extent adds the leader line.
+    fig.canvas.draw()
+    for label, text in texts:
+        box = tuple(float(v) for v in Text.get_window_extent(text, renderer).extents)
+        layout.labels.append((label, box))
     fig.savefig(path, dpi=dpi)
     return layout
 

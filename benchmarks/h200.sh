@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: install, GPU tests, sanitizers, benchmarks.
+# Everything worth keeping lands in $OUT (logs and JSON).
+#   bash benchmarks/h200.sh [install] [tests] [sanitize] [overhead] [bench] [memory] [extra...]
+# With no arguments, all phases run in that order.
+set -uo pipefail
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 HYPOTHESIS_PROFILE=gpu DRVGEMM_CACHE_DIR=/tmp/drvgemm-cache
+phases=${*:-install tests sanitize overhead bench}
+SAN=/usr/local/cuda/bin/compute-sanitizer
+have() { [[ " $phases " == *" $1 "* ]]; }
+t0=$(date +%s)
+stamp() { echo "== $1 at +$(( $(date +%s) - t0 ))s"; }
+
+if have install; then
+  stamp install
+  python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
+  python3 -c "import drvgemm; print(drvgemm.device())"
+  python3 -m drvgemm compile 2>/dev/null | tee "$OUT/compile_report.txt" | tail -40
+fi
+if have tests; then
+  stamp tests
+  timeout 420 python3 -m pytest -m gpu -q -x --timeout=300 -p no:cacheprovider 2>&1 \
+    | tee "$OUT/pytest_gpu.log" | tail -40
+fi
+if have sanitize; then
+  stamp sanitize
+  for tool in memcheck racecheck synccheck initcheck; do
+    echo "-- $tool"
+    timeout 300 $SAN --tool $tool --error-exitcode 9 python3 benchmarks/sanitize.py ${SANITIZE_RUNGS:-} \
+      > "$OUT/sanitize_$tool.log" 2>&1; echo "exit $?"
+    tail -4 "$OUT/sanitize_$tool.log"
+  done
+fi
+if have overhead; then
+  stamp overhead
+  python3 benchmarks/launch_overhead.py --json "$OUT/launch_overhead.json" 2>&1 | tail -12
+fi
+if have bench; then
+  stamp bench
+  timeout 500 python3 -m drvgemm bench ${BENCH_ARGS:-} --json "$OUT/h200.json" 2> "$OUT/bench_progress.log" \
+    | tee "$OUT/bench_report.txt" | tail -60
+fi
+if have memory; then
+  stamp memory
+  timeout 300 python3 -m drvgemm bench --memory --json "$OUT/h200_memory.json" 2>&1 | tail -30
+fi
+stamp done

@@ -1,0 +1,154 @@
+"""Host overhead per launch of an empty kernel, side by side in one process:
+drvgemm.launch, cuda.bindings' cuLaunchKernel (two argument styles),
+cuda.core's launch() and CuPy's RawKernel, on one stream.
+
+    python benchmarks/launch_overhead.py [--launches 20000] [--json PATH]
+
+Each path enqueues N launches and synchronises once; the figure is wall time
+over N. Paths whose package is missing are reported as such."""
+import argparse
+import ctypes
+import json
+import statistics
+import sys
+import time
+
+import numpy as np
+
+import drvgemm
+from drvgemm import driver
+
+SOURCE = 'extern "C" __global__ void empty_kernel(float* p, int n) {}'
+
+
+def per_launch_us(fn, n, repeats=3):
+    fn(200)  # warm-up: module load, first-launch costs
+    drvgemm.synchronize()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn(n)
+        drvgemm.synchronize()
+        times.append((time.perf_counter() - t0) / n * 1e6)
+    return statistics.median(times)
+
+
+def path_drvgemm():
+    k = drvgemm.compile("saxpy.cu", "empty_kernel")
+    x = drvgemm.empty(16, np.float32)
+    launch = drvgemm.launch
+
+    def run(n):
+        for _ in range(n):
+            launch(k, 1, 32, (x, 16))
+    return run
+
+
+def path_bindings_tuples():
+    from cuda.bindings import driver as cu
+    k = drvgemm.compile("saxpy.cu", "empty_kernel")
+    fn = k.function
+    x = drvgemm.empty(16, np.float32)
+    stream = cu.CUstream(0)
+
+    def run(n):
+        for _ in range(n):
+            cu.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, stream,
+                              ((x.ptr, 16), (ctypes.c_void_p, ctypes.c_int)), 0)
+    return run
+
+
+def path_bindings_prepacked():
+    from cuda.bindings import driver as cu
+    k = drvgemm.compile("saxpy.cu", "empty_kernel")
+    fn = k.function
+    x = drvgemm.empty(16, np.float32)
+    vals = [ctypes.c_void_p(x.ptr), ctypes.c_int(16)]
+    arr = (ctypes.c_void_p * 2)(*[ctypes.addressof(v) for v in vals])
+    addr = ctypes.addressof(arr)
+    stream = cu.CUstream(0)
+
+    def run(n):
+        for _ in range(n):
+            cu.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, stream, addr, 0)
+    return run
+
+
+def path_cuda_core():
+    try:
+        from cuda.core import Device, LaunchConfig, Program, ProgramOptions, launch
+    except ImportError:
+        from cuda.core.experimental import Device, LaunchConfig, Program, ProgramOptions, launch
+    dev = Device()
+    dev.set_current()
+    stream = dev.default_stream
+    prog = Program(SOURCE, code_type="c++", options=ProgramOptions(arch=f"sm_{dev.arch}"))
+    ker = prog.compile("cubin").get_kernel("empty_kernel")
+    cfg = LaunchConfig(grid=1, block=32)
+    x = drvgemm.empty(16, np.float32)
+    ptr, n16 = x.ptr, np.int32(16)
+
+    def run(n):
+        for _ in range(n):
+            launch(stream, cfg, ker, ptr, n16)
+    run._keep = x
+    return run
+
+
+def path_cupy():
+    import cupy
+    ker = cupy.RawKernel(SOURCE, "empty_kernel")
+    x = cupy.empty(16, cupy.float32)
+    n16 = np.int32(16)
+
+    def run(n):
+        for _ in range(n):
+            ker((1,), (32,), (x, n16))
+    return run
+
+
+PATHS = [("drvgemm.launch", path_drvgemm),
+         ("cuda.bindings cuLaunchKernel, (values, types) tuples", path_bindings_tuples),
+         ("cuda.bindings cuLaunchKernel, pre-packed void**", path_bindings_prepacked),
+         ("cuda.core launch()", path_cuda_core),
+         ("CuPy RawKernel", path_cupy)]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--launches", type=int, default=20000)
+    ap.add_argument("--json", help="write the table as JSON")
+    args = ap.parse_args(argv)
+    reason = drvgemm.no_gpu_reason()
+    if reason:
+        print(f"no GPU found: {reason}")
+        return 1
+    print(f"{drvgemm.device()}; {args.launches} launches per path, median of 3")
+    rows = []
+    # Measured twice in alternating order so a drifting machine shows up.
+    for rnd in range(2):
+        for name, make in (PATHS if rnd == 0 else PATHS[::-1]):
+            try:
+                us = per_launch_us(make(), args.launches)
+            except Exception as e:  # a missing package or an API change
+                rows.append({"path": name, "round": rnd, "us": None,
+                             "note": f"{type(e).__name__}: {e}"})
+                continue
+            rows.append({"path": name, "round": rnd, "us": round(us, 3)})
+    print(f"{'path':<55} {'round 1':>9} {'round 2':>9}")
+    for name, _ in PATHS:
+        r = [x for x in rows if x["path"] == name]
+        cells = [f"{x['us']:.2f} us" if x["us"] is not None else "n/a" for x in r]
+        print(f"{name:<55} {cells[0]:>9} {cells[1]:>9}")
+        for x in r:
+            if x.get("note") and x["round"] == 0:
+                print(f"    ({x['note']})")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": str(drvgemm.device()), "launches": args.launches, "rows": rows},
+                      f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

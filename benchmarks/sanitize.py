@@ -1,0 +1,42 @@
+"""Runs every registered rung once at a few odd shapes, for compute-sanitizer:
+
+    compute-sanitizer --tool memcheck python benchmarks/sanitize.py [RUNG ...]
+
+Shapes are small (the tools slow kernels down by orders of magnitude) but odd
+in every dimension, so every edge-tile guard is exercised; beta != 0 reads C,
+beta == 0 must not. Exits non-zero if a result is wrong."""
+import sys
+
+import numpy as np
+
+import drvgemm
+from drvgemm.ladder import input_dtype, rung
+
+SHAPES = [(1, 1, 1), (67, 45, 33), (130, 129, 17), (257, 131, 70)]
+
+
+def main(names):
+    names = names or drvgemm.kernels()
+    bad = 0
+    for name in names:
+        r = rung(name)
+        dt = input_dtype(r.precision)
+        for m, n, k in SHAPES:
+            rng = np.random.default_rng(m * n + k)
+            a = rng.integers(-4, 5, (m, k)).astype(np.float32).astype(dt)
+            b = rng.integers(-4, 5, (k, n)).astype(np.float32).astype(dt)
+            c0 = rng.integers(-4, 5, (m, n)).astype(np.float32)
+            for beta in (0.0, 2.0):
+                c = c0.copy()
+                out = drvgemm.gemm(a, b, c, alpha=1.0, beta=beta, kernel=name)
+                ref = a.astype(np.float64) @ b.astype(np.float64) + beta * c0
+                if not np.array_equal(out, ref):
+                    bad += 1
+                    print(f"MISMATCH {name} {m}x{n}x{k} beta={beta}", flush=True)
+        print(f"ran {name}", flush=True)
+    drvgemm.synchronize()
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

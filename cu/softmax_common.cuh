@@ -1,0 +1,242 @@
+// Shared pieces of the softmax ladder (cu/softmax_0*.cu).
+//
+// Element type, chosen with -DDTYPE: 0 = fp32, 1 = bf16, 2 = fp16. The 16-bit
+// types are carried as raw bits (unsigned short) and converted with one cvt
+// instruction each way, so no toolkit header is needed: NVRTC ships without
+// cuda_fp16.h / cuda_bf16.h. All arithmetic is fp32 whatever the storage type.
+//
+// Semantics every rung follows (the float64 reference in drvgemm/softmax.py
+// computes the same thing):
+//   y[r, c] = exp(x[r, c] - max_r) / sum_c exp(x[r, c] - max_r)
+//   * -inf entries contribute exp(-inf) = 0 and come out as 0;
+//   * a row that is all -inf has max_r = -inf and 0/0 for every entry: NaN,
+//     as torch.softmax gives (no special case: it falls out of the formula);
+//   * a NaN anywhere in a row makes the row NaN.
+#pragma once
+
+#ifndef DTYPE
+#define DTYPE 0
+#endif
+
+#if DTYPE == 0
+typedef float elem_t;
+#elif DTYPE == 1 || DTYPE == 2
+typedef unsigned short elem_t;
+#else
+#error "DTYPE must be 0 (fp32), 1 (bf16) or 2 (fp16)"
+#endif
+
+#define NEG_INF __int_as_float(0xff800000u)
+
+__device__ __forceinline__ float to_f32(float v) { return v; }
+
+__device__ __forceinline__ float to_f32(unsigned short v) {
+#if DTYPE == 1
+    // bf16 is the top half of an fp32: widening is a shift, exact.
+    return __uint_as_float(static_cast<unsigned>(v) << 16);
+#else
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v));
+    return f;
+#endif
+}
+
+__device__ __forceinline__ elem_t from_f32(float f) {
+#if DTYPE == 0
+    return f;
+#elif DTYPE == 1
+    unsigned short h;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+#else
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+#endif
+}
+
+// A 32-bit word holds one fp32 or two 16-bit elements (element 0 in the low half).
+__device__ __forceinline__ void unpack_word(unsigned w, float* out) {
+#if DTYPE == 0
+    out[0] = __uint_as_float(w);
+#else
+    out[0] = to_f32(static_cast<unsigned short>(w & 0xffffu));
+    out[1] = to_f32(static_cast<unsigned short>(w >> 16));
+#endif
+}
+
+__device__ __forceinline__ unsigned pack_word(const float* in) {
+#if DTYPE == 0
+    return __float_as_uint(in[0]);
+#else
+    return static_cast<unsigned>(from_f32(in[0])) | (static_cast<unsigned>(from_f32(in[1])) << 16);
+#endif
+}
+
+constexpr int ELEMS_PER_WORD = 4 / static_cast<int>(sizeof(elem_t));
+
+// Load N consecutive elements as floats. N * sizeof(elem_t) is 2, 4, 8 or 16
+// bytes and p is aligned to that size: one LDG of that width (LDG.E.128 at 16 B,
+// a quarter of the instructions of scalar loads for the same bytes). The
+// read-only path (__ldg) is right because x and y never alias.
+template <int N>
+__device__ __forceinline__ void load_vec(const elem_t* p, float* out) {
+    constexpr int BYTES = N * static_cast<int>(sizeof(elem_t));
+    static_assert(BYTES == 2 || BYTES == 4 || BYTES == 8 || BYTES == 16, "vector of 2, 4, 8 or 16 bytes");
+    if constexpr (BYTES == 16) {
+        const uint4 r = __ldg(reinterpret_cast<const uint4*>(p));
+        unpack_word(r.x, out);
+        unpack_word(r.y, out + ELEMS_PER_WORD);
+        unpack_word(r.z, out + 2 * ELEMS_PER_WORD);
+        unpack_word(r.w, out + 3 * ELEMS_PER_WORD);
+    } else if constexpr (BYTES == 8) {
+        const uint2 r = __ldg(reinterpret_cast<const uint2*>(p));
+        unpack_word(r.x, out);
+        unpack_word(r.y, out + ELEMS_PER_WORD);
+    } else if constexpr (BYTES == 4) {
+        unpack_word(__ldg(reinterpret_cast<const unsigned*>(p)), out);
+    } else {
+        out[0] = to_f32(__ldg(p));
+    }
+}
+
+template <int N>
+__device__ __forceinline__ void store_vec(elem_t* p, const float* in) {
+    constexpr int BYTES = N * static_cast<int>(sizeof(elem_t));
+    static_assert(BYTES == 2 || BYTES == 4 || BYTES == 8 || BYTES == 16, "vector of 2, 4, 8 or 16 bytes");
+    if constexpr (BYTES == 16) {
+        *reinterpret_cast<uint4*>(p) = make_uint4(pack_word(in), pack_word(in + ELEMS_PER_WORD),
+                                                  pack_word(in + 2 * ELEMS_PER_WORD),
+                                                  pack_word(in + 3 * ELEMS_PER_WORD));
+    } else if constexpr (BYTES == 8) {
+        *reinterpret_cast<uint2*>(p) = make_uint2(pack_word(in), pack_word(in + ELEMS_PER_WORD));
+    } else if constexpr (BYTES == 4) {
+        *reinterpret_cast<unsigned*>(p) = pack_word(in);
+    } else {
+        *p = from_f32(in[0]);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The online (max, sum) pair: l is the sum of exp(x - m) over what was seen.
+// ---------------------------------------------------------------------------
+struct MaxSum {
+    float m;
+    float l;
+};
+
+// Fold one element into (m, l): the seed's update, with -inf skipped so that
+// exp(-inf - -inf) = NaN never enters a row that is merely masked.
+__device__ __forceinline__ void online_add(float& m, float& l, float x) {
+    if (x > m) {
+        l = l * expf(m - x) + 1.0f;  // m = -inf: expf(-inf) = 0, and l is 0 (or NaN, kept)
+        m = x;
+    } else if (x != NEG_INF) {
+        l += expf(x - m);             // NaN x lands here and poisons l, as it must
+    }
+}
+
+// Merge two partial pairs. Comparing with the new max before exponentiating
+// keeps -inf - -inf out (both empty: l = la + lb = 0, or NaN if either is NaN),
+// and saves an exp on the side that holds the max. Commutative bit for bit, so
+// a butterfly leaves the same pair in every lane.
+__device__ __forceinline__ MaxSum merge(MaxSum a, MaxSum b) {
+    const float m = fmaxf(a.m, b.m);
+    const float sa = (a.m == m) ? 1.0f : expf(a.m - m);
+    const float sb = (b.m == m) ? 1.0f : expf(b.m - m);
+    return MaxSum{m, a.l * sa + b.l * sb};
+}
+
+// Butterfly over aligned groups of WIDTH lanes (WIDTH a power of two <= 32):
+// after log2(WIDTH) exchanges every lane of a group holds the group's pair.
+// Registers only, no shared memory and no barrier.
+template <int WIDTH>
+__device__ __forceinline__ MaxSum shfl_merge(MaxSum v) {
+    static_assert(WIDTH >= 1 && WIDTH <= 32 && (WIDTH & (WIDTH - 1)) == 0, "WIDTH: power of two <= 32");
+#pragma unroll
+    for (int off = WIDTH / 2; off > 0; off >>= 1) {
+        MaxSum o;
+        o.m = __shfl_xor_sync(0xffffffffu, v.m, off);
+        o.l = __shfl_xor_sync(0xffffffffu, v.l, off);
+        v = merge(v, o);
+    }
+    return v;
+}
+
+// Whole-block merge for a block that owns one row: butterfly inside each warp,
+// one pair per warp through shared memory, then every thread folds the warps'
+// pairs in the same order (so all threads agree bit for bit). One barrier.
+// `part` holds THREADS / 32 pairs and must not be reused without a barrier.
+template <int THREADS>
+__device__ __forceinline__ MaxSum block_merge(MaxSum v, MaxSum* part) {
+    v = shfl_merge<32>(v);
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
+    __syncthreads();
+    MaxSum r = part[0];
+#pragma unroll
+    for (int w = 1; w < THREADS / 32; ++w) r = merge(r, part[w]);
+    return r;
+}
+
+// ---------------------------------------------------------------------------
+// A row slice held in registers (rungs 04 and 05).
+//
+// Thread `lane` of the RT threads sharing a slice holds ITEMS vectors of VEC
+// elements: vector i covers columns (i * RT + lane) * VEC .. + VEC - 1 of the
+// slice, so for each i the RT threads read RT * VEC * sizeof(elem_t)
+// contiguous bytes (coalesced). Columns at or past `cols` read as -inf.
+// VEC > 1 requires cols % VEC == 0 and a row start aligned to VEC elements
+// (the dispatcher guarantees both, else it picks VEC = 1).
+// ---------------------------------------------------------------------------
+template <int ITEMS, int VEC, int RT>
+__device__ __forceinline__ void slice_load(const elem_t* __restrict__ row, int first_col, int cols,
+                                           bool live, int lane, float* v) {
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+        const int c = first_col + (i * RT + lane) * VEC;
+        if (live && c < cols) {
+            load_vec<VEC>(row + c, v + i * VEC);
+        } else {
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) v[i * VEC + k] = NEG_INF;
+        }
+    }
+}
+
+// Turn the held values into exp(x - m_thread) in place and return
+// (m_thread, sum). One exp per element: the rescale to the row's max is a
+// single multiply at store time.
+template <int N>
+__device__ __forceinline__ MaxSum slice_exp(float* v) {
+    float m = NEG_INF;
+#pragma unroll
+    for (int k = 0; k < N; ++k) m = fmaxf(m, v[k]);
+    float l = 0.0f;
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+        v[k] = (v[k] == NEG_INF) ? 0.0f : expf(v[k] - m);
+        l += v[k];
+    }
+    return MaxSum{m, l};
+}
+
+// exp(x - m_thread) * exp(m_thread - M) / L = softmax. An all -inf row has
+// M = -inf = m_thread and L = 0: scale = 1/0 = inf, 0 * inf = NaN, as the
+// semantics above require.
+__device__ __forceinline__ float slice_scale(float m_thread, MaxSum row) {
+    return ((m_thread == row.m) ? 1.0f : expf(m_thread - row.m)) / row.l;
+}
+
+template <int ITEMS, int VEC, int RT>
+__device__ __forceinline__ void slice_store(elem_t* __restrict__ row, int first_col, int cols, bool live,
+                                            int lane, float* v, float scale) {
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+        const int c = first_col + (i * RT + lane) * VEC;
+        if (live && c < cols) {
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) v[i * VEC + k] *= scale;
+            store_vec<VEC>(row + c, v + i * VEC);
+        }
+    }
+}

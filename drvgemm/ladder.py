@@ -1,0 +1,231 @@
+"""``gemm()``: checks the operands, picks a rung and its instantiation, and
+launches it with the grid, block and shared memory its registry entry
+declares (drvgemm/rungs.py)."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import driver
+from .driver import DeviceArray
+from .kernel import Kernel, compile
+from .launch import launch
+from .rungs import RUNGS, Rung, by_name
+
+__all__ = ["gemm", "kernels", "rung", "rung_kernel", "input_dtype", "PRECISIONS"]
+
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+
+
+def _bf16():
+    import ml_dtypes
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def input_dtype(precision: str) -> np.dtype:
+    """The numpy dtype a rung of this precision takes for A and B."""
+    if precision in ("fp32", "tf32"):
+        return np.dtype(np.float32)
+    if precision == "fp16":
+        return np.dtype(np.float16)
+    if precision == "bf16":
+        return _bf16()
+    raise ValueError(f"unknown precision {precision!r}")
+
+
+def _precision_of_dtype(dt: np.dtype) -> str:
+    if dt == np.float32:
+        return "fp32"
+    if dt == np.float16:
+        return "fp16"
+    if dt == _bf16():
+        return "bf16"
+    raise TypeError(f"A and B must be float32, float16 or bfloat16 (ml_dtypes), not {dt}")
+
+
+def kernels(precision=None) -> list[str]:
+    return [r.name for r in RUNGS if precision is None or r.precision == precision]
+
+
+def rung(name: str) -> Rung:
+    table = by_name()
+    if name not in table:
+        raise ValueError(f"unknown kernel {name!r}; registered: {', '.join(table) or 'none'}")
+    return table[name]
+
+
+def compile_arch(r: Rung) -> str | None:
+    """sm_90a-only rungs (wgmma, setmaxnreg) compile for sm_90a; the rest for
+    the current device (sm_90 when there is none)."""
+    return r.arch if r.arch.endswith("a") else None
+
+
+_kernels: dict = {}
+
+
+def rung_kernel(r: Rung, aligned: bool, arch=None) -> Kernel:
+    """The compiled instantiation of a rung (cached per process)."""
+    arch = arch or compile_arch(r)
+    key = (r.name, bool(aligned), arch)
+    k = _kernels.get(key)
+    if k is None:
+        defines = dict(r.defines)
+        defines["ALIGNED"] = int(bool(aligned))
+        k = _kernels[key] = compile(r.source, r.entry, defines=defines, arch=arch,
+                                    options=r.options)
+    return k
+
+
+def _device_arch_ok(r: Rung) -> bool:
+    need = int(r.arch[3:].rstrip("a"))
+    cc = driver.device().cc
+    have = cc[0] * 10 + cc[1]
+    if r.arch.endswith("a"):
+        return have == need
+    return have >= need
+
+
+def _auto_rung(precision: str) -> Rung:
+    """The fastest rung for this precision that the device runs: the ladder is
+    ordered so that the highest rung is the fastest at large sizes; an
+    ``auto=False`` entry (a teaching rung kept for comparison) is skipped."""
+    cands = [r for r in RUNGS if r.precision == precision and getattr(r, "auto", True)]
+    cands = [r for r in cands if _device_arch_ok(r)]
+    if not cands:
+        raise ValueError(f"no registered rung runs {precision} on this device")
+    return cands[-1]
+
+
+# ---------------------------------------------------------------------------
+def _operand(x, what):
+    """(is_device, shape, dtype, pointer-or-array) for a numpy array or a
+    device array; rows must be contiguous."""
+    if isinstance(x, np.ndarray):
+        if x.ndim != 2:
+            raise ValueError(f"{what} must be 2-D, got shape {x.shape}")
+        if not x.flags.c_contiguous:
+            raise ValueError(f"{what} is not C-contiguous (rows must be contiguous, row-major); "
+                             "use np.ascontiguousarray")
+        return False, x.shape, x.dtype, x
+    if isinstance(x, DeviceArray):
+        if x.ndim != 2:
+            raise ValueError(f"{what} must be 2-D, got shape {x.shape}")
+        return True, x.shape, x.dtype, x
+    cai = getattr(x, "__cuda_array_interface__", None)
+    if cai is None:
+        raise TypeError(f"{what} must be a numpy array, a DeviceArray or an object with "
+                        f"__cuda_array_interface__, not {type(x).__name__}")
+    shape = tuple(cai["shape"])
+    if len(shape) != 2:
+        raise ValueError(f"{what} must be 2-D, got shape {shape}")
+    dt = np.dtype(cai["typestr"])
+    if dt.kind == "V" and dt.itemsize == 2 and "bfloat16" in str(getattr(x, "dtype", "")):
+        dt = _bf16()
+    strides = cai.get("strides")
+    if strides is not None and shape[0] * shape[1] > 0:
+        if tuple(strides) != (shape[1] * dt.itemsize, dt.itemsize):
+            raise ValueError(f"{what} has strides {tuple(strides)}: rows must be contiguous "
+                             "and row-major (call .contiguous() / cupy.ascontiguousarray)")
+    return True, shape, dt, x
+
+
+_scale_kernel = None
+
+
+def _scale_c(c_dev, count, beta, stream):
+    """C = beta*C (beta == 0 writes zeros without reading C): K = 0 for rungs
+    whose host side cannot describe an empty K extent (TMA)."""
+    global _scale_kernel
+    if _scale_kernel is None:
+        _scale_kernel = compile("scale.cu", "scale_c")
+    blocks = max(1, min((count + 255) // 256, 65535))
+    launch(_scale_kernel, blocks, 256, [c_dev, count, float(beta)], stream=stream)
+
+
+def gemm(a, b, c=None, *, alpha=1.0, beta=0.0, kernel="auto", stream=None):
+    """C = alpha * A @ B + beta * C with a registered rung.
+
+    A (M x K) and B (K x N) are row-major float32 (fp32 / tf32 rungs),
+    float16 or bfloat16 (ml_dtypes); C (M x N) is float32. numpy in -> numpy
+    out (when ``c`` is given it is updated in place and returned); device
+    arrays in (DeviceArray, CuPy, PyTorch) -> the result stays on the device.
+    ``beta == 0`` never reads C. ``kernel``: a name from ``drvgemm.kernels()``
+    or "auto" (the fastest rung for the inputs' precision).
+    """
+    a_dev, a_shape, a_dt, a_obj = _operand(a, "A")
+    b_dev, b_shape, b_dt, b_obj = _operand(b, "B")
+    if a_dt != b_dt:
+        raise TypeError(f"A is {a_dt} but B is {b_dt}: both must have the same dtype")
+    precision = _precision_of_dtype(a_dt)
+    m, k = a_shape
+    k2, n = b_shape
+    if k != k2:
+        raise ValueError(f"A is {m}x{k} and B is {k2}x{n}: inner dimensions differ ({k} != {k2})")
+    if c is not None:
+        c_dev, c_shape, c_dt, c_obj = _operand(c, "C")
+        if c_shape != (m, n):
+            raise ValueError(f"C must be {m}x{n} (M x N), got {c_shape[0]}x{c_shape[1]}")
+        if c_dt != np.float32:
+            raise TypeError(f"C must be float32, not {c_dt}")
+    else:
+        c_dev = a_dev
+        if beta != 0:
+            raise ValueError("beta != 0 needs an input C")
+    if len({a_dev, b_dev, c_dev}) != 1:
+        raise TypeError("A, B and C must all be host (numpy) arrays or all device arrays")
+    on_device = a_dev
+    try:
+        alpha, beta = float(alpha), float(beta)
+    except (TypeError, ValueError):
+        raise TypeError("alpha and beta must be real numbers") from None
+
+    if kernel == "auto":
+        if not driver.has_gpu():
+            raise driver.NoDeviceError("gemm", -1, "NO_GPU", driver.no_gpu_reason() or "no GPU")
+        r = _auto_rung(precision)
+    else:
+        r = rung(kernel)
+        if input_dtype(r.precision) != a_dt:
+            raise TypeError(f"{r.name} takes {r.precision} inputs ({input_dtype(r.precision)}), "
+                            f"but A and B are {a_dt}")
+
+    if m == 0 or n == 0:
+        if c is not None:
+            return c
+        return np.empty((m, n), np.float32) if not on_device else driver.empty((m, n), np.float32)
+
+    # Operands on the device.
+    if on_device:
+        A, B = a_obj, b_obj
+        C = c_obj if c is not None else driver.empty((m, n), np.float32)
+    else:
+        A = driver.to_device(a_obj)
+        B = driver.to_device(b_obj)
+        if c is not None and beta != 0:
+            C = driver.to_device(c_obj)
+        else:
+            C = driver.empty((m, n), np.float32)
+    pa, pb, pc = (driver.device_pointer(x) for x in (A, B, C))
+
+    if getattr(r, "host", "") == "tma":
+        if k == 0:
+            _scale_c(C, m * n, beta, stream)
+        else:
+            from .tma import wgmma_gemm_launch_config
+            cfg = wgmma_gemm_launch_config(r, A, B, C, m, n, k, alpha, beta)
+            launch(rung_kernel(r, True), cfg["grid"], cfg["block"], cfg["args"],
+                   smem=cfg["smem"], stream=stream, cluster=cfg.get("cluster"))
+    else:
+        v = r.vector
+        aligned = (k % v == 0 and n % v == 0 and pa % 16 == 0 and pb % 16 == 0 and pc % 16 == 0)
+        kern = rung_kernel(r, aligned)
+        launch(kern, r.grid(m, n), r.block, [A, B, C, m, n, k, alpha, beta], smem=r.smem,
+               stream=stream)
+
+    if on_device:
+        return C
+    if stream is not None:
+        driver.synchronize()  # the copy below runs on the legacy stream
+    if c is not None:
+        C.to_host(out=c)
+        return c
+    return C.to_host()

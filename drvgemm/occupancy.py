@@ -1,0 +1,912 @@
+"""How many blocks of a kernel an SM holds at once, which resource stops it
+holding more, and what to change to raise it.
+
+Two answers are kept side by side. The model (``model``) is pure Python and
+works for any device description, with or without a GPU: it follows the
+rules the hardware allocates by (registers per warp in fixed units, taken
+from one of four register-file partitions; shared memory per block in fixed
+units plus a per-block reservation; a configurable L1/shared carveout; warp
+slots, block slots and, from Hopper on, barrier slots). ``occupancy`` also
+asks the driver (cuOccupancyMaxActiveBlocksPerMultiprocessor and friends)
+when a GPU is present, so the two can be compared; they must agree exactly.
+
+The rules follow the public description of the CUDA occupancy calculator
+(the cuda_occupancy.h header shipped with the toolkit); nothing here is
+taken from it but the arithmetic the hardware imposes.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from dataclasses import dataclass, field
+
+__all__ = ["DeviceSpec", "SPECS", "get_spec", "Occupancy", "KernelOccupancy", "model",
+           "occupancy", "available_dynamic_smem", "max_potential_block_size",
+           "kernel_max_threads", "bytes_in_flight", "parse_size", "format_size", "add_cli"]
+
+
+# --------------------------------------------------------------------------
+# device descriptions
+# --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DeviceSpec:
+    """The per-SM resources that bound occupancy. Build a custom one with
+    ``dataclasses.replace(SPECS["H200"], smem_per_sm=...)`` or from scratch."""
+    name: str
+    max_threads_per_sm: int             # warp slots x warp size
+    max_blocks_per_sm: int              # block slots
+    regs_per_sm: int
+    regs_per_block: int
+    smem_per_sm: int                    # largest shared-memory carveout, bytes
+    smem_per_block: int                 # per-block limit without opt-in (48 KiB)
+    smem_per_block_optin: int           # per-block limit after opt-in
+    smem_reserved_per_block: int = 0    # taken by the driver from every block (1 KiB on sm_80+)
+    smem_alloc_unit: int = 128          # blocks get shared memory in multiples of this
+    smem_carveouts_kib: tuple | None = None   # shared-memory sizes an SM can be configured to
+    reg_alloc_unit: int = 256           # registers are given to a warp in multiples of this
+    reg_partitions: int = 4             # register file split across the four warp schedulers
+    max_regs_per_thread: int = 255
+    max_threads_per_block: int = 1024
+    warp_size: int = 32
+    warp_alloc_granularity: int = 1     # warps are given to a block in multiples of this
+    barrier_slots_per_sm: int | None = None   # named-barrier slots (sm_90+); None: not a limit
+    cc: tuple | None = None             # compute capability, (9, 0)
+    sm_count: int | None = None
+
+    def __post_init__(self):
+        if self.max_threads_per_sm % self.warp_size:
+            raise ValueError(f"max_threads_per_sm ({self.max_threads_per_sm}) must be a "
+                             f"multiple of the warp size ({self.warp_size})")
+        for f in ("max_threads_per_sm", "max_blocks_per_sm", "regs_per_sm", "regs_per_block",
+                  "smem_per_sm", "smem_alloc_unit", "reg_alloc_unit", "reg_partitions",
+                  "max_threads_per_block", "warp_size", "warp_alloc_granularity"):
+            if getattr(self, f) <= 0:
+                raise ValueError(f"DeviceSpec.{f} must be positive, not {getattr(self, f)}")
+
+    @property
+    def max_warps_per_sm(self) -> int:
+        return self.max_threads_per_sm // self.warp_size
+
+    @property
+    def arch(self) -> str | None:
+        return f"sm_{self.cc[0]}{self.cc[1]}" if self.cc else None
+
+    @classmethod
+    def from_device(cls, props) -> "DeviceSpec":
+        """From ``drvgemm.device()``: the driver's numbers, plus the
+        allocation rules of that architecture that the driver does not report."""
+        cc = tuple(props.cc)
+        major = cc[0]
+        max_blocks = props.max_blocks_per_sm
+        return cls(
+            name=props.name, cc=cc, sm_count=props.sm_count,
+            max_threads_per_sm=props.max_threads_per_sm, max_blocks_per_sm=max_blocks,
+            regs_per_sm=props.regs_per_sm, regs_per_block=props.regs_per_block,
+            smem_per_sm=props.smem_per_sm, smem_per_block=props.smem_per_block,
+            smem_per_block_optin=props.smem_per_block_optin,
+            smem_reserved_per_block=props.smem_reserved_per_block if major >= 8 else 0,
+            smem_alloc_unit=128 if major >= 8 else 256,
+            smem_carveouts_kib=_carveouts_for(cc),
+            max_threads_per_block=props.max_threads_per_block, warp_size=props.warp_size,
+            barrier_slots_per_sm=_barrier_slots_for(cc, max_blocks),
+        )
+
+
+def _carveouts_for(cc) -> tuple | None:
+    """Shared-memory sizes (KiB) the unified L1/shared array can be split at."""
+    major, minor = cc
+    full = (0, 8, 16, 32, 64, 100, 132, 164, 196, 228)
+    if major == 7:
+        return (32, 64) if minor == 5 else (0, 8, 16, 32, 64, 96)
+    if major == 8:
+        return full[:8] if minor in (0, 7) else full[:6]
+    if major in (9, 10, 11):
+        return full
+    if major == 12:
+        return full[:6]
+    return None
+
+
+def _barrier_slots_for(cc, max_blocks) -> int | None:
+    """Hopper and later count named barriers (bar.sync ids) per SM: two per
+    block slot on most parts, one on a few."""
+    major, minor = cc
+    if major < 9:
+        return None
+    single = (major == 10 and minor == 1) or (major == 11 and minor == 0) or major == 12
+    return max_blocks * (1 if single else 2)
+
+
+_HOPPER = dict(
+    max_threads_per_sm=2048, max_blocks_per_sm=32, regs_per_sm=65536, regs_per_block=65536,
+    smem_per_sm=233472, smem_per_block=49152, smem_per_block_optin=232448,
+    smem_reserved_per_block=1024, smem_alloc_unit=128,
+    smem_carveouts_kib=(0, 8, 16, 32, 64, 100, 132, 164, 196, 228),
+    barrier_slots_per_sm=64, cc=(9, 0), sm_count=132)
+
+SPECS: dict[str, DeviceSpec] = {
+    "H200": DeviceSpec(name="H200", **_HOPPER),
+    "H100": DeviceSpec(name="H100", **_HOPPER),
+    "A100": DeviceSpec(
+        name="A100", max_threads_per_sm=2048, max_blocks_per_sm=32, regs_per_sm=65536,
+        regs_per_block=65536, smem_per_sm=167936, smem_per_block=49152,
+        smem_per_block_optin=166912, smem_reserved_per_block=1024, smem_alloc_unit=128,
+        smem_carveouts_kib=(0, 8, 16, 32, 64, 100, 132, 164), cc=(8, 0), sm_count=108),
+    # The worked example of the seed notes: 48 warps and 100 KB of shared
+    # memory per SM, shared memory counted to the byte, no reservation, no
+    # carveout choice. Its block limit of 24 in the table is the warp limit
+    # (48 warps / 2-warp blocks), not a block-slot limit.
+    "seed": DeviceSpec(
+        name="seed", max_threads_per_sm=48 * 32, max_blocks_per_sm=32, regs_per_sm=65536,
+        regs_per_block=65536, smem_per_sm=102400, smem_per_block=102400,
+        smem_per_block_optin=102400, smem_reserved_per_block=0, smem_alloc_unit=1),
+}
+
+
+def get_spec(name: str) -> DeviceSpec:
+    for key, spec in SPECS.items():
+        if key.lower() == str(name).lower():
+            return spec
+    raise ValueError(f"no built-in device spec named {name!r}; built in: {', '.join(SPECS)}")
+
+
+# --------------------------------------------------------------------------
+# the model
+# --------------------------------------------------------------------------
+# Order in which tied limits are named: a full SM is reported as "warps",
+# a block that cannot run at all as "block size".
+_LIMIT_ORDER = ("block size", "warps", "blocks", "registers", "shared memory", "barriers")
+
+
+def _round_up(x: int, unit: int) -> int:
+    return -(-x // unit) * unit
+
+
+def _carveout_at_least(spec: DeviceSpec, nbytes: int) -> int | None:
+    """The smallest shared-memory configuration holding ``nbytes``, or None
+    when the SM has no configurations or none is large enough."""
+    if not spec.smem_carveouts_kib:
+        return None
+    for kib in sorted(spec.smem_carveouts_kib):
+        if kib * 1024 >= nbytes:
+            return kib * 1024
+    return None
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    """The model's answer for one (device, kernel resources, launch) point.
+
+    ``limits`` maps each resource to the blocks per SM it alone allows (None:
+    it sets no limit); ``blocks_per_sm`` is their minimum and ``limiters`` the
+    resources that reach it."""
+    spec: DeviceSpec
+    regs_per_thread: int
+    block_threads: int
+    dynamic_smem: int
+    static_smem: int
+    barriers: int
+    carveout: int | None              # shared-memory preference in percent; None: the default
+    opt_in: bool
+    kernel_max_threads: int | None
+    blocks_per_sm: int
+    warps_per_block: int
+    limits: dict
+    limiters: tuple
+    regs_per_block: int               # registers allocated to one block
+    smem_per_block: int               # shared memory allocated to one block, reservation included
+    smem_per_sm: int                  # shared memory the calculation divided (carveout)
+    reason: str = ""                  # why a block cannot run at all, when it cannot
+
+    @property
+    def max_warps(self) -> int:
+        return self.spec.max_warps_per_sm
+
+    @property
+    def active_warps(self) -> int:
+        return self.blocks_per_sm * self.warps_per_block
+
+    @property
+    def occupancy(self) -> float:
+        return self.active_warps / self.max_warps
+
+    @property
+    def limiter(self) -> str:
+        return self.limiters[0]
+
+    @property
+    def carveout_used(self) -> int | None:
+        """The smallest shared-memory configuration that holds the resident
+        blocks: what the SM is set to, the rest of the array staying L1."""
+        if self.blocks_per_sm == 0:
+            return None
+        return _carveout_at_least(self.spec, self.blocks_per_sm * self.smem_per_block)
+
+    def _with(self, **changes) -> "Occupancy":
+        args = dict(regs_per_thread=self.regs_per_thread, block_threads=self.block_threads,
+                    smem_per_block_dynamic=self.dynamic_smem, static_smem=self.static_smem,
+                    barriers=self.barriers, carveout=self.carveout, opt_in=self.opt_in,
+                    max_threads_per_block=self.kernel_max_threads)
+        args.update(changes)
+        return model(self.spec, **args)
+
+    # ---------------------------------------------------------------- advice
+    def advice(self) -> list[str]:
+        """For each limit that binds: what would raise the blocks per SM."""
+        if self.blocks_per_sm == 0:
+            return [self._advise_block_size()]
+        out = []
+        for lim in self.limiters:
+            text = {"block size": self._advise_block_size, "warps": self._advise_warps,
+                    "blocks": self._advise_blocks, "registers": self._advise_registers,
+                    "shared memory": self._advise_smem, "barriers": self._advise_barriers}[lim]()
+            if text:
+                out.append(text)
+        return out
+
+    def _ties(self, lim) -> str:
+        others = [x for x in self.limiters if x != lim]
+        return f" ({' and '.join(others)} also allow{'s' if len(others) == 1 else ''} " \
+               f"only {self.blocks_per_sm}: change both)" if others else ""
+
+    def _advise_registers(self) -> str:
+        b = self.blocks_per_sm
+        head = f"registers bind: {b} block{'s' * (b != 1)}"
+        if self.regs_per_thread <= 1:
+            return head
+        best = self._with(regs_per_thread=0).blocks_per_sm
+        first = next((r for r in range(self.regs_per_thread - 1, 0, -1)
+                      if self._with(regs_per_thread=r).blocks_per_sm > b), None)
+        if first is None:
+            return head + self._ties("registers")
+        got = self._with(regs_per_thread=first).blocks_per_sm
+        text = f"{head}; <= {first} registers/thread would give {got}"
+        if best > got:
+            full = next(r for r in range(first, 0, -1)
+                        if self._with(regs_per_thread=r).blocks_per_sm >= best)
+            text += f", <= {full} would give {best}"
+        return text + " (--maxrregcount or __launch_bounds__(threads, min_blocks))"
+
+    def _advise_smem(self) -> str:
+        b = self.blocks_per_sm
+        head = (f"shared memory binds: {b} block{'s' * (b != 1)} of "
+                f"{format_size(self.smem_per_block)} allocated")
+        if self.smem_per_block and self.spec.smem_reserved_per_block:
+            head += f" (incl. {format_size(self.spec.smem_reserved_per_block)} reserved)"
+        best = self._with(smem_per_block_dynamic=0).blocks_per_sm
+        if best <= b:
+            return head + (f"; the {format_size(self.static_smem)} of static shared memory "
+                           "alone allows no more" if self.static_smem else "") + \
+                self._ties("shared memory")
+        first = _largest_dynamic_smem(self, b + 1)
+        got = self._with(smem_per_block_dynamic=first).blocks_per_sm
+        text = f"{head}; <= {format_size(first)} dynamic/block would give {got}"
+        if best > got:
+            full = _largest_dynamic_smem(self, best)
+            text += f", <= {format_size(full)} would give {best}"
+        return text
+
+    def _advise_warps(self) -> str:
+        w = self.warps_per_block
+        if self.active_warps == self.max_warps:
+            return (f"warps bind: all {self.max_warps} warp slots are in use (100%); "
+                    "occupancy cannot go higher")
+        text = (f"warps bind: {self.blocks_per_sm} blocks of {w} warp{'s' * (w != 1)} fill "
+                f"{self.active_warps} of {self.max_warps} warp slots")
+        if self.block_threads % self.spec.warp_size:
+            idle = w * self.spec.warp_size - self.block_threads
+            text += f"; {idle} lanes of the last warp of each block idle"
+        better = []
+        for cand in range(1, self.spec.max_threads_per_block // self.spec.warp_size + 1):
+            if self.max_warps % cand == 0:
+                o = self._with(block_threads=cand * self.spec.warp_size)
+                if o.occupancy > self.occupancy:
+                    better.append((abs(cand - w), cand, o))
+        if better:
+            _, cand, o = min(better)
+            text += (f"; blocks of {cand * self.spec.warp_size} threads would give "
+                     f"{o.blocks_per_sm} blocks ({o.occupancy:.1%})")
+        return text + self._ties("warps")
+
+    def _advise_blocks(self) -> str:
+        text = (f"blocks bind: at most {self.spec.max_blocks_per_sm} blocks/SM of "
+                f"{self.warps_per_block} warp{'s' * (self.warps_per_block != 1)} fill "
+                f"{self.active_warps} of {self.max_warps} warp slots")
+        need = -(-self.max_warps // self.spec.max_blocks_per_sm)
+        if need > self.warps_per_block:
+            o = self._with(block_threads=need * self.spec.warp_size)
+            if o.occupancy > self.occupancy:
+                text += (f"; blocks of {need * self.spec.warp_size} threads would give "
+                         f"{o.occupancy:.1%}")
+        return text + self._ties("blocks")
+
+    def _advise_barriers(self) -> str:
+        b = self.blocks_per_sm
+        text = (f"named barriers bind: each block holds {self.barriers} of the "
+                f"{self.spec.barrier_slots_per_sm} barrier slots per SM")
+        for n in range(self.barriers - 1, 0, -1):
+            o = self._with(barriers=n)
+            if o.blocks_per_sm > b:
+                return text + f"; using <= {n} barrier ids would give {o.blocks_per_sm}"
+        return text + self._ties("barriers")
+
+    def _advise_block_size(self) -> str:
+        ways = []
+        fits = next((t for t in range(self.block_threads - 1, 0, -1)
+                     if t % self.spec.warp_size == 0 and self._with(block_threads=t).blocks_per_sm),
+                    None)
+        if fits:
+            ways.append(f"blocks of <= {fits} threads")
+        if self.limits.get("registers") == 0:
+            r = next((r for r in range(min(self.regs_per_thread, self.spec.max_regs_per_thread),
+                                       0, -1) if self._with(regs_per_thread=r).blocks_per_sm), None)
+            if r:
+                ways.append(f"<= {r} registers/thread")
+        if self.limits.get("shared memory") == 0:
+            d = _largest_dynamic_smem(self, 1)
+            if d is not None:
+                ways.append(f"<= {format_size(d)} of dynamic shared memory")
+        text = f"block size: {self.reason}"
+        return text + (f"; would fit with {' or '.join(ways)}" if ways else "")
+
+    # ---------------------------------------------------------------- table
+    def table(self) -> str:
+        s = self.spec
+        w = self.warps_per_block
+        rows = [("warps", f"{w} warp{'s' * (w != 1)} ({self.block_threads} threads)",
+                 f"{s.max_warps_per_sm} warps")]
+        if self.regs_per_thread:
+            rows.append(("registers", f"{self.regs_per_block} regs ({self.regs_per_thread}/thread)",
+                         f"{s.regs_per_sm}"))
+        else:
+            rows.append(("registers", "not counted", f"{s.regs_per_sm}"))
+        smem_use = format_size(self.smem_per_block)
+        parts = []
+        if self.static_smem:
+            parts.append(f"{format_size(self.static_smem)} static")
+        if self.dynamic_smem:
+            parts.append(f"{format_size(self.dynamic_smem)} dynamic")
+        if s.smem_reserved_per_block:
+            parts.append(f"{format_size(s.smem_reserved_per_block)} reserved")
+        if parts:
+            smem_use += f" = {' + '.join(parts)}"
+        rows.append(("shared memory", smem_use, format_size(self.smem_per_sm)))
+        rows.append(("blocks", "1 block", f"{s.max_blocks_per_sm} blocks"))
+        if self.limits.get("barriers") is not None:
+            rows.append(("barriers", f"{self.barriers} ids", f"{s.barrier_slots_per_sm} slots"))
+        head = ("limit", "per block", "per SM", "blocks/SM", "")
+        body = []
+        for name, use, cap in rows:
+            n = self.limits.get(name)
+            mark = "<- binds" if name in self.limiters else ""
+            body.append((name, use, cap, "-" if n is None else str(n), mark))
+        widths = [max(len(r[i]) for r in [head] + body) for i in range(4)]
+        lines = []
+        for r in [head] + body:
+            lines.append(f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:>{widths[2]}}  "
+                         f"{r[3]:>{widths[3]}}  {r[4]}".rstrip())
+        if self.reason:
+            lines.append(f"block size: {self.reason}")
+        lines.append(f"=> {self.blocks_per_sm} blocks/SM x {w} warp{'s' * (w != 1)} = "
+                     f"{self.active_warps} of "
+                     f"{self.max_warps} warps: occupancy {self.occupancy:.1%} "
+                     f"(limited by {self.limiter})")
+        cv = self.carveout_used
+        if cv is not None and self.spec.smem_carveouts_kib:
+            lines.append(f"shared-memory carveout that holds them: {format_size(cv)} of "
+                         f"{format_size(self.spec.smem_per_sm)}")
+        lines += [f"- {a}" for a in self.advice()]
+        return "\n".join(lines)
+
+    def __str__(self):
+        return self.table()
+
+
+def model(spec: DeviceSpec, regs_per_thread: int, block_threads: int,
+          smem_per_block_dynamic: int = 0, static_smem: int = 0, *, barriers: int = 0,
+          carveout: int | None = None, opt_in: bool = True,
+          max_threads_per_block: int | None = None) -> Occupancy:
+    """Blocks per SM for a kernel using ``regs_per_thread`` registers (0: do
+    not count registers), ``static_smem`` bytes of static and
+    ``smem_per_block_dynamic`` bytes of dynamic shared memory and
+    ``barriers`` named-barrier ids, launched with ``block_threads`` threads.
+
+    ``carveout``: the kernel's preferred shared-memory carveout in percent
+    of the largest (None: no preference, the driver sizes it to fit).
+    ``opt_in``: the kernel may use dynamic shared memory above
+    ``spec.smem_per_block`` (``drvgemm.launch`` opts in on demand).
+    ``max_threads_per_block``: the kernel's own limit (__launch_bounds__)."""
+    for nm, v in (("regs_per_thread", regs_per_thread), ("smem_per_block_dynamic",
+                  smem_per_block_dynamic), ("static_smem", static_smem), ("barriers", barriers)):
+        if not isinstance(v, int) or v < 0:
+            raise ValueError(f"{nm} must be an integer >= 0, not {v!r}")
+    if not isinstance(block_threads, int) or block_threads <= 0:
+        raise ValueError(f"block_threads must be a positive integer, not {block_threads!r}")
+    if carveout is not None and not 0 <= carveout <= 100:
+        raise ValueError(f"carveout is a percentage 0..100 (or None), not {carveout!r}")
+
+    ws = spec.warp_size
+    warps = _round_up(-(-block_threads // ws), spec.warp_alloc_granularity)
+    reasons = []
+    limits: dict[str, int | None] = {}
+
+    # Warp slots.
+    if block_threads > spec.max_threads_per_block:
+        limits["warps"] = 0
+        reasons.append(f"{block_threads} threads exceed the {spec.max_threads_per_block} "
+                       "a block may have")
+    else:
+        limits["warps"] = spec.max_warps_per_sm // warps
+    if max_threads_per_block is not None and block_threads > max_threads_per_block:
+        reasons.append(f"{block_threads} threads exceed the kernel's own limit of "
+                       f"{max_threads_per_block} (__launch_bounds__ / .maxntid)")
+
+    # Block slots.
+    limits["blocks"] = spec.max_blocks_per_sm
+
+    # Registers: each warp gets a multiple of the allocation unit, from one
+    # of the partitions of the register file (one per warp scheduler); a
+    # block is only admitted if its warps, spread evenly over the
+    # partitions, fit the per-block register limit.
+    regs_block = 0
+    if regs_per_thread == 0:
+        limits["registers"] = None
+    else:
+        per_warp = _round_up(regs_per_thread * ws, spec.reg_alloc_unit)
+        regs_block = per_warp * warps
+        spread = per_warp * _round_up(warps, spec.reg_partitions)
+        if regs_per_thread > spec.max_regs_per_thread:
+            limits["registers"] = 0
+            reasons.append(f"{regs_per_thread} registers/thread exceed the "
+                           f"{spec.max_regs_per_thread} a thread may have")
+        elif regs_block > spec.regs_per_block or spread > spec.regs_per_block:
+            limits["registers"] = 0
+            reasons.append(f"{warps} warps x {per_warp} registers need {max(regs_block, spread)} "
+                           f"registers (counted over {spec.reg_partitions} partitions); a block "
+                           f"may have {spec.regs_per_block}")
+        else:
+            per_partition = (spec.regs_per_sm // spec.reg_partitions) // per_warp
+            limits["registers"] = per_partition * spec.reg_partitions // warps
+
+    # Shared memory: static + dynamic + the driver's per-block reservation,
+    # rounded up to the allocation unit, divided into the carveout.
+    used = static_smem + smem_per_block_dynamic + spec.smem_reserved_per_block
+    alloc = _round_up(used, spec.smem_alloc_unit)
+    cap = (spec.smem_per_block_optin if opt_in else spec.smem_per_block) \
+        + spec.smem_reserved_per_block
+    preferred = spec.smem_per_sm if carveout is None else carveout * spec.smem_per_sm // 100
+    aligned = _carveout_at_least(spec, preferred)
+    if aligned is not None:
+        preferred = aligned
+    if preferred >= alloc:
+        smem_sm = preferred
+    else:
+        # A preference smaller than one block is overridden: the SM is set
+        # to the smallest configuration that holds one block.
+        smem_sm = _carveout_at_least(spec, alloc) or spec.smem_per_sm
+    if alloc > cap:
+        limits["shared memory"] = 0
+        how = "after opt-in" if opt_in else "without opt-in"
+        reasons.append(f"{format_size(alloc)} of shared memory per block (with "
+                       f"{format_size(spec.smem_reserved_per_block)} reserved) exceed the "
+                       f"{format_size(cap)} a block may have {how}")
+    elif alloc == 0:
+        limits["shared memory"] = None
+    else:
+        limits["shared memory"] = smem_sm // alloc
+
+    # Named-barrier slots (sm_90+).
+    if spec.barrier_slots_per_sm and barriers > 0:
+        limits["barriers"] = spec.barrier_slots_per_sm // barriers
+        if limits["barriers"] == 0:
+            reasons.append(f"{barriers} barrier ids exceed the {spec.barrier_slots_per_sm} "
+                           "slots of an SM")
+    else:
+        limits["barriers"] = None
+
+    limits["block size"] = 0 if reasons else None
+    blocks = min(v for v in limits.values() if v is not None)
+    limiters = tuple(n for n in _LIMIT_ORDER if limits.get(n) == blocks)
+    return Occupancy(spec=spec, regs_per_thread=regs_per_thread, block_threads=block_threads,
+                     dynamic_smem=smem_per_block_dynamic, static_smem=static_smem,
+                     barriers=barriers, carveout=carveout, opt_in=opt_in,
+                     kernel_max_threads=max_threads_per_block, blocks_per_sm=blocks,
+                     warps_per_block=warps, limits=limits, limiters=limiters,
+                     regs_per_block=regs_block, smem_per_block=alloc, smem_per_sm=smem_sm,
+                     reason="; ".join(reasons))
+
+
+def _largest_dynamic_smem(point: Occupancy, blocks: int) -> int | None:
+    """The most dynamic shared memory per block at which ``point`` still
+    reaches ``blocks`` blocks per SM (None: not even with none). Blocks per SM
+    never rise with shared memory, so a bisection finds the edge exactly."""
+    if point._with(smem_per_block_dynamic=0).blocks_per_sm < blocks:
+        return None
+    lo, hi = 0, point.spec.smem_per_block_optin + point.spec.smem_per_sm
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if point._with(smem_per_block_dynamic=mid).blocks_per_sm >= blocks:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def available_dynamic_smem(spec: DeviceSpec, regs_per_thread: int, block_threads: int,
+                           blocks: int, static_smem: int = 0, **kw) -> int | None:
+    """The most dynamic shared memory a block may ask for and still have
+    ``blocks`` blocks per SM resident (None: unreachable at any size)."""
+    if blocks <= 0:
+        raise ValueError(f"blocks must be positive, not {blocks}")
+    base = model(spec, regs_per_thread, block_threads, 0, static_smem, **kw)
+    return _largest_dynamic_smem(base, blocks)
+
+
+def max_potential_block_size(spec: DeviceSpec, regs_per_thread: int,
+                             smem_per_block_dynamic: int = 0, static_smem: int = 0, *,
+                             max_threads_per_block: int | None = None, **kw) -> tuple[int, int]:
+    """(smallest grid that fills every SM, block size) for the block size that
+    keeps the most threads resident per SM; the larger block wins a tie, as
+    in the driver's search."""
+    limit = min(spec.max_threads_per_block, max_threads_per_block or spec.max_threads_per_block)
+    best_threads = best_block = best_blocks = 0
+    aligned = _round_up(limit, spec.warp_size)
+    while aligned > 0:
+        t = min(limit, aligned)
+        o = model(spec, regs_per_thread, t, smem_per_block_dynamic, static_smem,
+                  max_threads_per_block=max_threads_per_block, **kw)
+        if o.blocks_per_sm * t > best_threads:
+            best_threads, best_block, best_blocks = o.blocks_per_sm * t, t, o.blocks_per_sm
+        if best_threads == spec.max_threads_per_sm:
+            break
+        aligned -= spec.warp_size
+    return best_blocks * (spec.sm_count or 1), best_block
+
+
+# --------------------------------------------------------------------------
+# a compiled kernel: the model, and the driver when there is a GPU
+# --------------------------------------------------------------------------
+def kernel_max_threads(ptx: str, entry: str) -> int | None:
+    """The block-size limit a kernel declares in its PTX (.maxntid / .reqntid,
+    what __launch_bounds__ compiles to), or None."""
+    m = re.search(r"\.entry\s+" + re.escape(entry) + r"\s*\(", ptx)
+    if not m:
+        return None
+    close = ptx.find(")", m.end())
+    brace = ptx.find("{", close)
+    head = ptx[close:brace if brace >= 0 else None]
+    d = re.search(r"\.(?:maxntid|reqntid)\s+(\d+)(?:\s*,\s*(\d+))?(?:\s*,\s*(\d+))?", head)
+    if not d:
+        return None
+    return math.prod(int(x) for x in d.groups() if x)
+
+
+def _block_threads(block) -> int:
+    dims = (block,) if isinstance(block, int) else tuple(block)
+    if not 1 <= len(dims) <= 3 or not all(isinstance(d, int) and d > 0 for d in dims):
+        raise ValueError(f"block must be a positive int or a tuple of 1-3 positive ints, "
+                         f"not {block!r}")
+    for axis, d, most in zip("xyz", dims, (1024, 1024, 64)):
+        if d > most:
+            raise ValueError(f"block.{axis} = {d} exceeds the {most} a block may have")
+    return math.prod(dims)
+
+
+@dataclass
+class KernelOccupancy:
+    """``drvgemm.occupancy``'s answer: the model's explanation and, when a GPU
+    is present, the driver's own figures for the same launch."""
+    kernel: str
+    model: Occupancy
+    driver_blocks_per_sm: int | None = None
+    driver_available_dynamic_smem: int | None = None
+    driver_potential_block_size: tuple | None = None
+    driver_error: str | None = None
+    source: str = "model"             # "driver" when the driver answered
+    model_available_dynamic_smem: int | None = None
+    model_potential_block_size: tuple | None = None
+    notes: list = field(default_factory=list)
+
+    @property
+    def blocks_per_sm(self) -> int:
+        if self.driver_blocks_per_sm is not None:
+            return self.driver_blocks_per_sm
+        return self.model.blocks_per_sm
+
+    @property
+    def warps_per_block(self) -> int:
+        return self.model.warps_per_block
+
+    @property
+    def active_warps(self) -> int:
+        return self.blocks_per_sm * self.model.warps_per_block
+
+    @property
+    def max_warps(self) -> int:
+        return self.model.max_warps
+
+    @property
+    def occupancy(self) -> float:
+        return self.active_warps / self.max_warps
+
+    @property
+    def limiter(self) -> str:
+        return self.model.limiter
+
+    @property
+    def limits(self) -> dict:
+        return self.model.limits
+
+    def advice(self) -> list[str]:
+        return self.model.advice()
+
+    @property
+    def agrees(self) -> bool | None:
+        """Whether the driver and the model give the same blocks per SM
+        (None when there was no driver to ask)."""
+        if self.driver_blocks_per_sm is None:
+            return None
+        return self.driver_blocks_per_sm == self.model.blocks_per_sm
+
+    def __str__(self):
+        m = self.model
+        res = (f"{m.regs_per_thread} registers/thread, {format_size(m.static_smem)} static "
+               f"shared memory")
+        if m.barriers:
+            res += f", {m.barriers} barrier id{'s' * (m.barriers != 1)}"
+        if m.kernel_max_threads:
+            res += f", at most {m.kernel_max_threads} threads/block"
+        lines = [f"{self.kernel} on {m.spec.name}: block of {m.block_threads} threads, "
+                 f"{format_size(m.dynamic_smem)} dynamic shared memory", f"kernel: {res}", "",
+                 m.table(), ""]
+        if self.driver_blocks_per_sm is not None:
+            verdict = "agrees" if self.agrees else "DISAGREES with the model"
+            lines.append(f"driver: {self.driver_blocks_per_sm} blocks/SM ({verdict})")
+        elif self.driver_error:
+            lines.append(f"driver: {self.driver_error}")
+        else:
+            lines.append(f"no GPU: the numbers are the model's ({m.spec.name} spec)")
+        if self.model_available_dynamic_smem is not None:
+            d = self.driver_available_dynamic_smem
+            lines.append(f"dynamic shared memory a block may have at {m.blocks_per_sm} "
+                         f"blocks/SM: {format_size(self.model_available_dynamic_smem)}"
+                         + (f" (driver: {format_size(d)})" if d is not None else ""))
+        if self.model_potential_block_size:
+            grid, blk = self.model_potential_block_size
+            d = self.driver_potential_block_size
+            lines.append(f"block size with the most resident threads: {blk} (grid of {grid} "
+                         f"fills the GPU)" + (f" (driver: {d[1]}, grid {d[0]})" if d else ""))
+        lines += self.notes
+        return "\n".join(lines)
+
+
+def _same_device(a: DeviceSpec, b: DeviceSpec) -> bool:
+    """Equal in every resource (names and SM counts aside)."""
+    return dataclasses.replace(a, name="", sm_count=None) == \
+        dataclasses.replace(b, name="", sm_count=None)
+
+
+def occupancy(kernel, block, smem=0, *, spec: DeviceSpec | None = None,
+              carveout: int | None = None) -> KernelOccupancy:
+    """Blocks per SM, warps, occupancy and the binding limit of ``kernel``
+    (a compiled ``drvgemm.Kernel``) launched with ``block`` (int or tuple)
+    and ``smem`` bytes of dynamic shared memory (an int, or a size like
+    "48K"). The model uses the device's properties when a GPU is present
+    (else ``spec``, by default the H200's); the driver is asked too when
+    there is a GPU and ``spec`` is not given, or is that same device."""
+    from . import driver
+    threads = _block_threads(block)
+    smem = parse_size(smem) if isinstance(smem, str) else int(smem)
+    if smem < 0:
+        raise ValueError(f"smem must be >= 0, not {smem}")
+    res = kernel.resources
+    gpu = driver.has_gpu()
+    ask_driver = gpu
+    if spec is None:
+        if gpu:
+            import drvgemm
+            spec = DeviceSpec.from_device(drvgemm.device())
+        else:
+            spec = SPECS["H200"]
+    elif gpu:
+        import drvgemm
+        ask_driver = _same_device(DeviceSpec.from_device(drvgemm.device()), spec)
+    max_threads = kernel_max_threads(kernel.ptx, kernel.entry)
+    kw = dict(barriers=res.barriers, carveout=carveout, max_threads_per_block=max_threads)
+    point = model(spec, res.registers, threads, smem, res.static_smem, **kw)
+    out = KernelOccupancy(kernel=getattr(kernel, "name", None) or kernel.entry, model=point)
+    if point.blocks_per_sm:
+        out.model_available_dynamic_smem = available_dynamic_smem(
+            spec, res.registers, threads, point.blocks_per_sm, res.static_smem, **kw)
+    out.model_potential_block_size = max_potential_block_size(
+        spec, res.registers, smem, res.static_smem, **kw)
+    if ask_driver and carveout is None:
+        from .errors import CudaError
+        fn = kernel.function
+        try:
+            out.driver_blocks_per_sm = driver.occupancy_max_active_blocks(fn, threads, smem)
+            out.source = "driver"
+            if out.driver_blocks_per_sm:
+                out.driver_available_dynamic_smem = driver.occupancy_available_dynamic_smem(
+                    fn, out.driver_blocks_per_sm, threads)
+            out.driver_potential_block_size = tuple(
+                driver.occupancy_max_potential_block_size(fn, smem))
+        except CudaError as e:
+            out.driver_error = str(e).splitlines()[0]
+    elif ask_driver:
+        out.notes.append("(a carveout preference was given: the driver was not asked)")
+    return out
+
+
+# --------------------------------------------------------------------------
+# Little's law
+# --------------------------------------------------------------------------
+def bytes_in_flight(latency_s: float, bandwidth_bytes_per_s: float) -> float:
+    """Little's law: the bytes that must be in flight at once to sustain a
+    bandwidth when each request takes ``latency_s`` to come back."""
+    return latency_s * bandwidth_bytes_per_s
+
+
+# --------------------------------------------------------------------------
+# sizes
+# --------------------------------------------------------------------------
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmM]?)(?:i?[bB])?\s*$")
+
+
+def parse_size(text) -> int:
+    """'48K', '48KiB', '48KB', '1.5M', '1000', 1000 -> bytes (K = 1024)."""
+    if isinstance(text, int):
+        if text < 0:
+            raise ValueError(f"a size must be >= 0, not {text}")
+        return text
+    m = _SIZE_RE.match(str(text))
+    if not m:
+        raise ValueError(f"{text!r} is not a size: write bytes (1000) or 48K / 48KiB / 1M")
+    value = float(m.group(1)) * {"": 1, "k": 1024, "m": 1024 * 1024}[m.group(2).lower()]
+    if value != int(value):
+        raise ValueError(f"{text!r} is not a whole number of bytes")
+    return int(value)
+
+
+def format_size(n: int | None) -> str:
+    if n is None:
+        return "-"
+    if n >= 1024 and n % 1024 == 0:
+        return f"{n // 1024} KiB"
+    return f"{n:,} B"
+
+
+# --------------------------------------------------------------------------
+# command line
+# --------------------------------------------------------------------------
+def add_cli(subparsers) -> None:
+    p = subparsers.add_parser(
+        "occupancy", help="blocks per SM, the binding limit and what would raise it",
+        description="Occupancy of a registered rung, a .cu/.ptx kernel, or a what-if "
+                    "(--regs with no kernel). Sizes take K/KiB (1024) or plain bytes.")
+    p.add_argument("kernel", nargs="?", help="a rung name (drvgemm kernels) or a .cu/.ptx file")
+    p.add_argument("--entry", help="kernel symbol in a .cu/.ptx file")
+    p.add_argument("--block", help="threads per block: 256 or 16x16 (default: the rung's)")
+    p.add_argument("--smem", help="dynamic shared memory per block (default: the rung's, else 0)")
+    p.add_argument("--regs", type=int, help="registers per thread (what-if; overrides the kernel's)")
+    p.add_argument("--static-smem", help="static shared memory per block (what-if)")
+    p.add_argument("--barriers", type=int, help="named-barrier ids per block (what-if)")
+    p.add_argument("--maxrregcount", type=int, help="compile the kernel with this register cap")
+    p.add_argument("--carveout", type=int, help="shared-memory carveout preference, percent")
+    p.add_argument("--gpu", help=f"device spec: {', '.join(SPECS)} (default: this GPU, else H200)")
+    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                   help="override a field of the device spec, e.g. smem_per_sm=102400")
+    p.add_argument("--arch", help="architecture to compile for (default: the spec's)")
+    p.set_defaults(func=_cli)
+
+
+def _parse_block(text) -> int:
+    try:
+        dims = tuple(int(x) for x in re.split(r"[x,*]", str(text).strip()) if x)
+        return _block_threads(dims)
+    except ValueError as e:
+        raise ValueError(f"--block {text!r}: {e}") from None
+
+
+def _cli_spec(args):
+    from . import driver
+    gpu = driver.has_gpu()
+    if args.gpu:
+        spec = get_spec(args.gpu)
+    elif gpu:
+        import drvgemm
+        spec = DeviceSpec.from_device(drvgemm.device())
+    else:
+        spec = SPECS["H200"]
+    for item in args.set:
+        key, _, value = item.partition("=")
+        key = key.strip()
+        names = {f.name for f in dataclasses.fields(DeviceSpec)}
+        if key == "max_warps_per_sm":
+            key, value = "max_threads_per_sm", str(int(value) * spec.warp_size)
+        if key not in names or key in ("name", "cc", "smem_carveouts_kib"):
+            raise ValueError(f"--set {item!r}: not a settable field; fields: "
+                             f"{', '.join(sorted(names - {'name', 'cc', 'smem_carveouts_kib'}))}")
+        spec = dataclasses.replace(spec, **{key: parse_size(value)})
+    if args.set:
+        spec = dataclasses.replace(spec, name=spec.name + " (modified)")
+    return spec, gpu
+
+
+def _compile_for_cli(args, spec):
+    import drvgemm
+    from .rungs import by_name
+    rung = by_name().get(args.kernel)
+    options = (f"--maxrregcount={args.maxrregcount}",) if args.maxrregcount else ()
+    arch = args.arch or spec.arch or "sm_90"
+    if rung is not None:
+        if rung.arch.endswith("a") and not args.arch:
+            arch = rung.arch
+        k = drvgemm.compile(rung.source, rung.entry, defines={**rung.defines, "ALIGNED": 1},
+                            options=tuple(rung.options) + options, arch=arch)
+        return k, rung.name, rung.threads, rung.smem
+    if not args.kernel.endswith((".cu", ".ptx")):
+        raise ValueError(f"{args.kernel!r} is neither a registered rung "
+                         f"({', '.join(by_name()) or 'none registered'}) nor a .cu/.ptx file")
+    if not args.entry:
+        raise ValueError(f"--entry NAME is needed to pick the kernel in {args.kernel}")
+    k = drvgemm.compile(args.kernel, args.entry, options=options, arch=arch)
+    return k, args.entry, None, 0
+
+
+def _cli(args) -> int:
+    import sys
+    try:
+        spec, gpu = _cli_spec(args)
+        smem = parse_size(args.smem) if args.smem is not None else None
+        threads = _parse_block(args.block) if args.block is not None else None
+        what_if = args.regs is not None or args.static_smem is not None or args.barriers is not None
+        if args.kernel is None:
+            if args.regs is None:
+                raise ValueError("give a KERNEL (rung name or .cu/.ptx file) or --regs N "
+                                 "for a what-if")
+            if threads is None:
+                raise ValueError("--block is needed with no kernel")
+            point = model(spec, args.regs, threads, smem or 0,
+                          parse_size(args.static_smem or 0), barriers=args.barriers or 0,
+                          carveout=args.carveout)
+            print(f"what if: {args.regs} registers/thread, block of {threads} threads, "
+                  f"{format_size(smem or 0)} dynamic shared memory on {spec.name}\n")
+            print(point.table())
+            print("\nnumbers from the model (no kernel was compiled, the driver was not asked)")
+            return 0
+        kernel, name, rung_threads, rung_smem = _compile_for_cli(args, spec)
+        threads = threads or rung_threads
+        if threads is None:
+            raise ValueError("--block is needed for a kernel that is not a registered rung")
+        smem = rung_smem if smem is None else smem
+        if what_if:
+            res = kernel.resources
+            regs = res.registers if args.regs is None else args.regs
+            static = res.static_smem if args.static_smem is None else parse_size(args.static_smem)
+            bars = res.barriers if args.barriers is None else args.barriers
+            point = model(spec, regs, threads, smem, static, barriers=bars, carveout=args.carveout,
+                          max_threads_per_block=kernel_max_threads(kernel.ptx, kernel.entry))
+            print(f"{name} with what-if changes on {spec.name}\n")
+            print(point.table())
+            print("\nnumbers from the model (what-if values: the driver was not asked)")
+            return 0
+        explicit = spec if (args.gpu or args.set or not gpu) else None
+        if explicit is not None and gpu:
+            import drvgemm
+            if not _same_device(DeviceSpec.from_device(drvgemm.device()), spec):
+                print(f"(the {spec.name} spec is not this GPU: numbers are the model's)")
+        result = occupancy(kernel, threads, smem, spec=explicit, carveout=args.carveout)
+        result.kernel = name
+        print(result)
+        return 0 if result.agrees in (None, True) else 1
+    except (ValueError, FileNotFoundError) as e:
+        print(f"drvgemm occupancy: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:  # compile or driver errors carry their own message
+        from .errors import CompileError, CudaError
+        if isinstance(e, (CompileError, CudaError)):
+            print(f"drvgemm occupancy: {e}", file=sys.stderr)
+            return 2
+        raise

@@ -1,0 +1,20 @@
+"""Shared fixtures. GPU tests take the ``gpu`` fixture: it skips with the
+reason when no CUDA driver or device is found, and lets a driver that is
+found but fails raise (a failure, never a skip)."""
+import os
+
+import pytest
+from hypothesis import settings
+
+settings.register_profile("ci", deadline=None, print_blob=True)
+settings.register_profile("gpu", deadline=None, print_blob=True, max_examples=60)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture(scope="session")
+def gpu():
+    import drvgemm
+    reason = drvgemm.no_gpu_reason()
+    if reason is not None:
+        pytest.skip(f"no GPU: {reason}")
+    return drvgemm.device()
