@@ -486,7 +486,6 @@ def picture(shape: str, dtype: str = "", operand: str = "") -> str:
                  f"(warp = T // 32 owns rows 16*warp .. 16*warp+15), {n // 2} registers each")
         return title + "\n" + lay.picture(lambda r: f"w{r // 16} row {r}")
     lay = mma_layout(shape, dtype, operand)
-    m, n, k = MMA_SHAPES[_normalize_shape(shape)]
     op = lay.name.rsplit(".", 1)[1]
     title = (f"mma.sync.aligned.{_normalize_shape(shape)} {normalize_dtype(dtype)} {op}: "
              f"{lay.shape[0]}x{lay.shape[1]}, {lay.regs_per_lane} register(s) per lane"

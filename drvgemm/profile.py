@@ -25,8 +25,10 @@ __all__ = ["METRICS", "STALL_METRICS", "ProfileError", "KernelProfile", "find_nc
            "ncu_command", "parse_ncu_csv", "profile_from_record", "format_profile",
            "profile_rung", "add_cli"]
 
-# label -> metric; the first five are the seed's list (memory %, compute %,
-# occupancy, plus duration), bank conflicts are counted for loads and stores.
+# label -> metric: duration, the three speed-of-light figures (memory and SM
+# throughput as % of their peaks, resident warps as % of the maximum), and
+# shared-memory bank conflicts, which serialise a warp's access into as many
+# passes as the most-hit bank needs, counted separately for loads and stores.
 METRICS = {
     "duration": "gpu__time_duration.sum",
     "memory throughput": "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",

@@ -37,8 +37,9 @@ __all__ = [
 PRECISION_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2}
 # Every GEMM rung in this project writes C as float32 whatever its inputs.
 OUTPUT_BYTES = 4
-# The seed's global-memory latency; used for Little's law when a device's
-# own figure is unknown (datasheets do not publish one).
+# Global-memory latency of the worked example (700-800 cycles is typical of
+# recent GPUs); used for Little's law when a device's own figure is unknown,
+# since datasheets do not publish one.
 DEFAULT_DRAM_LATENCY_CYCLES = 800
 
 
@@ -97,11 +98,12 @@ _T = 1e12
 _G = 1e9
 
 SPECS: dict[str, RooflineSpec] = {
-    # The seed's worked example (FP32 CUDA cores only, tensor cores ignored).
+    # The worked example of the design notes (FP32 CUDA cores only, tensor
+    # cores left out), so the default report reproduces its figures.
     "rtx4000ada": RooflineSpec(
         "RTX 4000 Ada", {"fp32": 26.7 * _T}, dram_bw=360 * _G, l2_bw=2500 * _G,
         clock_hz=2175e6, dram_latency_cycles=800,
-        source="seed: 26.7 TFLOP/s fp32, 360 GB/s, L2 ~2.5 TB/s, 2175 MHz, 800-cycle DRAM latency"),
+        source="worked example: 26.7 TFLOP/s fp32, 360 GB/s, L2 ~2.5 TB/s, 2175 MHz, 800-cycle DRAM latency"),
     # Hopper/Ampere SXM datasheets; tensor figures are dense (no 2:4 sparsity).
     "h200": RooflineSpec(
         "H200", {"fp32": 67 * _T, "tf32": 494.7 * _T, "bf16": 989.4 * _T, "fp16": 989.4 * _T},
@@ -185,7 +187,7 @@ def gemm_flops(m: int, n: int | None = None, k: int | None = None) -> int:
 def naive_bytes(m: int, n: int | None = None, k: int | None = None, *, in_bytes: int = 4) -> int:
     """DRAM traffic with no reuse at all: every multiply-add fetches its A and
     its B element afresh (the single write of C is negligible beside it and,
-    as in the seed, not counted)."""
+    as in the worked example, not counted)."""
     m, n, k = _mnk(m, n, k)
     return 2 * m * n * k * in_bytes
 
@@ -336,7 +338,7 @@ class SummaryRow:
 def summary_rows(spec: RooflineSpec, m: int, n: int | None = None, k: int | None = None, *,
                  precision: str = "fp32", in_bytes: int | None = None,
                  out_bytes: int | None = None) -> list[SummaryRow]:
-    """The seed's closing table: for each scenario the slower of its compute
+    """The summary table: for each scenario the slower of its compute
     and memory bounds, what sets it, and how far it is from the compute bound."""
     tb = time_bounds(spec, m, n, k, precision=precision, in_bytes=in_bytes, out_bytes=out_bytes)
 
@@ -402,7 +404,7 @@ def _rate(x: float, unit: str) -> str:
 
 def analysis_report(spec: RooflineSpec, n: int = 3072, precision: str = "fp32", *,
                     latency_cycles: float | None = None, tiles: Sequence[int] = (16, 32, 128)) -> str:
-    """The seed's analysis for one device, size and precision, as text."""
+    """The full analysis for one device, size and precision, as text."""
     in_b = PRECISION_BYTES[precision]
     out_b = OUTPUT_BYTES
     peak = spec.peak(precision)
@@ -570,11 +572,11 @@ def plot_roofline(spec: RooflineSpec, points: Iterable, path, *,
 
     # Memory slopes run up to the highest roof; each precision's flat roof
     # starts at its own ridge point.
-    lines = [((x_lo, top_peak / spec.dram_bw), spec.dram_bw)]
+    lines = [((x_lo, top_peak / spec.dram_bw), spec.dram_bw, "DRAM")]
     ax.plot([x_lo, top_peak / spec.dram_bw], [x_lo * spec.dram_bw / 1e12, top_peak / 1e12],
             color="black", lw=1.6)
     if spec.l2_bw is not None:
-        lines.append(((x_lo, top_peak / spec.l2_bw), spec.l2_bw))
+        lines.append(((x_lo, top_peak / spec.l2_bw), spec.l2_bw, "L2"))
         ax.plot([x_lo, top_peak / spec.l2_bw], [x_lo * spec.l2_bw / 1e12, top_peak / 1e12],
                 color="gray", lw=1.0, ls="--")
     colours = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple"]
@@ -597,11 +599,10 @@ def plot_roofline(spec: RooflineSpec, points: Iterable, path, *,
     for ridge, pk, prec, colour in roofs:
         fixed.append(ax.text(x_hi / 1.15, pk / 1e12 * 1.06, f"{prec} peak {pk / 1e12:.3g} TFLOP/s",
                              ha="right", va="bottom", fontsize=8, color=colour))
-    for (x0, _), bw in lines:
+    for (x0, _), bw, name in lines:
         a, b = to_px((x0, x0 * bw / 1e12)), to_px((x0 * 10, x0 * 10 * bw / 1e12))
         angle = math.degrees(math.atan2(b[1] - a[1], b[0] - a[0]))
         at = x0 * 1.6
-        name = "DRAM" if bw == spec.dram_bw else "L2"
         fixed.append(ax.text(at, at * bw / 1e12 * 1.25, f"{name} {_rate(bw, 'B/s')}", fontsize=8,
                              rotation=angle, rotation_mode="anchor", ha="left", va="bottom",
                              color="black" if name == "DRAM" else "dimgray"))
@@ -609,7 +610,7 @@ def plot_roofline(spec: RooflineSpec, points: Iterable, path, *,
 
     # Sample every roof line in pixels so labels can keep off them.
     line_px = []
-    for (x0, x1), bw in lines:
+    for (x0, x1), bw, _ in lines:
         for t in range(121):
             x = x0 * (x1 / x0) ** (t / 120)
             line_px.append(tuple(to_px((x, x * bw / 1e12))))
@@ -689,10 +690,11 @@ def plot_roofline(spec: RooflineSpec, points: Iterable, path, *,
 def add_cli(subparsers) -> None:
     p = subparsers.add_parser(
         "roofline", help="roofline and Little's law analysis of square GEMM on a device",
-        description="The seed's roofline arithmetic for one device, size and precision: ridge "
+        description="Roofline arithmetic for one device, size and precision: ridge "
                     "point, operational intensities, time bounds, the summary table and the "
                     "bytes in flight Little's law asks for. Without --gpu it uses the GPU in "
-                    "this machine when it has built-in figures, else the seed's RTX 4000 Ada.")
+                    "this machine when it has built-in figures, else the RTX 4000 Ada worked "
+                    "example.")
     p.add_argument("--gpu", metavar="NAME",
                    help=f"built-in device: {', '.join(s.name for s in SPECS.values())}")
     p.add_argument("--n", type=int, default=3072, help="square GEMM size (default 3072)")
@@ -722,7 +724,7 @@ def run_cli(args, measured: Mapping[str, float] | None = None) -> int:
         if spec is None:
             if device_name is not None:
                 print(f"drvgemm roofline: no built-in figures for {device_name}; showing the "
-                      f"seed's RTX 4000 Ada (choose one with --gpu)", file=sys.stderr)
+                      f"RTX 4000 Ada worked example (choose a device with --gpu)", file=sys.stderr)
             spec = SPECS["rtx4000ada"]
     try:
         print(analysis_report(spec, args.n, args.precision, latency_cycles=args.latency))

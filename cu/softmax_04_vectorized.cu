@@ -1,0 +1,119 @@
+// Softmax rung 04: 128-bit loads, and the row kept in registers when it fits.
+//
+// softmax_04_vectorized_rows: the row is read once into registers (ELEMS per
+//   thread), exponentiated in place, reduced, scaled and written: exactly the
+//   minimum traffic, 1 read + 1 write. ROW_THREADS threads share a row:
+//   ROW_THREADS <= 32 puts THREADS / ROW_THREADS rows in a block and reduces
+//   with shuffles alone (short rows); ROW_THREADS == THREADS gives a block per
+//   row (rows up to THREADS * ELEMS). Fits when cols <= ROW_THREADS * ELEMS.
+// softmax_04_vectorized_stream: the general fallback for rows of any length:
+//   an online pass with UNROLL vectors in flight per thread, then a second
+//   pass that writes (2 reads + 1 write; the second read often hits L2).
+//
+// VEC elements per load: 16 bytes (float4, or 8 x bf16/fp16) when the
+// dispatcher has checked cols % VEC == 0 and both pointers are 16-byte
+// aligned; VEC = 1 otherwise, which is correct for any shape.
+// Parameters: x, y are rows x cols, row-major, contiguous; any rows, cols >= 1.
+#include "softmax_common.cuh"
+
+#ifndef THREADS
+#define THREADS 256
+#endif
+#ifndef ROW_THREADS
+#define ROW_THREADS 32
+#endif
+#ifndef ELEMS
+#define ELEMS 32
+#endif
+#ifndef VEC
+#define VEC 1
+#endif
+#ifndef MIN_BLOCKS
+#define MIN_BLOCKS 1
+#endif
+#ifndef UNROLL
+#define UNROLL 4
+#endif
+
+static_assert(THREADS % 32 == 0 && THREADS <= 1024, "THREADS: a multiple of 32 up to 1024");
+static_assert(ROW_THREADS == THREADS || (ROW_THREADS <= 32 && (ROW_THREADS & (ROW_THREADS - 1)) == 0),
+              "ROW_THREADS: a power of two <= 32 (several rows per block) or THREADS (block per row)");
+static_assert(ELEMS % VEC == 0, "ELEMS must be a multiple of VEC");
+
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
+softmax_04_vectorized_rows(const elem_t* __restrict__ x, elem_t* __restrict__ y, int rows, int cols) {
+    constexpr int ROWS_PER_BLOCK = THREADS / ROW_THREADS;
+    constexpr int ITEMS = ELEMS / VEC;
+    const int lane = threadIdx.x % ROW_THREADS;
+    const long long row = static_cast<long long>(blockIdx.x) * ROWS_PER_BLOCK + threadIdx.x / ROW_THREADS;
+    // Threads past the last row stay to the end with no loads or stores:
+    // their warp-mates still need them in the full-mask shuffles.
+    const bool live = row < rows;
+    const long long base = live ? row * cols : 0;
+
+    float v[ELEMS];
+    slice_load<ITEMS, VEC, ROW_THREADS>(x + base, 0, cols, live, lane, v);
+    const MaxSum mine = slice_exp<ELEMS>(v);
+    MaxSum r;
+    if constexpr (ROW_THREADS <= 32) {
+        r = shfl_merge<ROW_THREADS>(mine);
+    } else {
+        __shared__ MaxSum part[THREADS / 32];
+        r = block_merge<THREADS>(mine, part);
+    }
+    slice_store<ITEMS, VEC, ROW_THREADS>(y + base, 0, cols, live, lane, v, slice_scale(mine.m, r));
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS)
+softmax_04_vectorized_stream(const elem_t* __restrict__ x, elem_t* __restrict__ y, int rows, int cols) {
+    __shared__ MaxSum part[THREADS / 32];
+    const long long row = blockIdx.x;
+    if (row >= rows) return;
+    const elem_t* xr = x + row * cols;
+    elem_t* yr = y + row * cols;
+    const unsigned nvec = static_cast<unsigned>(cols) / VEC;  // cols % VEC == 0 when VEC > 1
+    constexpr unsigned STEP = UNROLL * THREADS;
+
+    // Pass 1: UNROLL independent loads in flight per thread before any use;
+    // one rescale per chunk (by the chunk's max) instead of one per element.
+    float m = NEG_INF, l = 0.0f;
+    for (unsigned b = 0; b < nvec; b += STEP) {
+        float v[UNROLL * VEC];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            const unsigned i = b + u * THREADS + threadIdx.x;
+            if (i < nvec) {
+                load_vec<VEC>(xr + static_cast<size_t>(i) * VEC, v + u * VEC);
+            } else {
+#pragma unroll
+                for (int k = 0; k < VEC; ++k) v[u * VEC + k] = NEG_INF;
+            }
+        }
+        float mc = NEG_INF;
+#pragma unroll
+        for (int k = 0; k < UNROLL * VEC; ++k) mc = fmaxf(mc, v[k]);
+        if (mc > m) {
+            l *= expf(m - mc);  // m = -inf: l is 0 (or NaN) and stays so
+            m = mc;
+        }
+#pragma unroll
+        for (int k = 0; k < UNROLL * VEC; ++k) l += (v[k] == NEG_INF) ? 0.0f : expf(v[k] - m);
+    }
+    const MaxSum r = block_merge<THREADS>(MaxSum{m, l}, part);
+    const float inv = 1.0f / r.l;
+
+    // Pass 2: re-read, normalise, write.
+    for (unsigned b = 0; b < nvec; b += STEP) {
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            const unsigned i = b + u * THREADS + threadIdx.x;
+            if (i < nvec) {
+                float v[VEC];
+                load_vec<VEC>(xr + static_cast<size_t>(i) * VEC, v);
+#pragma unroll
+                for (int k = 0; k < VEC; ++k) v[k] = expf(v[k] - r.m) * inv;
+                store_vec<VEC>(yr + static_cast<size_t>(i) * VEC, v);
+            }
+        }
+    }
+}

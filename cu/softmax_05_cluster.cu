@@ -1,0 +1,102 @@
+// Softmax rung 05: a row split across a thread-block cluster (sm_90).
+//
+// A row too long for one block's registers (64 KiB per block at 512 threads x
+// 32 fp32) is split into CLUSTER contiguous slices, one per block of a
+// cluster, each held in registers as in rung 04. Each block reduces its slice
+// to one (max, sum) pair and publishes it in its own shared memory; after a
+// cluster barrier every thread reads the CLUSTER pairs through distributed
+// shared memory (mapa + ld.shared::cluster) and merges them in rank order, so
+// all blocks of the row agree on (M, L) bit for bit. The row is read once and
+// written once: the minimum traffic even for rows of 512 KiB, where a single
+// block would have to read the row twice.
+//
+// The cluster shape is compiled in (__cluster_dims__), so a plain launch
+// works; the grid is rows * CLUSTER blocks, block b of cluster r owning slice
+// b of row r. VEC as in rung 04.
+// Parameters: x, y are rows x cols, row-major, contiguous; any rows >= 1,
+// 1 <= cols <= CLUSTER * THREADS * ELEMS.
+#include "softmax_common.cuh"
+
+#ifndef THREADS
+#define THREADS 512
+#endif
+#ifndef ELEMS
+#define ELEMS 32
+#endif
+#ifndef VEC
+#define VEC 1
+#endif
+#ifndef CLUSTER
+#define CLUSTER 8
+#endif
+#ifndef MIN_BLOCKS
+#define MIN_BLOCKS 1
+#endif
+
+static_assert(THREADS % 32 == 0 && THREADS <= 1024, "THREADS: a multiple of 32 up to 1024");
+static_assert(ELEMS % VEC == 0, "ELEMS must be a multiple of VEC");
+static_assert(CLUSTER >= 1 && CLUSTER <= 8, "CLUSTER: 1..8 (portable cluster sizes)");
+
+__device__ __forceinline__ unsigned cluster_rank() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+
+// Release on arrive / acquire on wait: shared-memory writes made before the
+// barrier are visible to every block of the cluster after it.
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\t"
+                 "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+// Split barrier for the exit: "I have finished reading the others' shared
+// memory" (arrive, relaxed: it orders nothing of ours), then later wait until
+// every block has said so, since a block's shared memory disappears when it
+// exits.
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() {
+    asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+}
+
+__device__ __forceinline__ MaxSum load_remote_pair(const MaxSum* local, unsigned rank) {
+    const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(local));
+    unsigned remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
+    MaxSum p;
+    asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];" : "=f"(p.m), "=f"(p.l) : "r"(remote) : "memory");
+    return p;
+}
+
+extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, MIN_BLOCKS)
+softmax_05_cluster(const elem_t* __restrict__ x, elem_t* __restrict__ y, int rows, int cols) {
+    constexpr int ITEMS = ELEMS / VEC;
+    constexpr int SLICE = THREADS * ELEMS;
+    __shared__ MaxSum part[THREADS / 32];
+    __shared__ __align__(8) MaxSum block_pair;
+
+    const unsigned rank = cluster_rank();
+    const long long row = blockIdx.x / CLUSTER;
+    // Every block of a launched cluster belongs to a real row (grid = rows * CLUSTER);
+    // the guard only keeps a wrong grid from reading out of bounds.
+    const bool live = row < rows;
+    const long long base = live ? row * cols : 0;
+    const int first = static_cast<int>(rank) * SLICE;
+
+    float v[ELEMS];
+    slice_load<ITEMS, VEC, THREADS>(x + base, first, cols, live, threadIdx.x, v);
+    const MaxSum mine = slice_exp<ELEMS>(v);
+    const MaxSum blk = block_merge<THREADS>(mine, part);
+    if (threadIdx.x == 0) block_pair = blk;
+    cluster_sync();
+
+    MaxSum r = load_remote_pair(&block_pair, 0);
+#pragma unroll
+    for (unsigned b = 1; b < CLUSTER; ++b) r = merge(r, load_remote_pair(&block_pair, b));
+    cluster_arrive_relaxed();
+
+    slice_store<ITEMS, VEC, THREADS>(y + base, first, cols, live, threadIdx.x, v, slice_scale(mine.m, r));
+    cluster_wait();
+}

@@ -1,0 +1,62 @@
+"""gemm() argument checks: all raised before anything touches the GPU."""
+import numpy as np
+import pytest
+
+import drvgemm
+from drvgemm.rungs import RUNGS
+
+
+def fp32_rung():
+    names = drvgemm.kernels("fp32")
+    if not names:
+        pytest.skip("no fp32 rung registered")
+    return names[0]
+
+
+@pytest.mark.parametrize("a, b, c, kw, exc, match", [
+    (np.ones((4, 3), np.float64), np.ones((3, 2)), None, {}, TypeError, "float32, float16 or bfloat16"),
+    (np.ones((4, 3), np.float32), np.ones((4, 2), np.float32), None, {}, ValueError,
+     "inner dimensions differ"),
+    (np.ones((4, 3), np.float32), np.ones((3, 2), np.float16), None, {}, TypeError,
+     "same dtype"),
+    (np.ones((4, 3), np.float32), np.ones((3, 2), np.float32), np.ones((4, 3), np.float32), {},
+     ValueError, "C must be 4x2"),
+    (np.ones((4, 3), np.float32), np.ones((3, 2), np.float32), None, {"beta": 1.0}, ValueError,
+     "needs an input C"),
+    (np.ones((4, 6), np.float32)[:, ::2], np.ones((3, 2), np.float32), None, {}, ValueError,
+     "not C-contiguous"),
+    (np.ones(4, np.float32), np.ones((4, 2), np.float32), None, {}, ValueError, "2-D"),
+    ([[1.0]], np.ones((1, 1), np.float32), None, {}, TypeError, "numpy array, a DeviceArray"),
+    (np.ones((4, 3), np.float32), np.ones((3, 2), np.float32), None, {"kernel": "99_nope"},
+     ValueError, "unknown kernel '99_nope'"),
+])
+def test_bad_input_is_rejected_clearly(a, b, c, kw, exc, match):
+    kw = dict(kw)
+    kw.setdefault("kernel", fp32_rung())
+    with pytest.raises(exc, match=match):
+        drvgemm.gemm(a, b, c, **kw)
+
+
+def test_precision_mismatch_names_the_rung():
+    wrong = [r for r in RUNGS if r.precision in ("bf16", "fp16")]
+    if not wrong:
+        pytest.skip("no 16-bit rung registered")
+    with pytest.raises(TypeError, match=f"{wrong[0].name} takes {wrong[0].precision}"):
+        drvgemm.gemm(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32),
+                     kernel=wrong[0].name)
+
+
+def test_empty_m_or_n_is_a_no_op_without_gpu():
+    out = drvgemm.gemm(np.ones((0, 3), np.float32), np.ones((3, 4), np.float32),
+                       kernel=fp32_rung())
+    assert out.shape == (0, 4)
+    c = np.full((5, 0), 7.0, np.float32)
+    assert drvgemm.gemm(np.ones((5, 3), np.float32), np.ones((3, 0), np.float32), c,
+                        kernel=fp32_rung()) is c
+
+
+def test_kernels_lists_the_ladder_in_order():
+    names = drvgemm.kernels()
+    assert names == [r.name for r in RUNGS]
+    numbers = [int(n.split("_", 1)[0]) for n in names]
+    assert numbers == sorted(numbers)
