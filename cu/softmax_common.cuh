@@ -166,39 +166,40 @@ __device__ __forceinline__ MaxSum shfl_merge(MaxSum v) {
 // Whole-block merge for a block that owns one row: butterfly inside each warp,
 // one pair per warp through shared memory, then every thread folds the warps'
 // pairs in the same order (so all threads agree bit for bit). One barrier.
-// `part` holds THREADS / 32 pairs and must not be reused without a barrier.
-template <int THREADS>
+// `part` holds kThreads / 32 pairs and must not be reused without a barrier.
+template <int kThreads>
 __device__ __forceinline__ MaxSum block_merge(MaxSum v, MaxSum* part) {
     v = shfl_merge<32>(v);
     if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
     __syncthreads();
     MaxSum r = part[0];
 #pragma unroll
-    for (int w = 1; w < THREADS / 32; ++w) r = merge(r, part[w]);
+    for (int w = 1; w < kThreads / 32; ++w) r = merge(r, part[w]);
     return r;
 }
 
 // ---------------------------------------------------------------------------
 // A row slice held in registers (rungs 04 and 05).
 //
-// Thread `lane` of the RT threads sharing a slice holds ITEMS vectors of VEC
-// elements: vector i covers columns (i * RT + lane) * VEC .. + VEC - 1 of the
-// slice, so for each i the RT threads read RT * VEC * sizeof(elem_t)
-// contiguous bytes (coalesced). Columns at or past `cols` read as -inf.
-// VEC > 1 requires cols % VEC == 0 and a row start aligned to VEC elements
-// (the dispatcher guarantees both, else it picks VEC = 1).
+// Thread `lane` of the kRowThreads threads sharing a slice holds kItems
+// vectors of kVec elements: vector i covers columns
+// first_col + (i * kRowThreads + lane) * kVec .. + kVec - 1, so for each i the
+// threads read kRowThreads * kVec * sizeof(elem_t) contiguous bytes
+// (coalesced). Columns at or past `cols` read as -inf and are not stored.
+// kVec > 1 requires cols % kVec == 0 and a row start aligned to kVec elements
+// (the dispatcher guarantees both, else it picks kVec = 1).
 // ---------------------------------------------------------------------------
-template <int ITEMS, int VEC, int RT>
+template <int kItems, int kVec, int kRowThreads>
 __device__ __forceinline__ void slice_load(const elem_t* __restrict__ row, int first_col, int cols,
                                            bool live, int lane, float* v) {
 #pragma unroll
-    for (int i = 0; i < ITEMS; ++i) {
-        const int c = first_col + (i * RT + lane) * VEC;
+    for (int i = 0; i < kItems; ++i) {
+        const int c = first_col + (i * kRowThreads + lane) * kVec;
         if (live && c < cols) {
-            load_vec<VEC>(row + c, v + i * VEC);
+            load_vec<kVec>(row + c, v + i * kVec);
         } else {
 #pragma unroll
-            for (int k = 0; k < VEC; ++k) v[i * VEC + k] = NEG_INF;
+            for (int k = 0; k < kVec; ++k) v[i * kVec + k] = NEG_INF;
         }
     }
 }
@@ -227,16 +228,16 @@ __device__ __forceinline__ float slice_scale(float m_thread, MaxSum row) {
     return ((m_thread == row.m) ? 1.0f : expf(m_thread - row.m)) / row.l;
 }
 
-template <int ITEMS, int VEC, int RT>
+template <int kItems, int kVec, int kRowThreads>
 __device__ __forceinline__ void slice_store(elem_t* __restrict__ row, int first_col, int cols, bool live,
                                             int lane, float* v, float scale) {
 #pragma unroll
-    for (int i = 0; i < ITEMS; ++i) {
-        const int c = first_col + (i * RT + lane) * VEC;
+    for (int i = 0; i < kItems; ++i) {
+        const int c = first_col + (i * kRowThreads + lane) * kVec;
         if (live && c < cols) {
 #pragma unroll
-            for (int k = 0; k < VEC; ++k) v[i * VEC + k] *= scale;
-            store_vec<VEC>(row + c, v + i * VEC);
+            for (int k = 0; k < kVec; ++k) v[i * kVec + k] *= scale;
+            store_vec<kVec>(row + c, v + i * kVec);
         }
     }
 }

@@ -131,6 +131,10 @@ def main(argv=None) -> int:
         if args.command is None:
             args = parser.parse_args(["bench"] + (argv or []))
         return int(args.func(args) or 0)
+    except BrokenPipeError:  # `drvgemm ... | head`
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -55,6 +55,10 @@ _FN_PROPS = re.compile(r"Function properties for '?([\w$.]+)'?:?")
 _COMPILING = re.compile(r"Compiling entry function '([\w$.]+)'")
 _FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 _USED = re.compile(r"Used (\d+) registers(?:, used (\d+) barriers)?(?:, (\d+) bytes smem)?")
+# nvJitLink's own summary, which (unlike ptxas's line for hand-written PTX with
+# module-scope .shared variables) always carries the static shared memory.
+_JITLINK_PROPS = re.compile(r"^info\s+: Function properties for '([\w$.]+)':")
+_JITLINK_SMEM = re.compile(r"^info\s+: used \d+ registers.*?(\d+) bytes smem")
 
 
 def parse_resources(log: str) -> dict[str, Resources]:
@@ -62,8 +66,18 @@ def parse_resources(log: str) -> dict[str, Resources]:
     into {entry name: Resources}. Lines of nvJitLink's own summary
     ('info    : used N registers, ...') are ignored: they repeat ptxas."""
     found: dict[str, dict] = {}
+    jit_smem: dict[str, int] = {}
     current = None
+    jit_current = None
     for line in log.splitlines():
+        m = _JITLINK_PROPS.match(line)
+        if m:
+            jit_current = m.group(1)
+            continue
+        m = _JITLINK_SMEM.match(line)
+        if m and jit_current:
+            jit_smem[jit_current] = int(m.group(1))
+            continue
         if not line.startswith("ptxas"):
             continue
         m = _COMPILING.search(line)
@@ -92,6 +106,10 @@ def parse_resources(log: str) -> dict[str, Resources]:
     for name, d in found.items():
         if "registers" not in d:
             continue  # a non-entry function (only its frame is listed)
+        if not d.get("static_smem") and jit_smem.get(name):
+            # nvJitLink counts the 1 KiB the system reserves per block on
+            # sm_80+ into its figure; ptxas does not. Report it the ptxas way.
+            d["static_smem"] = max(0, jit_smem[name] - 1024)
         out[name] = Resources(registers=d["registers"], spill_stores=d.get("spill_stores", 0),
                               spill_loads=d.get("spill_loads", 0), stack=d.get("stack", 0),
                               static_smem=d.get("static_smem", 0), barriers=d.get("barriers", 0))

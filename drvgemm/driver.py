@@ -5,7 +5,6 @@ CudaError that says what went wrong and, where it helps, why.
 """
 from __future__ import annotations
 
-import ctypes
 import threading
 from dataclasses import dataclass
 
@@ -570,23 +569,6 @@ def occupancy_max_active_clusters(function, grid, block, smem, cluster) -> int:
     return check(d.cuOccupancyMaxActiveClusters(function, cfg), "cuOccupancyMaxActiveClusters")
 
 
-def launch_kernel_fn():
-    """A ctypes callable for the driver's cuLaunchKernel, resolved through
-    cuda.bindings' cuGetProcAddress: the same entry point cuda.bindings uses,
-    called without building Python wrapper objects on every launch."""
-    d = bindings()
-    flags = d.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_DEFAULT
-    res = d.cuGetProcAddress(b"cuLaunchKernel", 12000, flags)
-    pfn = check(res, "cuGetProcAddress(cuLaunchKernel)")
-    if isinstance(pfn, tuple):
-        pfn = pfn[0]
-    proto = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p,
-                             ctypes.c_uint, ctypes.c_uint, ctypes.c_uint,
-                             ctypes.c_uint, ctypes.c_uint, ctypes.c_uint,
-                             ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
-    return proto(int(pfn))
-
-
 def launch_kernel_ex(function, grid, block, smem, stream, params_addr, cluster=None,
                      attributes=()):
     """cuLaunchKernelEx for launches with a cluster shape or other launch
@@ -596,7 +578,7 @@ def launch_kernel_ex(function, grid, block, smem, stream, params_addr, cluster=N
     cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = grid
     cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = block
     cfg.sharedMemBytes = int(smem)
-    cfg.hStream = d.CUstream(int(stream))
+    cfg.hStream = stream if isinstance(stream, d.CUstream) else d.CUstream(int(stream))
     attrs = []
     if cluster is not None:
         a = d.CUlaunchAttribute()

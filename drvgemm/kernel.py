@@ -39,6 +39,7 @@ _PARAM_RE = re.compile(
 
 def parse_params(ptx: str, entry: str) -> list[Param]:
     """The parameter list of ``entry`` in a PTX module, in order."""
+    ptx = re.sub(r"/\*.*?\*/|//[^\n]*", "", ptx, flags=re.S)  # a ')' in a comment ends nothing
     m = re.search(r"\.entry\s+" + re.escape(entry) + r"\s*\((.*?)\)", ptx, re.S)
     if m is None:
         if re.search(r"\.entry\s+" + re.escape(entry) + r"\s*(\{|$)", ptx, re.M):

@@ -30,9 +30,6 @@ _INT_RANGES = {"u8": (0, 2**8 - 1), "s8": (-2**7, 2**7 - 1), "b8": (0, 2**8 - 1)
                "u64": (0, 2**64 - 1), "s64": (-2**63, 2**63 - 1), "b64": (0, 2**64 - 1)}
 _F32_MAX = float(np.finfo(np.float32).max)
 
-_launch_fn = None
-
-
 class _Packer:
     """Packs one kernel's arguments into a C buffer laid out like the
     kernel's parameter list, and holds the void** array that points into it."""
@@ -187,37 +184,69 @@ def _check_config(kernel: Kernel, grid, block, smem, key):
     return cfg
 
 
+_streams = {}
+
+
+def _stream_object(stream):
+    """A cached cuda.bindings CUstream for a stream argument."""
+    h = 0 if stream is None else driver.stream_handle(stream)
+    obj = _streams.get(h)
+    if obj is None:
+        obj = _streams[h] = driver.bindings().CUstream(h)
+    return obj
+
+
 def launch(kernel: Kernel, grid, block, args, *, smem=0, stream=None, cluster=None,
            attributes=()):
     """Launch ``kernel`` on ``grid`` x ``block`` with ``args`` (a sequence
     matching the kernel's parameters) and ``smem`` bytes of dynamic shared
     memory, on ``stream`` (default: the legacy default stream). ``cluster``
     (x, y, z) launches thread-block clusters through cuLaunchKernelEx."""
-    global _launch_fn
-    key = (grid, block, smem)
     try:
-        cfg = kernel._configs[key]
+        cfg = kernel._configs[(grid, block, smem)]
     except (KeyError, TypeError):
-        cfg = _check_config(kernel, grid, block, smem,
-                            key if isinstance(grid, (int, tuple)) and
-                            isinstance(block, (int, tuple)) else None)
+        hashable = isinstance(grid, (int, tuple)) and isinstance(block, (int, tuple))
+        cfg = _check_config(kernel, grid, block, smem, (grid, block, smem) if hashable else None)
     packer = kernel._packer
     if packer is None:
         packer = kernel._packer = _Packer(kernel.params)
-    s = 0 if stream is None else driver.stream_handle(stream)
-    driver.ensure_context()
+    try:
+        s = _streams[stream]
+    except (KeyError, TypeError):
+        s = _stream_object(stream)
     with packer.lock:
         packer.pack(args)
         if cluster is None and not attributes:
-            if _launch_fn is None:
-                _launch_fn = driver.launch_kernel_fn()
-            err = _launch_fn(kernel._function_int, cfg[0], cfg[1], cfg[2], cfg[3], cfg[4],
-                             cfg[5], cfg[6], s, packer.array_addr, None)
+            # cuda.bindings' own cuLaunchKernel with the parameter array passed
+            # as an address: no per-argument Python objects are built.
+            err = _cuLaunchKernel(kernel._function, cfg[0], cfg[1], cfg[2], cfg[3], cfg[4],
+                                  cfg[5], cfg[6], s, packer.array_addr, 0)[0]
+            if err == _INVALID_CONTEXT:
+                # First launch from a new thread: make the context current, retry.
+                driver.ensure_context()
+                err = _cuLaunchKernel(kernel._function, cfg[0], cfg[1], cfg[2], cfg[3], cfg[4],
+                                      cfg[5], cfg[6], s, packer.array_addr, 0)[0]
         else:
             err = driver.launch_kernel_ex(kernel.function, cfg[0:3], cfg[3:6], cfg[6], s,
                                           packer.array_addr,
                                           cluster=_dims(cluster, "cluster") if cluster else None,
                                           attributes=attributes)
-    if err:
+    if err != 0:
         driver.raise_cuda(f"launch of {kernel.name} grid={cfg[0:3]} block={cfg[3:6]} "
                           f"smem={cfg[6]}", err)
+
+
+def _bind_launch():
+    global _cuLaunchKernel, _INVALID_CONTEXT
+    d = driver.bindings()
+    _cuLaunchKernel = d.cuLaunchKernel
+    _INVALID_CONTEXT = d.CUresult.CUDA_ERROR_INVALID_CONTEXT
+
+
+def _cuLaunchKernel(*a):
+    """Replaced by cuda.bindings' cuLaunchKernel on first use."""
+    _bind_launch()
+    return _cuLaunchKernel(*a)
+
+
+_INVALID_CONTEXT = 201

@@ -570,12 +570,14 @@ def max_potential_block_size(spec: DeviceSpec, regs_per_thread: int,
 def kernel_max_threads(ptx: str, entry: str) -> int | None:
     """The block-size limit a kernel declares in its PTX (.maxntid / .reqntid,
     what __launch_bounds__ compiles to), or None."""
-    m = re.search(r"\.entry\s+" + re.escape(entry) + r"\s*\(", ptx)
+    m = re.search(r"\.entry\s+" + re.escape(entry) + r"(?![\w$])\s*", ptx)
     if not m:
         return None
-    close = ptx.find(")", m.end())
-    brace = ptx.find("{", close)
-    head = ptx[close:brace if brace >= 0 else None]
+    start = m.end()
+    if ptx.startswith("(", start):
+        start = ptx.find(")", start)
+    brace = ptx.find("{", start)
+    head = ptx[start:brace if brace >= 0 else None]
     d = re.search(r"\.(?:maxntid|reqntid)\s+(\d+)(?:\s*,\s*(\d+))?(?:\s*,\s*(\d+))?", head)
     if not d:
         return None
@@ -687,6 +689,19 @@ def _same_device(a: DeviceSpec, b: DeviceSpec) -> bool:
         dataclasses.replace(b, name="", sm_count=None)
 
 
+def _opt_in(kernel, fn, spec: DeviceSpec) -> None:
+    """Let the kernel take all the dynamic shared memory a block may have, as
+    ``drvgemm.launch`` would on demand: the driver answers occupancy queries
+    for the kernel's current limit, the model for the launch that would
+    happen. Raising the limit changes nothing else about a launch."""
+    from . import driver
+    static = driver.function_attribute(fn, "SHARED_SIZE_BYTES")
+    most = spec.smem_per_block_optin - static
+    if most > getattr(kernel, "_dynamic_smem_limit", 0):
+        driver.set_function_attribute(fn, "MAX_DYNAMIC_SHARED_SIZE_BYTES", most)
+        kernel._dynamic_smem_limit = most
+
+
 def occupancy(kernel, block, smem=0, *, spec: DeviceSpec | None = None,
               carveout: int | None = None) -> KernelOccupancy:
     """Blocks per SM, warps, occupancy and the binding limit of ``kernel``
@@ -725,6 +740,7 @@ def occupancy(kernel, block, smem=0, *, spec: DeviceSpec | None = None,
         from .errors import CudaError
         fn = kernel.function
         try:
+            _opt_in(kernel, fn, spec)
             out.driver_blocks_per_sm = driver.occupancy_max_active_blocks(fn, threads, smem)
             out.source = "driver"
             if out.driver_blocks_per_sm:
@@ -910,3 +926,17 @@ def _cli(args) -> int:
             print(f"drvgemm occupancy: {e}", file=sys.stderr)
             return 2
         raise
+
+
+# ``drvgemm.occupancy`` names both this module and the public function: once
+# the module is imported, the package attribute is the module. Making the
+# module callable keeps ``drvgemm.occupancy(kernel, block, smem)`` working
+# either way, while ``drvgemm.occupancy.model`` and friends stay reachable.
+class _CallableModule(type(re)):
+    def __call__(self, kernel, block, smem=0, **kw):
+        return occupancy(kernel, block, smem, **kw)
+
+
+import sys as _sys  # noqa: E402
+
+_sys.modules[__name__].__class__ = _CallableModule

@@ -29,7 +29,8 @@ __all__ = [
     "TimeBounds", "time_bounds", "SummaryRow", "summary_rows",
     "bytes_per_cycle", "bytes_in_flight",
     "format_bytes", "format_time", "format_ratio", "analysis_report",
-    "PlotLayout", "plot_roofline", "add_cli",
+    "PlotLayout", "plot_roofline", "record_intensity", "bench_points", "plot_bench",
+    "add_cli",
 ]
 
 # Bytes per input element for each math precision. TF32 reads ordinary fp32
@@ -602,7 +603,7 @@ def plot_roofline(spec: RooflineSpec, points: Iterable, path, *,
     for (x0, _), bw, name in lines:
         a, b = to_px((x0, x0 * bw / 1e12)), to_px((x0 * 10, x0 * 10 * bw / 1e12))
         angle = math.degrees(math.atan2(b[1] - a[1], b[0] - a[0]))
-        at = x0 * 1.6
+        at = max(x0 * 1.6, y_lo * 4 / bw)      # where the slope is well inside the axes
         fixed.append(ax.text(at, at * bw / 1e12 * 1.25, f"{name} {_rate(bw, 'B/s')}", fontsize=8,
                              rotation=angle, rotation_mode="anchor", ha="left", va="bottom",
                              color="black" if name == "DRAM" else "dimgray"))
@@ -682,6 +683,62 @@ def plot_roofline(spec: RooflineSpec, points: Iterable, path, *,
         layout.labels.append((label, box))
     fig.savefig(path, dpi=dpi)
     return layout
+
+
+def record_intensity(record: Mapping, rung=None) -> float:
+    """FLOP per global-memory byte of one bench record. For a rung, the bytes
+    its tiling moves (tiled_bytes with its tile_m x tile_n and input width);
+    for anything else (cuBLAS) the ideal-reuse bytes, the least any tiling
+    can move, since a library's own tiling is not known here."""
+    m, n, k = int(record["m"]), int(record["n"]), int(record["k"])
+    in_bytes = PRECISION_BYTES[record["precision"]]
+    if rung is not None:
+        moved = tiled_bytes(m, n, k, rung.tile_m, rung.tile_n, in_bytes=in_bytes)
+    else:
+        moved = ideal_bytes(m, n, k, in_bytes=in_bytes, out_bytes=OUTPUT_BYTES)
+    return gemm_flops(m, n, k) / moved
+
+
+def bench_points(results: Mapping) -> list[tuple[str, float, float, str]]:
+    """(label, FLOP/B, FLOP/s, precision) for a bench results dict: each
+    rung at its largest size, and per precision the fastest baseline at the
+    largest size as "cuBLAS <precision>". Memory-bound records are skipped."""
+    from .rungs import by_name
+    registry = by_name()
+    best = {}
+    for rec in results.get("records", []):
+        if rec.get("tflops") is None or rec.get("precision") not in PRECISION_BYTES:
+            continue
+        size = int(rec["m"]) * int(rec["n"]) * int(rec["k"])
+        key = (f"cuBLAS {rec['precision']}" if rec.get("baseline") else rec["kernel"], rec["precision"])
+        old = best.get(key)
+        if old is None or (size, rec["tflops"]) > (old[0], old[1]["tflops"]):
+            best[key] = (size, rec)
+    points = []
+    for (label, precision), (_, rec) in best.items():
+        rung = None if rec.get("baseline") else registry.get(rec["kernel"])
+        points.append((label, record_intensity(rec, rung), rec["tflops"] * 1e12, precision))
+    return points
+
+
+def plot_bench(results: Mapping, path, *, spec: RooflineSpec | None = None,
+               measured: Mapping[str, float] | None = None, title: str | None = None) -> PlotLayout:
+    """`drvgemm bench --plot`: every rung and baseline of ``results`` on the
+    roofline of the device that produced them (measured ceilings applied),
+    with one roof per precision the results contain."""
+    if spec is None:
+        name = results.get("device", {}).get("name", "")
+        spec = spec_for_device_name(name)
+        if spec is None:
+            raise ValueError(f"no built-in roofline figures for {name or 'this device'}")
+    spec = spec.with_measured(measured)
+    points = bench_points(results)
+    if not points:
+        raise ValueError("no GEMM records to plot")
+    precisions = [p for p in PRECISION_BYTES if p in spec.peak_flops and any(q[3] == p for q in points)]
+    size = max((int(r["m"]) for r in results["records"] if r.get("tflops") is not None), default=0)
+    return plot_roofline(spec, [p[:3] for p in points], path, precisions=precisions or None,
+                         title=title or f"{spec.name}: GEMM rungs at their largest size ({size})")
 
 
 # --------------------------------------------------------------------------

@@ -62,7 +62,7 @@ def test_shared_memory_beyond_device_limit_is_a_value_error(kernels, gpu):
 
 
 def test_block_and_grid_limits_checked_before_the_driver(kernels, gpu):
-    with pytest.raises(ValueError, match="2048 threads"):
+    with pytest.raises(ValueError, match="exceeds the device limit 1024"):
         drvgemm.launch(kernels["cu"], 1, 2048, [1.0, 0, 0, 0])
     with pytest.raises(ValueError, match="dimension z = 65"):
         drvgemm.launch(kernels["cu"], 1, (1, 1, 65), [1.0, 0, 0, 0])

@@ -305,3 +305,71 @@ def test_plot_without_matplotlib_says_how_to_get_it(tmp_path, monkeypatch):
     with pytest.raises(ImportError, match=r"drvgemm\[plot\]"):
         rf.plot_roofline(ADA, FAKE_POINTS[:2], tmp_path / "x.png")
     assert not (tmp_path / "x.png").exists()
+
+
+# --------------------------------------------------------------------------
+# bench results on the roofline
+# --------------------------------------------------------------------------
+def _fake_rungs(monkeypatch):
+    from drvgemm import rungs
+    from drvgemm.rungs import Rung
+    table = {
+        "02_smem_tiled": Rung("02_smem_tiled", "x.cu", "k2", "fp32", (32, 32, 1), 32, 32),
+        "04_reg_tiled": Rung("04_reg_tiled", "x.cu", "k4", "fp32", (256, 1, 1), 128, 128),
+        "11_mma_bf16": Rung("11_mma_bf16", "x.cu", "k11", "bf16", (128, 1, 1), 128, 256),
+    }
+    monkeypatch.setattr(rungs, "by_name", lambda: table)
+    return table
+
+
+def _rec(kernel, precision, size, tflops, baseline=False):
+    return {"kernel": kernel, "precision": precision, "m": size, "n": size, "k": size,
+            "median_ms": 2 * size**3 / (tflops * 1e12) * 1e3, "tflops": tflops,
+            "rel_rmse": 1e-6, "baseline": baseline}
+
+
+BENCH = {"device": {"name": "NVIDIA H200", "sm_count": 132}, "records": [
+    _rec("02_smem_tiled", "fp32", 256, 1.5), _rec("02_smem_tiled", "fp32", 4096, 5.7),
+    _rec("04_reg_tiled", "fp32", 4096, 17.1), _rec("11_mma_bf16", "bf16", 4096, 420.0),
+    _rec("cublas", "fp32", 4096, 51.2, True), _rec("cublas_gemmex", "fp32", 4096, 50.1, True),
+    _rec("cublas", "bf16", 4096, 720.5, True),
+    {"kernel": "softmax_04", "precision": "fp32", "m": 4096, "n": 4096, "k": 0,
+     "median_ms": 0.1, "gbps": 3000.0, "baseline": False},
+]}
+
+
+def test_record_intensity_counts_the_tiling(monkeypatch):
+    table = _fake_rungs(monkeypatch)
+    rec = _rec("04_reg_tiled", "fp32", 4096, 17.1)
+    # 128 x 128 tiles: A and B each streamed 32 times, C written once.
+    moved = (4096 * 4096 * 32 * 2) * 4 + 4096 * 4096 * 4
+    assert rf.record_intensity(rec, table["04_reg_tiled"]) == pytest.approx(2 * 4096**3 / moved)
+    # ~T/4, a little under it for the write of C
+    assert 31 < rf.record_intensity(rec, table["04_reg_tiled"]) < 32
+    # A library: ideal reuse, 2n/12 for fp32.
+    assert rf.record_intensity(_rec("cublas", "fp32", 4096, 51.2, True)) == pytest.approx(4096 / 6)
+
+
+def test_bench_points(monkeypatch):
+    _fake_rungs(monkeypatch)
+    pts = {label: (oi, fl, prec) for label, oi, fl, prec in rf.bench_points(BENCH)}
+    assert set(pts) == {"02_smem_tiled", "04_reg_tiled", "11_mma_bf16", "cuBLAS fp32", "cuBLAS bf16"}
+    assert pts["02_smem_tiled"][1] == pytest.approx(5.7e12)          # the largest size, not 256
+    assert pts["cuBLAS fp32"][1] == pytest.approx(51.2e12)           # the faster baseline
+    assert pts["11_mma_bf16"][2] == "bf16"
+    assert pts["11_mma_bf16"][0] == pytest.approx(
+        2 * 4096**3 / ((4096 * 4096 * 16 + 4096 * 4096 * 32) * 2 + 4096 * 4096 * 4))
+
+
+def test_plot_bench(monkeypatch, tmp_path):
+    pytest.importorskip("matplotlib")
+    _fake_rungs(monkeypatch)
+    path = tmp_path / "h200-roofline.png"
+    layout = rf.plot_bench(BENCH, path, measured={"fp32": 60.2e12, "bf16": 643e12, "dram_bw": 4.27e12})
+    assert path.read_bytes()[:4] == b"\x89PNG"
+    assert sorted(lab for lab, _ in layout.labels) == sorted(
+        ["02_smem_tiled", "04_reg_tiled", "11_mma_bf16", "cuBLAS fp32", "cuBLAS bf16"])
+    with pytest.raises(ValueError, match="no built-in roofline figures"):
+        rf.plot_bench({"device": {"name": "GTX 480"}, "records": BENCH["records"]}, path)
+    with pytest.raises(ValueError, match="no GEMM records"):
+        rf.plot_bench({"device": {"name": "NVIDIA H200"}, "records": []}, path)

@@ -1,0 +1,514 @@
+// Rung 20: Hopper's own GEMM path (sm_90a). The copy engine (TMA) moves tiles
+// of A and B from global to shared memory on its own, completing on mbarriers;
+// warpgroup MMAs (wgmma) read them from shared memory and accumulate in
+// registers asynchronously. In SASS: UTMALDG for the copies, HGMMA for the
+// math, SYNCS for the barriers.
+//
+// Kernel signature (differs from the plain GEMM rungs: A and B arrive as
+// tensor maps, built on the host by drvgemm/tma.py):
+//   extern "C" __global__ void gemm_tma_wgmma_{bf16,fp16,tf32}(
+//       const __grid_constant__ TmaMap mapA,   // A, M x K row-major
+//       const __grid_constant__ TmaMap mapB,   // B, K x N row-major
+//       float* C, int M, int N, int K, float alpha, float beta)
+// C = alpha * A @ B + beta * C, C row-major M x N fp32; beta == 0 never reads
+// C. Any M, N >= 1 (edge tiles: skipped copies + guarded stores), any K >= 1
+// (the copy engine zero-fills the part of a box past K).
+//
+// Block: 2 consumer warpgroups, each owning 64 rows of a 128 x 256 wgmma
+// tile (m64n256 instructions, 128 fp32 accumulators per thread), plus, when
+// WARP_SPECIALIZED, a producer warpgroup whose single thread keeps a
+// STAGES-deep ring of shared-memory tiles full. setmaxnreg moves registers
+// from the producer (40) to the consumers (232): 128*40 + 256*232 = 64512 of
+// the 65536 registers of the SM, which the launch bound (384, 1) reserves.
+//
+// Layouts. 16-bit types: wgmma's A is our A (K-major, 64 elements = one
+// 128-byte swizzled line per row), wgmma's B is our B read N-major ("transposed",
+// tnsp-b = 1), loaded as four 64(k) x 64(n) boxes so each 64-column chunk is its
+// own 8 KB swizzled block. TF32: wgmma cannot transpose 32-bit operands and B
+// is N-major in memory, so the roles swap: the block computes C^T = B^T A^T;
+// wgmma's B is our A (K-major, fine), wgmma's A is our B, which each thread
+// loads from the swizzled shared tile into the register fragment itself
+// (rounded to tf32 on the way). The wgmma tile is then 128 columns x 256 rows
+// of C and the epilogue writes it transposed. Our A reaches the tensor cores
+// through TMA unchanged, so its low 13 mantissa bits are dropped (truncation).
+//
+// Build steps, selected at compile time so that each can be measured:
+//   WARP_SPECIALIZED=0  TMA + wgmma only: 256 threads, thread 0 also refills
+//                       the ring between its own MMAs
+//   WARP_SPECIALIZED=1  + producer warpgroup, setmaxnreg (default)
+//   persistent grid     chosen on the host (grid = SM count); same kernel:
+//                       every block walks tiles blockIdx.x, += gridDim.x
+//   CLUSTER=2           + clusters of 2 blocks along the 128-row direction that
+//                       share the 256-wide operand: each block loads half of it
+//                       and multicasts to both
+#include "wgmma_common.cuh"
+
+#ifndef WARP_SPECIALIZED
+#define WARP_SPECIALIZED 1
+#endif
+#ifndef CLUSTER
+#define CLUSTER 1
+#endif
+#ifndef STAGES
+#define STAGES 4
+#endif
+#ifndef GROUP
+#define GROUP 16     // tile rows swept together, so that concurrent blocks share operands in L2
+#endif
+#ifndef WGMMA_ELEM
+#define WGMMA_ELEM 0  // 0: compile all three entries; 1 bf16, 2 fp16, 3 tf32: only that one
+#endif
+// ALIGNED (passed to every rung) does not apply: loads are TMA's, and the
+// epilogue checks its own alignment at run time.
+
+#define ELEM_BF16 1
+#define ELEM_FP16 2
+#define ELEM_TF32 3
+
+static_assert(CLUSTER == 1 || CLUSTER == 2, "CLUSTER must be 1 or 2");
+static_assert(CLUSTER == 1 || WARP_SPECIALIZED, "clusters need the producer warpgroup");
+static_assert(STAGES >= 2 && STAGES <= 4, "4 stages of 48 KB fill the 227 KB of shared memory");
+
+constexpr int CONSUMERS = 2;
+constexpr int THREADS = (WARP_SPECIALIZED ? 128 : 0) + CONSUMERS * 128;
+constexpr int TILE_Y = 64 * CONSUMERS;  // wgmma M: rows of A (columns of C for tf32)
+constexpr int TILE_X = 256;             // wgmma N: columns of B (rows of C for tf32)
+
+// One stage of the ring: the TILE_Y-side operand (16 KB) then the TILE_X-side
+// operand (four 8 KB boxes). Every block of both starts on a 1024-byte
+// boundary, as the 128-byte swizzle pattern repeats every 8 lines.
+constexpr u32 Y_BYTES = 16384;
+constexpr u32 X_BOX_BYTES = 8192;
+constexpr u32 X_BYTES = 4 * X_BOX_BYTES;
+constexpr u32 STAGE_BYTES = Y_BYTES + X_BYTES;
+// Host side (tma.py) requests STAGES * STAGE_BYTES + 16 * STAGES + 1024 bytes:
+// the ring, full/empty barriers, and slack to align the base to 1024.
+
+constexpr int PRODUCER_REGS = 40;
+constexpr int CONSUMER_REGS = 232;
+
+template <int ELEM>
+struct Elem {
+    static constexpr bool SWAP = ELEM == ELEM_TF32;
+    static constexpr int K_TILE = SWAP ? 32 : 64;  // k per stage: one 128-byte line
+};
+
+struct Ring {
+    u32 base;       // stage 0 (1024-aligned shared address)
+    u32 full;       // STAGES barriers: the stage's bytes have landed
+    u32 empty;      // STAGES barriers: every consumer is done with the stage
+    __device__ u32 stage(int s) const { return base + s * STAGE_BYTES; }
+    __device__ u32 full_bar(int s) const { return full + 8 * s; }
+    __device__ u32 empty_bar(int s) const { return empty + 8 * s; }
+};
+
+struct Cursor {  // position in the ring: stage index and the parity of its current phase
+    int s = 0;
+    u32 phase = 0;
+    __device__ void next() {
+        if (++s == STAGES) {
+            s = 0;
+            phase ^= 1;
+        }
+    }
+};
+
+// The problem seen from the wgmma tile: the Y direction is wgmma's M
+// (TILE_Y per block), X is wgmma's N (TILE_X).
+struct Problem {
+    int M, N, K;
+    int y_ext, x_ext;        // extents along Y and X
+    int tiles_x, units_y;    // units: a cluster's worth of tiles along Y
+    int units, k_tiles;
+};
+
+template <int ELEM>
+__device__ __forceinline__ Problem make_problem(int M, int N, int K) {
+    Problem p;
+    p.M = M;
+    p.N = N;
+    p.K = K;
+    p.y_ext = Elem<ELEM>::SWAP ? N : M;
+    p.x_ext = Elem<ELEM>::SWAP ? M : N;
+    const int tiles_y = (p.y_ext + TILE_Y - 1) / TILE_Y;
+    p.tiles_x = (p.x_ext + TILE_X - 1) / TILE_X;
+    p.units_y = (tiles_y + CLUSTER - 1) / CLUSTER;
+    p.units = p.units_y * p.tiles_x;
+    p.k_tiles = (K + Elem<ELEM>::K_TILE - 1) / Elem<ELEM>::K_TILE;
+    return p;
+}
+
+// Work unit -> tile origin. GROUP unit rows are swept together, column by
+// column, so the blocks running at one time touch GROUP*TILE_Y rows of one
+// operand and a few TILE_X-wide panels of the other, which stay in L2.
+__device__ __forceinline__ void unit_origin(const Problem& p, int u, u32 rank, int& y0, int& x0) {
+    const int per_group = GROUP * p.tiles_x;
+    const int g = u / per_group;
+    const int first = g * GROUP;
+    const int rows = min(p.units_y - first, GROUP);
+    const int local = u - g * per_group;
+    const int uy = first + local % rows;
+    const int tx = local / rows;
+    y0 = (uy * CLUSTER + static_cast<int>(rank)) * TILE_Y;
+    x0 = tx * TILE_X;
+}
+
+// ---------------------------------------------------------------------------
+// Producer: one thread fills one stage. Boxes that lie wholly outside the
+// matrix are not issued (and not counted): their part of the tile keeps stale
+// data, which only reaches rows/columns of C the epilogue does not store.
+// ---------------------------------------------------------------------------
+template <int ELEM>
+__device__ __forceinline__ void fill_stage(const TmaMap* mapA, const TmaMap* mapB, const Ring& ring,
+                                           int s, const Problem& p, int k0, int y0, int x0,
+                                           u32 rank) {
+    constexpr bool SWAP = Elem<ELEM>::SWAP;
+    const u32 ybase = ring.stage(s);
+    const u32 xbase = ybase + Y_BYTES;
+    const u32 full = ring.full_bar(s);
+
+    u32 bytes = 0;
+    if constexpr (!SWAP) {
+        if (y0 < p.y_ext) bytes += Y_BYTES;  // A: one 128-row box
+    } else {
+#pragma unroll
+        for (int j = 0; j < 4; ++j)          // B: four 32-column boxes
+            if (y0 + 32 * j < p.y_ext) bytes += Y_BYTES / 4;
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+        if (x0 + 64 * j < p.x_ext) bytes += X_BOX_BYTES;
+    // A partially out-of-bounds box still delivers (zero-filled) its full size.
+    mbar_arrive_expect_tx(full, bytes);
+
+    if constexpr (!SWAP) {
+        if (y0 < p.y_ext) tma_load_2d(ybase, mapA, k0, y0, full);
+    } else {
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+            if (y0 + 32 * j < p.y_ext)
+                tma_load_2d(ybase + j * (Y_BYTES / 4), mapB, y0 + 32 * j, k0, full);
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        if (x0 + 64 * j >= p.x_ext || (j % CLUSTER) != static_cast<int>(rank)) continue;
+        const TmaMap* map = SWAP ? mapA : mapB;
+        const int c0 = SWAP ? k0 : x0 + 64 * j;
+        const int c1 = SWAP ? x0 + 64 * j : k0;
+        if constexpr (CLUSTER > 1)
+            tma_load_2d_multicast(xbase + j * X_BOX_BYTES, map, c0, c1, full,
+                                  static_cast<unsigned short>((1u << CLUSTER) - 1));
+        else
+            tma_load_2d(xbase + j * X_BOX_BYTES, map, c0, c1, full);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Consumer: issue the wgmmas of one stage for warpgroup c (rows 64c..64c+63 of
+// the wgmma tile). Leaves them in flight as one committed group.
+// ---------------------------------------------------------------------------
+template <int ELEM>
+__device__ __forceinline__ void mma_stage(float (&acc)[128], u32 (&frag)[4][4], u32 stage, int c,
+                                          bool first) {
+    const u32 ybase = stage;
+    const u32 xbase = stage + Y_BYTES;
+    if constexpr (!Elem<ELEM>::SWAP) {
+        (void)frag;
+        const u32 a_rows = ybase + c * 64 * 128;  // this warpgroup's 64 lines of A
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+            // k16 step: +32 bytes along A's line (the swizzle is a function of
+            // the address, so an offset inside the atom stays consistent),
+            // +16 lines of B (two 8-line atoms).
+            const u64 da = smem_desc_sw128(a_rows + kk * 32, 16, 1024);
+            const u64 db = smem_desc_sw128(xbase + kk * 16 * 128, X_BOX_BYTES, 1024);
+            const int scale_d = (first && kk == 0) ? 0 : 1;
+            if constexpr (ELEM == ELEM_BF16)
+                wgmma_m64n256k16_bf16(acc, da, db, scale_d);
+            else
+                wgmma_m64n256k16_fp16(acc, da, db, scale_d);
+        }
+        wgmma_commit();
+    } else {
+        // Fragment of wgmma's A (= B^T, 64 columns of B for this warpgroup):
+        // warp w holds columns 16w.. of them, lane (g, t) = (l/4, l%4) the
+        // columns g, g+8 at k = t, t+4 of each k8 step. They live in B box
+        // 2c + w/2 (32 columns x 32 k-lines of 128 bytes, swizzled: 16-byte
+        // chunk q of line k sits at chunk q ^ (k % 8)).
+        const int lane = threadIdx.x & 31;
+        const int w = (threadIdx.x >> 5) & 3;
+        const int g = lane >> 2, t = lane & 3;
+        const u32 box = ybase + (2 * c + (w >> 1)) * (Y_BYTES / 4);
+        const int n0 = (w & 1) * 16 + g;
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {        // k = t, t + 4
+                const int k = ks * 8 + t + 4 * h;
+#pragma unroll
+                for (int v = 0; v < 2; ++v) {    // column g, g + 8
+                    const int n = n0 + 8 * v;
+                    const u32 addr = box + k * 128 + ((((n >> 2) ^ k) & 7) << 4) + (n & 3) * 4;
+                    float x;
+                    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(x) : "r"(addr) : "memory");
+                    frag[ks][2 * h + v] = to_tf32(x);
+                }
+            }
+        }
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) {
+            // k8 step: +32 bytes along A's 128-byte lines (wgmma's B, K-major).
+            const u64 db = smem_desc_sw128(xbase + ks * 32, 16, 1024);
+            const int scale_d = (first && ks == 0) ? 0 : 1;
+            wgmma_m64n256k8_tf32_rs(acc, frag[ks], db, scale_d);
+        }
+        wgmma_commit();
+    }
+}
+
+// The consumer warpgroup is done reading stage s (its wgmmas completed):
+// one thread tells every block whose producer writes into this block's copy
+// of the stage (with multicast, all blocks of the cluster).
+__device__ __forceinline__ void release_stage(const Ring& ring, int s) {
+    if ((threadIdx.x & 127) == 0) {
+        if constexpr (CLUSTER > 1) {
+#pragma unroll
+            for (int r = 0; r < CLUSTER; ++r) mbar_arrive_cluster(ring.empty_bar(s), r);
+        } else {
+            mbar_arrive(ring.empty_bar(s));
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Epilogue: registers -> C. Accumulator i of lane (g, t) of warp w sits at
+// wgmma row 16w + g + 8*((i/2)%2), column 8*(i/4) + 2t + i%2.
+// ---------------------------------------------------------------------------
+__device__ __forceinline__ void store1(float* C, int N, int row, int col, float v, float alpha,
+                                       float beta) {
+    float* p = C + static_cast<size_t>(row) * N + col;
+    *p = (beta == 0.0f) ? alpha * v : alpha * v + beta * *p;
+}
+
+template <int ELEM>
+__device__ __forceinline__ void epilogue(float (&acc)[128], float* C, const Problem& p, int y0,
+                                         int x0, int c, float alpha, float beta) {
+    const int lane = threadIdx.x & 31;
+    const int w = (threadIdx.x >> 5) & 3;
+    const int g = lane >> 2, t = lane & 3;
+    const int r0 = y0 + c * 64 + w * 16 + g;  // wgmma row of acc[0]
+    if constexpr (!Elem<ELEM>::SWAP) {
+        // Rows r0, r0 + 8 of C; columns in pairs: one 8-byte store per pair
+        // when N is even and C 8-byte aligned.
+        const bool pairs = ((p.N & 1) == 0) && ((reinterpret_cast<size_t>(C) & 7) == 0);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int row = r0 + 8 * h;
+            if (row >= p.M) continue;
+#pragma unroll
+            for (int j = 0; j < 32; ++j) {
+                const int col = x0 + 8 * j + 2 * t;
+                const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+                if (pairs && col + 1 < p.N) {
+                    float2* q = reinterpret_cast<float2*>(C + static_cast<size_t>(row) * p.N + col);
+                    float2 out = make_float2(alpha * v0, alpha * v1);
+                    if (beta != 0.0f) {
+                        const float2 old = *q;
+                        out.x += beta * old.x;
+                        out.y += beta * old.y;
+                    }
+                    *q = out;
+                } else {
+                    if (col < p.N) store1(C, p.N, row, col, v0, alpha, beta);
+                    if (col + 1 < p.N) store1(C, p.N, row, col + 1, v1, alpha, beta);
+                }
+            }
+        }
+    } else {
+        // Transposed tile: wgmma row = column of C, wgmma column = row of C.
+        // Per store, 8 lanes g write 8 consecutive floats of one row of C.
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int col = r0 + 8 * h;
+            if (col >= p.N) continue;
+#pragma unroll
+            for (int j = 0; j < 32; ++j) {
+                const int row = x0 + 8 * j + 2 * t;
+                if (row < p.M) store1(C, p.N, row, col, acc[4 * j + 2 * h], alpha, beta);
+                if (row + 1 < p.M) store1(C, p.N, row + 1, col, acc[4 * j + 2 * h + 1], alpha, beta);
+            }
+        }
+    }
+}
+
+__device__ __forceinline__ void fence_accumulators(float (&acc)[128]) {
+#pragma unroll
+    for (int i = 0; i < 128; ++i) fence_operand(acc[i]);
+}
+
+// ---------------------------------------------------------------------------
+// The two roles
+// ---------------------------------------------------------------------------
+template <int ELEM>
+__device__ __forceinline__ void producer_loop(const TmaMap* mapA, const TmaMap* mapB,
+                                              const Ring& ring, const Problem& p, u32 rank) {
+    Cursor cur;
+    for (int u = blockIdx.x / CLUSTER; u < p.units; u += gridDim.x / CLUSTER) {
+        int y0, x0;
+        unit_origin(p, u, rank, y0, x0);
+        for (int kt = 0; kt < p.k_tiles; ++kt) {
+            // Parity phase ^ 1: on the first lap the barrier is in phase 0
+            // and "phase 1" counts as completed, so a fresh stage is free.
+            mbar_wait(ring.empty_bar(cur.s), cur.phase ^ 1);
+            fill_stage<ELEM>(mapA, mapB, ring, cur.s, p, kt * Elem<ELEM>::K_TILE, y0, x0, rank);
+            cur.next();
+        }
+    }
+}
+
+// Warp-specialised consumer: keeps one stage's wgmmas in flight while the
+// next is issued (wait_group 1), releasing each stage once its group retires.
+template <int ELEM>
+__device__ __forceinline__ void consumer_loop(float* C, const Ring& ring, const Problem& p,
+                                              int c, u32 rank, float alpha, float beta) {
+    float acc[128];
+    u32 frag0[4][4], frag1[4][4];  // tf32: alternate sets, the previous one may still be read
+    Cursor cur;
+    for (int u = blockIdx.x / CLUSTER; u < p.units; u += gridDim.x / CLUSTER) {
+        int y0, x0;
+        unit_origin(p, u, rank, y0, x0);
+        int prev = -1;
+        for (int kt = 0; kt < p.k_tiles; ++kt) {
+            mbar_wait(ring.full_bar(cur.s), cur.phase);
+            if (kt & 1)
+                mma_stage<ELEM>(acc, frag1, ring.stage(cur.s), c, false);
+            else
+                mma_stage<ELEM>(acc, frag0, ring.stage(cur.s), c, kt == 0);
+            wgmma_wait<1>();
+            if (prev >= 0) release_stage(ring, prev);
+            prev = cur.s;
+            cur.next();
+        }
+        wgmma_wait<0>();
+        if (prev >= 0) release_stage(ring, prev);
+        fence_accumulators(acc);
+        if (p.k_tiles == 0) {
+#pragma unroll
+            for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+        }
+        epilogue<ELEM>(acc, C, p, y0, x0, c, alpha, beta);
+    }
+}
+
+// No producer warpgroup: both warpgroups consume; thread 0 also refills the
+// stage it just drained (after the other warpgroup has drained it too).
+template <int ELEM>
+__device__ __forceinline__ void single_role_loop(const TmaMap* mapA, const TmaMap* mapB, float* C,
+                                                 const Ring& ring, const Problem& p, int c,
+                                                 float alpha, float beta) {
+    float acc[128];
+    u32 frag[4][4];
+    Cursor cons, prod;
+    const bool producer = threadIdx.x == 0;
+    for (int u = blockIdx.x; u < p.units; u += gridDim.x) {
+        int y0, x0;
+        unit_origin(p, u, 0, y0, x0);
+        if (producer) {
+            for (int i = 0; i < STAGES && i < p.k_tiles; ++i) {
+                mbar_wait(ring.empty_bar(prod.s), prod.phase ^ 1);
+                fill_stage<ELEM>(mapA, mapB, ring, prod.s, p, i * Elem<ELEM>::K_TILE, y0, x0, 0);
+                prod.next();
+            }
+        }
+        __syncwarp();
+        for (int kt = 0; kt < p.k_tiles; ++kt) {
+            mbar_wait(ring.full_bar(cons.s), cons.phase);
+            mma_stage<ELEM>(acc, frag, ring.stage(cons.s), c, kt == 0);
+            wgmma_wait<0>();
+            release_stage(ring, cons.s);
+            cons.next();
+            if (producer && kt + STAGES < p.k_tiles) {
+                mbar_wait(ring.empty_bar(prod.s), prod.phase ^ 1);
+                fill_stage<ELEM>(mapA, mapB, ring, prod.s, p, (kt + STAGES) * Elem<ELEM>::K_TILE,
+                                 y0, x0, 0);
+                prod.next();
+            }
+            __syncwarp();
+        }
+        fence_accumulators(acc);
+        if (p.k_tiles == 0) {
+#pragma unroll
+            for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+        }
+        epilogue<ELEM>(acc, C, p, y0, x0, c, alpha, beta);
+    }
+}
+
+template <int ELEM>
+__device__ __forceinline__ void gemm_tma_wgmma(const TmaMap* mapA, const TmaMap* mapB, float* C,
+                                               int M, int N, int K, float alpha, float beta) {
+    extern __shared__ unsigned char smem_raw[];
+    Ring ring;
+    ring.base = (smem_u32(smem_raw) + 1023u) & ~1023u;
+    ring.full = ring.base + STAGES * STAGE_BYTES;
+    ring.empty = ring.full + 8 * STAGES;
+
+    const Problem p = make_problem<ELEM>(M, N, K);
+    u32 rank = 0;
+    if constexpr (CLUSTER > 1) {
+        // Built for clusters of CLUSTER blocks: a plain launch would multicast
+        // into a block that does not exist.
+        if (cluster_nctarank() != CLUSTER) __trap();
+        rank = cluster_ctarank();
+    }
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(ring.full_bar(s), 1);                        // the producer's expect_tx
+            mbar_init(ring.empty_bar(s), CONSUMERS * CLUSTER);     // one per consumer warpgroup
+        }
+        fence_barrier_init();
+        tma_prefetch_map(mapA);
+        tma_prefetch_map(mapB);
+    }
+    // Every barrier of the cluster is initialised before anyone uses one.
+    if constexpr (CLUSTER > 1)
+        cluster_sync();
+    else
+        __syncthreads();
+
+    const int wg = threadIdx.x / 128;
+#if WARP_SPECIALIZED
+    if (wg == 0) {
+        setmaxnreg_dec<PRODUCER_REGS>();
+        if (threadIdx.x == 0) producer_loop<ELEM>(mapA, mapB, ring, p, rank);
+    } else {
+        setmaxnreg_inc<CONSUMER_REGS>();
+        consumer_loop<ELEM>(C, ring, p, wg - 1, rank, alpha, beta);
+    }
+    // No block may leave while a peer can still multicast into its shared
+    // memory or arrive on its barriers.
+    if constexpr (CLUSTER > 1) cluster_sync();
+#else
+    single_role_loop<ELEM>(mapA, mapB, C, ring, p, wg, alpha, beta);
+#endif
+}
+
+#define DEFINE_ENTRY(NAME, ELEM)                                                              \
+    extern "C" __global__ void __launch_bounds__(THREADS, 1)                                  \
+    NAME(const __grid_constant__ TmaMap mapA, const __grid_constant__ TmaMap mapB, float* C,  \
+         int M, int N, int K, float alpha, float beta) {                                      \
+        gemm_tma_wgmma<ELEM>(&mapA, &mapB, C, M, N, K, alpha, beta);                          \
+    }
+
+#if WGMMA_ELEM == 0 || WGMMA_ELEM == ELEM_BF16
+DEFINE_ENTRY(gemm_tma_wgmma_bf16, ELEM_BF16)
+#endif
+#if WGMMA_ELEM == 0 || WGMMA_ELEM == ELEM_FP16
+DEFINE_ENTRY(gemm_tma_wgmma_fp16, ELEM_FP16)
+#endif
+#if WGMMA_ELEM == 0 || WGMMA_ELEM == ELEM_TF32
+DEFINE_ENTRY(gemm_tma_wgmma_tf32, ELEM_TF32)
+#endif

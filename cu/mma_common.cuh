@@ -1,0 +1,185 @@
+// What the mma.sync rungs (cu/11 .. cu/14) share: the block-index order,
+// the shared-memory layouts (XOR swizzles), the guarded global -> shared
+// tile copy, and the epilogue. The PTX rung ptx/10_mma_tf32_ptx.ptx spells
+// out the same pieces by hand.
+#pragma once
+#include "mma_primitives.cuh"
+
+// ALIGNED=1 is only compiled in when K and N are multiples of the rung's
+// vector width (16 bytes of input elements) and A, B, C are 16-byte aligned:
+// a 16-byte chunk that starts at a multiple of the vector width inside a row
+// is then entirely inside the matrix or entirely outside it.
+#ifndef ALIGNED
+#define ALIGNED 0
+#endif
+
+DEVI int imin(int a, int b) { return a < b ? a : b; }
+
+// ---------------------------------------------------------------------------
+// Block order. The grid is (ceil(N/BN), ceil(M/BM)) and blocks start in
+// linear order; walking GROUP_M block-rows down one block-column before
+// moving right means the blocks resident at the same time share a few A
+// row-panels and B column-panels, which stay in L2.
+// ---------------------------------------------------------------------------
+struct BlockCoord { int m, n; };
+
+DEVI BlockCoord grouped_block_order(int group_m) {
+    const int grid_n = gridDim.x, grid_m = gridDim.y;
+    const int id = blockIdx.y * grid_n + blockIdx.x;
+    const int per_group = group_m * grid_n;
+    const int first_m = (id / per_group) * group_m;
+    const int rows = imin(grid_m - first_m, group_m);
+    const int r = id % per_group;
+    BlockCoord b;
+    b.m = first_m + r % rows;
+    b.n = r / rows;
+    return b;
+}
+
+// ---------------------------------------------------------------------------
+// Shared-memory layouts: (row, 16-byte chunk) -> byte offset inside a tile.
+//
+// Shared memory has 32 banks of 4 bytes: a 128-byte line. ldmatrix, a
+// 16-byte load or a 16-byte cp.async is served 8 lanes at a time, each lane
+// taking a 16-byte slot of that line; 8 lanes hitting 8 different slots is
+// conflict-free. Tiles are read down a column of chunks (8 rows, same chunk)
+// but written along rows, so the chunk index is XOR-ed with a few bits of
+// the row: rows that would land on one slot are spread over all eight, and a
+// row's chunks are only permuted within aligned groups of eight, so writes
+// along a row stay conflict-free too. No padding, no wasted bytes.
+// ---------------------------------------------------------------------------
+template <int ROW_BYTES>
+struct XorSwizzle {
+    static_assert(ROW_BYTES == 64 || ROW_BYTES % 128 == 0,
+                  "rows of 64 bytes or of a multiple of 128 bytes");
+    static DEVI unsigned offset(int row, int chunk) {
+        // 64-byte rows: two rows share a line, so rows r and r+1 already use
+        // different halves; XOR with bits 1-2 of the row separates the four
+        // pairs. Longer rows: XOR with bits 0-2 of the row.
+        const int x = ROW_BYTES == 64 ? (row >> 1) & 3 : row & 7;
+        return row * ROW_BYTES + ((chunk ^ x) << 4);
+    }
+};
+
+// The TF32 B tile (k rows of fp32, n contiguous) is read with 16-byte loads:
+// lane (g = lane/4, t = lane%4) reads row t at chunk 2g (then 2g+1), so the
+// 8 lanes of one pass touch rows 0-3 at two chunks c and c+2 (c = 0 mod 4).
+// XOR-ing the chunk with 0, 1, 4, 5 for rows 0, 1, 2, 3 (mod 4) sends those
+// 8 loads to 8 different slots: {c, c+1, c+4, c+5} and {c+2, c+3, c+6, c+7}.
+template <int ROW_BYTES>
+struct Tf32BSwizzle {
+    static_assert(ROW_BYTES % 128 == 0, "rows of a multiple of 128 bytes");
+    static DEVI unsigned offset(int row, int chunk) {
+        const int x = (row & 1) | ((row & 2) << 1);
+        return row * ROW_BYTES + ((chunk ^ x) << 4);
+    }
+};
+
+// Plain rows with a stride (the WMMA rung: wmma.load takes a stride, not a
+// swizzle).
+template <int ROW_BYTES>
+struct PaddedRows {
+    static DEVI unsigned offset(int row, int chunk) { return row * ROW_BYTES + (chunk << 4); }
+};
+
+// ---------------------------------------------------------------------------
+// Global -> shared copy of one ROWS x COLS tile of a row-major matrix with
+// `ld` elements per row, of which rows < nrows and columns < ncols exist; the
+// tile starts at (row0, col0). Elements outside the matrix become zeros, so
+// the MMAs on an edge tile need no guards. `t` is this thread's index among
+// the THREADS copying threads.
+//
+// VEC: one 16-byte cp.async per chunk (needs the ALIGNED=1 guarantees).
+// Otherwise fp32 goes element by element with 4-byte cp.async (fp32 is
+// always 4-byte aligned), and 16-bit inputs, whose rows may start at any
+// 2-byte boundary where cp.async (4 bytes minimum) cannot follow, go through
+// registers with plain loads and stores -- the slow, always-correct path.
+// ---------------------------------------------------------------------------
+template <int ROWS, int COLS, int ELEM, int THREADS, class Layout, bool VEC>
+DEVI void copy_tile(unsigned tile, const void* matrix, int ld, int nrows, int ncols,
+                    int row0, int col0, int t) {
+    constexpr int PER_CHUNK = 16 / ELEM;
+    constexpr int CHUNKS_PER_ROW = COLS / PER_CHUNK;
+    constexpr int CHUNKS = ROWS * CHUNKS_PER_ROW;
+    static_assert(COLS % PER_CHUNK == 0, "tile width must be whole 16-byte chunks");
+    static_assert(CHUNKS % THREADS == 0, "every thread copies the same number of chunks");
+    const char* base = static_cast<const char*>(matrix);
+#pragma unroll
+    for (int i = 0; i < CHUNKS / THREADS; ++i) {
+        const int q = t + i * THREADS;
+        const int r = q / CHUNKS_PER_ROW, c = q % CHUNKS_PER_ROW;
+        const int grow = row0 + r, gcol = col0 + c * PER_CHUNK;
+        const unsigned dst = tile + Layout::offset(r, c);
+        if (VEC) {
+            const bool inside = grow < nrows && gcol < ncols;
+            const char* src = inside ? base + ((long long)grow * ld + gcol) * ELEM : base;
+            cp_async_16(dst, src, inside ? 16u : 0u);
+        } else if (ELEM == 4) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const bool inside = grow < nrows && gcol + e < ncols;
+                const char* src = inside ? base + ((long long)grow * ld + gcol + e) * 4 : base;
+                cp_async_4(dst + 4 * e, src, inside ? 4u : 0u);
+            }
+        } else {
+            const u16* m16 = static_cast<const u16*>(matrix);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
+                const bool inside = grow < nrows && gcol + e < ncols;
+                sts16(dst + 2 * e, inside ? ldg16(m16 + (long long)grow * ld + gcol + e) : u16(0));
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Epilogue: C = alpha * acc + beta * C for outputs that exist. beta == 0
+// never reads C (it may hold NaN); beta is uniform, so the branch is too.
+// ---------------------------------------------------------------------------
+DEVI float blend(float acc, float alpha, float beta, const float* c) {
+    return beta == 0.0f ? alpha * acc : alpha * acc + beta * ldg_f32(c);
+}
+
+// Two adjacent outputs (row, col), (row, col+1); col is even.
+DEVI void store_c2(float* C, int M, int N, int row, int col, float v0, float v1,
+                   float alpha, float beta) {
+    if (row >= M) return;
+    float* p = C + (long long)row * N + col;
+    if (ALIGNED) {
+        // N is a multiple of the vector width (even), so col < N covers col+1.
+        if (col >= N) return;
+        float2 out = make_float2(alpha * v0, alpha * v1);
+        if (beta != 0.0f) {
+            const float2 old = ldg_f32x2(p);
+            out.x += beta * old.x;
+            out.y += beta * old.y;
+        }
+        stg_f32x2(p, out);
+    } else {
+        if (col < N) stg_f32(p, blend(v0, alpha, beta, p));
+        if (col + 1 < N) stg_f32(p + 1, blend(v1, alpha, beta, p + 1));
+    }
+}
+
+// Four adjacent outputs (row, col .. col+3); col is a multiple of 4.
+DEVI void store_c4(float* C, int M, int N, int row, int col, float4 v, float alpha, float beta) {
+    if (row >= M) return;
+    float* p = C + (long long)row * N + col;
+    if (ALIGNED) {
+        if (col >= N) return;
+        float4 out = make_float4(alpha * v.x, alpha * v.y, alpha * v.z, alpha * v.w);
+        if (beta != 0.0f) {
+            const float4 old = ldg_f32x4(p);
+            out.x += beta * old.x;
+            out.y += beta * old.y;
+            out.z += beta * old.z;
+            out.w += beta * old.w;
+        }
+        stg_f32x4(p, out);
+    } else {
+        if (col < N) stg_f32(p, blend(v.x, alpha, beta, p));
+        if (col + 1 < N) stg_f32(p + 1, blend(v.y, alpha, beta, p + 1));
+        if (col + 2 < N) stg_f32(p + 2, blend(v.z, alpha, beta, p + 2));
+        if (col + 3 < N) stg_f32(p + 3, blend(v.w, alpha, beta, p + 3));
+    }
+}
