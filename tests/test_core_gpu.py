@@ -135,7 +135,7 @@ def test_cuda_array_interface_round_trip(gpu):
     np.testing.assert_array_equal(d.to_host(), x)
 
 
-def test_illegal_address_error_explains_the_context_is_lost():
+def test_illegal_address_error_explains_the_context_is_lost(gpu):
     """Run in a subprocess: an illegal address poisons the whole context."""
     import subprocess
     import sys
