@@ -17,18 +17,21 @@ if have install; then
   python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
   python3 -c "import drvgemm; print(drvgemm.device())"
+fi
+if have compile; then
+  stamp compile
   python3 -m drvgemm compile 2>/dev/null | tee "$OUT/compile_report.txt" | tail -40
 fi
 if have tests; then
   stamp tests
-  timeout 420 python3 -m pytest -m gpu -q -x --timeout=300 -p no:cacheprovider 2>&1 \
+  timeout ${TEST_TIMEOUT:-420} python3 -m pytest -m gpu -q --timeout=120 -p no:cacheprovider ${TESTS:-} 2>&1 \
     | tee "$OUT/pytest_gpu.log" | tail -40
 fi
 if have sanitize; then
   stamp sanitize
   for tool in memcheck racecheck synccheck initcheck; do
     echo "-- $tool"
-    timeout 300 $SAN --tool $tool --error-exitcode 9 python3 benchmarks/sanitize.py ${SANITIZE_RUNGS:-} \
+    timeout ${SAN_TIMEOUT:-300} $SAN --tool $tool --error-exitcode 9 python3 benchmarks/sanitize.py ${SANITIZE_RUNGS:-} \
       > "$OUT/sanitize_$tool.log" 2>&1; echo "exit $?"
     tail -4 "$OUT/sanitize_$tool.log"
   done
@@ -39,8 +42,12 @@ if have overhead; then
 fi
 if have bench; then
   stamp bench
-  timeout 500 python3 -m drvgemm bench ${BENCH_ARGS:-} --json "$OUT/h200.json" 2> "$OUT/bench_progress.log" \
+  timeout ${BENCH_TIMEOUT:-500} python3 -m drvgemm bench ${BENCH_ARGS:-} --json "$OUT/h200.json" 2> "$OUT/bench_progress.log" \
     | tee "$OUT/bench_report.txt" | tail -60
+fi
+if have sweep; then
+  stamp sweep
+  timeout 120 python3 benchmarks/occupancy_sweep.py --plot "$OUT/occupancy_sweep.png" --json "$OUT/occupancy_sweep.json" 2>&1 | tail -45
 fi
 if have memory; then
   stamp memory

@@ -85,7 +85,7 @@ def run(args):
 
     copy_ms = timing.median_ms(lambda: driver.memcpy_dtod(dst, src, nbytes), reps=args.reps)
     copy_gbps = 2 * nbytes / copy_ms / 1e6
-    print(f"device-to-device copy of {format_size(nbytes)}: {copy_gbps:.0f} GB/s "
+    print(f"device-to-device copy of {nbytes / 2**20:.0f} MiB: {copy_gbps:.0f} GB/s "
           "(read + written)\n")
 
     records = []
@@ -175,7 +175,7 @@ def plot(records, best, copy_gbps, path, name, ns):
         line, = ax.plot(x, [r["gbps"] for r in rows], "o-", ms=3,
                         label=f"measured, {unroll} x 16 B loads in flight/thread")
         ax.plot(x, [r["little_gbps"] for r in rows], "--", color=line.get_color(),
-                label=f"Little's law, {ns:.0f} ns latency")
+                label=f"Little's law for {unroll} load{'s' * (unroll != 1)}, {ns:.0f} ns")
     ax.axhline(copy_gbps, color="k", lw=0.8, label=f"cuMemcpyDtoD {copy_gbps:.0f} GB/s")
     ax.set_xlabel("occupancy (% of warp slots)")
     ax.set_ylabel("GB/s (read + written)")

@@ -382,7 +382,7 @@ __device__ __forceinline__ void consumer_loop(float* C, const Ring& ring, const 
         int prev = -1;
         for (int kt = 0; kt < p.k_tiles; ++kt) {
             mbar_wait(ring.full_bar(cur.s), cur.phase);
-            if (kt & 1)
+            if (Elem<ELEM>::SWAP && (kt & 1))
                 mma_stage<ELEM>(acc, frag1, ring.stage(cur.s), c, false);
             else
                 mma_stage<ELEM>(acc, frag0, ring.stage(cur.s), c, kt == 0);

@@ -69,3 +69,19 @@ __device__ __forceinline__ float4 load_quad(const float* p, int valid) {
     return v;
 #endif
 }
+
+// Load the elements c of the quad p[0..3] with lo <= c < hi and leave the
+// others as they are. A loader that zeroes its staging registers once and
+// then only ever loads in-range elements needs no zeroing per tile, and
+// with loop-invariant bounds its guards are loop-invariant predicates.
+__device__ __forceinline__ void load_quad_range(float4& v, const float* p, int lo, int hi) {
+#if ALIGNED
+    // Bounds are multiples of 4 here: the quad is all in or all out.
+    if (lo <= 0 && hi >= 4) v = *reinterpret_cast<const float4*>(p);
+#else
+    if (lo <= 0 && hi > 0) v.x = p[0];
+    if (lo <= 1 && hi > 1) v.y = p[1];
+    if (lo <= 2 && hi > 2) v.z = p[2];
+    if (lo <= 3 && hi > 3) v.w = p[3];
+#endif
+}

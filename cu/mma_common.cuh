@@ -104,29 +104,39 @@ DEVI void copy_tile(unsigned tile, const void* matrix, int ld, int nrows, int nc
     static_assert(COLS % PER_CHUNK == 0, "tile width must be whole 16-byte chunks");
     static_assert(CHUNKS % THREADS == 0, "every thread copies the same number of chunks");
     const char* base = static_cast<const char*>(matrix);
+    if constexpr (VEC) {
 #pragma unroll
-    for (int i = 0; i < CHUNKS / THREADS; ++i) {
-        const int q = t + i * THREADS;
-        const int r = q / CHUNKS_PER_ROW, c = q % CHUNKS_PER_ROW;
-        const int grow = row0 + r, gcol = col0 + c * PER_CHUNK;
-        const unsigned dst = tile + Layout::offset(r, c);
-        if (VEC) {
+        for (int i = 0; i < CHUNKS / THREADS; ++i) {
+            const int q = t + i * THREADS;
+            const int r = q / CHUNKS_PER_ROW, c = q % CHUNKS_PER_ROW;
+            const int grow = row0 + r, gcol = col0 + c * PER_CHUNK;
             const bool inside = grow < nrows && gcol < ncols;
             const char* src = inside ? base + ((long long)grow * ld + gcol) * ELEM : base;
-            cp_async_16(dst, src, inside ? 16u : 0u);
-        } else if (ELEM == 4) {
+            cp_async_16(tile + Layout::offset(r, c), src, inside ? 16u : 0u);
+        }
+    } else {
+        // The element-wise paths stay rolled: unrolled, their hoisted addresses
+        // would cost more registers than the accumulators leave.
+#pragma unroll 1
+        for (int i = 0; i < CHUNKS / THREADS; ++i) {
+            const int q = t + i * THREADS;
+            const int r = q / CHUNKS_PER_ROW, c = q % CHUNKS_PER_ROW;
+            const int grow = row0 + r, gcol = col0 + c * PER_CHUNK;
+            const unsigned dst = tile + Layout::offset(r, c);
+            if (ELEM == 4) {
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const bool inside = grow < nrows && gcol + e < ncols;
-                const char* src = inside ? base + ((long long)grow * ld + gcol + e) * 4 : base;
-                cp_async_4(dst + 4 * e, src, inside ? 4u : 0u);
-            }
-        } else {
-            const u16* m16 = static_cast<const u16*>(matrix);
+                for (int e = 0; e < 4; ++e) {
+                    const bool inside = grow < nrows && gcol + e < ncols;
+                    const char* src = inside ? base + ((long long)grow * ld + gcol + e) * 4 : base;
+                    cp_async_4(dst + 4 * e, src, inside ? 4u : 0u);
+                }
+            } else {
+                const u16* m16 = static_cast<const u16*>(matrix);
 #pragma unroll
-            for (int e = 0; e < 8; ++e) {
-                const bool inside = grow < nrows && gcol + e < ncols;
-                sts16(dst + 2 * e, inside ? ldg16(m16 + (long long)grow * ld + gcol + e) : u16(0));
+                for (int e = 0; e < 8; ++e) {
+                    const bool inside = grow < nrows && gcol + e < ncols;
+                    sts16(dst + 2 * e, inside ? ldg16(m16 + (long long)grow * ld + gcol + e) : u16(0));
+                }
             }
         }
     }

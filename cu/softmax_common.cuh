@@ -192,11 +192,14 @@ __device__ __forceinline__ MaxSum block_merge(MaxSum v, MaxSum* part) {
 template <int kItems, int kVec, int kRowThreads>
 __device__ __forceinline__ void slice_load(const elem_t* __restrict__ row, int first_col, int cols,
                                            bool live, int lane, float* v) {
+    // One 64-bit base per thread; item i is a compile-time offset from it
+    // (an immediate in the load), not 32 separately computed addresses.
+    const int c0 = first_col + lane * kVec;
+    const elem_t* p = row + c0;
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
-        const int c = first_col + (i * kRowThreads + lane) * kVec;
-        if (live && c < cols) {
-            load_vec<kVec>(row + c, v + i * kVec);
+        if (live && c0 + i * kRowThreads * kVec < cols) {
+            load_vec<kVec>(p + i * kRowThreads * kVec, v + i * kVec);
         } else {
 #pragma unroll
             for (int k = 0; k < kVec; ++k) v[i * kVec + k] = NEG_INF;
@@ -231,13 +234,14 @@ __device__ __forceinline__ float slice_scale(float m_thread, MaxSum row) {
 template <int kItems, int kVec, int kRowThreads>
 __device__ __forceinline__ void slice_store(elem_t* __restrict__ row, int first_col, int cols, bool live,
                                             int lane, float* v, float scale) {
+    const int c0 = first_col + lane * kVec;
+    elem_t* p = row + c0;
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
-        const int c = first_col + (i * kRowThreads + lane) * kVec;
-        if (live && c < cols) {
+        if (live && c0 + i * kRowThreads * kVec < cols) {
 #pragma unroll
             for (int k = 0; k < kVec; ++k) v[i * kVec + k] *= scale;
-            store_vec<kVec>(row + c, v + i * kVec);
+            store_vec<kVec>(p + i * kRowThreads * kVec, v + i * kVec);
         }
     }
 }

@@ -47,25 +47,52 @@ __device__ __forceinline__ void mbar_arrive(u32 bar) {
 }
 
 // Arrive on the barrier at the same shared-memory offset in CTA `rank` of the
-// cluster (which may be this CTA).
+// cluster (which may be this CTA). Default semantics (release, CTA scope): a
+// cluster-scope release would fence all of this thread's outstanding global
+// stores (MEMBAR.ALL.GPU) on every stage, and the only thing to order here
+// is the warpgroup's finished wgmma reads of its own shared memory.
 __device__ __forceinline__ void mbar_arrive_cluster(u32 bar, u32 rank) {
     asm volatile("{\n\t.reg .b32 remote;\n\t"
                  "mapa.shared::cluster.u32 remote, %0, %1;\n\t"
-                 "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n\t}"
+                 "mbarrier.arrive.shared::cluster.b64 _, [remote];\n\t}"
                  :: "r"(bar), "r"(rank) : "memory");
 }
 
+__device__ __forceinline__ bool mbar_try_wait(u32 bar, u32 parity) {
+    u32 done;
+    asm volatile("{\n\t.reg .pred p;\n\t"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                 "selp.u32 %0, 1, 0, p;\n\t}"
+                 : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+    return done != 0;
+}
+
+__device__ __forceinline__ u64 globaltimer_ns() {
+    u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+// A wait that outlasts this many nanoseconds is a deadlock (a phase or byte
+// count that can never complete): trap, so the launch fails with an error
+// instead of hanging the process. 0 disables the check.
+#ifndef MBAR_WATCHDOG_NS
+#define MBAR_WATCHDOG_NS 10000000000ull
+#endif
+
 // Block until the phase of parity `parity` has completed. try_wait suspends
 // the thread in hardware for a while before returning false, so this loop is
-// not a hot spin.
+// not a hot spin; the clock is only read once the first try has failed.
 __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
-    u32 done;
-    do {
-        asm volatile("{\n\t.reg .pred p;\n\t"
-                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-                     "selp.u32 %0, 1, 0, p;\n\t}"
-                     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-    } while (!done);
+    if (mbar_try_wait(bar, parity)) return;
+#if MBAR_WATCHDOG_NS
+    const u64 start = globaltimer_ns();
+    while (!mbar_try_wait(bar, parity))
+        if (globaltimer_ns() - start > MBAR_WATCHDOG_NS) __trap();
+#else
+    while (!mbar_try_wait(bar, parity)) {
+    }
+#endif
 }
 
 // ---------------------------------------------------------------------------

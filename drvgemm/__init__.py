@@ -7,12 +7,7 @@ from .driver import (DeviceArray, Event, Stream, device, empty, has_gpu,  # noqa
                      no_gpu_reason, synchronize, to_device)
 from .kernel import Kernel, compile  # noqa: E402
 from .launch import launch  # noqa: E402
-
-
-def occupancy(kernel, block, smem=0):
-    """Blocks per SM, warps, occupancy and the binding limit: see drvgemm.occupancy."""
-    from .occupancy import occupancy as _occupancy
-    return _occupancy(kernel, block, smem)
+from . import occupancy  # noqa: E402  (callable: drvgemm.occupancy(kernel, block, smem))
 
 
 def gemm(a, b, c=None, *, alpha=1.0, beta=0.0, kernel="auto", stream=None):

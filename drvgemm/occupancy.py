@@ -221,7 +221,10 @@ class Occupancy:
         blocks: what the SM is set to, the rest of the array staying L1."""
         if self.blocks_per_sm == 0:
             return None
-        return _carveout_at_least(self.spec, self.blocks_per_sm * self.smem_per_block)
+        needed = _carveout_at_least(self.spec, self.blocks_per_sm * self.smem_per_block)
+        if needed is None or self.carveout is None:
+            return needed
+        return max(needed, self.smem_per_sm)   # a preference sets a floor
 
     def _with(self, **changes) -> "Occupancy":
         args = dict(regs_per_thread=self.regs_per_thread, block_threads=self.block_threads,
@@ -236,6 +239,8 @@ class Occupancy:
         """For each limit that binds: what would raise the blocks per SM."""
         if self.blocks_per_sm == 0:
             return [self._advise_block_size()]
+        if self.active_warps == self.max_warps:
+            return [self._advise_warps()]
         out = []
         for lim in self.limiters:
             text = {"block size": self._advise_block_size, "warps": self._advise_warps,
@@ -247,26 +252,53 @@ class Occupancy:
 
     def _ties(self, lim) -> str:
         others = [x for x in self.limiters if x != lim]
-        return f" ({' and '.join(others)} also allow{'s' if len(others) == 1 else ''} " \
-               f"only {self.blocks_per_sm}: change both)" if others else ""
+        if not others:
+            return ""
+        return f" ({' and '.join(others)} also hold{'s' * (len(others) == 1)} it at " \
+               f"{self.blocks_per_sm}: change both)"
+
+    def _relief(self, lim, first_change, first_text, best_change, best_text) -> str:
+        """Text for the smallest change that lifts ``lim``'s own count, and the
+        change that takes occupancy as far as the other limits allow."""
+        b = self.blocks_per_sm
+        first = first_change()
+        if first is None:
+            return self._ties(lim)
+        moved = first[1]
+        alone = moved.limits[lim]
+        if moved.blocks_per_sm == b:
+            return f"; {first_text(first[0])} would allow {alone}" + self._ties(lim)
+        text = f"; {first_text(first[0])} would give {moved.blocks_per_sm}"
+        best = best_change()
+        if best is not None and best[1].blocks_per_sm > moved.blocks_per_sm:
+            text += f", {best_text(best[0])} would give {best[1].blocks_per_sm}"
+        return text
 
     def _advise_registers(self) -> str:
         b = self.blocks_per_sm
         head = f"registers bind: {b} block{'s' * (b != 1)}"
         if self.regs_per_thread <= 1:
             return head
-        best = self._with(regs_per_thread=0).blocks_per_sm
-        first = next((r for r in range(self.regs_per_thread - 1, 0, -1)
-                      if self._with(regs_per_thread=r).blocks_per_sm > b), None)
-        if first is None:
-            return head + self._ties("registers")
-        got = self._with(regs_per_thread=first).blocks_per_sm
-        text = f"{head}; <= {first} registers/thread would give {got}"
-        if best > got:
-            full = next(r for r in range(first, 0, -1)
-                        if self._with(regs_per_thread=r).blocks_per_sm >= best)
-            text += f", <= {full} would give {best}"
-        return text + " (--maxrregcount or __launch_bounds__(threads, min_blocks))"
+        top = self._with(regs_per_thread=0).blocks_per_sm
+
+        def first():
+            for r in range(self.regs_per_thread - 1, 0, -1):
+                o = self._with(regs_per_thread=r)
+                if o.limits["registers"] > b:
+                    return r, o
+            return None
+
+        def best():
+            for r in range(self.regs_per_thread - 1, 0, -1):
+                o = self._with(regs_per_thread=r)
+                if o.blocks_per_sm >= top:
+                    return r, o
+            return None
+
+        text = head + self._relief("registers", first, lambda r: f"<= {r} registers/thread",
+                                   best, lambda r: f"<= {r}")
+        return text + ("" if text == head or "(" in text[len(head):] else
+                       " (--maxrregcount or __launch_bounds__(threads, min_blocks))")
 
     def _advise_smem(self) -> str:
         b = self.blocks_per_sm
@@ -274,18 +306,24 @@ class Occupancy:
                 f"{format_size(self.smem_per_block)} allocated")
         if self.smem_per_block and self.spec.smem_reserved_per_block:
             head += f" (incl. {format_size(self.spec.smem_reserved_per_block)} reserved)"
-        best = self._with(smem_per_block_dynamic=0).blocks_per_sm
-        if best <= b:
+        if self._with(smem_per_block_dynamic=0).limits["shared memory"] in (None,) or \
+                self._with(smem_per_block_dynamic=0).limits["shared memory"] <= b:
             return head + (f"; the {format_size(self.static_smem)} of static shared memory "
                            "alone allows no more" if self.static_smem else "") + \
                 self._ties("shared memory")
-        first = _largest_dynamic_smem(self, b + 1)
-        got = self._with(smem_per_block_dynamic=first).blocks_per_sm
-        text = f"{head}; <= {format_size(first)} dynamic/block would give {got}"
-        if best > got:
-            full = _largest_dynamic_smem(self, best)
-            text += f", <= {format_size(full)} would give {best}"
-        return text
+        top = self._with(smem_per_block_dynamic=0).blocks_per_sm
+
+        def first():
+            d = _largest_dynamic_smem(self, b + 1, own=True)
+            return None if d is None else (d, self._with(smem_per_block_dynamic=d))
+
+        def best():
+            d = _largest_dynamic_smem(self, top)
+            return None if d is None else (d, self._with(smem_per_block_dynamic=d))
+
+        return head + self._relief("shared memory", first,
+                                   lambda d: f"<= {format_size(d)} dynamic/block", best,
+                                   lambda d: f"<= {format_size(d)}")
 
     def _advise_warps(self) -> str:
         w = self.warps_per_block
@@ -517,16 +555,24 @@ def model(spec: DeviceSpec, regs_per_thread: int, block_threads: int,
                      reason="; ".join(reasons))
 
 
-def _largest_dynamic_smem(point: Occupancy, blocks: int) -> int | None:
+def _largest_dynamic_smem(point: Occupancy, blocks: int, own: bool = False) -> int | None:
     """The most dynamic shared memory per block at which ``point`` still
-    reaches ``blocks`` blocks per SM (None: not even with none). Blocks per SM
-    never rise with shared memory, so a bisection finds the edge exactly."""
-    if point._with(smem_per_block_dynamic=0).blocks_per_sm < blocks:
+    reaches ``blocks`` blocks per SM (``own``: counting the shared-memory
+    limit alone), None when not even none does. Blocks per SM never rise with
+    shared memory, so a bisection finds the edge exactly."""
+    def count(d):
+        o = point._with(smem_per_block_dynamic=d)
+        if own:
+            n = o.limits["shared memory"]
+            return math.inf if n is None else n
+        return o.blocks_per_sm
+
+    if count(0) < blocks:
         return None
     lo, hi = 0, point.spec.smem_per_block_optin + point.spec.smem_per_sm
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if point._with(smem_per_block_dynamic=mid).blocks_per_sm >= blocks:
+        if count(mid) >= blocks:
             lo = mid
         else:
             hi = mid - 1
@@ -608,6 +654,7 @@ class KernelOccupancy:
     source: str = "model"             # "driver" when the driver answered
     model_available_dynamic_smem: int | None = None
     model_potential_block_size: tuple | None = None
+    model_only: str = "no GPU"        # why the driver was not asked, when it was not
     notes: list = field(default_factory=list)
 
     @property
@@ -668,7 +715,7 @@ class KernelOccupancy:
         elif self.driver_error:
             lines.append(f"driver: {self.driver_error}")
         else:
-            lines.append(f"no GPU: the numbers are the model's ({m.spec.name} spec)")
+            lines.append(f"{self.model_only}: the numbers are the model's ({m.spec.name} spec)")
         if self.model_available_dynamic_smem is not None:
             d = self.driver_available_dynamic_smem
             lines.append(f"dynamic shared memory a block may have at {m.blocks_per_sm} "
@@ -716,6 +763,9 @@ def occupancy(kernel, block, smem=0, *, spec: DeviceSpec | None = None,
     if smem < 0:
         raise ValueError(f"smem must be >= 0, not {smem}")
     res = kernel.resources
+    if res is None:
+        raise ValueError(f"{kernel.entry} has no ptxas resource report (registers, shared "
+                         "memory) to compute occupancy from")
     gpu = driver.has_gpu()
     ask_driver = gpu
     if spec is None:
@@ -727,10 +777,14 @@ def occupancy(kernel, block, smem=0, *, spec: DeviceSpec | None = None,
     elif gpu:
         import drvgemm
         ask_driver = _same_device(DeviceSpec.from_device(drvgemm.device()), spec)
+    model_only = "no GPU" if not gpu else \
+        f"the {spec.name} spec is not this GPU" if not ask_driver else \
+        "a carveout preference was given (the driver is asked for the default)"
     max_threads = kernel_max_threads(kernel.ptx, kernel.entry)
     kw = dict(barriers=res.barriers, carveout=carveout, max_threads_per_block=max_threads)
     point = model(spec, res.registers, threads, smem, res.static_smem, **kw)
-    out = KernelOccupancy(kernel=getattr(kernel, "name", None) or kernel.entry, model=point)
+    out = KernelOccupancy(kernel=getattr(kernel, "name", None) or kernel.entry, model=point,
+                          model_only=model_only)
     if point.blocks_per_sm:
         out.model_available_dynamic_smem = available_dynamic_smem(
             spec, res.registers, threads, point.blocks_per_sm, res.static_smem, **kw)
@@ -738,8 +792,8 @@ def occupancy(kernel, block, smem=0, *, spec: DeviceSpec | None = None,
         spec, res.registers, smem, res.static_smem, **kw)
     if ask_driver and carveout is None:
         from .errors import CudaError
-        fn = kernel.function
         try:
+            fn = kernel.function
             _opt_in(kernel, fn, spec)
             out.driver_blocks_per_sm = driver.occupancy_max_active_blocks(fn, threads, smem)
             out.source = "driver"
@@ -748,10 +802,8 @@ def occupancy(kernel, block, smem=0, *, spec: DeviceSpec | None = None,
                     fn, out.driver_blocks_per_sm, threads)
             out.driver_potential_block_size = tuple(
                 driver.occupancy_max_potential_block_size(fn, smem))
-        except CudaError as e:
+        except (CudaError, ValueError) as e:   # ValueError: compiled for another arch
             out.driver_error = str(e).splitlines()[0]
-    elif ask_driver:
-        out.notes.append("(a carveout preference was given: the driver was not asked)")
     return out
 
 
@@ -805,7 +857,8 @@ def add_cli(subparsers) -> None:
     p.add_argument("--entry", help="kernel symbol in a .cu/.ptx file")
     p.add_argument("--block", help="threads per block: 256 or 16x16 (default: the rung's)")
     p.add_argument("--smem", help="dynamic shared memory per block (default: the rung's, else 0)")
-    p.add_argument("--regs", type=int, help="registers per thread (what-if; overrides the kernel's)")
+    p.add_argument("--regs", type=int,
+                   help="registers per thread (what-if; overrides the kernel's)")
     p.add_argument("--static-smem", help="static shared memory per block (what-if)")
     p.add_argument("--barriers", type=int, help="named-barrier ids per block (what-if)")
     p.add_argument("--maxrregcount", type=int, help="compile the kernel with this register cap")
@@ -909,10 +962,6 @@ def _cli(args) -> int:
             print("\nnumbers from the model (what-if values: the driver was not asked)")
             return 0
         explicit = spec if (args.gpu or args.set or not gpu) else None
-        if explicit is not None and gpu:
-            import drvgemm
-            if not _same_device(DeviceSpec.from_device(drvgemm.device()), spec):
-                print(f"(the {spec.name} spec is not this GPU: numbers are the model's)")
         result = occupancy(kernel, threads, smem, spec=explicit, carveout=args.carveout)
         result.kernel = name
         print(result)

@@ -33,6 +33,7 @@ class Rung:
     arch: str = "sm_80"       # lowest architecture it runs on ("sm_90a" for wgmma)
     options: tuple = ()       # extra NVRTC options (e.g. "--maxrregcount=128")
     summary: str = ""         # one line: what this rung adds over the one before
+    host: str = ""            # "tma": A and B go in as tensor maps (drvgemm/tma.py builds the launch)
 
     def grid(self, m: int, n: int) -> tuple:
         return ((n + self.tile_n - 1) // self.tile_n, (m + self.tile_m - 1) // self.tile_m, 1)
@@ -45,8 +46,90 @@ class Rung:
 
 RUNGS: list[Rung] = [
     # ---- fp32 SIMT ladder (cu/01 .. cu/08) ----
+    # Each entry names its tile constants once, as the defaults of a lambda:
+    # block shape, tile and shared-memory size are computed from them, and
+    # the same numbers reach the kernel as -D defines.
+    (lambda BM=16, BN=16: Rung(
+        name="01_naive", source="01_naive.cu", entry="gemm_naive", precision="fp32",
+        block=(BN, BM, 1), tile_m=BM, tile_n=BN,
+        defines=dict(BM=BM, BN=BN),
+        summary="one thread per element of C, straight from global memory"))(),
+    (lambda TILE=32: Rung(
+        name="02_smem_tiled", source="02_smem_tiled.cu", entry="gemm_smem_tiled", precision="fp32",
+        block=(TILE, TILE, 1), tile_m=TILE, tile_n=TILE,
+        smem=2 * TILE * TILE * 4,  # one TILE x TILE tile each of A and B
+        defines=dict(TILE=TILE),
+        summary="32x32 tiles of A and B in dynamic shared memory, each value reused 32 times"))(),
+    (lambda TILE=32, BK=32, COARSEN=2, APAD=1: Rung(
+        name="03_coarsened", source="03_coarsened.cu", entry="gemm_coarsened", precision="fp32",
+        block=(TILE // COARSEN, TILE // COARSEN, 1), tile_m=TILE, tile_n=TILE,
+        smem=(TILE * (BK + APAD) + BK * TILE) * 4,  # A [TILE][BK + APAD], B [BK][TILE]
+        defines=dict(TILE=TILE, BK=BK, COARSEN=COARSEN, APAD=APAD),
+        summary="2x2 outputs per thread: half the shared-memory loads per FMA"))(),
+    (lambda BM=128, BN=128, BK=16, TM=8, TN=8: Rung(
+        name="04_reg_tiled", source="04_reg_tiled.cu", entry="gemm_reg_tiled", precision="fp32",
+        block=(BN // TN, BM // TM, 1), tile_m=BM, tile_n=BN,
+        smem=(BM * BK + BK * BN) * 4,  # A [BM][BK], B [BK][BN]
+        defines=dict(BM=BM, BN=BN, BK=BK, TM=TM, TN=TN),
+        summary="8x8 register micro-tile per thread (the seed's MB=8, TS=128)"))(),
+    (lambda BM=128, BN=128, BK=16, TM=8, TN=8, MIN_BLOCKS=1: Rung(
+        name="05_double_buffered", source="05_double_buffered.cu", entry="gemm_double_buffered",
+        precision="fp32", block=(BN // TN, BM // TM, 1), tile_m=BM, tile_n=BN,
+        smem=2 * (BM * BK + BK * BN) * 4,  # two buffers of rung 4's tiles
+        defines=dict(BM=BM, BN=BN, BK=BK, TM=TM, TN=TN, MIN_BLOCKS=MIN_BLOCKS),
+        summary="the next tile's global loads overlap this tile's FMAs; one barrier per tile"))(),
+    (lambda BM=128, BN=128, BK=8, TM=8, TN=8, APAD=4, MIN_BLOCKS=2: Rung(
+        name="06_vectorized", source="06_vectorized.cu", entry="gemm_vectorized", precision="fp32",
+        block=(BN // TN, BM // TM, 1), tile_m=BM, tile_n=BN,
+        smem=2 * BK * ((BM + APAD) + BN) * 4,  # two buffers of A^T [BK][BM + APAD], B [BK][BN]
+        defines=dict(BM=BM, BN=BN, BK=BK, TM=TM, TN=TN, APAD=APAD, MIN_BLOCKS=MIN_BLOCKS),
+        vector=4,
+        summary="float4 global loads, A transposed in shared memory, conflict-free LDS.128"))(),
+    (lambda BM=128, BN=128, BK=16, TM=8, TN=8, STAGES=3, APAD=4, MIN_BLOCKS=2: Rung(
+        name="07_cp_async", source="07_cp_async.cu", entry="gemm_cp_async", precision="fp32",
+        block=(BN // TN, BM // TM, 1), tile_m=BM, tile_n=BN,
+        smem=STAGES * (BM * (BK + APAD) + BK * BN) * 4,  # STAGES x (A [BM][BK + APAD], B [BK][BN])
+        defines=dict(BM=BM, BN=BN, BK=BK, TM=TM, TN=TN, STAGES=STAGES, APAD=APAD,
+                     MIN_BLOCKS=MIN_BLOCKS),
+        vector=4,
+        summary="3-stage cp.async pipeline from global straight into shared memory"))(),
+    (lambda BM=128, BN=128, BK=8, WM=32, WN=64, TM=8, TN=8, APAD=4, MIN_BLOCKS=2: Rung(
+        name="08_warp_tiled", source="08_warp_tiled.cu", entry="gemm_warp_tiled", precision="fp32",
+        block=((BM // WM) * (BN // WN) * 32, 1, 1), tile_m=BM, tile_n=BN,
+        smem=2 * BK * ((BM + APAD) + BN) * 4,  # two buffers of A^T [BK][BM + APAD], B [BK][BN]
+        defines=dict(BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, TM=TM, TN=TN, APAD=APAD,
+                     MIN_BLOCKS=MIN_BLOCKS),
+        vector=4,
+        summary="warp tiles of 4x8 threads, double-buffered fragments, __launch_bounds__"))(),
     # ---- tensor cores: mma.sync / WMMA ----
     # ---- Hopper: TMA + wgmma ----
+    # One source, three entries. The kernel's signature is (mapA, mapB, C, M, N, K, alpha,
+    # beta); grid, block and shared memory come from tma.wgmma_gemm_launch_config. Build
+    # steps (benchmarks/wgmma_steps.py): WARP_SPECIALIZED=0 (TMA + wgmma only),
+    # WARP_SPECIALIZED=1 (+ producer warpgroup, setmaxnreg), PERSISTENT=1 (grid = SMs, host
+    # side only), CLUSTER=2 (+ 2-block clusters multicasting the shared 256-wide operand).
+    # smem = STAGES * 48 KiB ring + 16 B of mbarriers per stage + 1 KiB for 1024-B alignment.
+    Rung("20_tma_wgmma_bf16", "20_wgmma_tma_bf16.cu", "gemm_tma_wgmma_bf16", "bf16",
+         block=(384, 1, 1), tile_m=128, tile_n=256, smem=4 * 49152 + 16 * 4 + 1024,
+         defines={"WGMMA_ELEM": 1, "WARP_SPECIALIZED": 1, "PERSISTENT": 1, "CLUSTER": 2,
+                  "STAGES": 4},
+         vector=8, arch="sm_90a", host="tma",
+         summary="TMA loads into a 4-stage mbarrier ring, wgmma m64n256k16 from shared memory, "
+                 "producer/consumer warpgroups, persistent grid, 2-block clusters"),
+    Rung("20_tma_wgmma_fp16", "20_wgmma_tma_bf16.cu", "gemm_tma_wgmma_fp16", "fp16",
+         block=(384, 1, 1), tile_m=128, tile_n=256, smem=4 * 49152 + 16 * 4 + 1024,
+         defines={"WGMMA_ELEM": 2, "WARP_SPECIALIZED": 1, "PERSISTENT": 1, "CLUSTER": 2,
+                  "STAGES": 4},
+         vector=8, arch="sm_90a", host="tma",
+         summary="the bf16 rung with f16 inputs"),
+    Rung("20_tma_wgmma_tf32", "20_wgmma_tma_bf16.cu", "gemm_tma_wgmma_tf32", "tf32",
+         block=(384, 1, 1), tile_m=256, tile_n=128, smem=4 * 49152 + 16 * 4 + 1024,
+         defines={"WGMMA_ELEM": 3, "WARP_SPECIALIZED": 1, "PERSISTENT": 1, "CLUSTER": 2,
+                  "STAGES": 4},
+         vector=4, arch="sm_90a", host="tma",
+         summary="TF32 wgmma m64n256k8 on C^T = B^T A^T: A through TMA as wgmma's K-major B, "
+                 "B from shared memory into register fragments (32-bit wgmma operands cannot "
+                 "be transposed)"),
 ]
 
 

@@ -1,0 +1,412 @@
+"""Softmax over the rows of a 2-D array: the ladder of kernels in
+cu/softmax_0*.cu, its registry, and ``softmax()`` dispatch.
+
+Semantics (every rung, and ``reference`` below, compute the same thing):
+``y[r, c] = exp(x[r, c] - max_r) / sum_c exp(x[r, c] - max_r)``, in fp32
+arithmetic whatever the storage type (fp32, bf16 or fp16 in; the output has
+the input's dtype).
+
+* ``-inf`` entries (masks) contribute nothing and come out as 0.
+* A row that is entirely ``-inf`` comes out as NaN in every entry: 0/0, the
+  value the formula gives and the one ``torch.softmax`` returns. A masked-out
+  row is an error upstream more often than not, and NaN says so where zeros
+  would hide it.
+* A NaN anywhere in a row makes the whole row NaN; a ``+inf`` makes at least
+  its own entry NaN (the rest of the row is not specified).
+* Large magnitudes (|x| up to the fp32 range) are safe: only differences
+  ``x - max <= 0`` are exponentiated.
+
+The ladder (each rung adds one idea; ``kernels()`` lists them):
+
+=====================  =============================================  =========
+rung                   what it adds                                   traffic
+=====================  =============================================  =========
+softmax_01_naive       three passes (max, sum, write), smem trees      3R + 1W
+softmax_02_online      one online pass for max and sum together        2R + 1W
+softmax_03_warp_shuffle  __shfl_xor_sync butterflies; a warp per row    2R + 1W
+                       for short rows, a block per row for long ones
+softmax_04_vectorized  16-byte loads; row held in registers when it    1R + 1W
+                       fits (else a two-pass stream)                   (2R + 1W)
+softmax_05_cluster     rows too long for one block split over a        1R + 1W
+                       cluster; (max, sum) exchanged through DSMEM
+=====================  =============================================  =========
+
+``kernel="auto"`` takes the register-resident rung 04 while a row fits one
+block (16384 elements), the cluster rung 05 on sm_90 up to 131072, and rung
+04's streaming kernel beyond.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["softmax", "kernels", "reference", "plan", "SoftmaxConfig", "SoftmaxRung",
+           "SoftmaxPlan", "SOFTMAX_RUNGS", "DTYPE_CODES", "dtype_name"]
+
+INT_MAX = 2**31 - 1
+
+
+def _bf16():
+    import ml_dtypes
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+# precision name -> the DTYPE define of cu/softmax_common.cuh
+DTYPE_CODES = {"fp32": 0, "bf16": 1, "fp16": 2}
+
+
+def dtype_name(dtype) -> str:
+    """'fp32' / 'bf16' / 'fp16' for a supported numpy dtype, else TypeError."""
+    dt = np.dtype(dtype)
+    if dt == np.float32:
+        return "fp32"
+    if dt == np.float16:
+        return "fp16"
+    if dt == _bf16():
+        return "bf16"
+    raise TypeError(f"softmax takes float32, bfloat16 or float16 input, got {dt}")
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    return {"fp32": np.dtype(np.float32), "fp16": np.dtype(np.float16)}.get(name) or _bf16()
+
+
+# ---------------------------------------------------------------------------
+# registry
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SoftmaxConfig:
+    """One kernel of a rung with its compile-time constants. Declared once:
+    grid, block, defines and the longest row it takes all derive from it.
+
+    ``row_threads`` threads share a row: up to 32 (a power of two) packs
+    ``threads // row_threads`` rows into a block; equal to ``threads`` gives a
+    block per row (times ``cluster`` blocks on sm_90). ``elems`` > 0 keeps
+    that many elements per thread in registers (the row must fit:
+    ``cols <= row_threads * elems * cluster``); ``elems`` = 0 streams the row
+    and takes any length, ``max_cols`` then only says up to where ``pick``
+    prefers it."""
+    entry: str
+    threads: int
+    row_threads: int
+    elems: int = 0
+    cluster: int = 1
+    min_blocks: int = 1       # __launch_bounds__ second argument (caps registers)
+    unroll: int = 0           # streaming kernels: vectors in flight per thread
+    vector: bool = False      # 16-byte loads when the shape and pointers allow
+    arch: str = "sm_80"       # lowest architecture
+    max_cols: int | None = None
+
+    def __post_init__(self):
+        if self.row_threads != self.threads and not (
+                self.row_threads <= 32 and self.row_threads & (self.row_threads - 1) == 0):
+            raise ValueError(f"{self.entry}: row_threads must be a power of two <= 32 or "
+                             f"equal threads ({self.threads})")
+        if self.cluster > 1 and self.row_threads != self.threads:
+            raise ValueError(f"{self.entry}: a cluster needs a block per row")
+
+    @property
+    def capacity(self) -> int | None:
+        """Longest row this config can take (None: any)."""
+        if self.elems:
+            return self.row_threads * self.elems * self.cluster
+        return None
+
+    @property
+    def limit(self) -> int | None:
+        """Longest row ``pick`` hands to this config (None: any)."""
+        return self.capacity if self.elems else self.max_cols
+
+    @property
+    def rows_per_block(self) -> int:
+        return self.threads // self.row_threads
+
+    def vec(self, itemsize: int) -> int:
+        """Elements per vector load when aligned: 16 bytes, but never more
+        than a thread holds."""
+        if not self.vector:
+            return 1
+        v = 16 // itemsize
+        return min(v, self.elems) if self.elems else v
+
+    def defines(self, precision: str, vec: int) -> dict:
+        d = {"DTYPE": DTYPE_CODES[precision], "THREADS": self.threads, "VEC": vec}
+        if self.row_threads != self.threads or self.elems:
+            d["ROW_THREADS"] = self.row_threads
+        if self.elems:
+            d["ELEMS"] = self.elems
+        if self.cluster > 1:
+            d["CLUSTER"] = self.cluster
+        if self.min_blocks > 1:
+            d["MIN_BLOCKS"] = self.min_blocks
+        if self.unroll:
+            d["UNROLL"] = self.unroll
+        return d
+
+    def grid(self, rows: int) -> tuple:
+        if self.row_threads < self.threads:
+            return (-(-rows // self.rows_per_block), 1, 1)
+        return (rows * self.cluster, 1, 1)
+
+    def fits(self, cols: int, cc: tuple) -> bool:
+        lim = self.limit
+        return (lim is None or cols <= lim) and tuple(cc) >= _arch_cc(self.arch)
+
+    def describe(self, vec: int | None = None) -> str:
+        parts = [self.entry, f"threads={self.threads}"]
+        if self.row_threads < self.threads:
+            parts.append(f"rows/block={self.rows_per_block}")
+        if self.elems:
+            parts.append(f"elems={self.elems}")
+        if self.cluster > 1:
+            parts.append(f"cluster={self.cluster}")
+        if vec is not None:
+            parts.append(f"vec={vec}")
+        return " ".join(parts)
+
+
+def _arch_cc(arch: str) -> tuple:
+    n = int(arch[3:].rstrip("a"))
+    return (n // 10, n % 10)
+
+
+@dataclass(frozen=True)
+class SoftmaxRung:
+    name: str
+    source: str
+    summary: str
+    reads: int                       # passes over the input in global memory
+    configs: tuple = field(default_factory=tuple)   # smallest limit first
+
+    def pick(self, cols: int, cc: tuple = (9, 0)) -> SoftmaxConfig:
+        for c in self.configs:
+            if c.fits(cols, cc):
+                return c
+        caps = [c for c in self.configs if tuple(cc) >= _arch_cc(c.arch)]
+        if not caps:
+            raise ValueError(f"{self.name} needs {self.configs[0].arch} or newer; the device "
+                             f"is sm_{cc[0]}{cc[1]}")
+        raise ValueError(f"{self.name} takes rows of at most {caps[-1].limit} elements, "
+                         f"got {cols}; use kernel='auto' or softmax_04_vectorized")
+
+    def supports(self, cols: int, cc: tuple = (9, 0)) -> bool:
+        return any(c.fits(cols, cc) for c in self.configs)
+
+
+def _resident(row_threads, elems, threads=None, **kw):
+    return SoftmaxConfig("softmax_04_vectorized_rows", threads or max(row_threads, 128),
+                         row_threads, elems=elems, vector=True, **kw)
+
+
+# Register-resident buckets of rung 04: rows of up to 4 * row_threads elements
+# with a few lanes each (many rows per block), then a warp per row, then a
+# block per row. 32 fp32 per thread is the most that leaves room for two
+# 512-thread blocks per SM (64 registers each) without spilling.
+_RESIDENT = (
+    _resident(1, 4), _resident(2, 4), _resident(4, 4), _resident(8, 4), _resident(16, 4),
+    _resident(32, 4), _resident(32, 8), _resident(32, 16), _resident(32, 32),
+    _resident(128, 16), _resident(128, 32), _resident(256, 32),
+    _resident(512, 32, min_blocks=2),
+)
+_STREAM = SoftmaxConfig("softmax_04_vectorized_stream", 512, 512, unroll=4, vector=True)
+_CLUSTERS = tuple(
+    SoftmaxConfig("softmax_05_cluster", 512, 512, elems=32, cluster=c, min_blocks=2,
+                  vector=True, arch="sm_90")
+    for c in (2, 4, 8))
+
+SOFTMAX_RUNGS: list[SoftmaxRung] = [
+    SoftmaxRung("softmax_01_naive", "softmax_01_naive.cu",
+                "three passes over the row (max, sum, write), shared-memory tree reductions",
+                reads=3, configs=(SoftmaxConfig("softmax_01_naive", 256, 256),)),
+    SoftmaxRung("softmax_02_online", "softmax_02_online.cu",
+                "online max and sum in one pass (rescale the sum when the max grows)",
+                reads=2, configs=(SoftmaxConfig("softmax_02_online", 256, 256),)),
+    SoftmaxRung("softmax_03_warp_shuffle", "softmax_03_warp_shuffle.cu",
+                "__shfl_xor_sync reductions: a warp per short row, a block per long row",
+                reads=2, configs=(
+                    SoftmaxConfig("softmax_03_warp_shuffle_warp", 256, 32, max_cols=1024),
+                    SoftmaxConfig("softmax_03_warp_shuffle_block", 512, 512))),
+    SoftmaxRung("softmax_04_vectorized", "softmax_04_vectorized.cu",
+                "16-byte loads, the row held in registers when it fits (one read)",
+                reads=1, configs=_RESIDENT + (_STREAM,)),
+    SoftmaxRung("softmax_05_cluster", "softmax_05_cluster.cu",
+                "a long row split over a thread-block cluster, (max, sum) through DSMEM",
+                reads=1, configs=_CLUSTERS),
+]
+
+
+def kernels() -> list[str]:
+    """Names of the softmax rungs, in ladder order."""
+    return [r.name for r in SOFTMAX_RUNGS]
+
+
+def rung(name: str) -> SoftmaxRung:
+    for r in SOFTMAX_RUNGS:
+        if r.name == name:
+            return r
+    raise ValueError(f"unknown softmax kernel {name!r}; choose 'auto' or one of "
+                     f"{', '.join(kernels())}")
+
+
+def _source_of(entry: str) -> str:
+    for r in SOFTMAX_RUNGS:
+        if any(c.entry == entry for c in r.configs):
+            return r.source
+    raise ValueError(entry)
+
+
+# ---------------------------------------------------------------------------
+# planning (pure Python: no GPU)
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SoftmaxPlan:
+    rung: str
+    config: SoftmaxConfig
+    source: str
+    entry: str
+    defines: tuple          # sorted (name, value) pairs
+    grid: tuple
+    block: tuple
+    vec: int
+
+    def describe(self) -> str:
+        return self.config.describe(self.vec)
+
+
+def _auto_config(cols: int, cc: tuple) -> tuple[str, SoftmaxConfig]:
+    for c in _RESIDENT:
+        if c.fits(cols, cc):
+            return "softmax_04_vectorized", c
+    for c in _CLUSTERS:
+        if c.fits(cols, cc):
+            return "softmax_05_cluster", c
+    return "softmax_04_vectorized", _STREAM
+
+
+def plan(rows: int, cols: int, precision: str = "fp32", *, kernel: str = "auto",
+         aligned: bool = True, cc: tuple = (9, 0)) -> SoftmaxPlan:
+    """Which kernel, constants, grid and block run a rows x cols softmax.
+    ``aligned``: both pointers are 16-byte aligned (vector loads also need
+    ``cols`` to be a multiple of the vector; checked here)."""
+    if precision not in DTYPE_CODES:
+        raise ValueError(f"precision must be one of {', '.join(DTYPE_CODES)}, got {precision!r}")
+    if not (1 <= rows <= INT_MAX and 1 <= cols <= INT_MAX):
+        raise ValueError(f"rows and cols must be in [1, 2^31 - 1], got {rows} x {cols}")
+    if kernel == "auto":
+        name, cfg = _auto_config(cols, cc)
+    else:
+        name, cfg = kernel, rung(kernel).pick(cols, cc)
+    if cfg.cluster > 1 and rows * cfg.cluster > INT_MAX:
+        raise ValueError(f"{rows} rows x {cfg.cluster} blocks per row exceed the grid")
+    itemsize = numpy_dtype(precision).itemsize
+    vec = cfg.vec(itemsize)
+    if vec > 1 and not (aligned and cols % vec == 0):
+        vec = 1
+    defines = tuple(sorted(cfg.defines(precision, vec).items()))
+    return SoftmaxPlan(name, cfg, _source_of(cfg.entry), cfg.entry, defines,
+                       cfg.grid(rows), (cfg.threads, 1, 1), vec)
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled(source: str, entry: str, defines: tuple, arch):
+    from .kernel import compile as compile_kernel
+    return compile_kernel(source, entry, defines=dict(defines), arch=arch)
+
+
+def compiled_kernel(p: SoftmaxPlan, arch=None):
+    """The Kernel for a plan (compiled once per process, disk-cached across)."""
+    return _compiled(p.source, p.entry, p.defines, arch)
+
+
+# ---------------------------------------------------------------------------
+# the float64 reference
+# ---------------------------------------------------------------------------
+def reference(x) -> np.ndarray:
+    """Row softmax in float64 with the semantics above (NaN for an all -inf
+    row): the yardstick for every rung's tests."""
+    x64 = np.asarray(x).astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        m = np.max(x64, axis=-1, keepdims=True)
+        e = np.exp(x64 - m)
+        return e / np.sum(e, axis=-1, keepdims=True)
+
+
+# ---------------------------------------------------------------------------
+# the public entry
+# ---------------------------------------------------------------------------
+def _device_view(x):
+    """(pointer, shape, dtype) of a __cuda_array_interface__ object, checking
+    that its rows are contiguous."""
+    cai = getattr(x, "__cuda_array_interface__", None)
+    if cai is None:
+        raise TypeError(f"softmax takes a numpy array or a device array "
+                        f"(__cuda_array_interface__), got {type(x).__name__}")
+    shape = tuple(int(s) for s in cai["shape"])
+    try:
+        dt = np.dtype(x.dtype)       # DeviceArray: bfloat16 survives here, not in typestr
+    except (TypeError, AttributeError):
+        dt = np.dtype(cai["typestr"])
+    strides = cai.get("strides")
+    if strides is not None and len(shape) == 2:
+        want = (shape[1] * dt.itemsize, dt.itemsize)
+        if any(s != w and n > 1 for s, w, n in zip(strides, want, shape)):
+            raise ValueError(f"softmax needs C-contiguous rows; got strides {tuple(strides)} "
+                             f"for shape {shape} (expected {want})")
+    return int(cai["data"][0]), shape, dt
+
+
+def softmax(x, *, kernel: str = "auto", out=None, stream=None):
+    """Softmax over the last axis of a 2-D array (see the module docstring
+    for the semantics).
+
+    ``x``: a numpy array (the result comes back as numpy) or a device array
+    (DeviceArray, or anything with ``__cuda_array_interface__``: the result is
+    a DeviceArray, or ``out`` when given, enqueued on ``stream`` and not
+    synchronised). dtype float32, bfloat16 (ml_dtypes) or float16; the output
+    has the same dtype, the arithmetic is fp32. ``kernel``: 'auto' or a name
+    from ``kernels()``. ``out``: a device array of x's shape and dtype to
+    write into (device inputs only).
+    """
+    if kernel != "auto":
+        rung(kernel)  # unknown names fail before anything touches the GPU
+    on_host = isinstance(x, np.ndarray)
+    if on_host:
+        shape, dt, ptr = x.shape, x.dtype, None
+    else:
+        ptr, shape, dt = _device_view(x)
+    if len(shape) != 2:
+        raise ValueError(f"softmax takes a 2-D array (rows x cols), got shape {tuple(shape)}")
+    precision = dtype_name(dt)
+    rows, cols = (int(s) for s in shape)
+    if rows > INT_MAX or cols > INT_MAX:
+        raise ValueError(f"rows and cols must each be below 2^31, got {rows} x {cols}")
+    if out is not None:
+        if on_host:
+            raise TypeError("out= takes a device array and goes with a device input; "
+                            "a numpy input returns a new numpy array")
+        out_ptr, out_shape, out_dt = _device_view(out)
+        if tuple(out_shape) != (rows, cols) or out_dt != dt:
+            raise ValueError(f"out must be {rows}x{cols} {dt}, got {tuple(out_shape)} {out_dt}")
+
+    if on_host and (rows == 0 or cols == 0):
+        return np.empty(shape, dt)
+
+    from . import driver
+    from .launch import launch
+    if out is None:
+        out = driver.empty((rows, cols), dt)
+        out_ptr = out.ptr
+    if rows == 0 or cols == 0:
+        return out
+    dev_x = driver.to_device(np.ascontiguousarray(x)) if on_host else x
+    if on_host:
+        ptr = dev_x.ptr
+    p = plan(rows, cols, precision, kernel=kernel,
+             aligned=ptr % 16 == 0 and out_ptr % 16 == 0, cc=driver.device().cc)
+    launch(compiled_kernel(p), p.grid, p.block, (dev_x, out, rows, cols), stream=stream)
+    if on_host:
+        driver.synchronize()
+        return out.to_host()
+    return out

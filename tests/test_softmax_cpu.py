@@ -1,0 +1,416 @@
+"""Softmax ladder and memory-lesson kernels without a GPU: every kernel
+compiles for sm_80 and sm_90 with no spills, the SASS carries the
+instructions each rung is about, dispatch picks the right kernel for every
+shape, the float64 reference has the documented semantics, and the pure-Python
+parts of the memory bench (bank model, report) are right."""
+import io
+import math
+import re
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from drvgemm import compiler, membench, sass
+from drvgemm import softmax as sm
+
+ARCHS = ("sm_80", "sm_90")
+
+
+def _arch_ok(cfg, arch):
+    return compiler.arch_number(arch) >= compiler.arch_number(cfg.arch)
+
+
+def build(source, entry, defines, arch):
+    b = compiler.compile_binary(source, entry, defines=defines, arch=arch)
+    return b, compiler.parse_resources(b.log)
+
+
+def function_sass(text: str, entry: str) -> str:
+    """The disassembly of one function of a cubin (nvdisasm prints all)."""
+    m = re.search(r"^\.text\." + re.escape(entry) + r":\n(.*?)(?=^//-{5,}|\Z)", text, re.S | re.M)
+    assert m, f"{entry} not in the disassembly"
+    return m.group(1)
+
+
+def opcodes_with(text: str, opcode: str, width: str) -> int:
+    """Count instructions like LDG.E.128 / LDG.E.128.CONSTANT / STG.E.EF.128."""
+    return len(re.findall(r"\b" + opcode + r"(?:\.[A-Z0-9_]+)*\." + width + r"\b", text))
+
+
+def _budget(cfg):
+    # Registers per thread that still let min_blocks blocks share an SM (65536 per SM).
+    return min(255, 65536 // (cfg.threads * cfg.min_blocks))
+
+
+def _configs():
+    seen = []
+    for r in sm.SOFTMAX_RUNGS:
+        for c in r.configs:
+            if c not in seen:
+                seen.append(c)
+    return seen
+
+
+# ---------------------------------------------------------------------------
+# compile: every config on sm_90, every entry on sm_80, the register-tight
+# configs for every dtype and both vector widths
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("cfg", _configs(), ids=lambda c: c.describe())
+def test_every_config_compiles_for_sm90_without_spills(cfg):
+    p_defines = cfg.defines("fp32", cfg.vec(4))
+    b, res = build(sm._source_of(cfg.entry), cfg.entry, p_defines, "sm_90")
+    r = res[cfg.entry]
+    assert r.spill_stores == 0 and r.spill_loads == 0 and r.stack == 0, r
+    assert r.registers <= _budget(cfg), (r, cfg)
+
+
+def _tight_cases():
+    out = []
+    tight = [c for c in _configs() if c.min_blocks > 1 and c.cluster in (1, 8)]
+    for cfg in tight:
+        for prec in sm.DTYPE_CODES:
+            for vec in sorted({cfg.vec(sm.numpy_dtype(prec).itemsize), 1}):
+                for arch in ARCHS:
+                    if _arch_ok(cfg, arch):
+                        out.append(pytest.param(cfg, prec, vec, arch,
+                                                id=f"{cfg.describe()}-{prec}-vec{vec}-{arch}"))
+    return out
+
+
+@pytest.mark.parametrize("cfg,prec,vec,arch", _tight_cases())
+def test_register_resident_configs_fit_their_launch_bounds(cfg, prec, vec, arch):
+    """32 elements per thread at two 512-thread blocks per SM leaves 64
+    registers: the row must stay in registers for every dtype and vector
+    width (a spill would put it back in memory)."""
+    b, res = build(sm._source_of(cfg.entry), cfg.entry, cfg.defines(prec, vec), arch)
+    r = res[cfg.entry]
+    assert r.spill_stores == 0 and r.spill_loads == 0 and r.stack == 0, r
+    assert r.registers <= _budget(cfg)
+
+
+@pytest.mark.parametrize("rung", sm.SOFTMAX_RUNGS, ids=lambda r: r.name)
+@pytest.mark.parametrize("prec", ["bf16", "fp16"])
+def test_every_rung_compiles_for_16_bit_inputs(rung, prec):
+    cfg = rung.configs[-1]
+    arch = "sm_90" if cfg.arch == "sm_90" else "sm_80"
+    b, res = build(rung.source, cfg.entry, cfg.defines(prec, cfg.vec(2)), arch)
+    assert res[cfg.entry].spill_stores == 0
+
+
+def _entry_cases():
+    out = []
+    for r in sm.SOFTMAX_RUNGS:
+        for c in r.configs:
+            if any(x.values[0].entry == c.entry for x in out):
+                continue
+            out.append(pytest.param(c, id=c.entry))
+    return out
+
+
+@pytest.mark.parametrize("cfg", _entry_cases())
+def test_every_softmax_entry_compiles_for_sm80(cfg):
+    if not _arch_ok(cfg, "sm_80"):
+        with pytest.raises(Exception):  # clusters do not exist before sm_90
+            build(sm._source_of(cfg.entry), cfg.entry, cfg.defines("fp32", 1), "sm_80")
+        return
+    b, res = build(sm._source_of(cfg.entry), cfg.entry, cfg.defines("fp32", 1), "sm_80")
+    assert res[cfg.entry].spill_stores == 0 and res[cfg.entry].stack == 0
+
+
+@pytest.mark.parametrize("source", ["mem_01_copy.cu", "mem_02_strided.cu", "mem_03_transpose.cu"])
+@pytest.mark.parametrize("arch", ARCHS)
+def test_memory_kernels_compile_without_spills(source, arch):
+    entries = [k.entry for k in membench.MEM_KERNELS if k.source == source]
+    b, res = build(source, entries[0], None, arch)
+    for e in entries:
+        assert e in res, f"{e} missing from {source}"
+        assert res[e].spill_stores == 0 and res[e].stack == 0, (e, res[e])
+
+
+# ---------------------------------------------------------------------------
+# SASS: what each rung is about is in the machine code
+# ---------------------------------------------------------------------------
+def _sass_of(rung_name, cols, prec="fp32", arch="sm_90", aligned=True):
+    p = sm.plan(64, cols, prec, kernel=rung_name, aligned=aligned, cc=(9, 0))
+    b, _ = build(p.source, p.entry, dict(p.defines), arch)
+    return p, function_sass(sass.disassemble(b.cubin), p.entry)
+
+
+@pytest.mark.parametrize("cols", [128, 1024, 16384, 100000])
+@pytest.mark.parametrize("prec", ["fp32", "bf16"])
+def test_vectorized_rung_issues_128_bit_loads_and_stores(cols, prec):
+    p, text = _sass_of("softmax_04_vectorized", cols, prec)
+    assert p.vec * sm.numpy_dtype(prec).itemsize == 16
+    assert opcodes_with(text, "LDG", "128") >= 1, p.describe()
+    assert opcodes_with(text, "STG", "128") >= 1, p.describe()
+    assert "LDL" not in text and "STL" not in text
+
+
+def test_cluster_rung_loads_128_bits_and_uses_cluster_barriers_and_dsmem():
+    p, text = _sass_of("softmax_05_cluster", 131072)
+    assert p.config.cluster == 8
+    assert opcodes_with(text, "LDG", "128") >= 1
+    assert "UCGABAR_ARV" in text and "UCGABAR_WAIT" in text
+    # the remote (max, sum) pairs come through the generic path of DSMEM
+    assert re.search(r"\bLD\.E\.64\b", text), "no 64-bit distributed shared memory load"
+
+
+@pytest.mark.parametrize("rung", ["softmax_01_naive", "softmax_02_online", "softmax_03_warp_shuffle"])
+def test_scalar_rungs_have_no_vector_loads(rung):
+    _, text = _sass_of(rung, 4096)
+    assert opcodes_with(text, "LDG", "128") == 0
+
+
+def test_unaligned_fallback_is_scalar():
+    p, text = _sass_of("softmax_04_vectorized", 4097)
+    assert p.vec == 1
+    assert opcodes_with(text, "LDG", "128") == 0 and opcodes_with(text, "LDG", "64") == 0
+
+
+def test_only_the_shuffle_rungs_shuffle():
+    for rung, shuffles in [("softmax_01_naive", False), ("softmax_02_online", False),
+                           ("softmax_03_warp_shuffle", True), ("softmax_04_vectorized", True)]:
+        _, text = _sass_of(rung, 4096)
+        assert ("SHFL.BFLY" in text) == shuffles, rung
+
+
+def test_float4_copy_uses_128_bit_accesses_and_scalar_copy_does_not():
+    b, _ = build("mem_01_copy.cu", "mem_copy_scalar", None, "sm_90")
+    text = sass.disassemble(b.cubin)
+    vec, scal = function_sass(text, "mem_copy_float4"), function_sass(text, "mem_copy_scalar")
+    assert opcodes_with(vec, "LDG", "128") >= 4 and opcodes_with(vec, "STG", "128") >= 4
+    assert opcodes_with(scal, "LDG", "128") == 0 and opcodes_with(scal, "STG", "128") == 0
+
+
+def test_transposes_tile_sizes():
+    _, res = build("mem_03_transpose.cu", "mem_transpose_smem", None, "sm_90")
+    assert res["mem_transpose_smem"].static_smem == 32 * 32 * 4
+    assert res["mem_transpose_padded"].static_smem == 32 * 33 * 4
+    assert res["mem_transpose_swizzled"].static_smem == 32 * 32 * 4
+    assert res["mem_transpose_naive"].static_smem == 0
+
+
+# ---------------------------------------------------------------------------
+# dispatch (pure Python)
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("cols,cc,entry,extra", [
+    (1, (9, 0), "softmax_04_vectorized_rows", {"rows_per_block": 128}),
+    (4, (9, 0), "softmax_04_vectorized_rows", {"rows_per_block": 128}),
+    (5, (9, 0), "softmax_04_vectorized_rows", {"rows_per_block": 64}),
+    (1024, (9, 0), "softmax_04_vectorized_rows", {"rows_per_block": 4}),
+    (1025, (9, 0), "softmax_04_vectorized_rows", {"rows_per_block": 1}),
+    (16384, (9, 0), "softmax_04_vectorized_rows", {"threads": 512}),
+    (16385, (9, 0), "softmax_05_cluster", {"cluster": 2}),
+    (131072, (9, 0), "softmax_05_cluster", {"cluster": 8}),
+    (131073, (9, 0), "softmax_04_vectorized_stream", {}),
+    (16385, (8, 0), "softmax_04_vectorized_stream", {}),
+])
+def test_auto_picks_by_row_length(cols, cc, entry, extra):
+    p = sm.plan(1000, cols, cc=cc)
+    assert p.entry == entry
+    for k, v in extra.items():
+        assert getattr(p.config, k) == v, (k, p.describe())
+
+
+@given(rows=st.integers(1, 2**31 - 1), cols=st.integers(1, 2**20),
+       prec=st.sampled_from(["fp32", "bf16", "fp16"]), aligned=st.booleans(),
+       kernel=st.sampled_from(["auto"] + sm.kernels()))
+@settings(max_examples=300, deadline=None)
+def test_plans_cover_every_row_and_column(rows, cols, prec, aligned, kernel):
+    r = None if kernel == "auto" else sm.rung(kernel)
+    if r is not None and not r.supports(cols, (9, 0)):
+        with pytest.raises(ValueError, match="at most"):
+            sm.plan(rows, cols, prec, kernel=kernel)
+        return
+    try:
+        p = sm.plan(rows, cols, prec, kernel=kernel, aligned=aligned)
+    except ValueError as e:  # only a cluster grid can overflow
+        assert "exceed the grid" in str(e) and rows * 2 > 2**31 - 1
+        return
+    c = p.config
+    assert p.block == (c.threads, 1, 1)
+    assert 1 <= p.grid[0] <= 2**31 - 1
+    if c.row_threads < c.threads:
+        assert p.grid[0] * c.rows_per_block >= rows > (p.grid[0] - 1) * c.rows_per_block
+    else:
+        assert p.grid[0] == rows * c.cluster
+    if c.capacity is not None:
+        assert cols <= c.capacity
+    d = dict(p.defines)
+    assert d["DTYPE"] == sm.DTYPE_CODES[prec] and d["VEC"] == p.vec
+    if p.vec > 1:
+        assert aligned and cols % p.vec == 0
+        assert p.vec * sm.numpy_dtype(prec).itemsize <= 16
+        if c.elems:
+            assert c.elems % p.vec == 0
+    elif aligned and c.vector and cols % (16 // sm.numpy_dtype(prec).itemsize) == 0:
+        pytest.fail(f"an aligned shape got scalar loads: {p.describe()}")
+
+
+def test_cluster_rung_needs_sm90_and_says_so():
+    with pytest.raises(ValueError, match="sm_90"):
+        sm.plan(4, 50000, kernel="softmax_05_cluster", cc=(8, 0))
+    with pytest.raises(ValueError, match="131072"):
+        sm.plan(4, 131073, kernel="softmax_05_cluster", cc=(9, 0))
+
+
+@pytest.mark.parametrize("rows,cols", [(0, 5), (5, 0), (2**31, 1), (1, 2**31)])
+def test_plan_rejects_out_of_range_shapes(rows, cols):
+    with pytest.raises(ValueError, match="rows and cols"):
+        sm.plan(rows, cols)
+
+
+def test_registry_names_and_sources():
+    assert sm.kernels() == ["softmax_01_naive", "softmax_02_online", "softmax_03_warp_shuffle",
+                            "softmax_04_vectorized", "softmax_05_cluster"]
+    for r in sm.SOFTMAX_RUNGS:
+        assert r.source.startswith(r.name) and r.summary and r.configs
+        limits = [c.limit for c in r.configs]
+        finite = [x for x in limits if x is not None]
+        assert finite == sorted(finite) and all(x is not None for x in limits[:len(finite)])
+    with pytest.raises(ValueError, match="unknown softmax kernel"):
+        sm.rung("softmax_99")
+
+
+# ---------------------------------------------------------------------------
+# softmax() argument checks happen before anything touches the GPU
+# ---------------------------------------------------------------------------
+class FakeDeviceArray:
+    def __init__(self, shape, typestr="<f4", strides=None, ptr=0x10000):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (ptr, False),
+                                         "strides": strides, "version": 3}
+
+
+@pytest.mark.parametrize("x,exc,msg", [
+    (np.zeros((3, 4), np.float64), TypeError, "float32, bfloat16 or float16"),
+    (np.zeros((3, 4), np.int32), TypeError, "float32"),
+    (np.zeros((2, 3, 4), np.float32), ValueError, "2-D"),
+    (np.zeros(4, np.float32), ValueError, "2-D"),
+    (FakeDeviceArray((3, 4), strides=(4, 12)), ValueError, "contiguous"),
+    (FakeDeviceArray((3, 4), typestr="<f8"), TypeError, "float32"),
+    ([[1.0, 2.0]], TypeError, "numpy array or a device array"),
+])
+def test_softmax_rejects_bad_input_before_the_gpu(x, exc, msg):
+    with pytest.raises(exc, match=msg):
+        sm.softmax(x)
+
+
+def test_softmax_rejects_unknown_kernel_and_bad_out():
+    with pytest.raises(ValueError, match="unknown softmax kernel"):
+        sm.softmax(np.zeros((2, 2), np.float32), kernel="fastest")
+    with pytest.raises(TypeError, match="out="):
+        sm.softmax(np.zeros((2, 2), np.float32), out=FakeDeviceArray((2, 2)))
+    with pytest.raises(ValueError, match="out must be"):
+        sm.softmax(FakeDeviceArray((2, 2)), out=FakeDeviceArray((2, 3)))
+
+
+def test_empty_host_input_needs_no_gpu():
+    y = sm.softmax(np.zeros((0, 7), np.float32))
+    assert y.shape == (0, 7) and y.dtype == np.float32
+
+
+# ---------------------------------------------------------------------------
+# the float64 reference: the semantics the GPU tests hold every rung to
+# ---------------------------------------------------------------------------
+@given(rows=st.integers(1, 6), cols=st.integers(1, 60), scale=st.sampled_from([1.0, 30.0, 1e4]),
+       seed=st.integers(0, 2**32 - 1))
+@settings(max_examples=60, deadline=None)
+def test_reference_rows_sum_to_one_and_ignore_shifts(rows, cols, scale, seed):
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((rows, cols)) * scale).astype(np.float32)
+    y = sm.reference(x)
+    assert y.dtype == np.float64 and np.all(y >= 0) and np.all(np.isfinite(y))
+    np.testing.assert_allclose(y.sum(axis=1), 1.0, rtol=1e-12)
+    shift = rng.uniform(-100, 100, size=(rows, 1))
+    np.testing.assert_allclose(sm.reference(x.astype(np.float64) + shift), y, rtol=1e-9, atol=1e-300)
+    # the largest entry of each row gets the largest probability
+    assert np.all(np.argmax(y, axis=1) == np.argmax(x, axis=1))
+
+
+def test_reference_masks_and_all_masked_rows():
+    x = np.array([[0.0, -np.inf, 0.0], [-np.inf] * 3, [5.0, -np.inf, -np.inf],
+                  [np.nan, 0.0, 1.0]], np.float32)
+    y = sm.reference(x)
+    np.testing.assert_array_equal(y[0], [0.5, 0.0, 0.5])
+    assert np.all(np.isnan(y[1])), "an all -inf row is NaN (0/0), like torch.softmax"
+    np.testing.assert_array_equal(y[2], [1.0, 0.0, 0.0])
+    assert np.all(np.isnan(y[3])), "a NaN poisons its row"
+
+
+def test_reference_of_huge_magnitudes_is_finite():
+    x = np.array([[1e4, -1e4, 1e4 - 1.0], [-3e38, 3e38, 0.0]], np.float32)
+    y = sm.reference(x)
+    assert np.all(np.isfinite(y))
+    np.testing.assert_allclose(y[0], [1 / (1 + math.exp(-1)), 0.0, math.exp(-1) / (1 + math.exp(-1))])
+    np.testing.assert_array_equal(y[1], [0.0, 1.0, 0.0])
+
+
+def test_reference_takes_16_bit_inputs():
+    x = np.array([[0.5, 1.5, -2.0]], np.float32)
+    for dt in (np.float16, ml_dtypes.bfloat16):
+        np.testing.assert_allclose(sm.reference(x.astype(dt)), sm.reference(x), rtol=1e-12)
+    assert sm.dtype_name(ml_dtypes.bfloat16) == "bf16" and sm.dtype_name(np.float16) == "fp16"
+
+
+# ---------------------------------------------------------------------------
+# memory bench: the bank model, grids, the report
+# ---------------------------------------------------------------------------
+def test_bank_model_shows_why_padding_helps():
+    assert membench.smem_wavefronts(range(32)) == 1
+    assert membench.smem_wavefronts([0] * 32) == 1, "one word to every lane is a broadcast"
+    assert membench.smem_wavefronts([32 * i for i in range(32)]) == 32
+    assert membench.smem_wavefronts([64 * i for i in range(16)] + [1] * 16) == 16
+    assert membench.transpose_wavefronts("smem") == (1, 32)
+    assert membench.transpose_wavefronts("padded") == (1, 1)
+    assert membench.transpose_wavefronts("swizzled") == (1, 1)
+
+
+@pytest.mark.parametrize("n", [1, 3, 4, 1023, 1024, 4097, 2**31 + 5])
+def test_copy_grids_cover_every_element(n):
+    for name in ("mem_copy_scalar", "mem_copy_float4"):
+        mk = membench.mem_kernel(name)
+        g = membench.copy_grid(mk, n)[0]
+        per_block = mk.block[0] * mk.unroll * mk.items
+        assert g * per_block >= n - (n % mk.items)
+        assert g >= 1 and g <= 2**31 - 1
+        if n >= per_block:
+            assert (g - 1) * per_block < n
+
+
+@pytest.mark.parametrize("rows,cols", [(1, 1), (33, 1), (1, 33), (64, 64), (65, 31)])
+def test_transpose_grid_covers_every_tile(rows, cols):
+    assert membench.transpose_grid(rows, cols)[0] == math.ceil(rows / 32) * math.ceil(cols / 32)
+
+
+def test_report_prints_bandwidth_and_fraction_of_copy():
+    copy = {"kernel": "copy", "precision": "fp32", "m": 16384, "n": 16384, "median_ms": 0.5,
+            "gbps": 4294.9, "bytes": 2**31, "baseline": True}
+    recs = membench._with_copy([
+        {"kernel": "softmax_04_vectorized", "precision": "fp32", "m": 16384, "n": 16384,
+         "median_ms": 0.55, "gbps": 3904.5, "bytes": 2**31, "baseline": False,
+         "max_rel_err": 3e-7, "auto": True, "config": "softmax_04_vectorized_rows threads=512"},
+        {"kernel": "mem_transpose_smem", "precision": "fp32", "m": 8192, "n": 8192,
+         "median_ms": 1.0, "gbps": 2147.5, "bytes": 2**29, "baseline": False,
+         "smem_wavefronts": (1, 32), "correct": True}], copy)
+    assert recs[0]["copy_fraction"] == round(3904.5 / 4294.9, 4)
+    buf = io.StringIO()
+    membench.print_memory_report([copy] + recs, file=buf)
+    text = buf.getvalue()
+    line = next(ln for ln in text.splitlines() if ln.startswith("softmax_04_vectorized"))
+    assert "3904" in line and "0.909" in line and "auto" in line and "3.0e-07" in line
+    line = next(ln for ln in text.splitlines() if ln.startswith("mem_transpose_smem"))
+    assert "load 32" in line and "0.500" in line
+
+
+def test_ncu_csv_parsing():
+    text = "\n".join([
+        "==PROF== Connected to process 1",
+        '"ID","Kernel Name","Metric Name","Metric Unit","Metric Value"',
+        '"0","mem_transpose_smem","l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum","","3,932,160"',
+        '"0","mem_transpose_smem","l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum","","0"',
+        '"1","mem_transpose_padded","l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum","","12"',
+    ])
+    got = membench._parse_ncu_csv(text)
+    assert got == {"mem_transpose_smem": {"ld": 3932160, "st": 0}, "mem_transpose_padded": {"ld": 12}}

@@ -1,0 +1,233 @@
+"""The TMA + wgmma rung without a GPU: it compiles for sm_90a within its
+register budget, its SASS uses the Hopper units (HGMMA, UTMALDG, SYNCS,
+USETMAXREG), and tensor maps are checked in Python before any driver call."""
+import re
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from drvgemm import tma
+from drvgemm.compiler import compile_binary, parse_resources
+from drvgemm.errors import CudaError
+from drvgemm.kernel import parse_params
+from drvgemm.rungs import by_name
+from drvgemm.sass import disassemble, opcode_counts
+
+SOURCE = "20_wgmma_tma_bf16.cu"
+ENTRIES = {"bf16": ("gemm_tma_wgmma_bf16", 1), "fp16": ("gemm_tma_wgmma_fp16", 2),
+           "tf32": ("gemm_tma_wgmma_tf32", 3)}
+# Each build step of the rung, compiled as the benchmark compiles it.
+STEPS = {"tma_only": {"WARP_SPECIALIZED": 0},
+         "warp_specialized": {"WARP_SPECIALIZED": 1},
+         "cluster2": {"WARP_SPECIALIZED": 1, "CLUSTER": 2}}
+CASES = [("bf16", step) for step in STEPS] + [("fp16", "cluster2"), ("tf32", "tma_only"),
+                                              ("tf32", "cluster2")]
+
+_built = {}
+
+
+def build(prec, step):
+    key = (prec, step)
+    if key not in _built:
+        entry, elem = ENTRIES[prec]
+        b = compile_binary(SOURCE, entry, arch="sm_90a",
+                           defines={"WGMMA_ELEM": elem, "ALIGNED": 1, **STEPS[step]})
+        _built[key] = (b, disassemble(b.cubin))
+    return _built[key]
+
+
+@pytest.mark.parametrize("prec,step", CASES)
+def test_resources_no_spills_and_no_ignored_setmaxnreg(prec, step):
+    b, _ = build(prec, step)
+    entry = ENTRIES[prec][0]
+    res = parse_resources(b.log)[entry]
+    assert res.spill_stores == 0 and res.spill_loads == 0 and res.stack == 0, b.log
+    # 384 threads with one block per SM leave 65536 / 384 -> 168 registers at
+    # entry; setmaxnreg redistributes them afterwards.
+    limit = 168 if STEPS[step]["WARP_SPECIALIZED"] else 255
+    assert res.registers <= limit, b.log
+    assert res.static_smem == 0  # everything lives in the dynamic ring
+    log = b.log.lower()
+    assert "c7508" not in log, "ptxas ignored setmaxnreg:\n" + b.log
+    # ptxas says so when it must serialise wgmma (accumulators touched while in flight).
+    assert "serializ" not in log, b.log
+
+
+@pytest.mark.parametrize("prec,step", CASES)
+def test_sass_uses_hopper_units(prec, step):
+    _, sass = build(prec, step)
+    ops = opcode_counts(sass)
+    assert ops["UTMALDG"] >= 1, "no bulk tensor copies (UTMALDG)"
+    assert ops["SYNCS"] >= 1, "no mbarrier operations (SYNCS)"
+    assert ops["HGMMA"] >= 4, "no warpgroup MMA (HGMMA)"
+    assert ops["LDL"] == 0 and ops["STL"] == 0, "local memory traffic"
+    assert ops["HMMA"] == 0, "fell back to mma.sync"
+    # nvdisasm leaves f16 inputs (the default type) unnamed: ".F32 " alone.
+    shape = {"bf16": r"HGMMA\.64x256x16\.F32\.BF16 ", "fp16": r"HGMMA\.64x256x16\.F32(\.F16)? ",
+             "tf32": r"HGMMA\.64x256x8\.F32\.TF32 "}[prec]
+    assert re.search(shape, sass), f"expected {shape} in the SASS"
+    if prec != "tf32":
+        # B is N-major in shared memory: read transposed.
+        assert re.search(shape + r"[^;]*tnspB", sass), "B operand not transposed"
+    if STEPS[step]["WARP_SPECIALIZED"]:
+        assert ops["USETMAXREG"] == 2, "expected one setmaxnreg per role"
+    else:
+        assert ops["USETMAXREG"] == 0
+    if STEPS[step].get("CLUSTER", 1) == 2:
+        assert "UTMALDG.2D.MULTICAST" in sass, "clusters share tiles through multicast"
+        assert ops["UCGABAR_ARV"] >= 1 and ops["UCGABAR_WAIT"] >= 1
+    else:
+        assert "MULTICAST" not in sass
+
+
+def test_kernel_takes_tensor_maps_by_value():
+    b, _ = build("bf16", "warp_specialized")
+    params = parse_params(b.ptx, "gemm_tma_wgmma_bf16")
+    kinds = [(p.ptx_type, p.align) for p in params]
+    assert kinds[:2] == [("b8[128]", 64), ("b8[128]", 64)], kinds
+    assert [p.ptx_type for p in params[2:]] == ["u64", "u32", "u32", "u32", "f32", "f32"]
+
+
+def test_registered_rungs_match_the_kernel():
+    table = by_name()
+    for prec in ("bf16", "fp16", "tf32"):
+        r = table[f"20_tma_wgmma_{prec}"]
+        assert r.host == "tma" and r.arch == "sm_90a" and r.precision == prec
+        assert r.entry == ENTRIES[prec][0] and r.defines["WGMMA_ELEM"] == ENTRIES[prec][1]
+        assert r.smem == tma.wgmma_smem_bytes(r.defines["STAGES"])
+        assert r.threads == (384 if r.defines["WARP_SPECIALIZED"] else 256)
+    # The ring must fit the H200's 227 KB opt-in limit, with 1 KB reserved per block.
+    assert tma.wgmma_smem_bytes(4) + 1024 <= 233472
+    assert tma.wgmma_smem_bytes(4) <= 232448
+
+
+# ---------------------------------------------------------------------------
+# Tensor maps: every driver requirement is a clear ValueError
+# ---------------------------------------------------------------------------
+def good(**kw):
+    args = dict(address=0x7f0000000000, dtype="bf16", rows=4096, cols=4096, row_pitch=8192,
+                box_rows=128, box_cols=64)
+    args.update(kw)
+    return tma.matrix_map(args["address"], args["dtype"], args["rows"], args["cols"],
+                          args["row_pitch"], args["box_rows"], args["box_cols"])
+
+
+def test_valid_map_needs_no_gpu_until_encoded():
+    m = good()
+    assert m.dims == (4096, 4096) and m.strides == (8192,) and m.box == (64, 128)
+    assert m.box_bytes == 128 * 64 * 2
+    assert tma.matrix_map(0x1000, "fp32", 10, 8, 32, 64, 32).box_bytes == 64 * 32 * 4
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(address=0x7f0000000008), "16-byte aligned"),
+    (dict(row_pitch=8194, cols=4097), "multiple of 16"),
+    (dict(row_pitch=4096), "smaller than"),
+    (dict(box_rows=257), "1..256"),
+    (dict(box_rows=0), "1..256"),
+    (dict(box_cols=128), "swizzle span"),
+    (dict(box_cols=4), "multiple of 16 bytes"),
+    (dict(rows=0), "1..2\\^32"),
+    (dict(dtype="complex64"), "not supported"),
+])
+def test_bad_map_raises_before_the_driver(kw, match):
+    with pytest.raises(ValueError, match=match):
+        good(**kw)
+
+
+def test_bad_map_arguments():
+    with pytest.raises(ValueError, match="strides"):
+        tma.TensorMap(0x1000, "bf16", (64, 64), (), (64, 64))
+    with pytest.raises(ValueError, match="box must have 2"):
+        tma.TensorMap(0x1000, "bf16", (64, 64), (128,), (64,))
+    with pytest.raises(ValueError, match="element_strides"):
+        tma.TensorMap(0x1000, "bf16", (64, 64), (128,), (64, 64), element_strides=(1, 9))
+    with pytest.raises(ValueError, match="swizzle"):
+        tma.TensorMap(0x1000, "bf16", (64, 64), (128,), (64, 64), swizzle=16)
+    with pytest.raises(ValueError, match="rank"):
+        tma.TensorMap(0x1000, "bf16", (2,) * 6, (16,) * 5, (1,) * 6, swizzle=0)
+    with pytest.raises(TypeError, match="integer"):
+        tma.TensorMap(0x1000, "bf16", (64, 64.0), (128,), (64, 64))
+
+
+@settings(max_examples=200)
+@given(address=st.integers(0, 2**48), cols=st.integers(1, 5000), elem=st.sampled_from(
+    ["bf16", "fp16", "fp32"]))
+def test_alignment_rules(address, cols, elem):
+    """A map over a row-major matrix with unpadded rows is accepted exactly
+    when the base is 16-byte aligned and a row is a multiple of 16 bytes;
+    needs_staging says when the rung must copy the operand first."""
+    size = 4 if elem == "fp32" else 2
+    ok = address % 16 == 0 and (cols * size) % 16 == 0
+    assert tma.needs_staging(address, cols, size) == (not ok)
+    try:
+        tma.matrix_map(address, elem, 7, cols, cols * size, 8, 128 // size)
+    except ValueError:
+        assert not ok
+    else:
+        assert ok
+
+
+def test_encode_without_driver_is_a_cuda_error():
+    import drvgemm
+    if drvgemm.has_gpu():
+        pytest.skip("a GPU is present: encoding succeeds")
+    with pytest.raises(CudaError):
+        good().param_bytes
+
+
+# ---------------------------------------------------------------------------
+# Grid and tile scheduler
+# ---------------------------------------------------------------------------
+def schedule(geo, m, n, cluster, blocks):
+    """The kernel's unit_origin (GROUP = 16), walked for every block: returns
+    the (y0, x0) tile origins each block computes."""
+    group = 16
+    y_ext, x_ext = (n, m) if geo.swapped else (m, n)
+    tiles_y = -(-y_ext // tma.TILE_Y)
+    tiles_x = -(-x_ext // tma.TILE_X)
+    units_y = -(-tiles_y // cluster)
+    units = units_y * tiles_x
+    seen = []
+    for b in range(blocks):
+        rank = b % cluster
+        for u in range(b // cluster, units, blocks // cluster):
+            g = u // (group * tiles_x)
+            first = g * group
+            rows = min(units_y - first, group)
+            local = u - g * group * tiles_x
+            uy, tx = first + local % rows, local // rows
+            seen.append(((uy * cluster + rank) * tma.TILE_Y, tx * tma.TILE_X))
+    return seen, tiles_y, tiles_x
+
+
+@settings(max_examples=150)
+@given(m=st.integers(1, 9000), n=st.integers(1, 9000), prec=st.sampled_from(["bf16", "tf32"]),
+       cluster=st.sampled_from([1, 2]), resident=st.sampled_from([None, 2, 8, 132]))
+def test_every_tile_computed_exactly_once(m, n, prec, cluster, resident):
+    geo = tma.wgmma_geometry(prec)
+    blocks = tma.wgmma_grid_blocks(geo, m, n, cluster, resident)
+    assert blocks % cluster == 0 and blocks >= cluster
+    if resident is not None:
+        assert blocks <= max(resident, cluster)
+    seen, tiles_y, tiles_x = schedule(geo, m, n, cluster, blocks)
+    live = [(y, x) for y, x in seen if y < tiles_y * tma.TILE_Y]
+    assert len(live) == len(set(live)) == tiles_y * tiles_x
+    # The only extra tiles are the second halves of clusters past the edge.
+    assert len(seen) - len(live) == (tiles_y % cluster) * tiles_x
+
+
+def test_geometry_matches_the_kernel():
+    bf = tma.wgmma_geometry("bf16")
+    assert (bf.k_tile, bf.a_box, bf.b_box, bf.swapped) == (64, (128, 64), (64, 64), False)
+    tf = tma.wgmma_geometry("tf32")
+    assert (tf.k_tile, tf.a_box, tf.b_box, tf.swapped) == (32, (64, 32), (32, 32), True)
+    # One stage = the 16 KB side (A for 16-bit, B for tf32) + four 8 KB boxes.
+    for g in (bf, tf):
+        a = g.a_box[0] * g.a_box[1] * g.elem_size
+        b = g.b_box[0] * g.b_box[1] * g.elem_size
+        assert (a + 4 * b if not g.swapped else 4 * a + 4 * b) == tma.STAGE_BYTES
+        # Innermost box row = one 128-byte swizzle line.
+        assert g.a_box[1] * g.elem_size == 128 and g.b_box[1] * g.elem_size == 128
+    with pytest.raises(ValueError):
+        tma.wgmma_geometry("fp32")
