@@ -1,7 +1,8 @@
 // Rung 14: warp specialisation. The block of rung 12 (same tile, layouts,
-// stages and warp MMAs: mma_bf16_block.cuh) plus one producer warp; the
-// 8 consumer warps never copy and the producer never computes. They hand
-// the STAGES shared-memory stages to each other through named barriers.
+// stages and warp MMAs: mma_bf16_block.cuh) plus PRODUCER_WARPS copy
+// warps; the 8 consumer warps never copy and the producers never compute.
+// They hand the STAGES shared-memory stages to each other through named
+// barriers.
 //
 // Hand-over protocol, two named barriers per stage s, each counting all
 // THREADS threads (producer + consumers) per phase:
@@ -25,8 +26,15 @@
 // it), and then arrives at FULL for k-tile kt-1. So up to two k-tiles are in
 // flight while the consumers work through the ones already published.
 //
-// No setmaxnreg here (that is sm_90a, the wgmma world): all 9 warps get the
-// same register budget, 65536 / 288 threads -> 224 per thread.
+// Four producer warps, not one: an SM runs its warps on 4 sub-partitions
+// (warp w on partition w % 4), each with its own issue slot and a quarter of
+// the register file. One producer warp would put all 48 copies per k-tile on
+// one partition, next to two consumer warps whose MMAs need its issue slots;
+// four spread them evenly. The register budget is the same either way: 9 or
+// 12 warps both put 3 warps on some partition, 16384 / 96 -> 168 registers
+// per thread (no setmaxnreg here: that is sm_90a, the wgmma world), which the
+// consumer fits by keeping its addresses out of registers (see
+// lane_offsets in mma_bf16_block.cuh).
 #include "mma_bf16_block.cuh"
 
 #if USE_FP16
@@ -36,7 +44,7 @@
 #endif
 
 #ifndef PRODUCER_WARPS
-#define PRODUCER_WARPS 1
+#define PRODUCER_WARPS 4
 #endif
 
 enum WarpRoles : int {

@@ -105,14 +105,30 @@ DEVI void copy_tile(unsigned tile, const void* matrix, int ld, int nrows, int nc
     static_assert(CHUNKS % THREADS == 0, "every thread copies the same number of chunks");
     const char* base = static_cast<const char*>(matrix);
     if constexpr (VEC) {
+        // Each thread always copies the same chunk column c of rows r0,
+        // r0 + ROW_STEP, ...: one address computation per tile, then a
+        // constant stride.
+        static_assert(THREADS % CHUNKS_PER_ROW == 0, "whole rows per pass of the copying threads");
+        constexpr int ROW_STEP = THREADS / CHUNKS_PER_ROW;
+        const int c = t % CHUNKS_PER_ROW, r0 = t / CHUNKS_PER_ROW;
+        const int gcol = col0 + c * PER_CHUNK;
+        const bool col_inside = gcol < ncols;
+        const char* src = base + ((long long)(row0 + r0) * ld + gcol) * ELEM;
+        const long long step = (long long)ROW_STEP * ld * ELEM;
+        auto copy_chunk = [&](int i, const char* p) {
+            const int r = r0 + i * ROW_STEP;
+            const bool inside = col_inside && row0 + r < nrows;
+            cp_async_16(tile + Layout::offset(r, c), inside ? p : base, inside ? 16u : 0u);
+        };
+        if constexpr (CHUNKS / THREADS <= 8) {
 #pragma unroll
-        for (int i = 0; i < CHUNKS / THREADS; ++i) {
-            const int q = t + i * THREADS;
-            const int r = q / CHUNKS_PER_ROW, c = q % CHUNKS_PER_ROW;
-            const int grow = row0 + r, gcol = col0 + c * PER_CHUNK;
-            const bool inside = grow < nrows && gcol < ncols;
-            const char* src = inside ? base + ((long long)grow * ld + gcol) * ELEM : base;
-            cp_async_16(tile + Layout::offset(r, c), src, inside ? 16u : 0u);
+            for (int i = 0; i < CHUNKS / THREADS; ++i) copy_chunk(i, src + i * step);
+        } else {
+            // Few copying threads (a lone producer warp): a partly rolled
+            // loop, so the compiler does not keep dozens of chunk addresses
+            // live across k-tiles.
+#pragma unroll 4
+            for (int i = 0; i < CHUNKS / THREADS; ++i, src += step) copy_chunk(i, src);
         }
     } else {
         // The element-wise paths stay rolled: unrolled, their hoisted addresses

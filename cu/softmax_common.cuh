@@ -196,6 +196,7 @@ __device__ __forceinline__ void slice_load(const elem_t* __restrict__ row, int f
     // (an immediate in the load), not 32 separately computed addresses.
     const int c0 = first_col + lane * kVec;
     const elem_t* p = row + c0;
+    asm("" : "+l"(p));  // opaque to the optimiser, so it cannot re-expand p into x + 64-bit index per item
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
         if (live && c0 + i * kRowThreads * kVec < cols) {

@@ -356,7 +356,9 @@ def _nvrtc_compile(text, source_name, name, defines, arch, options, lineinfo, sr
         if templated:
             err, = nvrtc.nvrtcAddNameExpression(prog, name.encode())
             _check_nvrtc(err, "nvrtcAddNameExpression", prog, source_name)
-        opts = [f"-arch={arch}", "-std=c++17", "--ptxas-options=--verbose"]
+        # -default-device: everything here runs on the GPU; without it NVRTC
+        # 13.0 rejects unannotated helpers such as a lambda inside a kernel.
+        opts = [f"-arch={arch}", "-std=c++17", "--ptxas-options=--verbose", "-default-device"]
         if lineinfo:
             opts.append("-lineinfo")
         inc = [src_path.parent] if src_path else []
@@ -369,7 +371,7 @@ def _nvrtc_compile(text, source_name, name, defines, arch, options, lineinfo, sr
         log = _nvrtc_log(prog)
         if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             raise CompileError(f"NVRTC could not compile {source_name} for {arch} "
-                               f"(options: {' '.join(opts[3:]) or 'none'})",
+                               f"(options: {' '.join(opts[4:]) or 'none'})",
                                log=log, source=source_name)
         err, n = nvrtc.nvrtcGetCUBINSize(prog)
         _check_nvrtc(err, "nvrtcGetCUBINSize", prog, source_name)

@@ -231,3 +231,128 @@ def test_geometry_matches_the_kernel():
         assert g.a_box[1] * g.elem_size == 128 and g.b_box[1] * g.elem_size == 128
     with pytest.raises(ValueError):
         tma.wgmma_geometry("fp32")
+
+
+# ---------------------------------------------------------------------------
+# The launch configuration, against a recording stand-in for the driver
+# ---------------------------------------------------------------------------
+class FakeDriver:
+    """cuda.bindings.driver with the calls tma.py makes replaced by
+    recorders (enums and value types are the real ones)."""
+
+    def __init__(self):
+        from cuda.bindings import driver as real
+        self._real = real
+        self.maps, self.allocs, self.copies, self.frees = [], [], [], []
+        self._next = 0x7f0000100000
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def cuTensorMapEncodeTiled(self, dtype, rank, address, dims, strides, box, estrides,
+                               interleave, swizzle, l2, fill):
+        self.maps.append(dict(dtype=dtype.name, rank=rank, address=address,
+                              dims=[int(x) for x in dims], strides=[int(x) for x in strides],
+                              box=[int(x) for x in box], swizzle=swizzle.name))
+        tm = self._real.CUtensorMap()
+        return (0, tm)
+
+    def cuMemAllocAsync(self, nbytes, stream):
+        ptr, self._next = self._next, self._next + ((nbytes + 255) // 256 + 1) * 256
+        self.allocs.append((ptr, nbytes))
+        return (0, ptr)
+
+    def cuMemcpy2DAsync(self, cp, stream):
+        self.copies.append(dict(src=int(cp.srcDevice), spitch=cp.srcPitch, dst=int(cp.dstDevice),
+                                dpitch=cp.dstPitch, width=cp.WidthInBytes, height=cp.Height))
+        return (0,)
+
+    def cuMemFreeAsync(self, ptr, stream):
+        self.frees.append(int(ptr))
+        return (0,)
+
+
+@pytest.fixture
+def fake_driver(monkeypatch):
+    from types import SimpleNamespace
+    from drvgemm import driver
+    fake = FakeDriver()
+    monkeypatch.setattr(driver, "bindings", lambda: fake)
+    monkeypatch.setattr(driver, "device", lambda: SimpleNamespace(sm_count=132))
+    monkeypatch.setattr(tma, "_MAP_CACHE", type(tma._MAP_CACHE)())
+    monkeypatch.setattr(tma, "_max_clusters", {})
+    return fake
+
+
+def test_launch_config_bf16(fake_driver):
+    r = by_name()["20_tma_wgmma_bf16"]
+    pa, pb, pc = 0x7f0000000000, 0x7f0010000000, 0x7f0020000000
+    m, n, k = 4096, 4096, 4096
+    cfg = tma.wgmma_gemm_launch_config(r, pa, pb, pc, m, n, k, 1.0, 0.0)
+    a_map, b_map = fake_driver.maps
+    assert a_map == dict(dtype="CU_TENSOR_MAP_DATA_TYPE_BFLOAT16", rank=2, address=pa,
+                         dims=[k, m], strides=[2 * k], box=[64, 128],
+                         swizzle="CU_TENSOR_MAP_SWIZZLE_128B")
+    assert b_map == dict(dtype="CU_TENSOR_MAP_DATA_TYPE_BFLOAT16", rank=2, address=pb,
+                         dims=[n, k], strides=[2 * n], box=[64, 64],
+                         swizzle="CU_TENSOR_MAP_SWIZZLE_128B")
+    assert cfg["block"] == (384, 1, 1) and cfg["smem"] == r.smem
+    assert cfg["cluster"] == (2, 1, 1)
+    # 32 x 16 tiles = 256 cluster units > 66 resident clusters: persistent grid.
+    assert cfg["grid"] == (132, 1, 1)
+    args = cfg["args"]
+    assert len(args[0].param_bytes) == 128 and len(args[1].param_bytes) == 128
+    assert args[2:] == [pc, m, n, k, 1.0, 0.0]
+    assert not fake_driver.allocs and not cfg["keepalive"]
+    # Same buffers again: the encoded maps are reused.
+    tma.wgmma_gemm_launch_config(r, pa, pb, pc, m, n, k, 1.0, 0.0)
+    assert len(fake_driver.maps) == 2
+
+
+def test_launch_config_stages_unaligned_operands(fake_driver):
+    r = by_name()["20_tma_wgmma_bf16"]
+    pa, pb, pc = 0x7f0000000002, 0x7f0010000000, 0x7f0020000000   # A misaligned
+    m, n, k = 100, 8193, 4100                                       # B rows of 16386 bytes
+    cfg = tma.wgmma_gemm_launch_config(r, pa, pb, pc, m, n, k, 1.0, 0.0)
+    (a_scr, _), (b_scr, _) = fake_driver.allocs
+    ca, cb = fake_driver.copies
+    assert ca == dict(src=pa, spitch=2 * k, dst=a_scr, dpitch=8208, width=2 * k, height=m)
+    assert cb == dict(src=pb, spitch=2 * n, dst=b_scr, dpitch=16400, width=2 * n, height=k)
+    a_map, b_map = fake_driver.maps
+    assert a_map["address"] == a_scr and a_map["dims"] == [k, m] and a_map["strides"] == [8208]
+    assert b_map["address"] == b_scr and b_map["dims"] == [n, k] and b_map["strides"] == [16400]
+    assert len(cfg["keepalive"]) == 2
+    del cfg
+    import gc
+    gc.collect()
+    assert sorted(fake_driver.frees) == sorted([a_scr, b_scr])
+
+
+def test_launch_config_tf32_is_swapped(fake_driver):
+    r = by_name()["20_tma_wgmma_tf32"]
+    pa, pb, pc = 0x7f0000000000, 0x7f0010000000, 0x7f0020000000
+    m, n, k = 1000, 300, 64
+    cfg = tma.wgmma_gemm_launch_config(r, pa, pb, pc, m, n, k, 2.0, 1.0)
+    a_map, b_map = fake_driver.maps
+    assert a_map["dtype"] == b_map["dtype"] == "CU_TENSOR_MAP_DATA_TYPE_FLOAT32"
+    assert a_map["dims"] == [k, m] and a_map["box"] == [32, 64]
+    assert b_map["dims"] == [n, k] and b_map["box"] == [32, 32]
+    # wgmma tile: 128 columns x 256 rows of C: ceil(300/128) = 3 -> 2 cluster units
+    # along N, ceil(1000/256) = 4 along M: 8 units of 2 blocks.
+    assert cfg["grid"] == (16, 1, 1)
+
+
+def test_launch_config_steps(fake_driver):
+    import dataclasses
+    base = by_name()["20_tma_wgmma_bf16"]
+    single = dataclasses.replace(base, name="x", block=(256, 1, 1),
+                                 defines={**base.defines, "WARP_SPECIALIZED": 0,
+                                          "PERSISTENT": 0, "CLUSTER": 1})
+    cfg = tma.wgmma_gemm_launch_config(single, 0x1000, 0x2000, 0x3000, 4096, 4096, 64, 1, 0)
+    assert cfg["grid"] == (32 * 16, 1, 1) and cfg["block"] == (256, 1, 1)
+    assert cfg["cluster"] is None
+    wrong = dataclasses.replace(single, block=(384, 1, 1))
+    with pytest.raises(ValueError, match="WARP_SPECIALIZED"):
+        tma.wgmma_gemm_launch_config(wrong, 0x1000, 0x2000, 0x3000, 64, 64, 64, 1, 0)
+    with pytest.raises(ValueError, match="K >= 1"):
+        tma.wgmma_gemm_launch_config(base, 0x1000, 0x2000, 0x3000, 64, 64, 0, 1, 0)

@@ -1,0 +1,273 @@
+"""Each build step of the TMA + wgmma rung (cu/20_wgmma_tma_bf16.cu) side by
+side in one run, against cuBLAS called two ways:
+
+    python benchmarks/wgmma_steps.py [--precision bf16 tf32 fp16]
+        [--shapes 4096 8192 4096x4096x4100 8191x8193x4096] [--steps ...]
+        [--define GROUP=8 ...] [--batch 10] [--reps 7] [--json PATH]
+
+Steps (compile-time defines of the one source; tma.py derives the launch):
+  tma_only          TMA into a 4-stage mbarrier ring + wgmma, 2 consumer
+                    warpgroups, thread 0 refills the ring between its MMAs
+  warp_specialized  + a producer warpgroup (setmaxnreg 40 / 232), consumers
+                    keep one stage of wgmmas in flight
+  persistent        + grid = resident blocks, each walking tiles
+  cluster2          + 2-block clusters multicasting the shared 256-wide tile
+Baselines: torch.matmul (cuBLAS via torch) and cublasGemmEx through CuPy:
+16-bit inputs with fp32 compute, both with the output in the input type (the
+usual call) and in fp32 (what the rung writes); TF32: torch with TF32 on and
+cublasGemmEx with CUBLAS_COMPUTE_32F_FAST_TF32.
+
+Timing, the same for every entry: `batch` launches back to back between two
+events (so host launch cost hides behind the GPU), L2 flushed before each
+batch, median over `reps` batches. Inputs are random normal, never zeros.
+Each kernel's result is checked (relative RMSE vs a float64 reference) before
+it is timed."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import sys
+
+import numpy as np
+
+import drvgemm
+from drvgemm import driver, ladder, tma
+from drvgemm.bench import _device_json, make_inputs, reference, rel_rmse
+from drvgemm.launch import launch
+from drvgemm.timing import flush_l2
+
+STEPS = {
+    "tma_only": dict(WARP_SPECIALIZED=0, PERSISTENT=0, CLUSTER=1),
+    "warp_specialized": dict(WARP_SPECIALIZED=1, PERSISTENT=0, CLUSTER=1),
+    "persistent": dict(WARP_SPECIALIZED=1, PERSISTENT=1, CLUSTER=1),
+    "cluster2": dict(WARP_SPECIALIZED=1, PERSISTENT=1, CLUSTER=2),
+}
+RUNG = {"bf16": "20_tma_wgmma_bf16", "fp16": "20_tma_wgmma_fp16", "tf32": "20_tma_wgmma_tf32"}
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def batch_ms(enqueue, batch, reps, sync):
+    """Median over `reps` of (time of `batch` back-to-back enqueue() calls
+    between two events on the legacy default stream) / batch."""
+    enqueue()
+    sync()
+    times = []
+    for _ in range(reps):
+        flush_l2()
+        start, end = driver.Event(), driver.Event()
+        start.record()
+        for _ in range(batch):
+            enqueue()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_ms(end) / batch)
+    sync()
+    return statistics.median(times)
+
+
+def record(kernel, prec, m, n, k, ms, err, baseline, **extra):
+    r = {"kernel": kernel, "precision": prec, "m": m, "n": n, "k": k,
+         "median_ms": round(ms, 5), "tflops": round(2.0 * m * n * k / (ms * 1e-3) / 1e12, 2),
+         "rel_rmse": float(f"{err:.3g}") if err == err else None, "baseline": baseline,
+         "timing": "batch"}
+    r.update(extra)
+    return r
+
+
+def step_rung(prec, step, extra_defines):
+    base = ladder.rung(RUNG[prec])
+    d = {**base.defines, **STEPS[step], **extra_defines}
+    block = (384 if d["WARP_SPECIALIZED"] else 256, 1, 1)
+    tag = step + "".join(f",{k}={v}" for k, v in sorted(extra_defines.items()))
+    return dataclasses.replace(base, name=f"{base.name}[{tag}]", defines=d, block=block,
+                               smem=tma.wgmma_smem_bytes(d["STAGES"]))
+
+
+def bench_step(prec, step, extra, m, n, k, A, B, ref, batch, reps):
+    r = step_rung(prec, step, extra)
+    kern = ladder.rung_kernel(r, True)
+    C = driver.to_device(np.full((m, n), np.nan, np.float32))
+    cfg = tma.wgmma_gemm_launch_config(r, A, B, C, m, n, k, 1.0, 0.0)
+    grid, block, args, smem, cluster = (cfg["grid"], cfg["block"], cfg["args"], cfg["smem"],
+                                        cfg["cluster"])
+
+    def enqueue():
+        launch(kern, grid, block, args, smem=smem, cluster=cluster)
+
+    enqueue()
+    driver.synchronize()
+    err = rel_rmse(C.to_host(), ref)
+    ms = batch_ms(enqueue, batch, reps, driver.synchronize)
+    res = kern.resources
+    rec = record(r.name, prec, m, n, k, ms, err, False, step=step,
+                 defines={kk: v for kk, v in r.defines.items()}, grid=list(grid),
+                 cluster=list(cluster) if cluster else None, smem=smem,
+                 registers=res.registers if res else None,
+                 staged=len(cfg["keepalive"]))
+    del cfg
+    C.free()
+    return rec
+
+
+def bench_torch(prec, m, n, k, a, b, ref, batch, reps):
+    try:
+        import torch
+        if not torch.cuda.is_available():
+            return None
+    except ImportError:
+        return None
+    tdt = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32}[prec]
+    prev = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
+    try:
+        ta = torch.from_numpy(a.astype(np.float32)).cuda().to(tdt)
+        tb = torch.from_numpy(b.astype(np.float32)).cuda().to(tdt)
+        out = {}
+
+        def enqueue():
+            out["c"] = torch.matmul(ta, tb)
+
+        enqueue()
+        torch.cuda.synchronize()
+        err = rel_rmse(out["c"].float().cpu().numpy(), ref)
+        ms = batch_ms(enqueue, batch, reps, torch.cuda.synchronize)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = prev
+    return record("cublas", prec, m, n, k, ms, err, True, via="torch.matmul")
+
+
+def bench_gemmex(prec, m, n, k, a, b, ref, batch, reps, out_fp32):
+    """cublasGemmEx on row-major operands: column-major C^T = B^T A^T."""
+    try:
+        import cupy
+        from cupy_backends.cuda.libs import cublas
+    except ImportError:
+        return None
+    CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF = 0, 2, 14
+    COMPUTE_32F, COMPUTE_32F_FAST_TF32 = 68, 77
+    if prec == "tf32":
+        in_t, compute = CUDA_R_32F, COMPUTE_32F_FAST_TF32
+        ca, cb = cupy.asarray(a), cupy.asarray(b)
+    else:
+        in_t = CUDA_R_16BF if prec == "bf16" else CUDA_R_16F
+        compute = COMPUTE_32F
+        ca, cb = cupy.asarray(a.view(np.uint16)), cupy.asarray(b.view(np.uint16))
+    if out_fp32 or prec == "tf32":
+        out_t, cc = CUDA_R_32F, cupy.empty((m, n), np.float32)
+    else:
+        out_t, cc = in_t, cupy.empty((m, n), np.uint16)
+    alpha = np.array(1.0, np.float32)
+    beta = np.array(0.0, np.float32)
+    handle = cupy.cuda.device.get_cublas_handle()
+    cupy.cuda.Stream.null.use()
+
+    def enqueue():
+        cublas.gemmEx(handle, 0, 0, n, m, k, alpha.ctypes.data, cb.data.ptr, in_t, n,
+                      ca.data.ptr, in_t, k, beta.ctypes.data, cc.data.ptr, out_t, n,
+                      compute, 0)
+
+    enqueue()
+    cupy.cuda.runtime.deviceSynchronize()
+    host = cupy.asnumpy(cc)
+    if out_t != CUDA_R_32F:
+        host = host.view(ladder.input_dtype(prec)).astype(np.float32)
+    err = rel_rmse(host, ref)
+    ms = batch_ms(enqueue, batch, reps, cupy.cuda.runtime.deviceSynchronize)
+    name = "cublas_gemmex" if out_t != CUDA_R_32F or prec == "tf32" else "cublas_gemmex_f32out"
+    return record(name, prec, m, n, k, ms, err, True, via="cupy cublasGemmEx",
+                  out="fp32" if out_t == CUDA_R_32F else prec)
+
+
+def parse_shape(s):
+    parts = [int(x) for x in s.lower().split("x")]
+    if len(parts) == 1:
+        return parts * 3
+    if len(parts) == 3:
+        return parts
+    raise argparse.ArgumentTypeError(f"shape {s!r}: write N or MxNxK")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--precision", nargs="+", default=["bf16"], choices=list(RUNG))
+    ap.add_argument("--shapes", nargs="+", type=parse_shape,
+                    default=[[4096] * 3, [8192] * 3, [4096, 4096, 4100], [8191, 8193, 4096]])
+    ap.add_argument("--steps", nargs="+", default=list(STEPS), choices=list(STEPS))
+    ap.add_argument("--define", action="append", default=[],
+                    help="KEY=VALUE added to every step (e.g. GROUP=8, STAGES=3)")
+    ap.add_argument("--batch", type=int, default=10)
+    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--no-baseline", action="store_true")
+    ap.add_argument("--json", help="write the records here (DESIGN.md results format)")
+    args = ap.parse_args(argv)
+    extra = {}
+    for kv in args.define:
+        key, _, val = kv.partition("=")
+        extra[key] = int(val) if val.lstrip("-").isdigit() else val
+
+    dev = drvgemm.device()
+    log(f"device: {dev}")
+    records = []
+    for prec in args.precision:
+        for m, n, k in args.shapes:
+            log(f"== {prec} {m}x{n}x{k}")
+            a, b = make_inputs(prec, m, n, k, seed=m + n + k)
+            ref = reference(a, b)
+            A, B = driver.to_device(a), driver.to_device(b)
+            rows = []
+            for step in args.steps:
+                try:
+                    rec = bench_step(prec, step, extra, m, n, k, A, B, ref, args.batch,
+                                     args.reps)
+                except Exception as e:
+                    log(f"  {step}: FAILED {type(e).__name__}: {e}")
+                    if isinstance(e, drvgemm.CudaError) and e.name in (
+                            "CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_LAUNCH_FAILED",
+                            "CUDA_ERROR_ILLEGAL_INSTRUCTION", "CUDA_ERROR_MISALIGNED_ADDRESS"):
+                        raise  # the context is gone
+                    continue
+                rows.append(rec)
+                log(f"  {step:17s} {rec['median_ms']:8.3f} ms {rec['tflops']:8.1f} TFLOP/s "
+                    f"rel.RMSE {rec['rel_rmse']} regs {rec['registers']} grid {rec['grid'][0]}"
+                    + (f" staged {rec['staged']}" if rec["staged"] else ""))
+            if not args.no_baseline:
+                for fn, kw in ((bench_torch, {}), (bench_gemmex, {"out_fp32": False}),
+                               (bench_gemmex, {"out_fp32": True})):
+                    if prec == "tf32" and kw.get("out_fp32"):
+                        continue
+                    try:
+                        rec = fn(prec, m, n, k, a, b, ref, args.batch, args.reps, **kw)
+                    except Exception as e:
+                        log(f"  baseline {fn.__name__} failed: {type(e).__name__}: {e}")
+                        rec = None
+                    if rec:
+                        rows.append(rec)
+                        log(f"  {rec['kernel']:17s} {rec['median_ms']:8.3f} ms "
+                            f"{rec['tflops']:8.1f} TFLOP/s ({rec['via']}, out {rec.get('out', prec)})")
+            best = min((r for r in rows if r["baseline"]), key=lambda r: r["median_ms"],
+                       default=None)
+            if best:
+                for r in rows:
+                    if not r["baseline"]:
+                        r["vs_best_cublas"] = round(best["median_ms"] / r["median_ms"], 3)
+                        log(f"  {r['step']:17s} {r['vs_best_cublas']:.3f} x {best['kernel']} "
+                            f"({best['via']})")
+            records.extend(rows)
+            A.free()
+            B.free()
+    result = {"device": _device_json(dev), "records": records}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+            f.write("\n")
+    print(json.dumps(records, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,227 @@
+"""The TMA + wgmma rung on the GPU (sm_90): every M, N, K >= 1, exact-integer
+and random inputs, C poisoned with NaN, beta = 0 and beta != 0, guard zones
+around C, misaligned operands (staged copies), and each build step of the
+rung (tma only, warp-specialised, persistent, clusters), with a grid small
+enough that every block walks many tiles."""
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import drvgemm
+from drvgemm import ladder, tma
+from drvgemm.driver import DeviceArray
+from drvgemm.launch import launch
+
+pytestmark = pytest.mark.gpu
+
+NAMES = {"bf16": "20_tma_wgmma_bf16", "fp16": "20_tma_wgmma_fp16", "tf32": "20_tma_wgmma_tf32"}
+# Unit roundoff of the inputs as the tensor cores see them. bf16/fp16 test
+# inputs are exact in their type; for tf32, B is rounded to nearest in
+# registers but A reaches the tensor cores unrounded and loses its low 13
+# mantissa bits (truncation): 2^-10, not the 2^-11 of round-to-nearest.
+U_IN = {"bf16": 2.0**-8, "fp16": 2.0**-11, "tf32": 2.0**-10}
+GUARD = 64                      # floats of sentinel before and after C
+SENTINEL = np.float32(-12345.5)
+
+DIMS = st.one_of(st.sampled_from([1, 2, 7, 8, 15, 16, 17, 31, 63, 64, 65, 127, 128, 129, 255,
+                                  256, 257, 383, 384, 385, 511, 513]),
+                 st.integers(1, 700))
+KS = st.one_of(st.sampled_from([1, 2, 3, 7, 8, 9, 31, 32, 33, 63, 64, 65, 127, 128, 129,
+                                255, 257, 1000, 2048]),
+               st.integers(1, 1200))
+SLOW = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                      HealthCheck.data_too_large])
+
+
+@pytest.fixture(scope="module")
+def hopper(gpu):
+    if tuple(gpu.cc) != (9, 0):
+        pytest.skip(f"sm_90a kernels need a compute capability 9.0 GPU, not {gpu.cc}")
+    return gpu
+
+
+def variant(prec, **defines):
+    """The registered rung with some defines changed (its own name, so its
+    compiled kernel is cached separately)."""
+    base = ladder.rung(NAMES[prec])
+    d = {**base.defines, **defines}
+    block = (384 if d["WARP_SPECIALIZED"] else 256, 1, 1)
+    tag = ",".join(f"{k}={v}" for k, v in sorted(defines.items()))
+    return dataclasses.replace(base, name=f"{base.name}[{tag}]", defines=d, block=block,
+                               smem=tma.wgmma_smem_bytes(d["STAGES"]))
+
+
+STEPS = {
+    "tma_only": dict(WARP_SPECIALIZED=0, PERSISTENT=0, CLUSTER=1),
+    "warp_specialized": dict(WARP_SPECIALIZED=1, PERSISTENT=0, CLUSTER=1),
+    "persistent": dict(WARP_SPECIALIZED=1, PERSISTENT=1, CLUSTER=1),
+    "cluster2": dict(WARP_SPECIALIZED=1, PERSISTENT=1, CLUSTER=2),
+}
+
+
+def inputs(prec, m, n, k, seed, exact):
+    rng = np.random.default_rng(seed)
+    dt = ladder.input_dtype(prec)
+    if exact:
+        a = rng.integers(-8, 9, (m, k)).astype(dt)
+        b = rng.integers(-8, 9, (k, n)).astype(dt)
+        c = rng.integers(-8, 9, (m, n)).astype(np.float32)
+    else:
+        a = rng.standard_normal((m, k)).astype(dt)
+        b = rng.standard_normal((k, n)).astype(dt)
+        c = rng.standard_normal((m, n)).astype(np.float32)
+    return a, b, c
+
+
+def guarded_c(c_init):
+    """C inside a larger buffer whose first and last GUARD floats hold a
+    sentinel: (buffer, view of C)."""
+    m, n = c_init.shape
+    host = np.full(m * n + 2 * GUARD, SENTINEL, np.float32)
+    host[GUARD:GUARD + m * n] = c_init.ravel()
+    buf = drvgemm.to_device(host)
+    view = DeviceArray((m, n), np.float32, ptr=buf.ptr + 4 * GUARD, owner=False)
+    return buf, view
+
+
+def run(r, a, b, c_init, alpha, beta, *, blocks=None, a_offset=0):
+    """Launch rung ``r`` directly; ``blocks`` overrides the grid (persistent
+    walk over many tiles), ``a_offset`` places A that many elements past an
+    aligned address (a misaligned operand)."""
+    m, k = a.shape
+    n = b.shape[1]
+    if a_offset:
+        padded = np.zeros(a.size + a_offset, a.dtype)
+        padded[a_offset:] = a.ravel()
+        a_buf = drvgemm.to_device(padded)
+        A = DeviceArray((m, k), a.dtype, ptr=a_buf.ptr + a_offset * a.itemsize, owner=False)
+    else:
+        a_buf = A = drvgemm.to_device(a)
+    B = drvgemm.to_device(b)
+    buf, C = guarded_c(c_init)
+    cfg = tma.wgmma_gemm_launch_config(r, A, B, C, m, n, k, alpha, beta)
+    grid = cfg["grid"]
+    if blocks is not None:
+        cl = cfg["cluster"][0] if cfg["cluster"] else 1
+        grid = (max(cl, min(grid[0], blocks) // cl * cl), 1, 1)
+    launch(ladder.rung_kernel(r, True), grid, cfg["block"], cfg["args"], smem=cfg["smem"],
+           cluster=cfg["cluster"])
+    drvgemm.synchronize()
+    del cfg
+    out = buf.to_host()
+    assert np.all(out[:GUARD].view(np.uint32) == SENTINEL.view(np.uint32)), \
+        f"{r.name} wrote before C"
+    assert np.all(out[-GUARD:].view(np.uint32) == SENTINEL.view(np.uint32)), \
+        f"{r.name} wrote past C"
+    del a_buf
+    return out[GUARD:GUARD + m * n].reshape(m, n)
+
+
+def reference(a, b, c, alpha, beta):
+    ref = alpha * (a.astype(np.float64) @ b.astype(np.float64))
+    if beta != 0:
+        ref += beta * c.astype(np.float64)
+    return ref
+
+
+def check(out, a, b, c, alpha, beta, prec, exact, what):
+    m, k = a.shape
+    n = b.shape[1]
+    ref = reference(a, b, c, alpha, beta)
+    if exact:
+        bad = out.astype(np.float64) != ref
+    else:
+        mag = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
+        bound = abs(alpha) * (2 * U_IN[prec] + (k + 2) * 2.0**-24) * mag
+        if beta != 0:
+            bound += 2.0**-22 * abs(beta) * np.abs(c.astype(np.float64))
+        bad = ~(np.abs(out.astype(np.float64) - ref) <= bound)   # NaN counts as bad
+    if bad.any():
+        i, j = np.argwhere(bad)[0]
+        err = np.abs(out.astype(np.float64) - ref)
+        worst = np.unravel_index(np.nanargmax(np.where(np.isnan(err), np.inf, err)), err.shape)
+        raise AssertionError(
+            f"{what}: M={m} N={n} K={k} alpha={alpha} beta={beta}: {int(bad.sum())} bad "
+            f"elements; first C[{i},{j}] = {out[i, j]!r}, expected {ref[i, j]!r}; worst "
+            f"C[{worst[0]},{worst[1]}] = {out[worst]!r}, expected {ref[worst]!r}")
+
+
+# ---------------------------------------------------------------------------
+# The registered rungs, through drvgemm.gemm (the dispatcher's path)
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("prec", ["bf16", "fp16", "tf32"])
+@settings(SLOW, max_examples=25)
+@given(m=DIMS, n=DIMS, k=KS, seed=st.integers(0, 2**32 - 1), exact=st.booleans(),
+       beta=st.sampled_from([0.0, 0.0, 1.0, -0.5]))
+def test_registered_rung(hopper, prec, m, n, k, seed, exact, beta):
+    a, b, c = inputs(prec, m, n, k, seed, exact)
+    alpha = 1.0 if exact else 0.75
+    if exact and beta == -0.5:
+        beta = -1.0
+    # beta == 0: C holds NaN, which must not reach the output.
+    c_init = np.full((m, n), np.nan, np.float32) if beta == 0 else c
+    buf, C = guarded_c(c_init)
+    A, B = drvgemm.to_device(a), drvgemm.to_device(b)
+    drvgemm.gemm(A, B, C, alpha=alpha, beta=beta, kernel=NAMES[prec])
+    drvgemm.synchronize()
+    out = buf.to_host()
+    assert np.all(out[:GUARD] == SENTINEL) and np.all(out[-GUARD:] == SENTINEL), "wrote outside C"
+    check(out[GUARD:GUARD + m * n].reshape(m, n), a, b, c, alpha, beta, prec, exact,
+          f"{NAMES[prec]} seed={seed} exact={exact}")
+
+
+# ---------------------------------------------------------------------------
+# Each build step, with a 2-cluster grid so every block walks many tiles
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("step", list(STEPS))
+@pytest.mark.parametrize("prec", ["bf16", "tf32"])
+@settings(SLOW, max_examples=12)
+@given(m=DIMS, n=DIMS, k=KS, seed=st.integers(0, 2**32 - 1), few_blocks=st.booleans())
+def test_build_steps_exact(hopper, prec, step, m, n, k, seed, few_blocks):
+    r = variant(prec, **STEPS[step])
+    a, b, c = inputs(prec, m, n, k, seed, exact=True)
+    out = run(r, a, b, np.full((m, n), np.nan, np.float32), 1.0, 0.0,
+              blocks=4 if few_blocks else None)
+    check(out, a, b, c, 1.0, 0.0, prec, True, f"{r.name} seed={seed} few_blocks={few_blocks}")
+
+
+@pytest.mark.parametrize("step", list(STEPS))
+def test_build_steps_random_beta(hopper, step):
+    for prec in ("bf16", "fp16", "tf32"):
+        r = variant(prec, **STEPS[step])
+        for m, n, k in [(300, 520, 777), (129, 257, 65), (1, 1, 1)]:
+            a, b, c = inputs(prec, m, n, k, 7, exact=False)
+            out = run(r, a, b, c, -1.25, 0.5, blocks=2 * (STEPS[step]["CLUSTER"]))
+            check(out, a, b, c, -1.25, 0.5, prec, False, r.name)
+
+
+# ---------------------------------------------------------------------------
+# Edges of the copy engine
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("prec", ["bf16", "fp16", "tf32"])
+@pytest.mark.parametrize("m,n,k,a_offset", [
+    (200, 300, 515, 0),         # K not a multiple of 8 (4): A staged
+    (129, 257, 130, 0),         # K, N not multiples of 8 (16-bit) / 4 (tf32)
+    (64, 64, 64, 1),            # A one element past a 16-byte boundary
+    (1, 333, 2048, 3),          # large K, exact, misaligned A
+])
+def test_staged_operands(hopper, prec, m, n, k, a_offset):
+    r = ladder.rung(NAMES[prec])
+    a, b, c = inputs(prec, m, n, k, 11, exact=True)
+    out = run(r, a, b, c, 2.0, -1.0, a_offset=a_offset)
+    check(out, a, b, c, 2.0, -1.0, prec, True, f"{r.name} a_offset={a_offset}")
+
+
+def test_many_tiles_per_block(hopper):
+    """Tiles >> blocks: the walk across tile boundaries keeps ring stages and
+    phases in step (exact integers; K of 2.5 or 5 stages, so the ring wraps
+    at a different place in every tile)."""
+    for prec in ("bf16", "tf32"):
+        for step in ("tma_only", "persistent", "cluster2"):
+            r = variant(prec, **STEPS[step])
+            m, n, k = 2000, 1800, 160
+            a, b, c = inputs(prec, m, n, k, 3, exact=True)
+            out = run(r, a, b, np.full((m, n), np.nan, np.float32), 1.0, 0.0, blocks=6)
+            check(out, a, b, c, 1.0, 0.0, prec, True, r.name)
