@@ -52,6 +52,9 @@
 #ifndef MIN_BLOCKS
 #define MIN_BLOCKS 2
 #endif
+#ifndef KT_UNROLL
+#define KT_UNROLL 1  // k-tiles per main-loop trip: 1, or 2 (constant buffer addresses)
+#endif
 
 constexpr int WARPS_M = BM / WM, WARPS_N = BN / WN;
 constexpr int THREADS = WARPS_M * WARPS_N * 32;
@@ -69,6 +72,7 @@ static_assert(LANES_M * LANES_N == 32, "a warp tile holds exactly 32 micro-tiles
 static_assert(TM % 4 == 0 && TN % 4 == 0, "micro-tiles are made of 4 x 4 sub-blocks");
 static_assert(BK % 8 == 0, "A quads are stored in pairs along k; BK even for the fragment slots");
 static_assert(BM % 16 == 0 && BN % 4 == 0, "tile shape");
+static_assert(KT_UNROLL == 1 || KT_UNROLL == 2, "KT_UNROLL is 1 or 2");
 static_assert(APAD % 8 == 4, "As row length == 4 mod 8 words: aligned, conflict-free transpose");
 static_assert(A_QUADS * 4 * THREADS == BM * BK && B_QUADS * 4 * THREADS == BK * BN,
               "tile loads must divide evenly among threads");
@@ -239,12 +243,29 @@ gemm_warp_tiled(const float* __restrict__ A, const float* __restrict__ B, float*
         store_shared(As, Bs);
         __syncthreads();
         load_fragments(As + a_frag, Bs + b_frag, 0, 0);
+#if KT_UNROLL == 2
+        // Two tiles per trip: each one's buffer is a compile-time constant, so
+        // every shared-memory address is a base register plus an immediate.
+        // Costs a loop body twice the size (instruction-cache pressure).
+        int left = ktiles - 1;  // tiles after the current one
+        for (; left >= 2; left -= 2) {
+            compute_tile(0, Flag<true>());
+            compute_tile(1, Flag<true>());
+        }
+        if (left == 1) {
+            compute_tile(0, Flag<true>());
+            compute_tile(1, Flag<false>());
+        } else {
+            compute_tile(0, Flag<false>());
+        }
+#else
         int cur = 0;
         for (int left = ktiles - 1; left > 0; --left) {  // a down-counter: one register
             compute_tile(cur, Flag<true>());
             cur ^= 1;
         }
         compute_tile(cur, Flag<false>());
+#endif
     }
 
     // ---- epilogue: acc[s*4 + r][t*4 + c] -> C[row][col + c] -----------------

@@ -84,8 +84,10 @@ constexpr u32 STAGE_BYTES = Y_BYTES + X_BYTES;
 // Host side (tma.py) requests STAGES * STAGE_BYTES + 16 * STAGES + 1024 bytes:
 // the ring, full/empty barriers, and slack to align the base to 1024.
 
+#if WARP_SPECIALIZED
 constexpr int PRODUCER_REGS = 40;
 constexpr int CONSUMER_REGS = 232;
+#endif
 
 template <int ELEM>
 struct Elem {
@@ -496,19 +498,26 @@ __device__ __forceinline__ void gemm_tma_wgmma(const TmaMap* mapA, const TmaMap*
 #endif
 }
 
-#define DEFINE_ENTRY(NAME, ELEM)                                                              \
-    extern "C" __global__ void __launch_bounds__(THREADS, 1)                                  \
-    NAME(const __grid_constant__ TmaMap mapA, const __grid_constant__ TmaMap mapB, float* C,  \
-         int M, int N, int K, float alpha, float beta) {                                      \
-        gemm_tma_wgmma<ELEM>(&mapA, &mapB, C, M, N, K, alpha, beta);                          \
-    }
-
+// The three entries. mapA / mapB must stay parameters (never copied): the
+// copy engine reads them through their parameter-space address.
 #if WGMMA_ELEM == 0 || WGMMA_ELEM == ELEM_BF16
-DEFINE_ENTRY(gemm_tma_wgmma_bf16, ELEM_BF16)
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+gemm_tma_wgmma_bf16(const __grid_constant__ TmaMap mapA, const __grid_constant__ TmaMap mapB,
+                    float* C, int M, int N, int K, float alpha, float beta) {
+    gemm_tma_wgmma<ELEM_BF16>(&mapA, &mapB, C, M, N, K, alpha, beta);
+}
 #endif
 #if WGMMA_ELEM == 0 || WGMMA_ELEM == ELEM_FP16
-DEFINE_ENTRY(gemm_tma_wgmma_fp16, ELEM_FP16)
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+gemm_tma_wgmma_fp16(const __grid_constant__ TmaMap mapA, const __grid_constant__ TmaMap mapB,
+                    float* C, int M, int N, int K, float alpha, float beta) {
+    gemm_tma_wgmma<ELEM_FP16>(&mapA, &mapB, C, M, N, K, alpha, beta);
+}
 #endif
 #if WGMMA_ELEM == 0 || WGMMA_ELEM == ELEM_TF32
-DEFINE_ENTRY(gemm_tma_wgmma_tf32, ELEM_TF32)
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+gemm_tma_wgmma_tf32(const __grid_constant__ TmaMap mapA, const __grid_constant__ TmaMap mapB,
+                    float* C, int M, int N, int K, float alpha, float beta) {
+    gemm_tma_wgmma<ELEM_TF32>(&mapA, &mapB, C, M, N, K, alpha, beta);
+}
 #endif

@@ -211,7 +211,7 @@ def gemm(a, b, c=None, *, alpha=1.0, beta=0.0, kernel="auto", stream=None):
             _scale_c(C, m * n, beta, stream)
         else:
             from .tma import wgmma_gemm_launch_config
-            cfg = wgmma_gemm_launch_config(r, A, B, C, m, n, k, alpha, beta)
+            cfg = wgmma_gemm_launch_config(r, A, B, C, m, n, k, alpha, beta, stream=stream)
             launch(rung_kernel(r, True), cfg["grid"], cfg["block"], cfg["args"],
                    smem=cfg["smem"], stream=stream, cluster=cfg.get("cluster"))
     else:

@@ -18,19 +18,22 @@ below: shared-memory wavefronts per warp-wide access, 1 = conflict-free).
 """
 from __future__ import annotations
 
+import importlib
 import math
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 from dataclasses import dataclass
 
 import numpy as np
 
-from . import softmax as sm
+# By module path, not ``from . import softmax``: the package may bind the
+# name ``drvgemm.softmax`` to the function, which shadows the submodule.
+sm = importlib.import_module(__package__ + ".softmax")
 
 __all__ = ["run_memory_bench", "bench_softmax", "bench_mem_kernels", "measure_copy",
+           "sweep_softmax",
            "print_memory_report", "smem_wavefronts", "transpose_wavefronts",
            "ncu_bank_conflicts", "MEM_KERNELS", "SOFTMAX_SHAPES"]
 
@@ -90,6 +93,20 @@ def _with_copy(records, copy):
 # ---------------------------------------------------------------------------
 # softmax
 # ---------------------------------------------------------------------------
+def _cluster_note(kernel, cfg, grid) -> dict:
+    """How many clusters fit on the GPU at once (a cluster must sit inside
+    one GPC, so SMs can idle that plain blocks would fill)."""
+    if cfg.cluster <= 1:
+        return {}
+    from . import driver
+    try:
+        n = driver.occupancy_max_active_clusters(kernel.function, grid, (cfg.threads, 1, 1), 0,
+                                                 (cfg.cluster, 1, 1))
+    except Exception as e:  # diagnostic only
+        return {"max_active_clusters": f"unavailable: {e}"}
+    return {"max_active_clusters": int(n)}
+
+
 def _sample_rows(rows, k=24):
     return np.unique(np.linspace(0, rows - 1, num=min(rows, k)).astype(np.int64))
 
@@ -146,7 +163,8 @@ def bench_softmax(shapes=SOFTMAX_SHAPES, *, precision="fp32", kernels=None, reps
             err = _max_rel_err(dy.to_host()[sample], ref)
             rec = _record(name, precision, rows, cols, ms, 2 * elem_bytes,
                           config=p.describe(), max_rel_err=err,
-                          auto=(p.entry, p.defines) == (auto.entry, auto.defines))
+                          auto=(p.entry, p.defines) == (auto.entry, auto.defines),
+                          **_cluster_note(k, p.config, p.grid))
             _progress(f"{name} {rows}x{cols}: {rec['gbps']:.0f} GB/s ({p.describe()})")
             recs.append(rec)
         if torch_baseline:
@@ -189,6 +207,75 @@ def _torch_softmax(x, sample, reps):
     del t
     torch.cuda.empty_cache()
     return ms, y
+
+
+# Variants around the registered configs at the two target shapes, to check
+# (or re-tune) the registry on a new GPU: python -m drvgemm.membench --sweep
+SWEEP_CONFIGS = {
+    16384: (
+        sm.SoftmaxConfig("softmax_04_vectorized_rows", 512, 512, elems=32, min_blocks=2, vector=True),
+        sm.SoftmaxConfig("softmax_04_vectorized_rows", 1024, 1024, elems=16, vector=True),
+        sm.SoftmaxConfig("softmax_05_cluster", 256, 256, elems=32, cluster=2, min_blocks=4,
+                         vector=True, arch="sm_90"),
+        sm.SoftmaxConfig("softmax_05_cluster", 512, 512, elems=16, cluster=2, min_blocks=3,
+                         vector=True, arch="sm_90"),
+        sm.SoftmaxConfig("softmax_05_cluster", 256, 256, elems=16, cluster=4, min_blocks=4,
+                         vector=True, arch="sm_90"),
+        sm.SoftmaxConfig("softmax_04_vectorized_stream", 512, 512, unroll=4, vector=True),
+        sm.SoftmaxConfig("softmax_04_vectorized_stream", 1024, 1024, unroll=2, vector=True),
+    ),
+    131072: (
+        sm.SoftmaxConfig("softmax_05_cluster", 512, 512, elems=32, cluster=8, min_blocks=2,
+                         vector=True, arch="sm_90"),
+        sm.SoftmaxConfig("softmax_05_cluster", 1024, 1024, elems=16, cluster=8, vector=True,
+                         arch="sm_90"),
+        sm.SoftmaxConfig("softmax_04_vectorized_stream", 512, 512, unroll=4, vector=True),
+        sm.SoftmaxConfig("softmax_04_vectorized_stream", 1024, 1024, unroll=4, vector=True),
+    ),
+}
+SWEEP_SHAPES = ((16384, 16384), (4096, 131072))
+
+
+def sweep_softmax(shapes=SWEEP_SHAPES, configs=None, *, precision="fp32", reps=20,
+                  seed=0) -> list[dict]:
+    """Time explicit configs (default: SWEEP_CONFIGS for each shape's row
+    length) on the same data, with the copy baseline: records as above,
+    ``kernel`` = the entry and ``config`` = its constants."""
+    from . import driver
+    from .launch import launch
+    cc = driver.device().cc
+    out = []
+    for rows, cols in shapes:
+        cfgs = configs if configs is not None else SWEEP_CONFIGS.get(cols, ())
+        x = softmax_inputs(rows, cols, precision, seed)
+        nbytes = x.dtype.itemsize * rows * cols
+        copy = measure_copy(nbytes, reps=reps, m=rows, n=cols, precision=precision)
+        sample = _sample_rows(rows)
+        ref = sm.reference(x[sample])
+        dx = driver.to_device(x)
+        dy = driver.empty((rows, cols), x.dtype)
+        recs = []
+        for cfg in cfgs:
+            if not cfg.fits(cols, cc):
+                continue
+            vec = cfg.vec(x.dtype.itemsize)
+            vec = vec if cols % vec == 0 else 1
+            k = sm._compiled(sm._source_of(cfg.entry), cfg.entry,
+                             tuple(sorted(cfg.defines(precision, vec).items())), None)
+            grid, block = cfg.grid(rows), (cfg.threads, 1, 1)
+            dy.fill_bytes(0xFF)
+            ms = _median_ms(lambda: launch(k, grid, block, (dx, dy, rows, cols)), reps)
+            rec = _record(cfg.entry, precision, rows, cols, ms, 2 * nbytes,
+                          config=cfg.describe(vec), registers=k.resources.registers,
+                          max_rel_err=_max_rel_err(dy.to_host()[sample], ref),
+                          **_cluster_note(k, cfg, grid))
+            _progress(f"{rec['config']}: {rec['gbps']:.0f} GB/s")
+            recs.append(rec)
+        dx.free()
+        dy.free()
+        out.append(copy)
+        out.extend(_with_copy(recs, copy))
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -351,6 +438,8 @@ def print_memory_report(records, file=None):
             notes.append("max rel err " + ("NaN" if e != e else f"{e:.1e}"))
         if r.get("auto"):
             notes.append("auto")
+        if isinstance(r.get("max_active_clusters"), int):
+            notes.append(f"{r['max_active_clusters']} clusters resident")
         if r.get("correct") is False:
             notes.append("WRONG RESULT")
         if "smem_wavefronts" in r:
@@ -363,6 +452,29 @@ def print_memory_report(records, file=None):
             notes.append(r["config"])
         print(f"{r['kernel']:30s} {shape:>16s} {r['median_ms']:9.4f} {r['gbps']:8.0f} "
               f"{frac:>8s}  {'; '.join(notes)}", file=file)
+    for line in softmax_summary(records):
+        print(line, file=file)
+
+
+def softmax_summary(records) -> list[str]:
+    """One line per softmax shape: what kernel='auto' runs, its fraction of
+    the copy bandwidth and its speed relative to torch.softmax (the targets)."""
+    lines = []
+    shapes = []
+    for r in records:
+        key = (r["m"], r["n"], r["precision"])
+        if r.get("auto") and key not in shapes:
+            shapes.append(key)
+    for m, n, prec in shapes:
+        same = [r for r in records if (r["m"], r["n"], r["precision"]) == (m, n, prec)]
+        auto = next(r for r in same if r.get("auto"))
+        torch = next((r for r in same if r["kernel"] == "torch_softmax"), None)
+        line = (f"softmax {m}x{n} {prec}: auto = {auto['kernel']} at "
+                f"{auto.get('copy_fraction', float('nan')):.3f} of copy")
+        if torch is not None:
+            line += f", {torch['median_ms'] / auto['median_ms']:.2f}x the speed of torch.softmax"
+        lines.append(line)
+    return lines
 
 
 # ---------------------------------------------------------------------------
@@ -464,6 +576,9 @@ def _transposes_once(rows: int, cols: int):
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "--transposes-once":
         _transposes_once(int(sys.argv[2]), int(sys.argv[3]))
+    elif len(sys.argv) == 2 and sys.argv[1] == "--sweep":
+        print_memory_report(sweep_softmax())
     else:
-        print("usage: python -m drvgemm.membench --transposes-once ROWS COLS", file=sys.stderr)
+        print("usage: python -m drvgemm.membench --sweep\n"
+              "       python -m drvgemm.membench --transposes-once ROWS COLS", file=sys.stderr)
         sys.exit(2)

@@ -93,12 +93,12 @@ RUNGS: list[Rung] = [
                      MIN_BLOCKS=MIN_BLOCKS),
         vector=4,
         summary="3-stage cp.async pipeline from global straight into shared memory"))(),
-    (lambda BM=128, BN=128, BK=8, WM=32, WN=64, TM=8, TN=8, APAD=4, MIN_BLOCKS=2: Rung(
+    (lambda BM=128, BN=128, BK=8, WM=32, WN=64, TM=8, TN=8, APAD=4, MIN_BLOCKS=2, KT_UNROLL=1: Rung(
         name="08_warp_tiled", source="08_warp_tiled.cu", entry="gemm_warp_tiled", precision="fp32",
         block=((BM // WM) * (BN // WN) * 32, 1, 1), tile_m=BM, tile_n=BN,
         smem=2 * BK * ((BM + APAD) + BN) * 4,  # two buffers of A^T [BK][BM + APAD], B [BK][BN]
         defines=dict(BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, TM=TM, TN=TN, APAD=APAD,
-                     MIN_BLOCKS=MIN_BLOCKS),
+                     MIN_BLOCKS=MIN_BLOCKS, KT_UNROLL=KT_UNROLL),
         vector=4,
         summary="warp tiles of 4x8 threads, double-buffered fragments, __launch_bounds__"))(),
     # ---- tensor cores: mma.sync / WMMA ----

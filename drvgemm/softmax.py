@@ -16,20 +16,20 @@ the input's dtype).
 * Large magnitudes (|x| up to the fp32 range) are safe: only differences
   ``x - max <= 0`` are exponentiated.
 
-The ladder (each rung adds one idea; ``kernels()`` lists them):
+The ladder (each rung adds one idea; ``kernels()`` lists them), with the
+global-memory traffic per element (R = read, W = write):
 
-=====================  =============================================  =========
-rung                   what it adds                                   traffic
-=====================  =============================================  =========
-softmax_01_naive       three passes (max, sum, write), smem trees      3R + 1W
-softmax_02_online      one online pass for max and sum together        2R + 1W
-softmax_03_warp_shuffle  __shfl_xor_sync butterflies; a warp per row    2R + 1W
-                       for short rows, a block per row for long ones
-softmax_04_vectorized  16-byte loads; row held in registers when it    1R + 1W
-                       fits (else a two-pass stream)                   (2R + 1W)
-softmax_05_cluster     rows too long for one block split over a        1R + 1W
-                       cluster; (max, sum) exchanged through DSMEM
-=====================  =============================================  =========
+- softmax_01_naive: three passes (max, sum, write), shared-memory tree
+  reductions. 3R + 1W.
+- softmax_02_online: max and sum in one online pass, the sum rescaled when the
+  max grows. 2R + 1W.
+- softmax_03_warp_shuffle: __shfl_xor_sync butterflies; a warp per short row,
+  a block per long one. 2R + 1W.
+- softmax_04_vectorized: 16-byte loads; the row held in registers when it
+  fits one block (1R + 1W), else streamed twice (2R + 1W).
+- softmax_05_cluster (sm_90): a row too long for one block split over a
+  thread-block cluster, (max, sum) exchanged through distributed shared
+  memory. 1R + 1W.
 
 ``kernel="auto"`` takes the register-resident rung 04 while a row fits one
 block (16384 elements), the cluster rung 05 on sm_90 up to 131072, and rung
@@ -42,8 +42,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["softmax", "kernels", "reference", "plan", "SoftmaxConfig", "SoftmaxRung",
-           "SoftmaxPlan", "SOFTMAX_RUNGS", "DTYPE_CODES", "dtype_name"]
+__all__ = ["softmax", "kernels", "rung", "reference", "plan", "compiled_kernel",
+           "SoftmaxConfig", "SoftmaxRung", "SoftmaxPlan", "SOFTMAX_RUNGS", "DTYPE_CODES",
+           "dtype_name", "numpy_dtype"]
 
 INT_MAX = 2**31 - 1
 
@@ -70,7 +71,13 @@ def dtype_name(dtype) -> str:
 
 
 def numpy_dtype(name: str) -> np.dtype:
-    return {"fp32": np.dtype(np.float32), "fp16": np.dtype(np.float16)}.get(name) or _bf16()
+    if name == "fp32":
+        return np.dtype(np.float32)
+    if name == "fp16":
+        return np.dtype(np.float16)
+    if name == "bf16":
+        return _bf16()
+    raise ValueError(f"precision must be one of {', '.join(DTYPE_CODES)}, got {name!r}")
 
 
 # ---------------------------------------------------------------------------
@@ -177,7 +184,7 @@ class SoftmaxRung:
     name: str
     source: str
     summary: str
-    reads: int                       # passes over the input in global memory
+    reads: int                       # reads of the input per element (best config)
     configs: tuple = field(default_factory=tuple)   # smallest limit first
 
     def pick(self, cols: int, cc: tuple = (9, 0)) -> SoftmaxConfig:

@@ -39,7 +39,7 @@ from . import driver
 
 __all__ = ["TensorMap", "matrix_map", "ELEMENT_TYPES", "SWIZZLE_BYTES",
            "wgmma_gemm_launch_config", "wgmma_smem_bytes", "wgmma_geometry",
-           "wgmma_work_units", "wgmma_grid_blocks", "needs_staging"]
+           "wgmma_work_units", "wgmma_grid_blocks", "needs_staging", "check_register_budget"]
 
 # element type name -> (CUtensorMapDataType member suffix, bytes)
 ELEMENT_TYPES = {
@@ -390,6 +390,9 @@ def _persistent_blocks(rung, cluster: int, block: tuple, smem: int) -> int:
         try:
             from .ladder import rung_kernel
             fn = rung_kernel(rung, True).function
+            # The query counts a block's shared memory only up to the
+            # function's opt-in limit, which the first launch would raise.
+            driver.set_function_attribute(fn, "MAX_DYNAMIC_SHARED_SIZE_BYTES", smem)
             q = driver.occupancy_max_active_clusters(fn, (n * cluster, 1, 1), block, smem,
                                                     (cluster, 1, 1))
             if q:
@@ -398,6 +401,27 @@ def _persistent_blocks(rung, cluster: int, block: tuple, smem: int) -> int:
             pass  # keep sms // cluster: a wrong guess costs speed, never correctness
         _max_clusters[key] = n
     return n * cluster
+
+
+PRODUCER_REGS, CONSUMER_REGS = 40, 232   # the kernel's setmaxnreg targets
+
+
+def check_register_budget(registers: int, warp_specialized: bool, name: str = "kernel"):
+    """The consumers' setmaxnreg.inc takes registers from what the producer's
+    .dec gave back to the block's pool, so with R registers per thread at
+    entry, (R - 40) * 128 must cover (232 - R) * 256: R >= 168, and the
+    launch bound (384 threads, 1 block) caps R at 168. Any other R would
+    leave the consumers waiting for registers forever: refuse it up front."""
+    if not warp_specialized:
+        return
+    freed = (registers - PRODUCER_REGS) * 128
+    needed = (CONSUMER_REGS - registers) * 256
+    if freed < needed:
+        raise RuntimeError(
+            f"{name}: ptxas gave {registers} registers per thread at entry; the producer "
+            f"warpgroup's setmaxnreg.dec {PRODUCER_REGS} frees {freed} and the consumers' "
+            f"setmaxnreg.inc {CONSUMER_REGS} need {needed}: the launch would hang. Expected "
+            "168 (65536 / 384, rounded down to 8).")
 
 
 def wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, *, stream=None) -> dict:
@@ -428,6 +452,14 @@ def wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, *, stream=None
     if rung.smem and rung.smem != smem:
         raise ValueError(f"{rung.name}: smem {rung.smem} does not match STAGES={stages} "
                          f"(needs {smem})")
+
+    try:
+        from .ladder import rung_kernel
+        res = rung_kernel(rung, True).resources
+    except Exception:   # compiling failed: the launch will say why
+        res = None
+    if res is not None:
+        check_register_budget(res.registers, bool(ws), rung.name)
 
     s = driver.stream_handle(stream)
     pa = driver.device_pointer(a, "A")

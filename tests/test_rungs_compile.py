@@ -1,0 +1,197 @@
+"""The fp32 SIMT rungs, checked without a GPU: every rung compiles for sm_80
+and sm_90 at ALIGNED=0 and ALIGNED=1 with no spills and no stack, fits the
+register file at the occupancy its launch bounds promise, and uses the
+instructions it exists to demonstrate (SASS read with nvdisasm). Its
+registry entry agrees with the kernel's tile constants.
+
+Compiles are disk-cached by drvgemm.compiler; a cold run is ~30 compiles.
+"""
+from __future__ import annotations
+
+import functools
+import re
+
+import pytest
+
+from drvgemm import sass, sources
+from drvgemm.compiler import compile_binary, parse_resources
+from drvgemm.errors import CompileError
+from drvgemm.rungs import RUNGS
+
+FP32 = [r for r in RUNGS if r.precision == "fp32"]
+ARCHS = ("sm_80", "sm_90")
+REGISTERS_PER_SM = 65536
+SMEM_OPTIN = 227 * 1024          # per block, sm_80 (163 KiB) is lower but no fp32 rung comes close
+SMEM_OPTIN_SM80 = 163 * 1024
+
+
+def _ids(r):
+    return r.name
+
+
+@functools.lru_cache(maxsize=None)
+def _build(name: str, arch: str, aligned: int):
+    r = next(r for r in FP32 if r.name == name)
+    b = compile_binary(r.source, r.entry, defines=dict(r.defines, ALIGNED=aligned), arch=arch)
+    res = parse_resources(b.log)[b.entry]
+    text = sass.disassemble(b.cubin)
+    return b, res, text
+
+
+def _ops(text: str) -> set[str]:
+    """Full opcodes with modifiers, e.g. 'LDG.E.128.CONSTANT', 'LDGSTS.E.BYPASS.128'."""
+    return set(re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)",
+                          text))
+
+
+def main_loop_counts(text: str):
+    """Opcode counts of the largest loop in a disassembly: the instructions
+    between a label and the backward branch to it (the k-tile loop)."""
+    labels, ins = {}, []
+    for line in text.splitlines():
+        m = re.match(r"^\s*(\.L_x_\d+):", line)
+        if m:
+            labels[m.group(1)] = len(ins)
+            continue
+        m = re.search(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)[^;]*?(?:`\((\.L_x_\d+)\))?\s*;",
+                      line)
+        if m:
+            ins.append((m.group(1), m.group(2)))
+    best = None
+    for i, (op, target) in enumerate(ins):
+        if op == "BRA" and target in labels and labels[target] <= i:
+            if best is None or i - labels[target] > best[1] - best[0]:
+                best = (labels[target], i)
+    if best is None:
+        return {}
+    counts: dict[str, int] = {}
+    for op, _ in ins[best[0]:best[1] + 1]:
+        counts[op] = counts.get(op, 0) + 1
+    return counts
+
+
+# --------------------------------------------------------------------------
+# registry
+# --------------------------------------------------------------------------
+def test_the_ladder_has_eight_numbered_fp32_rungs():
+    names = [r.name for r in FP32]
+    assert [n[:3] for n in names] == [f"{i:02d}_" for i in range(1, 9)], names
+    assert len(set(names)) == len(names)
+
+
+@pytest.mark.parametrize("rung", FP32, ids=_ids)
+def test_registry_entry_matches_the_kernel_source(rung):
+    text = sources.find_source(rung.source).read_text()
+    kernel = (r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s*)?'
+              + re.escape(rung.entry) + r"\s*\(")
+    assert re.search(kernel, text), \
+        f"{rung.source} has no extern \"C\" kernel {rung.entry}"
+    # every define the registry passes is a knob the kernel actually has
+    for name in rung.defines:
+        assert re.search(rf"#ifndef {name}\b", text), f"{rung.source} has no #ifndef {name} default"
+    # vector loads are only legal under ALIGNED=1, which needs vector > 1
+    uses_vectors = "float4" in text
+    assert (rung.vector == 4) == uses_vectors, (rung.name, rung.vector)
+
+
+def _expected_shape(d: dict):
+    """(threads per block as (x, y, z), tile_m, tile_n, dynamic smem bytes),
+    derived from a rung's defines by the layout each kernel family uses."""
+    if "WM" in d:        # 08: warps of 32 threads over a BM x BN tile; A^T padded, B, two buffers
+        threads = (d["BM"] // d["WM"]) * (d["BN"] // d["WN"]) * 32
+        return (threads, 1, 1), d["BM"], d["BN"], 2 * d["BK"] * (d["BM"] + d["APAD"] + d["BN"]) * 4
+    if "STAGES" in d:    # 07: A row-major padded, B, STAGES stages
+        return ((d["BN"] // d["TN"], d["BM"] // d["TM"], 1), d["BM"], d["BN"],
+                d["STAGES"] * (d["BM"] * (d["BK"] + d["APAD"]) + d["BK"] * d["BN"]) * 4)
+    if "APAD" in d and "TM" in d:  # 06: A^T padded, B, two buffers
+        return ((d["BN"] // d["TN"], d["BM"] // d["TM"], 1), d["BM"], d["BN"],
+                2 * d["BK"] * (d["BM"] + d["APAD"] + d["BN"]) * 4)
+    if "TM" in d:        # 04 (one buffer) and 05 (MIN_BLOCKS: double buffered)
+        buffers = 2 if "MIN_BLOCKS" in d else 1
+        return ((d["BN"] // d["TN"], d["BM"] // d["TM"], 1), d["BM"], d["BN"],
+                buffers * (d["BM"] * d["BK"] + d["BK"] * d["BN"]) * 4)
+    if "COARSEN" in d:   # 03
+        t = d["TILE"] // d["COARSEN"]
+        return (t, t, 1), d["TILE"], d["TILE"], (d["TILE"] * (d["BK"] + d["APAD"]) + d["BK"] * d["TILE"]) * 4
+    if "TILE" in d:      # 02
+        return (d["TILE"], d["TILE"], 1), d["TILE"], d["TILE"], 2 * d["TILE"] ** 2 * 4
+    return (d["BN"], d["BM"], 1), d["BM"], d["BN"], 0  # 01
+
+
+@pytest.mark.parametrize("rung", FP32, ids=_ids)
+def test_registry_geometry_is_consistent(rung):
+    block, tile_m, tile_n, smem = _expected_shape(rung.defines)
+    assert tuple(rung.block) == block
+    assert (rung.tile_m, rung.tile_n) == (tile_m, tile_n)
+    assert rung.smem == smem
+    assert rung.threads == block[0] * block[1] * block[2] <= 1024
+    assert rung.smem <= SMEM_OPTIN_SM80 <= SMEM_OPTIN
+    assert rung.grid(1, 1) == (1, 1, 1)
+    assert rung.grid(tile_m + 1, 2 * tile_n) == (2, 2, 1)
+
+
+def test_a_tile_constant_that_breaks_the_layout_fails_to_compile():
+    # 48 is not a multiple of the 8-row micro-tile grid: the kernel must say so
+    # at compile time rather than compute garbage.
+    r = next(r for r in FP32 if r.name.startswith("08_"))
+    with pytest.raises(CompileError, match="static assertion|static_assert"):
+        compile_binary(r.source, r.entry, defines=dict(r.defines, ALIGNED=1, WM=48), arch="sm_90")
+
+
+# --------------------------------------------------------------------------
+# compiled code
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("aligned", (0, 1))
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("rung", FP32, ids=_ids)
+def test_compiles_without_spills(rung, arch, aligned):
+    b, res, text = _build(rung.name, arch, aligned)
+    where = f"{rung.name} {arch} ALIGNED={aligned}: {res}"
+    assert res.spill_stores == 0 and res.spill_loads == 0, where
+    assert res.stack == 0, where
+    assert 0 < res.registers <= 255, where
+    assert res.static_smem == 0, where  # all shared memory is the registry's dynamic size
+    min_blocks = rung.defines.get("MIN_BLOCKS", 1)
+    assert res.registers * rung.threads * min_blocks <= REGISTERS_PER_SM, where
+    ops = _ops(text)
+    assert not {"LDL", "STL"} & {o.split(".")[0] for o in ops}, where
+    assert any(o.startswith("FFMA") for o in ops), where
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("rung", FP32, ids=_ids)
+def test_vector_accesses_only_when_aligned(rung, arch):
+    """16-byte global accesses are the point of the vectorised rungs under
+    ALIGNED=1, and a misaligned-address fault under ALIGNED=0."""
+    wide = re.compile(r"^(LDG|STG|LDGSTS)\..*\b128\b")
+    ops1 = _ops(_build(rung.name, arch, 1)[2])
+    ops0 = _ops(_build(rung.name, arch, 0)[2])
+    assert not [o for o in ops0 if wide.match(o)], (rung.name, sorted(ops0))
+    if rung.vector == 4:
+        assert [o for o in ops1 if wide.match(o)], (rung.name, sorted(ops1))
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("rung", FP32, ids=_ids)
+def test_cp_async_rungs_issue_ldgsts(rung, arch):
+    uses = "cp.async" in sources.find_source(rung.source).read_text()
+    for aligned in (0, 1):
+        ops = {o.split(".")[0] for o in _ops(_build(rung.name, arch, aligned)[2])}
+        assert ("LDGSTS" in ops) == uses, (rung.name, aligned)
+    if uses:
+        assert "LDGSTS.E.BYPASS.128" in _ops(_build(rung.name, arch, 1)[2])  # cp.async.cg 16 B
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_warp_tiled_main_loop_is_ffma_bound(arch):
+    r = next(r for r in FP32 if r.name.startswith("08_"))
+    _, _, text = _build(r.name, arch, 1)
+    assert "LDS.128" in _ops(text)
+    loop = main_loop_counts(text)
+    total = sum(loop.values())
+    d = r.defines
+    # one k-tile: BK outer products of TM x TN FFMAs per thread
+    assert loop.get("FFMA", 0) == d["BK"] * d["TM"] * d["TN"], loop
+    assert loop["FFMA"] / total > 0.85, loop
+    # fragments come in as LDS.128 only: (TM + TN) / 4 per k step
+    assert loop.get("LDS", 0) == d["BK"] * (d["TM"] + d["TN"]) // 4, loop

@@ -1,0 +1,407 @@
+"""Softmax ladder and memory-lesson kernels on the GPU.
+
+Every rung is held to the float64 reference of drvgemm.softmax.reference
+(whose semantics the CPU tests pin down: -inf entries give 0, an all -inf row
+gives NaN, like torch.softmax). Outputs are poisoned with NaN (0xFF bytes is
+NaN in fp32, bf16 and fp16) before every launch, so an entry a kernel forgets
+to write cannot pass.
+
+Error bound for fp32 output, elementwise:
+    |y - ref| <= u * (|x - max| + 32 + 2 * sqrt(cols)) * ref + tiny,  u = 2^-24
+|x - max| * u is what rounding x - max to fp32 costs before the exp (the
+reference subtracts exactly); 32 u covers exp, the rescale and the division;
+2 sqrt(cols) u covers the fp32 sum of up to cols terms. For standard-normal
+rows that is ~1e-6 relative; the median error is asserted below 2e-6 (the
+naive rungs' long per-thread sums set that figure; the register-resident ones
+sit near 2e-7).
+16-bit outputs add one rounding of the output type (2^-9 bf16, 2^-11 fp16,
+doubled) and, for fp16, its subnormal spacing as an absolute floor.
+"""
+import importlib
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings, strategies as st
+
+import drvgemm
+from drvgemm import membench
+from drvgemm.driver import DeviceArray
+from drvgemm.launch import launch
+
+sm = importlib.import_module("drvgemm.softmax")  # the module, even where drvgemm.softmax is the function
+
+pytestmark = pytest.mark.gpu
+
+U = 2.0 ** -24
+TINY = float(np.finfo(np.float32).tiny)
+OUT_ROUNDING = {"fp32": 0.0, "bf16": 2.0 ** -8, "fp16": 2.0 ** -10}
+ABS_FLOOR = {"fp32": TINY, "bf16": TINY, "fp16": 2.0 ** -24}
+KERNELS = ["auto"] + sm.kernels()
+
+
+def _skip_unsupported(gpu, kernel, cols):
+    if kernel != "auto" and not sm.rung(kernel).supports(cols, gpu.cc):
+        pytest.skip(f"{kernel} does not take {cols} columns on sm_{gpu.cc[0]}{gpu.cc[1]}")
+
+
+def make_input(rows, cols, prec="fp32", scale=3.0, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((rows, cols), dtype=np.float32) * np.float32(scale)
+    if prec == "fp16":
+        np.clip(x, -6.0e4, 6.0e4, out=x)  # keep +-inf out: fp16 tops out at 65504
+    return x.astype(sm.numpy_dtype(prec))
+
+
+def run(x, kernel="auto", stream=None):
+    """softmax of x through a NaN-poisoned device output; returns numpy."""
+    dx = drvgemm.to_device(x)
+    out = drvgemm.empty(x.shape, x.dtype).fill_bytes(0xFF)
+    y = sm.softmax(dx, kernel=kernel, out=out, stream=stream)
+    assert y is out
+    drvgemm.synchronize()
+    return out.to_host()
+
+
+def check(y, x, kernel, *, median_bound=None):
+    prec = sm.dtype_name(x.dtype)
+    rows, cols = x.shape
+    ref = sm.reference(x)
+    y64 = np.asarray(y).astype(np.float64)
+    where = f"{kernel} {rows}x{cols} {prec}"
+
+    nan_ref = np.isnan(ref)
+    nan_mismatch = np.isnan(y64) != nan_ref
+    if nan_mismatch.any():
+        r, c = np.argwhere(nan_mismatch)[0]
+        pytest.fail(f"{where}: y[{r},{c}] = {y64[r, c]!r}, reference {ref[r, c]!r} "
+                    f"({int(nan_mismatch.sum())} NaN mismatches; x[{r},{c}] = {x[r, c]!r})")
+
+    x64 = x.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        gap = np.max(x64, axis=1, keepdims=True) - x64
+    gap = np.where(np.isfinite(gap), gap, 0.0)
+    rtol = U * (gap + 32.0 + 2.0 * math.sqrt(cols)) + OUT_ROUNDING[prec]
+    ok = ~nan_ref
+    err = np.abs(y64 - ref)
+    allowed = rtol * ref + ABS_FLOOR[prec]
+    bad = ok & (err > allowed)
+    if bad.any():
+        r, c = np.argwhere(bad)[np.argmax((err / np.maximum(allowed, 1e-300))[bad])]
+        pytest.fail(f"{where}: worst y[{r},{c}] = {y64[r, c]!r}, reference {ref[r, c]!r}, "
+                    f"relative error {err[r, c] / max(ref[r, c], 1e-300):.3g} > "
+                    f"{rtol[r, c]:.3g} ({int(bad.sum())} entries out of bound; x = {x[r, c]!r})")
+
+    full = ~nan_ref.any(axis=1)
+    if full.any():
+        sums = y64[full].sum(axis=1)
+        worst = float(np.max(np.abs(sums - 1.0)))
+        bound = 2e-5 if prec == "fp32" else 4 * OUT_ROUNDING[prec]
+        assert worst <= bound, f"{where}: a row sums to 1 +- {worst:.3g} (bound {bound:.1g})"
+
+    if median_bound is not None:
+        big = ok & (ref > 1e-30)
+        med = float(np.median(err[big] / ref[big]))
+        assert med <= median_bound, f"{where}: median relative error {med:.3g}"
+
+
+# ---------------------------------------------------------------------------
+# property tests: every rung, any shape, three dtypes, masks and magnitudes
+# ---------------------------------------------------------------------------
+COLS = [1, 2, 3, 4, 5, 7, 8, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257,
+        511, 512, 513, 1000, 1023, 1024, 1025, 2047, 2048, 2049, 4095, 4096, 4097, 8191, 8192,
+        8193, 16383, 16384, 16385, 32767, 32768, 32769, 65536, 65537, 100003, 131071, 131072,
+        131073, 200003]
+
+
+@st.composite
+def softmax_case(draw):
+    cols = draw(st.one_of(st.sampled_from(COLS), st.integers(1, 140000)))
+    rows = draw(st.integers(1, max(1, min(257, 1_500_000 // cols))))
+    prec = draw(st.sampled_from(["fp32", "fp32", "bf16", "fp16"]))
+    scale = draw(st.sampled_from([1.0, 3.0, 30.0, 1e4]))
+    masked = draw(st.floats(0.0, 0.5)) if draw(st.booleans()) else 0.0
+    dead_row = draw(st.booleans()) and rows > 1
+    seed = draw(st.integers(0, 2**32 - 1))
+    return rows, cols, prec, scale, masked, dead_row, seed
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@given(case=softmax_case())
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                HealthCheck.too_slow])
+def test_matches_float64_reference(gpu, kernel, case):
+    rows, cols, prec, scale, masked, dead_row, seed = case
+    if kernel == "softmax_05_cluster" and gpu.cc < (9, 0):
+        pytest.skip("thread-block clusters need sm_90")
+    assume(kernel == "auto" or sm.rung(kernel).supports(cols, gpu.cc))
+    x = make_input(rows, cols, prec, scale, seed)
+    if masked:
+        rng = np.random.default_rng(seed + 1)
+        x[rng.random((rows, cols)) < masked] = -np.inf
+    if dead_row:
+        x[rows // 2] = -np.inf
+    check(run(x, kernel), x, kernel)
+
+
+# ---------------------------------------------------------------------------
+# the shapes and values the issue names
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("shape", [(1, 1), (1, 100003), (100003, 1), (4097, 4097), (3, 16384),
+                                   (5, 131072), (2, 131073)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_odd_shapes(gpu, kernel, shape):
+    _skip_unsupported(gpu, kernel, shape[1])
+    x = make_input(*shape, seed=sum(shape))
+    y = run(x, kernel)
+    check(y, x, kernel, median_bound=2e-6)
+    if shape[1] == 1:
+        assert np.all(y == 1.0), "a row of one element is exactly 1"
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("cols", [100, 5000, 50000])
+def test_magnitudes_of_ten_thousand(gpu, kernel, cols):
+    _skip_unsupported(gpu, kernel, cols)
+    rng = np.random.default_rng(cols)
+    x = rng.uniform(-1e4, 1e4, size=(8, cols)).astype(np.float32)
+    # rows whose entries are all large and close together: only differences matter
+    x[4:] = np.float32(1e4) - rng.uniform(0, 20, size=(4, cols)).astype(np.float32)
+    x[7] = -x[7]
+    y = run(x, kernel)
+    assert np.all(np.isfinite(y))
+    check(y, x, kernel)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("cols", [1, 7, 300, 4096, 20000, 131072])
+def test_masked_entries_and_all_masked_rows(gpu, kernel, cols):
+    _skip_unsupported(gpu, kernel, cols)
+    rows = 6
+    x = make_input(rows, cols, seed=cols)
+    rng = np.random.default_rng(cols)
+    x[0, rng.random(cols) < 0.7] = -np.inf        # mostly masked
+    x[0, 0] = 0.5                                  # ... but not entirely
+    x[1] = -np.inf                                 # all masked: NaN, like torch
+    x[2] = -np.inf
+    x[2, cols // 2] = 5.0                          # one survivor: exactly 1
+    x[4, :] = -np.inf
+    x[4, -1] = -1e4                                # a survivor at a large negative value
+    y = run(x, kernel)
+    assert np.all(np.isnan(y[1])), "an all -inf row is NaN"
+    assert y[2, cols // 2] == 1.0 and np.count_nonzero(y[2]) == 1
+    assert y[4, -1] == 1.0
+    assert np.all(y[0][np.isneginf(x[0])] == 0.0)
+    check(y, x, kernel)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("prec", ["bf16", "fp16"])
+@pytest.mark.parametrize("shape", [(7, 1), (33, 100), (4, 1024), (3, 4097), (2, 16384),
+                                   (2, 65536)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_16_bit_inputs(gpu, kernel, prec, shape):
+    _skip_unsupported(gpu, kernel, shape[1])
+    x = make_input(*shape, prec=prec, seed=shape[1])
+    y = run(x, kernel)
+    assert y.dtype == x.dtype
+    check(y, x, kernel)
+
+
+def test_nan_poisons_its_row_only(gpu):
+    x = make_input(3, 5000)
+    x[1, 17] = np.nan
+    y = sm.softmax(x)
+    assert np.all(np.isnan(y[1]))
+    assert not np.isnan(y[0]).any() and not np.isnan(y[2]).any()
+
+
+# ---------------------------------------------------------------------------
+# the API: host and device arrays, alignment fallback, streams, > 2^31 elements
+# ---------------------------------------------------------------------------
+def test_numpy_in_numpy_out(gpu):
+    x = make_input(5, 300)
+    y = sm.softmax(x)
+    assert isinstance(y, np.ndarray) and y.dtype == np.float32 and y.shape == (5, 300)
+    check(y, x, "auto")
+    x16 = x.astype(ml_dtypes.bfloat16)
+    assert sm.softmax(x16).dtype == x16.dtype
+
+
+def test_device_in_device_out(gpu):
+    x = make_input(5, 300)
+    y = sm.softmax(drvgemm.to_device(x))
+    assert isinstance(y, DeviceArray) and y.shape == (5, 300) and y.dtype == np.float32
+    drvgemm.synchronize()
+    check(y.to_host(), x, "auto")
+
+
+def test_torch_tensor_in(gpu):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA")
+    x = make_input(64, 2000)
+    t = torch.from_numpy(x).cuda()
+    y = sm.softmax(t)
+    drvgemm.synchronize()
+    check(y.to_host(), x, "auto")
+    np.testing.assert_allclose(y.to_host(), torch.softmax(t, dim=-1).cpu().numpy(),
+                               rtol=1e-5, atol=1e-30)
+
+
+@pytest.mark.parametrize("kernel", ["auto", "softmax_04_vectorized", "softmax_05_cluster"])
+@pytest.mark.parametrize("cols", [64, 4096, 30000])
+def test_misaligned_rows_take_the_scalar_path(gpu, kernel, cols):
+    """A row start 4 bytes past a 16-byte boundary: float4 loads would fault
+    or read the wrong elements; the dispatcher must fall back to VEC = 1."""
+    _skip_unsupported(gpu, kernel, cols)
+    rows = 9
+    x = make_input(rows, cols, seed=cols)
+    base = drvgemm.empty((rows * cols + 4,), np.float32)
+    view = DeviceArray((rows, cols), np.float32, ptr=base.ptr + 4, owner=False)
+    view.copy_from_host(x)
+    p = sm.plan(rows, cols, kernel=kernel, aligned=False, cc=gpu.cc)
+    assert p.vec == 1
+    out = drvgemm.empty((rows, cols), np.float32).fill_bytes(0xFF)
+    sm.softmax(view, kernel=kernel, out=out)
+    drvgemm.synchronize()
+    check(out.to_host(), x, kernel)
+
+
+def test_runs_on_a_stream(gpu):
+    x = make_input(300, 3000)
+    s = drvgemm.Stream()
+    dx = drvgemm.to_device(x)
+    out = drvgemm.empty(x.shape, x.dtype).fill_bytes(0xFF)
+    sm.softmax(dx, out=out, stream=s)
+    s.synchronize()
+    check(out.to_host(), x, "auto")
+
+
+@pytest.fixture(scope="module")
+def huge(gpu):
+    """65540 x 32768 fp32: 2^31 + 131072 elements, so row offsets past 2^31
+    need 64-bit arithmetic. Rows repeat with period 7 (filled on the device by
+    doubling copies), which keeps the host side small."""
+    rows, cols = 65540, 32768
+    need = 2 * rows * cols * 4 + (1 << 30)
+    free, _ = drvgemm.driver.memory_info()
+    if free < need:
+        pytest.skip(f"needs {need / 2**30:.0f} GiB of device memory, {free / 2**30:.0f} free")
+    pattern = make_input(7, cols, seed=7)
+    x = drvgemm.empty((rows, cols), np.float32)
+    DeviceArray((7, cols), np.float32, ptr=x.ptr, owner=False).copy_from_host(pattern)
+    done, row_bytes = 7, cols * 4
+    while done < rows:
+        n = min(done, rows - done)
+        drvgemm.driver.memcpy_dtod(x.ptr + done * row_bytes, x.ptr, n * row_bytes)
+        done += n
+    out = drvgemm.empty((rows, cols), np.float32)
+    yield x, out, pattern, rows, cols
+    x.free()
+    out.free()
+
+
+@pytest.mark.parametrize("kernel", ["auto", "softmax_01_naive", "softmax_03_warp_shuffle",
+                                    "softmax_04_vectorized", "softmax_05_cluster"])
+def test_more_than_2_31_elements(gpu, huge, kernel):
+    x, out, pattern, rows, cols = huge
+    _skip_unsupported(gpu, kernel, cols)
+    out.fill_bytes(0xFF)
+    sm.softmax(x, kernel=kernel, out=out)
+    drvgemm.synchronize()
+    ref_rows = (0, 65535, 65536, rows - 2, rows - 1)   # 65536 * 32768 = 2^31
+    for r in ref_rows:
+        got = DeviceArray((1, cols), np.float32, ptr=out.ptr + r * cols * 4, owner=False).to_host()
+        want = pattern[r % 7][None, :]
+        check(got, want, f"{kernel} row {r}")
+
+
+# ---------------------------------------------------------------------------
+# memory-lesson kernels
+# ---------------------------------------------------------------------------
+GUARD = 64
+
+
+def _guarded(n):
+    """A NaN-poisoned buffer of n + 2*GUARD floats and a view of the middle n."""
+    buf = drvgemm.empty((n + 2 * GUARD,), np.float32).fill_bytes(0xFF)
+    return buf, DeviceArray((n,), np.float32, ptr=buf.ptr + 4 * GUARD, owner=False)
+
+
+def _assert_guards_untouched(buf, n):
+    h = buf.to_host()
+    assert np.all(np.isnan(h[:GUARD])) and np.all(np.isnan(h[GUARD + n:])), "wrote outside"
+
+
+@pytest.mark.parametrize("name", ["mem_copy_scalar", "mem_copy_float4"])
+@pytest.mark.parametrize("n", [1, 3, 4, 5, 1023, 4099, (1 << 20) + 7])
+def test_copies(gpu, name, n):
+    mk = membench.mem_kernel(name)
+    host = np.random.default_rng(n).standard_normal(n, dtype=np.float32)
+    src = drvgemm.to_device(host)
+    buf, dst = _guarded(n)
+    launch(membench._mem_compiled(mk), membench.copy_grid(mk, n), mk.block, (src, dst, n))
+    drvgemm.synchronize()
+    np.testing.assert_array_equal(dst.to_host(), host)
+    _assert_guards_untouched(buf, n)
+
+
+@pytest.mark.parametrize("stride", [1, 2, 3, 8, 32])
+@pytest.mark.parametrize("count", [1, 1000, 70001])
+def test_strided_copy(gpu, stride, count):
+    mk = membench.mem_kernel("mem_copy_strided")
+    n = count * stride
+    host = np.random.default_rng(count).standard_normal(n, dtype=np.float32)
+    src = drvgemm.to_device(host)
+    buf, dst = _guarded(n)
+    launch(membench._mem_compiled(mk), membench.copy_grid(mk, count), mk.block,
+           (src, dst, count, stride))
+    drvgemm.synchronize()
+    got = dst.to_host()
+    np.testing.assert_array_equal(got[::stride], host[::stride])
+    if stride > 1:
+        untouched = np.ones(n, bool)
+        untouched[::stride] = False
+        assert np.all(np.isnan(got[untouched])), "wrote between the strided elements"
+    _assert_guards_untouched(buf, n)
+
+
+@pytest.mark.parametrize("name", ["mem_transpose_naive", "mem_transpose_smem",
+                                  "mem_transpose_padded", "mem_transpose_swizzled"])
+@pytest.mark.parametrize("shape", [(1, 1), (1, 33), (33, 1), (31, 65), (64, 64), (100, 1000),
+                                   (1025, 777)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_transposes(gpu, name, shape):
+    mk = membench.mem_kernel(name)
+    rows, cols = shape
+    a = np.random.default_rng(rows * cols).standard_normal(shape, dtype=np.float32)
+    da = drvgemm.to_device(a)
+    buf, flat = _guarded(rows * cols)
+    out = DeviceArray((cols, rows), np.float32, ptr=flat.ptr, owner=False)
+    launch(membench._mem_compiled(mk), membench.transpose_grid(rows, cols), mk.block,
+           (da, out, rows, cols))
+    drvgemm.synchronize()
+    np.testing.assert_array_equal(out.to_host(), a.T)
+    _assert_guards_untouched(buf, rows * cols)
+
+
+def test_bench_functions_produce_complete_records(gpu):
+    recs = membench.bench_mem_kernels(n=(1 << 20) + 3, strides=(1, 8),
+                                      transpose_shape=(257, 320), reps=3)
+    recs += membench.bench_softmax([(64, 1000), (8, 40000)], reps=3)
+    names = [r["kernel"] for r in recs]
+    assert names.count("copy") == 4
+    assert {"mem_copy_scalar", "mem_copy_float4", "mem_copy_strided_8",
+            "mem_transpose_padded"} <= set(names)
+    assert set(sm.kernels()) - {"softmax_05_cluster"} <= set(names)
+    for r in recs:
+        assert {"kernel", "precision", "m", "n", "median_ms", "gbps", "bytes",
+                "baseline"} <= set(r), r
+        assert r["gbps"] > 0 and r["median_ms"] > 0
+        if r["kernel"] != "copy":
+            assert 0 < r["copy_fraction"] == pytest.approx(r["gbps"] / r["copy_gbps"], rel=1e-3)
+        if r.get("correct") is not None:
+            assert r["correct"], r
+        if "max_rel_err" in r and not r["baseline"]:
+            assert r["max_rel_err"] < 1e-5, r
+    assert sum(1 for r in recs if r.get("auto")) == 2, "one auto pick per softmax shape"
