@@ -6,8 +6,11 @@
 // of one, so shared-memory loads per FMA halve (COARSEN = 2). The outputs are
 // strided, not contiguous, so that consecutive threadIdx.x still touch
 // consecutive columns: Bs reads stay conflict-free and C stores coalesced.
-// As has one padding column: a warp spans two rows ty, ty + 1 of As, which
-// would otherwise sit TILE words apart, in the same bank (2-way conflict).
+// As rows are padded to BK + 4 words: a warp spans two rows ty, ty + 1 of
+// As, which would otherwise sit BK = 32 words apart, in the same banks
+// (2-way conflict). A pad of 4 rather than 1 keeps each row 16-byte
+// aligned, so a thread's reads of 4 consecutive k still merge into one
+// LDS.128.
 #include "gemm_common.cuh"
 
 #ifndef TILE
@@ -20,7 +23,7 @@
 #define COARSEN 2    // outputs per thread along each dimension
 #endif
 #ifndef APAD
-#define APAD 1       // padding of an As row, in floats
+#define APAD 4       // padding of an As row, in floats (a multiple of 4: aligned rows)
 #endif
 
 constexpr int TD = TILE / COARSEN;  // threads along each dimension

@@ -12,9 +12,10 @@
 //   padding the row length to BM + 4 (== 4 mod 8 words) puts the two k-quads
 //   that a warp stores side by side 16 banks apart, so they do not collide.
 // - A thread's 8 columns are two groups of 4, BN/2 apart (rows likewise):
-//   the 8 threads of a quarter-warp read 8 consecutive 16-byte chunks, one
-//   per bank group, where contiguous 8-wide micro-tiles would put threads
-//   tx and tx + 4 in the same banks (2-way conflict on every read of B).
+//   8 neighbouring threads then read 8 consecutive 16-byte chunks, which
+//   cover the 32 banks once, where contiguous 8-wide micro-tiles would put
+//   threads tx and tx + 4 on the same banks (a 2-way conflict on every
+//   read of B).
 #include "gemm_common.cuh"
 
 #ifndef BM

@@ -4,12 +4,13 @@
 // across the warp tile.
 //
 // Why the warp level matters: shared-memory bandwidth is spent per warp
-// instruction. With 8 x 8 micro-tiles a warp laid out as 4 x 8 threads
-// needs 32 distinct A values and 64 distinct B values per k step (both
-// fit in one 128-byte wavefront per LDS.128), where rung 6's 2 x 16 layout
-// needs 16 and 128 (two wavefronts for B). Inside a quarter-warp (8 lanes,
-// the unit a 128-bit shared load is served in) the lanes read 8 (or 4 + 2x)
-// consecutive 16-byte chunks: no bank conflicts.
+// instruction, on the distinct data the 32 lanes ask for. With 8 x 8
+// micro-tiles a warp laid out as 4 x 8 threads needs 32 distinct A values
+// and 64 distinct B values per k step -- each LDS.128 asks for at most 128
+// contiguous bytes, one pass through the 32 banks -- where rung 6's 2 x 16
+// layout needs 16 and 128 (256 bytes per LDS.128 of B: two passes). Lanes
+// that share a row or column of micro-tiles read the same address
+// (broadcast); the others read consecutive 16-byte chunks: no conflicts.
 //
 // The loop is arranged so that the FFMA pipe never waits:
 // - global loads of tile t+1 go to registers at the top of tile t (latency
@@ -18,6 +19,8 @@
 // - A/B fragments are double-buffered in registers: the LDS.128 for step
 //   kk+1 are issued before the FFMAs of step kk, and the fragments of the
 //   next tile's step 0 right after the barrier;
+// - the partial k-tile (K % BK) is the first one, so the main loop's bounds
+//   checks are loop-invariant predicates and need no per-tile zeroing;
 // - all shared-memory addresses are a per-tile base plus compile-time
 //   offsets, so the unrolled loop carries almost no integer work;
 // - __launch_bounds__(THREADS, MIN_BLOCKS) caps registers so MIN_BLOCKS
@@ -117,12 +120,12 @@ gemm_warp_tiled(const float* __restrict__ A, const float* __restrict__ B, float*
         const int e = tid + i * THREADS;
         const int r = (e >> 1) % BM, kq = (e >> 1) / BM * 2 + (e & 1);
         a_k[i] = k_first + kq * 4;
-        a_src[i] = A + (size_t)(row0 + r) * K + a_k[i];
+        a_src[i] = A + (ptrdiff_t)(row0 + r) * K + a_k[i];
         a_rows[i] = row0 + r < M ? 4 : 0;
         a_sts[i] = kq * 4 * LDA + r;
     }
-    // B: consecutive threads take consecutive quads of a row: 512 contiguous
-    // bytes per warp, stored unchanged with STS.128.
+    // B: consecutive threads take consecutive quads of a row (up to 512
+    // contiguous bytes per warp), stored unchanged with STS.128.
     const float* b_src[B_QUADS];
     int b_k[B_QUADS];     // k (row of B) of the quad in tile 0 (may be < 0)
     int b_cols[B_QUADS];  // columns of B from the quad's first column to the edge

@@ -1,12 +1,13 @@
-// Rung 11: TF32 tensor cores through mma.sync.m16n8k8 (inline PTX), fp32
-// inputs rounded to tf32 in registers with cvt.rna.tf32.f32, a STAGES-deep
-// cp.async pipeline with one commit group per k-tile, XOR-swizzled shared
-// memory. ptx/10_mma_tf32_ptx.ptx is its twin written directly in PTX: same
-// tiles, same layouts, same pipeline.
+// Rung 11: TF32 tensor cores through mma.sync.m16n8k8 (inline PTX). fp32
+// inputs are rounded to tf32 in registers with cvt.rna.tf32.f32 (round to
+// nearest, ties away from zero: 10 explicit mantissa bits, u = 2^-11);
+// a STAGES-deep cp.async pipeline with one commit group per k-tile;
+// XOR-swizzled shared memory. ptx/10_mma_tf32_ptx.ptx is its twin written
+// directly in PTX: same tiles, same layouts, same pipeline.
 //
 // Block tile BM x BN (128 x 256), k-tile BK = 32 floats; 8 warps in a 2 x 4
-// grid, each owning 64 x 64 of C: 4 x 8 mma tiles of 16 x 8, 128 fp32
-// accumulators per thread.
+// grid, each owning 64 rows x 8 n-tiles of C: 4 x 8 mma tiles of 16 x 8,
+// 128 fp32 accumulators per thread.
 //
 // Fragment placement (PTX ISA, m16n8k8 .tf32, lane = 4 g + t):
 //   A (16 x 8, row):  a0 = A[g][t]  a1 = A[g+8][t]  a2 = A[g][t+4]  a3 = A[g+8][t+4]
@@ -17,28 +18,24 @@
 // of 16 bytes = 8 rows of 4 floats, and lane 4g+t receives 32-bit word t of
 // row g -- which is A[g][t]. So ldmatrix.x4 of (rows 0-7, k 0-3), (rows
 // 8-15, k 0-3), (rows 0-7, k 4-7), (rows 8-15, k 4-7) gives a0..a3.
+// B has no such trick: its fragment walks down a column of 32-bit values,
+// and ldmatrix.trans transposes 16-bit elements. Each lane loads b0 and b1
+// with two 4-byte loads from the swizzled tile (conflict-free, see
+// Tf32BSwizzle), straight into the register pair the MMA reads.
 //
-// B has no such trick (its fragment walks down a column of 32-bit values;
-// ldmatrix.trans transposes 16-bit elements). Instead the warp's 64 columns
-// are renumbered: mma n-tile j, column g, stands for warp column 8g + j
-// (any permutation of columns is allowed as long as B and C agree). Then a
-// lane's b0 for the 8 n-tiles are B[t][8g .. 8g+7]: two 16-byte loads per
-// register row, 4 per k-step, instead of 16 scalar loads. The accumulator
-// c0/c1 of n-tile j hold warp columns 16t + j and 16t + 8 + j, so a lane
-// owns 16 consecutive columns of each of its rows: 16-byte stores.
+// Which n-tiles a warp owns: the block's 32 n-tiles (8 columns each) are
+// dealt round-robin, warp wn taking n-tiles wn, wn+4, ..., wn+28. The B
+// swizzle permutes 16-byte chunks by bits 1-2 of the chunk index, which
+// (two chunks per n-tile) are bits 0-1 of the n-tile index: the warp's,
+// fixed per lane. So a lane's 8 n-tiles are one base address plus
+// multiples of 128 bytes, and no address registers are spent per n-tile.
 #include "mma_common.cuh"
 
 #ifndef BM
 #define BM 128
 #endif
-#ifndef BN
-#define BN 256
-#endif
 #ifndef BK
 #define BK 32
-#endif
-#ifndef WM
-#define WM 64
 #endif
 #ifndef STAGES
 #define STAGES 3
@@ -46,26 +43,27 @@
 #ifndef GROUP_M
 #define GROUP_M 8
 #endif
-#define WN 64   // the column renumbering above assumes 8 n-tiles per warp
+#define BN 256    // the n-tile dealing below assumes 4 warps x 8 n-tiles
+#define WM 64
+#define WN 64
 
 enum Tile : int {
     WARPS_N = BN / WN,
     THREADS = (BM / WM) * WARPS_N * 32,
-    MT = WM / 16,
-    A_BYTES = BM * BK * 4,
-    STAGE_BYTES = A_BYTES + BK * BN * 4,
+    MT = WM / 16,                       // m-tiles per warp
+    NT = WN / 8,                        // n-tiles per warp
+    A_ROW_BYTES = BK * 4,
+    B_ROW_BYTES = BN * 4,
+    A_BYTES = BM * A_ROW_BYTES,
+    STAGE_BYTES = A_BYTES + BK * B_ROW_BYTES,
 };
-typedef XorSwizzle<BK * 4> ALayout;         // A tile: BM rows of BK floats
-typedef Tf32BSwizzle<BN * 4> BLayout;       // B tile: BK rows of BN floats
-static_assert(BK % 8 == 0 && WM % 16 == 0, "whole k8 steps and m16 tiles");
+typedef XorSwizzle<A_ROW_BYTES> ALayout;     // A tile: BM rows of BK floats
+typedef Tf32BSwizzle<B_ROW_BYTES> BLayout;   // B tile: BK rows of BN floats
+static_assert(BK % 8 == 0 && BM % WM == 0, "whole k8 steps and warp rows");
 static_assert(STAGES >= 2, "a pipeline needs at least two stages");
 
-DEVI void tf32x4(unsigned (&r)[4], uint4 v) {
-    r[0] = to_tf32(__uint_as_float(v.x));
-    r[1] = to_tf32(__uint_as_float(v.y));
-    r[2] = to_tf32(__uint_as_float(v.z));
-    r[3] = to_tf32(__uint_as_float(v.w));
-}
+// Column of C where n-tile j of warp wn starts.
+DEVI int ntile_col(int wn, int j) { return 8 * (wn + WARPS_N * j); }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 mma_tf32_gemm(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
@@ -78,89 +76,82 @@ mma_tf32_gemm(const float* __restrict__ A, const float* __restrict__ B, float* _
     const unsigned smem = smem_u32(dynamic_smem());
     const int KT = (K + BK - 1) / BK;
 
-    float acc[MT][8][4];
+    // Per-lane fragment addresses relative to a stage. A: ldmatrix rows
+    // (lanes 0-15 rows 0-15 at the k-step's first 4-float chunk, lanes 16-31
+    // the same rows at its second chunk), one base per k-step because the
+    // swizzle mixes the chunk index with the row. B: row t, the chunk of
+    // column ntile_col(wn, 0) + g, word g % 4; the k-step (8 rows), b1 (4
+    // rows further) and the n-tile (128 bytes) are plain offsets.
+    unsigned a_off[BK / 8];
+#pragma unroll
+    for (int kk = 0; kk < BK / 8; ++kk)
+        a_off[kk] = ALayout::offset(wm * WM + (lane & 15), 2 * kk + (lane >> 4));
+    const unsigned b_off = A_BYTES + BLayout::offset(t, (ntile_col(wn, 0) + g) / 4) + 4 * (g & 3);
+
+    float acc[MT][NT][4];
 #pragma unroll
     for (int i = 0; i < MT; ++i)
 #pragma unroll
-        for (int j = 0; j < 8; ++j)
+        for (int j = 0; j < NT; ++j)
 #pragma unroll
             for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.0f;
 
-    auto load_stage = [&](int stage, int kt) {
+    auto copy_stage = [&](int stage, int kt) {
         const unsigned base = smem + stage * STAGE_BYTES;
         copy_tile<BM, BK, 4, THREADS, ALayout, ALIGNED>(base, A, K, M, K, m0, kt * BK, tid);
         copy_tile<BK, BN, 4, THREADS, BLayout, ALIGNED>(base + A_BYTES, B, N, K, N, kt * BK, n0,
                                                         tid);
     };
 
+    // Prologue: k-tiles 0 .. STAGES-2 in flight, one commit group each (an
+    // empty group when K is short, so the group count below stays exact).
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < KT) load_stage(s, s);
+        if (s < KT) copy_stage(s, s);
         cp_async_commit();
     }
 
-    const int ld_row = lane & 15, ld_chunk = lane >> 4;   // ldmatrix row addresses
-    const int b_chunk = wn * (WN / 4) + 2 * g;           // B[.][wn*64 + 8g ..] as chunks
-
     for (int kt = 0; kt < KT; ++kt) {
-        // k-tile kt has landed (this thread's part; the barrier makes it
-        // everyone's) and the stage computed last iteration may be refilled.
+        // STAGES-1 + kt groups are committed; with at most STAGES-2 pending,
+        // this thread's part of k-tile kt has landed. The barrier makes every
+        // thread's part visible, and also says that all warps are done with
+        // the stage computed in the previous iteration: it is refilled next.
         cp_async_wait<STAGES - 2>();
         __syncthreads();
         const int pf = kt + STAGES - 1;
-        if (pf < KT) load_stage(pf % STAGES, pf);
+        if (pf < KT) copy_stage(pf % STAGES, pf);
         cp_async_commit();
 
-        const unsigned a_tile = smem + (kt % STAGES) * STAGE_BYTES;
-        const unsigned b_tile = a_tile + A_BYTES;
+        const unsigned stage = smem + (kt % STAGES) * STAGE_BYTES;
 #pragma unroll
         for (int kk = 0; kk < BK / 8; ++kk) {
-            unsigned af[MT][4], b0[8], b1[8];
+            unsigned bf[NT][2];
+#pragma unroll
+            for (int j = 0; j < NT; ++j) {
+                const unsigned b = stage + b_off + kk * 8 * B_ROW_BYTES + j * 128;
+                bf[j][0] = to_tf32(__uint_as_float(lds32(b)));
+                bf[j][1] = to_tf32(__uint_as_float(lds32(b + 4 * B_ROW_BYTES)));
+            }
 #pragma unroll
             for (int i = 0; i < MT; ++i) {
-                unsigned raw[4];
-                ldmatrix_x4(raw, a_tile + ALayout::offset(wm * WM + i * 16 + ld_row,
-                                                           kk * 2 + ld_chunk));
+                unsigned af[4];
+                ldmatrix_x4(af, stage + a_off[kk] + i * 16 * A_ROW_BYTES);
 #pragma unroll
-                for (int r = 0; r < 4; ++r) af[i][r] = to_tf32(__uint_as_float(raw[r]));
+                for (int r = 0; r < 4; ++r) af[r] = to_tf32(__uint_as_float(af[r]));
+#pragma unroll
+                for (int j = 0; j < NT; ++j) mma_tf32_16x8x8(acc[i][j], af, bf[j]);
             }
-            {
-                unsigned q[4];
-                tf32x4(q, lds128(b_tile + BLayout::offset(kk * 8 + t, b_chunk)));
-                b0[0] = q[0]; b0[1] = q[1]; b0[2] = q[2]; b0[3] = q[3];
-                tf32x4(q, lds128(b_tile + BLayout::offset(kk * 8 + t, b_chunk + 1)));
-                b0[4] = q[0]; b0[5] = q[1]; b0[6] = q[2]; b0[7] = q[3];
-                tf32x4(q, lds128(b_tile + BLayout::offset(kk * 8 + t + 4, b_chunk)));
-                b1[0] = q[0]; b1[1] = q[1]; b1[2] = q[2]; b1[3] = q[3];
-                tf32x4(q, lds128(b_tile + BLayout::offset(kk * 8 + t + 4, b_chunk + 1)));
-                b1[4] = q[0]; b1[5] = q[1]; b1[6] = q[2]; b1[7] = q[3];
-            }
-#pragma unroll
-            for (int i = 0; i < MT; ++i)
-#pragma unroll
-                for (int j = 0; j < 8; ++j) {
-                    const unsigned bj[2] = {b0[j], b1[j]};
-                    mma_tf32_16x8x8(acc[i][j], af[i], bj);
-                }
         }
     }
 
-    // Lane (g, t) holds, for rows g and g+8 of each m-tile, the warp columns
-    // 16t .. 16t+15: c0 of n-tiles 0..7, then c1 of n-tiles 0..7.
 #pragma unroll
     for (int i = 0; i < MT; ++i) {
+        const int row = m0 + wm * WM + i * 16 + g;
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int row = m0 + wm * WM + i * 16 + g + 8 * h;
-            const int col = n0 + wn * WN + 16 * t;
-#pragma unroll
-            for (int q = 0; q < 4; ++q) {
-                const int r = 2 * h + (q >> 1);        // c0/c2 for q < 2, c1/c3 after
-                const int j = (q & 1) * 4;             // n-tiles j .. j+3
-                const float4 v = make_float4(acc[i][j][r], acc[i][j + 1][r], acc[i][j + 2][r],
-                                             acc[i][j + 3][r]);
-                store_c4(C, M, N, row, col + 4 * q, v, alpha, beta);
-            }
+        for (int j = 0; j < NT; ++j) {
+            const int col = n0 + ntile_col(wn, j) + 2 * t;
+            store_c2(C, M, N, row, col, acc[i][j][0], acc[i][j][1], alpha, beta);
+            store_c2(C, M, N, row + 8, col, acc[i][j][2], acc[i][j][3], alpha, beta);
         }
     }
 }

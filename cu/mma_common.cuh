@@ -61,17 +61,17 @@ struct XorSwizzle {
     }
 };
 
-// The TF32 B tile (k rows of fp32, n contiguous) is read with 16-byte loads:
-// lane (g = lane/4, t = lane%4) reads row t at chunk 2g (then 2g+1), so the
-// 8 lanes of one pass touch rows 0-3 at two chunks c and c+2 (c = 0 mod 4).
-// XOR-ing the chunk with 0, 1, 4, 5 for rows 0, 1, 2, 3 (mod 4) sends those
-// 8 loads to 8 different slots: {c, c+1, c+4, c+5} and {c+2, c+3, c+6, c+7}.
+// The TF32 B tile (k rows of fp32, n contiguous) is read with 4-byte loads
+// straight into the mma B fragment: lane (g = lane/4, t = lane%4) reads
+// B[t][8j + g], so one load touches rows 0-3 at 8 consecutive columns, i.e.
+// two chunks c, c+1 (c even) per row. XOR-ing the chunk with 2 * (row % 4)
+// moves the four rows' chunk pairs to {c, c+1}, {c^2, ..}, {c^4, ..},
+// {c^6, ..}: 8 different 16-byte slots, 32 different banks.
 template <int ROW_BYTES>
 struct Tf32BSwizzle {
     static_assert(ROW_BYTES % 128 == 0, "rows of a multiple of 128 bytes");
     static DEVI unsigned offset(int row, int chunk) {
-        const int x = (row & 1) | ((row & 2) << 1);
-        return row * ROW_BYTES + ((chunk ^ x) << 4);
+        return row * ROW_BYTES + ((chunk ^ ((row & 3) << 1)) << 4);
     }
 };
 

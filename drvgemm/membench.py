@@ -56,6 +56,9 @@ def _record(kernel, precision, m, n, ms, nbytes, *, baseline=False, **extra):
     r = {"kernel": kernel, "precision": precision, "m": int(m), "n": int(n),
          "median_ms": round(ms, 5), "gbps": round(_gbps(nbytes, ms), 1),
          "bytes": int(nbytes), "baseline": baseline}
+    if "max_rel_err" in extra:  # NaN (an output left unwritten) is not JSON: None
+        e = extra["max_rel_err"]
+        extra["max_rel_err"] = float(f"{e:.3g}") if e == e else None
     r.update(extra)
     return r
 
@@ -435,7 +438,7 @@ def print_memory_report(records, file=None):
             notes.append(f"baseline, {r['bytes'] / 2**30:.2f} GiB moved")
         if "max_rel_err" in r:
             e = r["max_rel_err"]
-            notes.append("max rel err " + ("NaN" if e != e else f"{e:.1e}"))
+            notes.append("max rel err " + ("NaN" if e is None or e != e else f"{e:.1e}"))
         if r.get("auto"):
             notes.append("auto")
         if isinstance(r.get("max_active_clusters"), int):

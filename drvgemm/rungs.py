@@ -60,7 +60,7 @@ RUNGS: list[Rung] = [
         smem=2 * TILE * TILE * 4,  # one TILE x TILE tile each of A and B
         defines=dict(TILE=TILE),
         summary="32x32 tiles of A and B in dynamic shared memory, each value reused 32 times"))(),
-    (lambda TILE=32, BK=32, COARSEN=2, APAD=1: Rung(
+    (lambda TILE=32, BK=32, COARSEN=2, APAD=4: Rung(
         name="03_coarsened", source="03_coarsened.cu", entry="gemm_coarsened", precision="fp32",
         block=(TILE // COARSEN, TILE // COARSEN, 1), tile_m=TILE, tile_n=TILE,
         smem=(TILE * (BK + APAD) + BK * TILE) * 4,  # A [TILE][BK + APAD], B [BK][TILE]

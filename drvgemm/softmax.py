@@ -282,12 +282,12 @@ class SoftmaxPlan:
         return self.config.describe(self.vec)
 
 
-def _auto_config(cols: int, cc: tuple) -> tuple[str, SoftmaxConfig]:
+def _auto_config(rows: int, cols: int, cc: tuple) -> tuple[str, SoftmaxConfig]:
     for c in _RESIDENT:
         if c.fits(cols, cc):
             return "softmax_04_vectorized", c
     for c in _CLUSTERS:
-        if c.fits(cols, cc):
+        if c.fits(cols, cc) and rows * c.cluster <= INT_MAX:
             return "softmax_05_cluster", c
     return "softmax_04_vectorized", _STREAM
 
@@ -302,7 +302,7 @@ def plan(rows: int, cols: int, precision: str = "fp32", *, kernel: str = "auto",
     if not (1 <= rows <= INT_MAX and 1 <= cols <= INT_MAX):
         raise ValueError(f"rows and cols must be in [1, 2^31 - 1], got {rows} x {cols}")
     if kernel == "auto":
-        name, cfg = _auto_config(cols, cc)
+        name, cfg = _auto_config(rows, cols, cc)
     else:
         name, cfg = kernel, rung(kernel).pick(cols, cc)
     if cfg.cluster > 1 and rows * cfg.cluster > INT_MAX:
