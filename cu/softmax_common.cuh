@@ -138,13 +138,14 @@ __device__ __forceinline__ void online_add(float& m, float& l, float x) {
 
 // Merge two partial pairs. Comparing with the new max before exponentiating
 // keeps -inf - -inf out (both empty: l = la + lb = 0, or NaN if either is NaN),
-// and saves an exp on the side that holds the max. Commutative bit for bit, so
-// a butterfly leaves the same pair in every lane.
+// and saves an exp on the side that holds the max. Commutative bit for bit
+// (the products are rounded separately, never contracted into one FMA whose
+// operand order would matter), so a butterfly leaves the same pair in every lane.
 __device__ __forceinline__ MaxSum merge(MaxSum a, MaxSum b) {
     const float m = fmaxf(a.m, b.m);
     const float sa = (a.m == m) ? 1.0f : expf(a.m - m);
     const float sb = (b.m == m) ? 1.0f : expf(b.m - m);
-    return MaxSum{m, a.l * sa + b.l * sb};
+    return MaxSum{m, __fmul_rn(a.l, sa) + __fmul_rn(b.l, sb)};
 }
 
 // Butterfly over aligned groups of WIDTH lanes (WIDTH a power of two <= 32):

@@ -656,6 +656,8 @@ class KernelOccupancy:
     model_potential_block_size: tuple | None = None
     model_only: str = "no GPU"        # why the driver was not asked, when it was not
     notes: list = field(default_factory=list)
+    cluster: tuple | None = None      # the cluster shape asked about, if any
+    driver_active_clusters: int | None = None   # cuOccupancyMaxActiveClusters (whole GPU)
 
     @property
     def blocks_per_sm(self) -> int:
@@ -726,6 +728,12 @@ class KernelOccupancy:
             d = self.driver_potential_block_size
             lines.append(f"block size with the most resident threads: {blk} (grid of {grid} "
                          f"fills the GPU)" + (f" (driver: {d[1]}, grid {d[0]})" if d else ""))
+        if self.cluster is not None:
+            cx, cy, cz = self.cluster
+            got = ("not asked (no GPU)" if self.driver_active_clusters is None
+                   else f"{self.driver_active_clusters} co-resident on the GPU "
+                        f"({self.driver_active_clusters * cx * cy * cz} blocks)")
+            lines.append(f"clusters of {cx}x{cy}x{cz} blocks: {got}")
         lines += self.notes
         return "\n".join(lines)
 
@@ -750,13 +758,15 @@ def _opt_in(kernel, fn, spec: DeviceSpec) -> None:
 
 
 def occupancy(kernel, block, smem=0, *, spec: DeviceSpec | None = None,
-              carveout: int | None = None) -> KernelOccupancy:
+              carveout: int | None = None, cluster=None) -> KernelOccupancy:
     """Blocks per SM, warps, occupancy and the binding limit of ``kernel``
     (a compiled ``drvgemm.Kernel``) launched with ``block`` (int or tuple)
     and ``smem`` bytes of dynamic shared memory (an int, or a size like
     "48K"). The model uses the device's properties when a GPU is present
     (else ``spec``, by default the H200's); the driver is asked too when
-    there is a GPU and ``spec`` is not given, or is that same device."""
+    there is a GPU and ``spec`` is not given, or is that same device.
+    ``cluster`` (x, y, z): also ask cuOccupancyMaxActiveClusters how many
+    thread-block clusters of that shape can be resident at once."""
     from . import driver
     threads = _block_threads(block)
     smem = parse_size(smem) if isinstance(smem, str) else int(smem)
@@ -804,6 +814,18 @@ def occupancy(kernel, block, smem=0, *, spec: DeviceSpec | None = None,
                 driver.occupancy_max_potential_block_size(fn, smem))
         except (CudaError, ValueError) as e:   # ValueError: compiled for another arch
             out.driver_error = str(e).splitlines()[0]
+    if cluster is not None:
+        c = tuple(cluster) + (1,) * (3 - len(tuple(cluster)))
+        out.cluster = c
+        if ask_driver:
+            from .errors import CudaError
+            blk = tuple(block) + (1,) * (3 - len(tuple(block))) if not isinstance(block, int) \
+                else (block, 1, 1)
+            try:
+                out.driver_active_clusters = driver.occupancy_max_active_clusters(
+                    kernel.function, c, blk, smem, c)
+            except CudaError as e:
+                out.notes.append(f"cuOccupancyMaxActiveClusters: {str(e).splitlines()[0]}")
     return out
 
 
@@ -863,6 +885,8 @@ def add_cli(subparsers) -> None:
     p.add_argument("--barriers", type=int, help="named-barrier ids per block (what-if)")
     p.add_argument("--maxrregcount", type=int, help="compile the kernel with this register cap")
     p.add_argument("--carveout", type=int, help="shared-memory carveout preference, percent")
+    p.add_argument("--cluster", help="thread-block cluster shape, e.g. 2x1x1: also report "
+                                     "cuOccupancyMaxActiveClusters (GPU only)")
     p.add_argument("--gpu", help=f"device spec: {', '.join(SPECS)} (default: this GPU, else H200)")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="override a field of the device spec, e.g. smem_per_sm=102400")
@@ -962,7 +986,11 @@ def _cli(args) -> int:
             print("\nnumbers from the model (what-if values: the driver was not asked)")
             return 0
         explicit = spec if (args.gpu or args.set or not gpu) else None
-        result = occupancy(kernel, threads, smem, spec=explicit, carveout=args.carveout)
+        cluster = None
+        if args.cluster:
+            cluster = tuple(int(x) for x in args.cluster.lower().split("x"))
+        result = occupancy(kernel, threads, smem, spec=explicit, carveout=args.carveout,
+                           cluster=cluster)
         result.kernel = name
         print(result)
         return 0 if result.agrees in (None, True) else 1

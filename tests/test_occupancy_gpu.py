@@ -242,3 +242,20 @@ def test_every_rung_agrees(gpu, rung):
     assert res.driver_error is None, res.driver_error
     assert res.agrees, str(res)
     assert res.blocks_per_sm > 0, f"{rung.name} cannot run its own block:\n{res}"
+
+
+def test_cluster_occupancy_from_the_driver(gpu):
+    """cuOccupancyMaxActiveClusters for the Hopper rung's 2-block clusters: one
+    384-thread block per SM, so at most sm_count / 2 clusters (fewer when the
+    GPCs' SM counts are odd)."""
+    import drvgemm
+    from drvgemm.ladder import rung, rung_kernel
+    if gpu.cc != (9, 0):
+        pytest.skip("needs sm_90a")
+    r = rung("20_tma_wgmma_bf16")
+    k = rung_kernel(r, True)
+    res = drvgemm.occupancy(k, r.block, r.smem, cluster=(2, 1, 1))
+    assert res.cluster == (2, 1, 1)
+    assert res.driver_active_clusters is not None
+    assert gpu.sm_count // 4 <= res.driver_active_clusters <= gpu.sm_count // 2
+    assert "clusters of 2x1x1 blocks" in str(res)
