@@ -153,3 +153,20 @@ ptxas info    : Used 32 registers, used 0 barriers
     r = parse_resources(log)
     assert r["gemm_a"] == Resources(168, 16, 12, 24, 8192, 1)
     assert r["gemm_b"] == Resources(32, 0, 0, 0, 0, 0)
+
+
+def test_warm_start_of_the_whole_kernel_set_is_under_a_second(tmp_path):
+    """Compile every kernel once into a fresh cache, then time a new process
+    that asks for all of them again: every one must come from the cache."""
+    import subprocess
+    import sys
+    code = ("import time; from drvgemm.bench import compile_report\n"
+            "t = time.perf_counter(); r = compile_report(progress=lambda m: None)\n"
+            "print(time.perf_counter() - t); assert 'FAILED' not in r, r")
+    env = dict(os.environ, DRVGEMM_CACHE_DIR=str(tmp_path / "c"))
+    env.pop("DRVGEMM_NO_CACHE", None)
+    cold = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert cold.returncode == 0, cold.stderr[-2000:]
+    warm = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert warm.returncode == 0, warm.stderr[-2000:]
+    assert float(warm.stdout.split()[-1]) < 1.0, warm.stdout
