@@ -10,6 +10,14 @@ from .launch import launch  # noqa: E402
 from . import occupancy  # noqa: E402  (callable: drvgemm.occupancy(kernel, block, smem))
 
 
+def softmax(x, *, kernel="auto", out=None, stream=None):
+    """Row-wise softmax (fp32 math) with a registered softmax rung: see
+    drvgemm/softmax.py."""
+    import importlib
+    return importlib.import_module("drvgemm.softmax").softmax(x, kernel=kernel, out=out,
+                                                              stream=stream)
+
+
 def gemm(a, b, c=None, *, alpha=1.0, beta=0.0, kernel="auto", stream=None):
     """C = alpha*A@B + beta*C with a registered rung: see drvgemm.ladder.gemm."""
     from .ladder import gemm as _gemm
@@ -24,4 +32,4 @@ def kernels(precision=None):
 
 __all__ = ["CompileError", "CudaError", "NoDeviceError", "DeviceArray", "Event", "Stream",
            "Kernel", "compile", "device", "empty", "gemm", "has_gpu", "kernels", "launch",
-           "no_gpu_reason", "occupancy", "synchronize", "to_device"]
+           "no_gpu_reason", "occupancy", "softmax", "synchronize", "to_device"]

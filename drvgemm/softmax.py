@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["softmax", "kernels", "rung", "reference", "plan", "compiled_kernel",
+__all__ = ["softmax", "kernels", "rung", "reference", "plan", "compiled_kernel", "catalogue",
            "SoftmaxConfig", "SoftmaxRung", "SoftmaxPlan", "SOFTMAX_RUNGS", "DTYPE_CODES",
            "dtype_name", "numpy_dtype"]
 
@@ -264,6 +264,22 @@ def _source_of(entry: str) -> str:
     raise ValueError(entry)
 
 
+def catalogue() -> list[tuple]:
+    """(label, source, entry, defines, arch) for every softmax config (fp32,
+    with the vector width it takes when aligned) and every memory-lesson
+    kernel: what ``drvgemm compile`` / the compile-only report lists. arch is
+    None where the report's architecture will do, 'sm_90' for clusters."""
+    out = []
+    for r in SOFTMAX_RUNGS:
+        for c in r.configs:
+            vec = c.vec(4)
+            out.append((c.describe(vec), r.source, c.entry,
+                        c.defines("fp32", vec), "sm_90" if c.arch == "sm_90" else None))
+    from . import membench
+    out += [(k.name, k.source, k.entry, {}, None) for k in membench.MEM_KERNELS]
+    return out
+
+
 # ---------------------------------------------------------------------------
 # planning (pure Python: no GPU)
 # ---------------------------------------------------------------------------
@@ -410,6 +426,10 @@ def softmax(x, *, kernel: str = "auto", out=None, stream=None):
     dev_x = driver.to_device(np.ascontiguousarray(x)) if on_host else x
     if on_host:
         ptr = dev_x.ptr
+        if stream is not None:
+            # the upload went through the legacy stream, which a non-blocking
+            # stream does not wait for
+            driver.synchronize()
     p = plan(rows, cols, precision, kernel=kernel,
              aligned=ptr % 16 == 0 and out_ptr % 16 == 0, cc=driver.device().cc)
     launch(compiled_kernel(p), p.grid, p.block, (dev_x, out, rows, cols), stream=stream)

@@ -298,6 +298,20 @@ def test_registry_names_and_sources():
         sm.rung("softmax_99")
 
 
+def test_catalogue_lists_every_config_and_memory_kernel_once():
+    cat = sm.catalogue()
+    labels = [c[0] for c in cat]
+    assert len(labels) == len(set(labels))
+    assert sum(len(r.configs) for r in sm.SOFTMAX_RUNGS) + len(membench.MEM_KERNELS) == len(cat)
+    for label, source, entry, defines, arch in cat:
+        if entry == "softmax_05_cluster":
+            assert arch == "sm_90" and defines["CLUSTER"] > 1
+        else:
+            assert arch is None
+    from drvgemm import bench
+    assert set(labels) <= {e[0] for e in bench.extra_kernels()}
+
+
 # ---------------------------------------------------------------------------
 # softmax() argument checks happen before anything touches the GPU
 # ---------------------------------------------------------------------------

@@ -273,6 +273,7 @@ def test_runs_on_a_stream(gpu):
     s = drvgemm.Stream()
     dx = drvgemm.to_device(x)
     out = drvgemm.empty(x.shape, x.dtype).fill_bytes(0xFF)
+    drvgemm.synchronize()  # a non-blocking stream does not wait for the legacy stream's copies
     sm.softmax(dx, out=out, stream=s)
     s.synchronize()
     check(out.to_host(), x, "auto")
