@@ -10,12 +10,15 @@ from .launch import launch  # noqa: E402
 from . import occupancy  # noqa: E402  (callable: drvgemm.occupancy(kernel, block, smem))
 
 
+# Loaded first so that the package attribute below stays the function: a
+# submodule import binds its name on the package only the first time.
+from . import softmax as _softmax_module  # noqa: E402
+
+
 def softmax(x, *, kernel="auto", out=None, stream=None):
     """Row-wise softmax (fp32 math) with a registered softmax rung: see
     drvgemm/softmax.py."""
-    import importlib
-    return importlib.import_module("drvgemm.softmax").softmax(x, kernel=kernel, out=out,
-                                                              stream=stream)
+    return _softmax_module.softmax(x, kernel=kernel, out=out, stream=stream)
 
 
 def gemm(a, b, c=None, *, alpha=1.0, beta=0.0, kernel="auto", stream=None):
