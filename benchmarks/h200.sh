@@ -49,6 +49,10 @@ if have sweep; then
   stamp sweep
   timeout 120 python3 benchmarks/occupancy_sweep.py --plot "$OUT/occupancy_sweep.png" --json "$OUT/occupancy_sweep.json" 2>&1 | tail -45
 fi
+if have autotune; then
+  stamp autotune
+  timeout ${AUTOTUNE_TIMEOUT:-400} python3 benchmarks/autotune_warp_tiled.py --json "$OUT/autotune_warp_tiled.json" ${AUTOTUNE_ARGS:-} 2>&1 | tail -30
+fi
 if have wgmma; then
   stamp wgmma
   timeout ${WGMMA_TIMEOUT:-300} python3 benchmarks/wgmma_steps.py --json "$OUT/wgmma_steps.json" ${WGMMA_ARGS:-} 2>&1 | tail -40

@@ -2,6 +2,8 @@
 shapes: exact mode (small integers, must match exactly), random mode (a
 K-dependent elementwise bound), NaN-poisoned output, beta = 0 with NaN in C,
 beta != 0, host and device operands."""
+import os
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -47,7 +49,7 @@ def test_rung_property(gpu, name, request):
     if not runnable(r):
         pytest.skip(f"{name} needs {r.arch}, device is {gpu.arch}")
 
-    @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=int(os.environ.get("GEMM_EXAMPLES", "40")), deadline=None, suppress_health_check=list(HealthCheck))
     @given(m=dims(r), n=dims(r), k=dims(r), seed=st.integers(0, 2**31 - 1),
            mode=st.sampled_from(["exact", "random"]),
            beta=st.sampled_from([0.0, 0.0, 1.0, -0.5]),
