@@ -14,15 +14,23 @@
 // on a 32-byte boundary.
 #include "mma_common.cuh"
 
+#ifndef BM
 #define BM 128
+#endif
+#ifndef BN
 #define BN 128
-#define BK 32
+#endif
+#ifndef WM
 #define WM 64
+#endif
+#ifndef WN
 #define WN 32
-#define STAGES 2
+#endif
 #ifndef GROUP_M
 #define GROUP_M 8
 #endif
+#define BK 32       // two k16 steps; the padded A row below assumes it
+#define STAGES 2    // the loop below is written for double buffering
 
 enum Tile : int {
     WARPS_N = BN / WN,

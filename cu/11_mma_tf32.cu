@@ -38,7 +38,7 @@
 #define BK 32
 #endif
 #ifndef STAGES
-#define STAGES 4
+#define STAGES 3
 #endif
 #ifndef GROUP_M
 #define GROUP_M 8

@@ -2,17 +2,19 @@
 // of A and B from global to shared memory on its own, completing on mbarriers;
 // warpgroup MMAs (wgmma) read them from shared memory and accumulate in
 // registers asynchronously. In SASS: UTMALDG for the copies, HGMMA for the
-// math, SYNCS for the barriers.
+// math, SYNCS for the barriers (and UTMASTG for the TMA-store epilogue).
 //
 // Kernel signature (differs from the plain GEMM rungs: A and B arrive as
 // tensor maps, built on the host by drvgemm/tma.py):
 //   extern "C" __global__ void gemm_tma_wgmma_{bf16,fp16,tf32}(
 //       const __grid_constant__ TmaMap mapA,   // A, M x K row-major
 //       const __grid_constant__ TmaMap mapB,   // B, K x N row-major
-//       float* C, int M, int N, int K, float alpha, float beta)
+//       const __grid_constant__ TmaMap mapC,   // C, M x N fp32 (EPILOGUE 2 only)
+//       float* C, int M, int N, int K, float alpha, float beta,
+//       int* sched)                            // 2 ints, zero between launches (SCHED 1 only)
 // C = alpha * A @ B + beta * C, C row-major M x N fp32; beta == 0 never reads
-// C. Any M, N >= 1 (edge tiles: skipped copies + guarded stores), any K >= 1
-// (the copy engine zero-fills the part of a box past K).
+// C. Any M, N >= 1 (edge tiles: skipped copies + guarded or clipped stores),
+// any K >= 1 (the copy engine zero-fills the part of a box past K).
 //
 // Block: 2 consumer warpgroups, each owning 64 rows of a 128 x 256 wgmma
 // tile (m64n256 instructions, 128 fp32 accumulators per thread), plus, when
@@ -36,11 +38,33 @@
 //   WARP_SPECIALIZED=0  TMA + wgmma only: 256 threads, thread 0 also refills
 //                       the ring between its own MMAs
 //   WARP_SPECIALIZED=1  + producer warpgroup, setmaxnreg (default)
-//   persistent grid     chosen on the host (grid = SM count); same kernel:
-//                       every block walks tiles blockIdx.x, += gridDim.x
+//   persistent grid     chosen on the host (grid = SM count); same kernel
 //   CLUSTER=2           + clusters of 2 blocks along the 128-row direction that
 //                       share the 256-wide operand: each block loads half of it
 //                       and multicasts to both
+// and tuning knobs (benchmarks/wgmma_sweep.py measures them side by side):
+//   SCHED     0: block b computes units b, b + G, b + 2G, ... (G = grid size);
+//             1: the producer takes the next unit from a global counter
+//                (atomicAdd), so the units in flight are always the lowest
+//                not yet taken (a compact window of C) and a block that runs
+//                slow takes fewer of them. Needs the producer warpgroup and
+//                CLUSTER=1.
+//   GROUP, RASTER  order of the units: RASTER 0 sweeps GROUP unit rows (along
+//             M) column by column; RASTER 1 sweeps GROUP tile columns (along
+//             N) row by row. Either way the blocks running at one time cover a
+//             compact block of C and share its A rows and B columns in L2.
+//   INFLIGHT  1: a consumer keeps one stage of wgmmas in flight while issuing
+//             the next (a stage is released one stage late); 0: it waits for
+//             its wgmmas and releases the stage at once (one more stage of
+//             look-ahead for the producer; the other warpgroup keeps the
+//             tensor cores busy meanwhile).
+//   EPILOGUE  0: 8-byte stores straight from the accumulators; 1: lane pairs
+//             swap halves (shfl) so each thread stores 16 bytes; 2: each
+//             consumer warpgroup stages 64 x 32 fp32 chunks in shared memory
+//             (double-buffered) and the copy engine stores them (TMA store),
+//             so the stores drain while the next tile's mainloop runs. 1 and 2
+//             apply to bf16/fp16; 2 needs beta == 0, N % 4 == 0 and C 16-byte
+//             aligned, else the kernel falls back to 0 at run time.
 #include "wgmma_common.cuh"
 
 #ifndef WARP_SPECIALIZED
@@ -53,13 +77,26 @@
 #define STAGES 4
 #endif
 #ifndef GROUP
-#define GROUP 16     // tile rows swept together, so that concurrent blocks share operands in L2
+#define GROUP 16     // unit rows (RASTER 0) or tile columns (RASTER 1) swept together
+#endif
+#ifndef RASTER
+#define RASTER 0
+#endif
+#ifndef SCHED
+#define SCHED 0
+#endif
+#ifndef INFLIGHT
+#define INFLIGHT 1
+#endif
+#ifndef EPILOGUE
+#define EPILOGUE 0
 #endif
 #ifndef WGMMA_ELEM
 #define WGMMA_ELEM 0  // 0: compile all three entries; 1 bf16, 2 fp16, 3 tf32: only that one
 #endif
 // ALIGNED (passed to every rung) does not apply: loads are TMA's, and the
-// epilogue checks its own alignment at run time.
+// epilogue checks its own alignment at run time. PERSISTENT and SM_LIMIT are
+// read by the host only (they choose the grid).
 
 #define ELEM_BF16 1
 #define ELEM_FP16 2
@@ -68,6 +105,12 @@
 static_assert(CLUSTER == 1 || CLUSTER == 2, "CLUSTER must be 1 or 2");
 static_assert(CLUSTER == 1 || WARP_SPECIALIZED, "clusters need the producer warpgroup");
 static_assert(STAGES >= 2 && STAGES <= 4, "4 stages of 48 KB fill the 227 KB of shared memory");
+static_assert(GROUP >= 1, "GROUP must be positive");
+static_assert(RASTER == 0 || RASTER == 1, "RASTER must be 0 or 1");
+static_assert(SCHED == 0 || (SCHED == 1 && WARP_SPECIALIZED && CLUSTER == 1),
+              "the dynamic scheduler (SCHED 1) needs the producer warpgroup and CLUSTER 1");
+static_assert(INFLIGHT == 0 || INFLIGHT == 1, "INFLIGHT must be 0 or 1");
+static_assert(EPILOGUE >= 0 && EPILOGUE <= 2, "EPILOGUE must be 0, 1 or 2");
 
 constexpr int CONSUMERS = 2;
 constexpr int THREADS = (WARP_SPECIALIZED ? 128 : 0) + CONSUMERS * 128;
@@ -81,8 +124,17 @@ constexpr u32 Y_BYTES = 16384;
 constexpr u32 X_BOX_BYTES = 8192;
 constexpr u32 X_BYTES = 4 * X_BOX_BYTES;
 constexpr u32 STAGE_BYTES = Y_BYTES + X_BYTES;
-// Host side (tma.py) requests STAGES * STAGE_BYTES + 16 * STAGES + 1024 bytes:
-// the ring, full/empty barriers, and slack to align the base to 1024.
+// EPILOGUE 2: per consumer warpgroup two 8 KB buffers, each one TMA box of
+// C (64 rows x 32 fp32 = one 128-byte swizzled line per row).
+constexpr int C_BOX_COLS = 32;
+constexpr u32 C_BOX_BYTES = 64 * C_BOX_COLS * 4;
+constexpr u32 STAGING_BYTES = EPILOGUE == 2 ? CONSUMERS * 2 * C_BOX_BYTES : 0;
+// Shared memory, from a 1024-aligned base: the ring, the staging buffers,
+// then 16 * STAGES bytes of full/empty barriers and 64 bytes for the unit
+// queue (2 full + 2 empty barriers, 2 unit slots). The host (tma.py) requests
+// STAGES * STAGE_BYTES + STAGING_BYTES + 16 * STAGES + 64 + 1024 bytes (the
+// last 1024: slack to align the base).
+constexpr int QUEUE_SLOTS = 2;
 
 #if WARP_SPECIALIZED
 constexpr int PRODUCER_REGS = 40;
@@ -93,22 +145,28 @@ template <int ELEM>
 struct Elem {
     static constexpr bool SWAP = ELEM == ELEM_TF32;
     static constexpr int K_TILE = SWAP ? 32 : 64;  // k per stage: one 128-byte line
+    static constexpr int EPI = SWAP ? 0 : EPILOGUE;  // the transposed tf32 tile stores directly
 };
 
 struct Ring {
     u32 base;       // stage 0 (1024-aligned shared address)
+    u32 staging;    // EPILOGUE 2 buffers
     u32 full;       // STAGES barriers: the stage's bytes have landed
     u32 empty;      // STAGES barriers: every consumer is done with the stage
+    u32 qfull;      // QUEUE_SLOTS barriers: the producer posted a unit (SCHED 1)
+    u32 qempty;     // QUEUE_SLOTS barriers: every consumer thread read it
+    u32 qunit;      // QUEUE_SLOTS ints
     __device__ u32 stage(int s) const { return base + s * STAGE_BYTES; }
     __device__ u32 full_bar(int s) const { return full + 8 * s; }
     __device__ u32 empty_bar(int s) const { return empty + 8 * s; }
 };
 
-struct Cursor {  // position in the ring: stage index and the parity of its current phase
+struct Cursor {  // position in a ring: slot index and the parity of its current phase
     int s = 0;
     u32 phase = 0;
+    template <int SLOTS = STAGES>
     __device__ void next() {
-        if (++s == STAGES) {
+        if (++s == SLOTS) {
             s = 0;
             phase ^= 1;
         }
@@ -140,17 +198,29 @@ __device__ __forceinline__ Problem make_problem(int M, int N, int K) {
     return p;
 }
 
-// Work unit -> tile origin. GROUP unit rows are swept together, column by
-// column, so the blocks running at one time touch GROUP*TILE_Y rows of one
-// operand and a few TILE_X-wide panels of the other, which stay in L2.
+// Work unit -> tile origin. Units are numbered along a band of GROUP unit
+// rows (RASTER 0) or GROUP tile columns (RASTER 1), crossing the band before
+// moving along it, so consecutive units - the ones in flight together - form
+// a compact block of C whose A rows and B columns stay in L2.
 __device__ __forceinline__ void unit_origin(const Problem& p, int u, u32 rank, int& y0, int& x0) {
-    const int per_group = GROUP * p.tiles_x;
-    const int g = u / per_group;
-    const int first = g * GROUP;
-    const int rows = min(p.units_y - first, GROUP);
-    const int local = u - g * per_group;
-    const int uy = first + local % rows;
-    const int tx = local / rows;
+    int uy, tx;
+    if constexpr (RASTER == 0) {
+        const int per_group = GROUP * p.tiles_x;
+        const int g = u / per_group;
+        const int first = g * GROUP;
+        const int rows = min(p.units_y - first, GROUP);
+        const int local = u - g * per_group;
+        uy = first + local % rows;
+        tx = local / rows;
+    } else {
+        const int per_group = GROUP * p.units_y;
+        const int g = u / per_group;
+        const int first = g * GROUP;
+        const int cols = min(p.tiles_x - first, GROUP);
+        const int local = u - g * per_group;
+        tx = first + local % cols;
+        uy = local / cols;
+    }
     y0 = (uy * CLUSTER + static_cast<int>(rank)) * TILE_Y;
     x0 = tx * TILE_X;
 }
@@ -285,7 +355,7 @@ __device__ __forceinline__ void release_stage(const Ring& ring, int s) {
 }
 
 // ---------------------------------------------------------------------------
-// Epilogue: registers -> C. Accumulator i of lane (g, t) of warp w sits at
+// Epilogues: registers -> C. Accumulator i of lane (g, t) of warp w sits at
 // wgmma row 16w + g + 8*((i/2)%2), column 8*(i/4) + 2t + i%2.
 // ---------------------------------------------------------------------------
 __device__ __forceinline__ void store1(float* C, int N, int row, int col, float v, float alpha,
@@ -294,21 +364,25 @@ __device__ __forceinline__ void store1(float* C, int N, int row, int col, float 
     *p = (beta == 0.0f) ? alpha * v : alpha * v + beta * *p;
 }
 
+// EPILOGUE 0 (and every tf32 tile): each thread stores its own values.
 template <int ELEM>
-__device__ __forceinline__ void epilogue(float (&acc)[128], float* C, const Problem& p, int y0,
-                                         int x0, int c, float alpha, float beta) {
+__device__ __forceinline__ void epilogue_direct(const float (&acc)[128], float* C,
+                                                const Problem& p, int y0, int x0, int c,
+                                                float alpha, float beta) {
     const int lane = threadIdx.x & 31;
     const int w = (threadIdx.x >> 5) & 3;
     const int g = lane >> 2, t = lane & 3;
     const int r0 = y0 + c * 64 + w * 16 + g;  // wgmma row of acc[0]
     if constexpr (!Elem<ELEM>::SWAP) {
-        // Rows r0, r0 + 8 of C; columns in pairs: one 8-byte store per pair
-        // when N is even and C 8-byte aligned.
-        const bool pairs = ((p.N & 1) == 0) && ((reinterpret_cast<size_t>(C) & 7) == 0);
+        // Rows r0, r0 + 8 of C; columns in pairs (the column is even): one
+        // 8-byte store per pair where the row's pairs are 8-byte aligned,
+        // which with N odd is every other row.
+        const bool c8 = (reinterpret_cast<size_t>(C) & 7) == 0;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             const int row = r0 + 8 * h;
             if (row >= p.M) continue;
+            const bool pairs = c8 && ((static_cast<size_t>(row) * p.N) & 1) == 0;
 #pragma unroll
             for (int j = 0; j < 32; ++j) {
                 const int col = x0 + 8 * j + 2 * t;
@@ -345,6 +419,118 @@ __device__ __forceinline__ void epilogue(float (&acc)[128], float* C, const Prob
     }
 }
 
+// EPILOGUE 1: lanes t and t^1 swap one pair, so that the even lane holds
+// four consecutive columns of row g and the odd lane four of row g + 8:
+// 32 16-byte stores per thread instead of 64 8-byte ones.
+__device__ __forceinline__ void epilogue_quads(const float (&acc)[128], float* C, const Problem& p,
+                                               int y0, int x0, int c, float alpha, float beta) {
+    const int lane = threadIdx.x & 31;
+    const int w = (threadIdx.x >> 5) & 3;
+    const int g = lane >> 2, t = lane & 3;
+    const bool odd = t & 1;
+    const int row = y0 + c * 64 + w * 16 + g + (odd ? 8 : 0);
+    const bool quads = ((p.N & 3) == 0) && ((reinterpret_cast<size_t>(C) & 15) == 0);
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+        const float a0 = acc[4 * j], a1 = acc[4 * j + 1];      // row g, columns 2t, 2t+1
+        const float b0 = acc[4 * j + 2], b1 = acc[4 * j + 3];  // row g+8
+        const float r0 = __shfl_xor_sync(0xffffffffu, odd ? a0 : b0, 1);
+        const float r1 = __shfl_xor_sync(0xffffffffu, odd ? a1 : b1, 1);
+        if (row >= p.M) continue;
+        const int col = x0 + 8 * j + 2 * (t & 2);
+        const float4 v = odd ? make_float4(r0, r1, b0, b1) : make_float4(a0, a1, r0, r1);
+        float* q = C + static_cast<size_t>(row) * p.N + col;
+        if (quads && col + 3 < p.N) {
+            float4 out = make_float4(alpha * v.x, alpha * v.y, alpha * v.z, alpha * v.w);
+            if (beta != 0.0f) {
+                const float4 old = *reinterpret_cast<const float4*>(q);
+                out.x += beta * old.x;
+                out.y += beta * old.y;
+                out.z += beta * old.z;
+                out.w += beta * old.w;
+            }
+            *reinterpret_cast<float4*>(q) = out;
+        } else {
+            if (col < p.N) store1(C, p.N, row, col, v.x, alpha, beta);
+            if (col + 1 < p.N) store1(C, p.N, row, col + 1, v.y, alpha, beta);
+            if (col + 2 < p.N) store1(C, p.N, row, col + 2, v.z, alpha, beta);
+            if (col + 3 < p.N) store1(C, p.N, row, col + 3, v.w, alpha, beta);
+        }
+    }
+}
+
+// EPILOGUE 2: warpgroup c writes its 64 x 256 block of C through shared
+// memory, 32 columns at a time, into two alternating 8 KB buffers laid out
+// as the copy engine's 128-byte swizzle expects (16-byte chunk q of row r at
+// chunk q ^ (r % 8)); one thread hands each filled buffer to a TMA store,
+// which clips rows >= M and columns >= N. The stores of the last chunks
+// drain while the warpgroup goes on to its next tile. Only beta == 0.
+__device__ __forceinline__ void epilogue_tma(const float (&acc)[128], const TmaMap* mapC,
+                                             const Ring& ring, const Problem& p, int y0, int x0,
+                                             int c, float alpha) {
+    const int tid = threadIdx.x & 127;
+    const int lane = tid & 31;
+    const int w = tid >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int row0 = y0 + c * 64;
+    if (row0 >= p.M) return;  // the whole warpgroup: uniform
+    const u32 bufs = ring.staging + c * 2 * C_BOX_BYTES;
+    const u32 bar = 1 + c;    // hardware barrier of this warpgroup
+#pragma unroll
+    for (int i = 0; i < TILE_X / C_BOX_COLS; ++i) {
+        const int col0 = x0 + C_BOX_COLS * i;
+        if (col0 >= p.N) break;  // uniform
+        const u32 buf = bufs + (i & 1) * C_BOX_BYTES;
+        // The store issued from this buffer two chunks ago has finished
+        // reading it.
+        // Chunk 0 waits for every earlier store: the previous tile may have
+        // ended on either buffer.
+        if (tid == 0) {
+            if (i == 0)
+                bulk_wait_group_read<0>();
+            else
+                bulk_wait_group_read<1>();
+        }
+        named_barrier_sync(bar, 128);
+#pragma unroll
+        for (int jj = 0; jj < C_BOX_COLS / 8; ++jj) {
+            const int j = (C_BOX_COLS / 8) * i + jj;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int r = w * 16 + g + 8 * h;
+                const int chunk = (2 * jj + (t >> 1)) ^ (r & 7);
+                const u32 addr = buf + r * 128 + chunk * 16 + (t & 1) * 8;
+                asm volatile("st.shared.v2.f32 [%0], {%1, %2};"
+                             :: "r"(addr), "f"(alpha * acc[4 * j + 2 * h]),
+                                "f"(alpha * acc[4 * j + 2 * h + 1])
+                             : "memory");
+            }
+        }
+        fence_proxy_async_smem();   // every writer: its stores, visible to the copy engine
+        named_barrier_sync(bar, 128);
+        if (tid == 0) {
+            tma_store_2d(mapC, buf, col0, row0);
+            bulk_commit_group();
+        }
+    }
+}
+
+template <int ELEM>
+__device__ __forceinline__ void epilogue(const float (&acc)[128], const TmaMap* mapC, float* C,
+                                         const Ring& ring, const Problem& p, int y0, int x0,
+                                         int c, float alpha, float beta, bool c_tma) {
+    if constexpr (Elem<ELEM>::EPI == 2) {
+        if (c_tma) {
+            epilogue_tma(acc, mapC, ring, p, y0, x0, c, alpha);
+            return;
+        }
+    }
+    if constexpr (Elem<ELEM>::EPI == 1)
+        epilogue_quads(acc, C, p, y0, x0, c, alpha, beta);
+    else
+        epilogue_direct<ELEM>(acc, C, p, y0, x0, c, alpha, beta);
+}
+
 __device__ __forceinline__ void fence_accumulators(float (&acc)[128]) {
 #pragma unroll
     for (int i = 0; i < 128; ++i) fence_operand(acc[i]);
@@ -354,62 +540,134 @@ __device__ __forceinline__ void fence_accumulators(float (&acc)[128]) {
 // The two roles
 // ---------------------------------------------------------------------------
 template <int ELEM>
+__device__ __forceinline__ void produce_unit(const TmaMap* mapA, const TmaMap* mapB,
+                                             const Ring& ring, const Problem& p, int u, u32 rank,
+                                             Cursor& cur) {
+    int y0, x0;
+    unit_origin(p, u, rank, y0, x0);
+    for (int kt = 0; kt < p.k_tiles; ++kt) {
+        // Parity phase ^ 1: on the first lap the barrier is in phase 0
+        // and "phase 1" counts as completed, so a fresh stage is free.
+        mbar_wait(ring.empty_bar(cur.s), cur.phase ^ 1);
+        fill_stage<ELEM>(mapA, mapB, ring, cur.s, p, kt * Elem<ELEM>::K_TILE, y0, x0, rank);
+        cur.next();
+    }
+}
+
+template <int ELEM>
 __device__ __forceinline__ void producer_loop(const TmaMap* mapA, const TmaMap* mapB,
-                                              const Ring& ring, const Problem& p, u32 rank) {
+                                              const Ring& ring, const Problem& p, u32 rank,
+                                              int* sched) {
     Cursor cur;
-    for (int u = blockIdx.x / CLUSTER; u < p.units; u += gridDim.x / CLUSTER) {
-        int y0, x0;
-        unit_origin(p, u, rank, y0, x0);
-        for (int kt = 0; kt < p.k_tiles; ++kt) {
-            // Parity phase ^ 1: on the first lap the barrier is in phase 0
-            // and "phase 1" counts as completed, so a fresh stage is free.
-            mbar_wait(ring.empty_bar(cur.s), cur.phase ^ 1);
-            fill_stage<ELEM>(mapA, mapB, ring, cur.s, p, kt * Elem<ELEM>::K_TILE, y0, x0, rank);
-            cur.next();
+    if constexpr (SCHED == 0) {
+        (void)sched;
+        for (int u = blockIdx.x / CLUSTER; u < p.units; u += gridDim.x / CLUSTER)
+            produce_unit<ELEM>(mapA, mapB, ring, p, u, rank, cur);
+    } else {
+        // The first unit of block b is b; after that, tickets from sched[0]
+        // numbered on from the grid size. Each unit is posted to the
+        // consumers through a 2-slot queue; a unit >= units tells them to stop.
+        Cursor q;
+        int u = blockIdx.x;
+        for (;;) {
+            int next = p.units;
+            // Take the following ticket now: the atomic's round trip hides
+            // behind this unit's loads.
+            if (u < p.units) next = static_cast<int>(gridDim.x) + atomicAdd(sched, 1);
+            mbar_wait(ring.qempty + 8 * q.s, q.phase ^ 1);
+            asm volatile("st.shared.u32 [%0], %1;" :: "r"(ring.qunit + 4 * q.s), "r"(u) : "memory");
+            mbar_arrive(ring.qfull + 8 * q.s);  // release: the consumers' wait sees the unit
+            q.next<QUEUE_SLOTS>();
+            if (u >= p.units) break;
+            produce_unit<ELEM>(mapA, mapB, ring, p, u, rank, cur);
+            u = next;
+        }
+        // Every ticket this block will take is taken. The last block to get
+        // here zeroes both counters for the next launch on the stream.
+        __threadfence();
+        if (atomicAdd(sched + 1, 1) == static_cast<int>(gridDim.x) - 1) {
+            atomicExch(sched, 0);
+            atomicExch(sched + 1, 0);
         }
     }
 }
 
-// Warp-specialised consumer: keeps one stage's wgmmas in flight while the
-// next is issued (wait_group 1), releasing each stage once its group retires.
+// One unit of a consumer warpgroup: the mainloop over k, then the epilogue.
 template <int ELEM>
-__device__ __forceinline__ void consumer_loop(float* C, const Ring& ring, const Problem& p,
-                                              int c, u32 rank, float alpha, float beta) {
-    float acc[128];
-    u32 frag0[4][4], frag1[4][4];  // tf32: alternate sets, the previous one may still be read
-    Cursor cur;
-    for (int u = blockIdx.x / CLUSTER; u < p.units; u += gridDim.x / CLUSTER) {
-        int y0, x0;
-        unit_origin(p, u, rank, y0, x0);
-        int prev = -1;
-        for (int kt = 0; kt < p.k_tiles; ++kt) {
-            mbar_wait(ring.full_bar(cur.s), cur.phase);
-            if (Elem<ELEM>::SWAP && (kt & 1))
-                mma_stage<ELEM>(acc, frag1, ring.stage(cur.s), c, false);
-            else
-                mma_stage<ELEM>(acc, frag0, ring.stage(cur.s), c, kt == 0);
+__device__ __forceinline__ void consume_unit(float (&acc)[128], u32 (&frag0)[4][4],
+                                             u32 (&frag1)[4][4], const TmaMap* mapC, float* C,
+                                             const Ring& ring, const Problem& p, int u, int c,
+                                             u32 rank, float alpha, float beta, bool c_tma,
+                                             Cursor& cur) {
+    int y0, x0;
+    unit_origin(p, u, rank, y0, x0);
+    int prev = -1;
+    for (int kt = 0; kt < p.k_tiles; ++kt) {
+        mbar_wait(ring.full_bar(cur.s), cur.phase);
+        // tf32: alternate fragment sets, the previous one may still be read
+        if (Elem<ELEM>::SWAP && (kt & 1))
+            mma_stage<ELEM>(acc, frag1, ring.stage(cur.s), c, false);
+        else
+            mma_stage<ELEM>(acc, frag0, ring.stage(cur.s), c, kt == 0);
+        if constexpr (INFLIGHT) {
             wgmma_wait<1>();
             if (prev >= 0) release_stage(ring, prev);
             prev = cur.s;
-            cur.next();
+        } else {
+            wgmma_wait<0>();
+            release_stage(ring, cur.s);
         }
+        cur.next();
+    }
+    if constexpr (INFLIGHT) {
         wgmma_wait<0>();
         if (prev >= 0) release_stage(ring, prev);
-        fence_accumulators(acc);
-        if (p.k_tiles == 0) {
+    }
+    fence_accumulators(acc);
+    if (p.k_tiles == 0) {
 #pragma unroll
-            for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+        for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+    }
+    epilogue<ELEM>(acc, mapC, C, ring, p, y0, x0, c, alpha, beta, c_tma);
+}
+
+template <int ELEM>
+__device__ __forceinline__ void consumer_loop(const TmaMap* mapC, float* C, const Ring& ring,
+                                              const Problem& p, int c, u32 rank, float alpha,
+                                              float beta, bool c_tma) {
+    float acc[128];
+    u32 frag0[4][4], frag1[4][4];
+    Cursor cur;
+    if constexpr (SCHED == 0) {
+        for (int u = blockIdx.x / CLUSTER; u < p.units; u += gridDim.x / CLUSTER)
+            consume_unit<ELEM>(acc, frag0, frag1, mapC, C, ring, p, u, c, rank, alpha, beta,
+                               c_tma, cur);
+    } else {
+        Cursor q;
+        for (;;) {
+            mbar_wait(ring.qfull + 8 * q.s, q.phase);
+            int u;
+            asm volatile("ld.shared.u32 %0, [%1];" : "=r"(u) : "r"(ring.qunit + 4 * q.s) : "memory");
+            mbar_arrive(ring.qempty + 8 * q.s);
+            q.next<QUEUE_SLOTS>();
+            if (u >= p.units) break;
+            consume_unit<ELEM>(acc, frag0, frag1, mapC, C, ring, p, u, c, rank, alpha, beta,
+                               c_tma, cur);
         }
-        epilogue<ELEM>(acc, C, p, y0, x0, c, alpha, beta);
+    }
+    if constexpr (Elem<ELEM>::EPI == 2) {
+        // Shared memory must outlive the copy engine's reads of it.
+        if ((threadIdx.x & 127) == 0) bulk_wait_group<0>();
     }
 }
 
 // No producer warpgroup: both warpgroups consume; thread 0 also refills the
 // stage it just drained (after the other warpgroup has drained it too).
 template <int ELEM>
-__device__ __forceinline__ void single_role_loop(const TmaMap* mapA, const TmaMap* mapB, float* C,
-                                                 const Ring& ring, const Problem& p, int c,
-                                                 float alpha, float beta) {
+__device__ __forceinline__ void single_role_loop(const TmaMap* mapA, const TmaMap* mapB,
+                                                 const TmaMap* mapC, float* C, const Ring& ring,
+                                                 const Problem& p, int c, float alpha, float beta,
+                                                 bool c_tma) {
     float acc[128];
     u32 frag[4][4];
     Cursor cons, prod;
@@ -444,18 +702,26 @@ __device__ __forceinline__ void single_role_loop(const TmaMap* mapA, const TmaMa
 #pragma unroll
             for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
         }
-        epilogue<ELEM>(acc, C, p, y0, x0, c, alpha, beta);
+        epilogue<ELEM>(acc, mapC, C, ring, p, y0, x0, c, alpha, beta, c_tma);
+    }
+    if constexpr (Elem<ELEM>::EPI == 2) {
+        if ((threadIdx.x & 127) == 0) bulk_wait_group<0>();
     }
 }
 
 template <int ELEM>
-__device__ __forceinline__ void gemm_tma_wgmma(const TmaMap* mapA, const TmaMap* mapB, float* C,
-                                               int M, int N, int K, float alpha, float beta) {
+__device__ __forceinline__ void gemm_tma_wgmma(const TmaMap* mapA, const TmaMap* mapB,
+                                               const TmaMap* mapC, float* C, int M, int N, int K,
+                                               float alpha, float beta, int* sched) {
     extern __shared__ unsigned char smem_raw[];
     Ring ring;
     ring.base = (smem_u32(smem_raw) + 1023u) & ~1023u;
-    ring.full = ring.base + STAGES * STAGE_BYTES;
+    ring.staging = ring.base + STAGES * STAGE_BYTES;
+    ring.full = ring.staging + STAGING_BYTES;
     ring.empty = ring.full + 8 * STAGES;
+    ring.qfull = ring.empty + 8 * STAGES;
+    ring.qempty = ring.qfull + 8 * QUEUE_SLOTS;
+    ring.qunit = ring.qempty + 8 * QUEUE_SLOTS;
 
     const Problem p = make_problem<ELEM>(M, N, K);
     u32 rank = 0;
@@ -465,15 +731,23 @@ __device__ __forceinline__ void gemm_tma_wgmma(const TmaMap* mapA, const TmaMap*
         if (cluster_nctarank() != CLUSTER) __trap();
         rank = cluster_ctarank();
     }
+    // The TMA store path: the host encodes mapC exactly when C allows it.
+    const bool c_tma = Elem<ELEM>::EPI == 2 && beta == 0.0f && (N & 3) == 0 &&
+                       (reinterpret_cast<size_t>(C) & 15) == 0;
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(ring.full_bar(s), 1);                        // the producer's expect_tx
             mbar_init(ring.empty_bar(s), CONSUMERS * CLUSTER);     // one per consumer warpgroup
         }
+        for (int s = 0; s < QUEUE_SLOTS; ++s) {
+            mbar_init(ring.qfull + 8 * s, 1);                      // the producer posts a unit
+            mbar_init(ring.qempty + 8 * s, CONSUMERS * 128);       // every consumer thread read it
+        }
         fence_barrier_init();
         tma_prefetch_map(mapA);
         tma_prefetch_map(mapB);
+        if (c_tma) tma_prefetch_map(mapC);
     }
     // Every barrier of the cluster is initialised before anyone uses one.
     if constexpr (CLUSTER > 1)
@@ -485,39 +759,36 @@ __device__ __forceinline__ void gemm_tma_wgmma(const TmaMap* mapA, const TmaMap*
 #if WARP_SPECIALIZED
     if (wg == 0) {
         setmaxnreg_dec<PRODUCER_REGS>();
-        if (threadIdx.x == 0) producer_loop<ELEM>(mapA, mapB, ring, p, rank);
+        if (threadIdx.x == 0) producer_loop<ELEM>(mapA, mapB, ring, p, rank, sched);
     } else {
         setmaxnreg_inc<CONSUMER_REGS>();
-        consumer_loop<ELEM>(C, ring, p, wg - 1, rank, alpha, beta);
+        consumer_loop<ELEM>(mapC, C, ring, p, wg - 1, rank, alpha, beta, c_tma);
     }
     // No block may leave while a peer can still multicast into its shared
     // memory or arrive on its barriers.
     if constexpr (CLUSTER > 1) cluster_sync();
 #else
-    single_role_loop<ELEM>(mapA, mapB, C, ring, p, wg, alpha, beta);
+    (void)sched;
+    single_role_loop<ELEM>(mapA, mapB, mapC, C, ring, p, wg, alpha, beta, c_tma);
 #endif
 }
 
-// The three entries. mapA / mapB must stay parameters (never copied): the
-// copy engine reads them through their parameter-space address.
+// The three entries. The maps must stay parameters (never copied): the copy
+// engine reads them through their parameter-space address.
+#define GEMM_ENTRY(NAME, ELEM)                                                                \
+    extern "C" __global__ void __launch_bounds__(THREADS, 1)                                 \
+    NAME(const __grid_constant__ TmaMap mapA, const __grid_constant__ TmaMap mapB,           \
+         const __grid_constant__ TmaMap mapC, float* C, int M, int N, int K, float alpha,    \
+         float beta, int* sched) {                                                            \
+        gemm_tma_wgmma<ELEM>(&mapA, &mapB, &mapC, C, M, N, K, alpha, beta, sched);            \
+    }
+
 #if WGMMA_ELEM == 0 || WGMMA_ELEM == ELEM_BF16
-extern "C" __global__ void __launch_bounds__(THREADS, 1)
-gemm_tma_wgmma_bf16(const __grid_constant__ TmaMap mapA, const __grid_constant__ TmaMap mapB,
-                    float* C, int M, int N, int K, float alpha, float beta) {
-    gemm_tma_wgmma<ELEM_BF16>(&mapA, &mapB, C, M, N, K, alpha, beta);
-}
+GEMM_ENTRY(gemm_tma_wgmma_bf16, ELEM_BF16)
 #endif
 #if WGMMA_ELEM == 0 || WGMMA_ELEM == ELEM_FP16
-extern "C" __global__ void __launch_bounds__(THREADS, 1)
-gemm_tma_wgmma_fp16(const __grid_constant__ TmaMap mapA, const __grid_constant__ TmaMap mapB,
-                    float* C, int M, int N, int K, float alpha, float beta) {
-    gemm_tma_wgmma<ELEM_FP16>(&mapA, &mapB, C, M, N, K, alpha, beta);
-}
+GEMM_ENTRY(gemm_tma_wgmma_fp16, ELEM_FP16)
 #endif
 #if WGMMA_ELEM == 0 || WGMMA_ELEM == ELEM_TF32
-extern "C" __global__ void __launch_bounds__(THREADS, 1)
-gemm_tma_wgmma_tf32(const __grid_constant__ TmaMap mapA, const __grid_constant__ TmaMap mapB,
-                    float* C, int M, int N, int K, float alpha, float beta) {
-    gemm_tma_wgmma<ELEM_TF32>(&mapA, &mapB, C, M, N, K, alpha, beta);
-}
+GEMM_ENTRY(gemm_tma_wgmma_tf32, ELEM_TF32)
 #endif

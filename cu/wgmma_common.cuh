@@ -278,3 +278,43 @@ __device__ __forceinline__ u32 to_tf32(float x) {
     asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
     return r;
 }
+
+// ---------------------------------------------------------------------------
+// Bulk tensor stores (shared -> global through the copy engine). Generic-proxy
+// writes to the shared-memory source must be fenced into the async proxy
+// before the store is issued; a source buffer may be rewritten only once the
+// bulk group that reads it has finished reading (wait_group.read).
+// ---------------------------------------------------------------------------
+__device__ __forceinline__ void fence_proxy_async_smem() {
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// Box at (c0, c1) of the map's global tensor <- the (swizzled) box in shared
+// memory at `src`. Elements outside the tensor are not written.
+__device__ __forceinline__ void tma_store_2d(const TmaMap* map, u32 src, int c0, int c1) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];"
+                 :: "l"(reinterpret_cast<u64>(map)), "r"(c0), "r"(c1), "r"(src)
+                 : "memory");
+}
+
+__device__ __forceinline__ void bulk_commit_group() {
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+
+// At most N of this thread's committed bulk groups still reading shared memory.
+template <int N>
+__device__ __forceinline__ void bulk_wait_group_read() {
+    asm volatile("cp.async.bulk.wait_group.read %0;" :: "n"(N) : "memory");
+}
+
+// At most N of this thread's committed bulk groups not yet complete.
+template <int N>
+__device__ __forceinline__ void bulk_wait_group() {
+    asm volatile("cp.async.bulk.wait_group %0;" :: "n"(N) : "memory");
+}
+
+// Barrier over `threads` threads (a multiple of 32) using hardware barrier
+// `id` (1..15; 0 is __syncthreads'): one warpgroup synchronising alone.
+__device__ __forceinline__ void named_barrier_sync(u32 id, u32 threads) {
+    asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(threads) : "memory");
+}

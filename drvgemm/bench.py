@@ -15,6 +15,7 @@ import numpy as np
 from . import driver
 from .ladder import input_dtype, rung_kernel
 from .launch import launch
+from .optional import torch_cuda, why_not
 from .rungs import RUNGS, Rung
 
 DEFAULT_SIZES = (256, 3072, 4096)
@@ -42,12 +43,9 @@ def reference(a, b) -> np.ndarray:
     torch when it is installed (a 4096^3 float64 product takes seconds on a
     CPU), else numpy."""
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    try:
-        import torch
-        if torch.cuda.is_available():
-            return (torch.from_numpy(a64).cuda() @ torch.from_numpy(b64).cuda()).cpu().numpy()
-    except ImportError:
-        pass
+    torch = torch_cuda()
+    if torch is not None:
+        return (torch.from_numpy(a64).cuda() @ torch.from_numpy(b64).cuda()).cpu().numpy()
     return a64 @ b64
 
 
@@ -97,11 +95,8 @@ def bench_rung(r: Rung, m, n, k, A, B, ref, *, reps=None):
 
 def bench_torch(precision, m, n, k, a_host, b_host, ref, *, reps=None):
     """cuBLAS through torch.matmul (TF32 off for fp32, on for tf32)."""
-    try:
-        import torch
-        if not torch.cuda.is_available():
-            return None
-    except ImportError:
+    torch = torch_cuda()
+    if torch is None:
         return None
     tdt = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,
            "bf16": torch.bfloat16}[precision]
@@ -263,8 +258,7 @@ def format_report(results: dict) -> str:
                          f"{x['median_ms'] / y['median_ms']:.2f}x")
         lines.append("")
     if not base:
-        lines.append("cuBLAS baseline: not measured (neither torch nor CuPy with CUDA is "
-                     "installed)")
+        lines.append(f"cuBLAS baseline: not measured ({why_not('torch')})")
     return "\n".join(lines)
 
 

@@ -68,8 +68,11 @@ def rung_kernel(r: Rung, aligned: bool, arch=None) -> Kernel:
     key = (r.name, bool(aligned), arch)
     k = _kernels.get(key)
     if k is None:
-        defines = dict(r.defines)
-        defines["ALIGNED"] = int(bool(aligned))
+        if r.source.endswith(".ptx"):
+            defines = None  # hand-written PTX has one instantiation for every shape
+        else:
+            defines = dict(r.defines)
+            defines["ALIGNED"] = int(bool(aligned))
         k = _kernels[key] = compile(r.source, r.entry, defines=defines, arch=arch,
                                     options=r.options)
     return k

@@ -188,11 +188,9 @@ def _torch_softmax(x, sample, reps):
     """(median ms, output rows ``sample``) of torch.softmax on the same data, timed with the
     same events and L2 flush (torch and drvgemm share the primary context and
     the legacy default stream); None without torch or CUDA."""
-    try:
-        import torch
-    except ImportError:
-        return None
-    if not torch.cuda.is_available():
+    from .optional import torch_cuda
+    torch = torch_cuda()
+    if torch is None:
         return None
     if x.dtype == sm.numpy_dtype("bf16"):
         t = torch.from_numpy(x.view(np.uint16)).view(torch.bfloat16).cuda()

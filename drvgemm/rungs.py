@@ -33,6 +33,10 @@ class Rung:
     arch: str = "sm_80"       # lowest architecture it runs on ("sm_90a" for wgmma)
     options: tuple = ()       # extra NVRTC options (e.g. "--maxrregcount=128")
     summary: str = ""         # one line: what this rung adds over the one before
+    # Relative rounding of an input as the tensor core sees it, when it is not the
+    # precision's usual one: TF32 wgmma reads A straight from shared memory, and the
+    # hardware drops the low 13 mantissa bits (truncation, 2^-10) instead of rna (2^-11).
+    input_roundoff: float = 0.0
     host: str = ""            # "tma": A and B go in as tensor maps (drvgemm/tma.py builds the launch)
 
     def grid(self, m: int, n: int) -> tuple:
@@ -102,6 +106,55 @@ RUNGS: list[Rung] = [
         vector=4,
         summary="warp tiles of 4x8 threads, double-buffered fragments, __launch_bounds__"))(),
     # ---- tensor cores: mma.sync / WMMA ----
+    # Shared memory is STAGES x (A tile + B tile). Rungs 12-14 share one block
+    # tile (cu/mma_bf16_block.cuh) so that 12 and 14 differ only in who copies.
+    (lambda BM=128, BN=128, WM=64, WN=32, BK=32, STAGES=2, A_LD=32 + 16, B_LD=128 + 16: Rung(
+        name="09_wmma_fp16", source="09_wmma_fp16.cu", entry="wmma_fp16_gemm", precision="fp16",
+        block=((BM // WM) * (BN // WN) * 32, 1, 1), tile_m=BM, tile_n=BN,
+        smem=STAGES * (BM * A_LD + BK * B_LD) * 2,  # padded A [BM][BK+16], B [BK][BN+16]
+        defines=dict(BM=BM, BN=BN, WM=WM, WN=WN),
+        vector=8,
+        summary="tensor cores through WMMA: 16x16x16 fp16 fragments, fp32 accumulators, "
+                "opaque layouts (epilogue via shared memory)"))(),
+    (lambda BM=128, BN=256, BK=32, STAGES=3: Rung(
+        name="10_mma_tf32_ptx", source="10_mma_tf32_ptx.ptx", entry="mma_tf32_ptx_gemm",
+        precision="tf32", block=(256, 1, 1), tile_m=BM, tile_n=BN,
+        smem=STAGES * (BM * BK + BK * BN) * 4,  # 3 x (A [128][32] + B [32][256]) fp32
+        vector=4,  # the 16-byte path is chosen at run time: a .ptx takes no -D
+        summary="TF32 mma.sync.m16n8k8 in hand-written PTX: the twin of rung 11"))(),
+    (lambda BM=128, BN=256, BK=32, STAGES=3: Rung(
+        name="11_mma_tf32", source="11_mma_tf32.cu", entry="mma_tf32_gemm", precision="tf32",
+        block=(256, 1, 1), tile_m=BM, tile_n=BN,
+        smem=STAGES * (BM * BK + BK * BN) * 4,  # A [BM][BK], B [BK][BN] fp32, swizzled
+        defines=dict(BM=BM, BK=BK, STAGES=STAGES),
+        vector=4,
+        summary="TF32 mma.sync.m16n8k8 (cvt.rna), 3-stage cp.async commit groups, "
+                "XOR-swizzled shared memory, ldmatrix for A"))(),
+    (lambda BM=128, BN=256, BK=32, WM=64, WN=64, STAGES=4: Rung(
+        name="12_mma_bf16", source="12_mma_bf16.cu", entry="mma_bf16_gemm", precision="bf16",
+        block=((BM // WM) * (BN // WN) * 32, 1, 1), tile_m=BM, tile_n=BN,
+        smem=STAGES * (BM * BK + BK * BN) * 2,  # A [BM][BK], B [BK][BN] bf16, swizzled
+        defines=dict(BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, STAGES=STAGES),
+        vector=8,
+        summary="bf16 mma.sync.m16n8k16, ldmatrix.x4 (.trans for B) from swizzled shared "
+                "memory, 4-stage cp.async"))(),
+    (lambda BM=128, BN=256, BK=32, WM=64, WN=64, STAGES=4: Rung(
+        name="13_mma_fp16", source="12_mma_bf16.cu", entry="mma_fp16_gemm", precision="fp16",
+        block=((BM // WM) * (BN // WN) * 32, 1, 1), tile_m=BM, tile_n=BN,
+        smem=STAGES * (BM * BK + BK * BN) * 2,
+        defines=dict(BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, STAGES=STAGES, USE_FP16=1),
+        vector=8,
+        summary="rung 12 with fp16 inputs"))(),
+    (lambda BM=128, BN=256, BK=32, WM=64, WN=64, STAGES=4, PRODUCER_WARPS=4: Rung(
+        name="14_warp_specialized_mma_bf16", source="14_warp_specialized_mma_bf16.cu",
+        entry="ws_mma_bf16_gemm", precision="bf16",
+        block=((BM // WM) * (BN // WN) * 32 + PRODUCER_WARPS * 32, 1, 1), tile_m=BM, tile_n=BN,
+        smem=STAGES * (BM * BK + BK * BN) * 2,
+        defines=dict(BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, STAGES=STAGES,
+                     PRODUCER_WARPS=PRODUCER_WARPS),
+        vector=8,
+        summary="rung 12 warp-specialised: 4 producer warps copy, 8 consumer warps compute, "
+                "stages handed over with named barriers"))(),
     # ---- Hopper: TMA + wgmma ----
     # One source, three entries. The kernel's signature is (mapA, mapB, C, M, N, K, alpha,
     # beta); grid, block and shared memory come from tma.wgmma_gemm_launch_config. Build
@@ -126,7 +179,7 @@ RUNGS: list[Rung] = [
          block=(384, 1, 1), tile_m=256, tile_n=128, smem=4 * 49152 + 16 * 4 + 1024,
          defines={"WGMMA_ELEM": 3, "WARP_SPECIALIZED": 1, "PERSISTENT": 1, "CLUSTER": 2,
                   "STAGES": 4},
-         vector=4, arch="sm_90a", host="tma",
+         vector=4, arch="sm_90a", host="tma", input_roundoff=2.0 ** -10,
          summary="TF32 wgmma m64n256k8 on C^T = B^T A^T: A through TMA as wgmma's K-major B, "
                  "B from shared memory into register fragments (32-bit wgmma operands cannot "
                  "be transposed)"),

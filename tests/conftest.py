@@ -3,6 +3,14 @@ reason when no CUDA driver or device is found, and lets a driver that is
 found but fails raise (a failure, never a skip)."""
 import os
 
+# torch (a baseline, never required) is imported before anything else when it
+# is installed: imported late inside a pytest run it has been seen to fail
+# its own start-up. Any failure here just leaves torch unavailable.
+try:
+    import torch  # noqa: F401
+except Exception:
+    pass
+
 import pytest
 from hypothesis import settings
 

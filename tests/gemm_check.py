@@ -26,7 +26,7 @@ def inputs(precision, m, n, k, seed, mode):
     return a.astype(dt), b.astype(dt), c
 
 
-def check(out, a, b, c0, alpha, beta, *, precision, mode, label):
+def check(out, a, b, c0, alpha, beta, *, precision, mode, label, u_in=None):
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     ref = alpha * (a64 @ b64) + (beta * c0.astype(np.float64) if beta != 0 else 0.0)
     m, k = a.shape
@@ -47,7 +47,7 @@ def check(out, a, b, c0, alpha, beta, *, precision, mode, label):
                                  f"worst ({i}, {j}) = {out[i, j]} vs {ref[i, j]}")
         return
     mag = np.abs(alpha) * (np.abs(a64) @ np.abs(b64)) + (np.abs(beta * c0) if beta != 0 else 0)
-    bound = (2 * U_IN[precision] + k * U_ACC) * mag + 1e-30
+    bound = (2 * (u_in or U_IN[precision]) + k * U_ACC) * mag + 1e-30
     ratio = np.abs(out - ref) / bound
     if ratio.max() > 1:
         i, j = np.unravel_index(np.argmax(ratio), ratio.shape)

@@ -35,7 +35,7 @@ def run(r, m, n, k, seed, mode, alpha, beta, on_device):
     else:
         out = drvgemm.gemm(a, b, c_in, alpha=alpha, beta=beta, kernel=r.name)
     check(out, a, b, c0, alpha, beta, precision=r.precision, mode=mode,
-          label=f"{r.name} seed={seed}")
+          label=f"{r.name} seed={seed}", u_in=r.input_roundoff or None)
 
 
 def runnable(r):

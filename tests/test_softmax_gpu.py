@@ -237,9 +237,10 @@ def test_device_in_device_out(gpu):
 
 
 def test_torch_tensor_in(gpu):
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch has no CUDA")
+    from drvgemm.optional import torch_cuda, why_not
+    torch = torch_cuda()
+    if torch is None:
+        pytest.skip(why_not("torch"))
     x = make_input(64, 2000)
     t = torch.from_numpy(x).cuda()
     y = sm.softmax(t)
