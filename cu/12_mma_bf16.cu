@@ -7,14 +7,15 @@
 #include "mma_bf16_block.cuh"
 
 #if USE_FP16
-#define ENTRY mma_fp16_gemm
-#else
-#define ENTRY mma_bf16_gemm
-#endif
-
 extern "C" __global__ void __launch_bounds__(COMPUTE_THREADS, 1)
-ENTRY(const u16* __restrict__ A, const u16* __restrict__ B, float* __restrict__ C,
-      int M, int N, int K, float alpha, float beta) {
+mma_fp16_gemm(const u16* __restrict__ A, const u16* __restrict__ B, float* __restrict__ C,
+              int M, int N, int K, float alpha, float beta)
+#else
+extern "C" __global__ void __launch_bounds__(COMPUTE_THREADS, 1)
+mma_bf16_gemm(const u16* __restrict__ A, const u16* __restrict__ B, float* __restrict__ C,
+              int M, int N, int K, float alpha, float beta)
+#endif
+{
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = warp / WARPS_N, wn = warp % WARPS_N;
     const BlockCoord blk = grouped_block_order(GROUP_M);
@@ -30,7 +31,8 @@ ENTRY(const u16* __restrict__ A, const u16* __restrict__ B, float* __restrict__ 
     // empty group when K is short, so the group count below stays exact).
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < KT) copy_stage<COMPUTE_THREADS>(smem + s * STAGE_BYTES, A, B, M, N, K, m0, n0, s, tid);
+        if (s < KT)
+            copy_stage<COMPUTE_THREADS>(smem + s * STAGE_BYTES, A, B, M, N, K, m0, n0, s, tid);
         cp_async_commit();
     }
 

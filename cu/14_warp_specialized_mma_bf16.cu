@@ -5,43 +5,37 @@
 // barriers.
 //
 // Hand-over protocol, two named barriers per stage s, each counting all
-// THREADS threads (producer + consumers) per phase:
-//   FULL(s)  = id 1 + s:          the producer arrives (barrier.arrive, no
-//              wait) once stage s holds k-tile kt; consumers barrier.sync
-//              on it before reading. Completion also makes the producer's
-//              copies visible to them.
-//   EMPTY(s) = id 1 + STAGES + s: consumers arrive once they are done
-//              reading stage s; the producer barrier.syncs on it before it
-//              overwrites the stage with k-tile kt + STAGES.
-// Each side waits only on the barrier the other side arrives at, so a
-// phase always completes with exactly THREADS arrivals, and it cannot be
-// joined early by the next phase: to arrive again at FULL(s) the producer
-// must first pass EMPTY(s), which needs the consumers to have passed FULL(s).
-// EMPTY(s) is only used for k-tiles that have a successor STAGES later, so
-// no phase is left half-arrived when the kernel ends.
+// THREADS threads (producers + consumers) per phase:
+//   FULL(s)  = id 1 + s:          the producers arrive (barrier.arrive, no
+//              wait) once stage s holds k-tile kt; the consumers
+//              barrier.sync on it before reading. Its completion also makes
+//              the producers' copies visible to the consumers.
+//   EMPTY(s) = id 1 + STAGES + s: the consumers arrive once they are done
+//              reading stage s; the producers barrier.sync on it before they
+//              overwrite the stage with k-tile kt + STAGES.
+// Each side waits only on the barrier the other side arrives at, so a phase
+// always completes with exactly THREADS arrivals, and it cannot be joined
+// early by the next phase: to arrive again at FULL(s) a producer must first
+// pass EMPTY(s), which needs every consumer to have passed FULL(s). EMPTY(s)
+// is only used for k-tiles that have a successor STAGES later, so no phase
+// is left half-arrived when the kernel ends.
 //
-// The producer publishes a stage one k-tile after issuing it: it commits
-// k-tile kt, waits until only that newest group is in flight (cp.async
-// data is visible to other threads only after the issuing thread waited for
-// it), and then arrives at FULL for k-tile kt-1. So up to two k-tiles are in
+// A producer publishes a stage one k-tile after issuing it: it commits
+// k-tile kt, waits until only that newest group is in flight (cp.async data
+// is visible to other threads only after the issuing thread waited for it),
+// and then arrives at FULL for k-tile kt-1. So up to two k-tiles are in
 // flight while the consumers work through the ones already published.
 //
-// Four producer warps, not one: an SM runs its warps on 4 sub-partitions
-// (warp w on partition w % 4), each with its own issue slot and a quarter of
-// the register file. One producer warp would put all 48 copies per k-tile on
-// one partition, next to two consumer warps whose MMAs need its issue slots;
-// four spread them evenly. The register budget is the same either way: 9 or
-// 12 warps both put 3 warps on some partition, 16384 / 96 -> 168 registers
-// per thread (no setmaxnreg here: that is sm_90a, the wgmma world), which the
-// consumer fits by keeping its addresses out of registers (see
-// lane_offsets in mma_bf16_block.cuh).
+// Four producer warps, not one: an SM runs its warps on 4 sub-partitions,
+// each with its own issue slot and a quarter of the register file, and
+// deals a block's warps out round-robin. One producer warp would put all 48
+// copies per k-tile on one partition, next to two consumer warps whose MMAs
+// need its issue slots; four spread them evenly. The register budget is the
+// same either way: 9 or 12 warps both put 3 warps on some partition,
+// 16384 / 96 -> 168 registers per thread (no setmaxnreg here: that is
+// sm_90a, the wgmma world), which the consumers fit by keeping their
+// addresses out of registers (see lane_offsets in mma_bf16_block.cuh).
 #include "mma_bf16_block.cuh"
-
-#if USE_FP16
-#define ENTRY ws_mma_fp16_gemm
-#else
-#define ENTRY ws_mma_bf16_gemm
-#endif
 
 #ifndef PRODUCER_WARPS
 #define PRODUCER_WARPS 4
@@ -56,9 +50,16 @@ static_assert(2 * STAGES + 1 <= 16, "two named barriers per stage among ids 1..1
 DEVI unsigned full_barrier(int stage) { return 1 + stage; }
 DEVI unsigned empty_barrier(int stage) { return 1 + STAGES + stage; }
 
+#if USE_FP16
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
-ENTRY(const u16* __restrict__ A, const u16* __restrict__ B, float* __restrict__ C,
-      int M, int N, int K, float alpha, float beta) {
+ws_mma_fp16_gemm(const u16* __restrict__ A, const u16* __restrict__ B, float* __restrict__ C,
+                 int M, int N, int K, float alpha, float beta)
+#else
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+ws_mma_bf16_gemm(const u16* __restrict__ A, const u16* __restrict__ B, float* __restrict__ C,
+                 int M, int N, int K, float alpha, float beta)
+#endif
+{
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const BlockCoord blk = grouped_block_order(GROUP_M);
     const int m0 = blk.m * BM, n0 = blk.n * BN;

@@ -48,7 +48,7 @@
 //                (atomicAdd), so the units in flight are always the lowest
 //                not yet taken (a compact window of C) and a block that runs
 //                slow takes fewer of them. Needs the producer warpgroup and
-//                CLUSTER=1.
+//                CLUSTER=1. bf16/fp16 only: tf32 keeps the static walk.
 //   GROUP, RASTER  order of the units: RASTER 0 sweeps GROUP unit rows (along
 //             M) column by column; RASTER 1 sweeps GROUP tile columns (along
 //             N) row by row. Either way the blocks running at one time cover a
@@ -146,6 +146,9 @@ struct Elem {
     static constexpr bool SWAP = ELEM == ELEM_TF32;
     static constexpr int K_TILE = SWAP ? 32 : 64;  // k per stage: one 128-byte line
     static constexpr int EPI = SWAP ? 0 : EPILOGUE;  // the transposed tf32 tile stores directly
+    // tf32 consumers hold two fragment sets besides the accumulators and have
+    // no registers left for the unit queue: they keep the static walk.
+    static constexpr int DYNAMIC = SWAP ? 0 : SCHED;
 };
 
 struct Ring {
@@ -365,6 +368,55 @@ __device__ __forceinline__ void store1(float* C, int N, int row, int col, float 
 }
 
 // EPILOGUE 0 (and every tf32 tile): each thread stores its own values.
+// One row (H = 0) or the row 8 below (H = 1) of the thread's accumulators;
+// split by H at compile time so that the only loop left is the one over
+// columns, which the compiler reliably unrolls (a loop it keeps would index
+// the accumulators at run time and move them all to local memory).
+template <int ELEM, int H>
+__device__ __forceinline__ void epilogue_direct_half(const float (&acc)[128], float* C,
+                                                     const Problem& p, int r, int x0, int t,
+                                                     float alpha, float beta) {
+    if constexpr (!Elem<ELEM>::SWAP) {
+        // Row r of C; columns in pairs (the column is even): one 8-byte store
+        // per pair where the row's pairs are 8-byte aligned, which with N odd
+        // is every other row.
+        const int row = r;
+        if (row >= p.M) return;
+        const bool pairs = ((reinterpret_cast<size_t>(C) & 7) == 0) &&
+                           ((static_cast<size_t>(row) * p.N) & 1) == 0;
+        float* crow = C + static_cast<size_t>(row) * p.N;
+#pragma unroll
+        for (int j = 0; j < 32; ++j) {
+            const int col = x0 + 8 * j + 2 * t;
+            const float v0 = acc[4 * j + 2 * H], v1 = acc[4 * j + 2 * H + 1];
+            if (pairs && col + 1 < p.N) {
+                float2* q = reinterpret_cast<float2*>(crow + col);
+                float2 out = make_float2(alpha * v0, alpha * v1);
+                if (beta != 0.0f) {
+                    const float2 old = *q;
+                    out.x += beta * old.x;
+                    out.y += beta * old.y;
+                }
+                *q = out;
+            } else {
+                if (col < p.N) store1(C, p.N, row, col, v0, alpha, beta);
+                if (col + 1 < p.N) store1(C, p.N, row, col + 1, v1, alpha, beta);
+            }
+        }
+    } else {
+        // Transposed tile: wgmma row r = column of C, wgmma column = row of C.
+        // Per store, 8 lanes g write 8 consecutive floats of one row of C.
+        const int col = r;
+        if (col >= p.N) return;
+#pragma unroll
+        for (int j = 0; j < 32; ++j) {
+            const int row = x0 + 8 * j + 2 * t;
+            if (row < p.M) store1(C, p.N, row, col, acc[4 * j + 2 * H], alpha, beta);
+            if (row + 1 < p.M) store1(C, p.N, row + 1, col, acc[4 * j + 2 * H + 1], alpha, beta);
+        }
+    }
+}
+
 template <int ELEM>
 __device__ __forceinline__ void epilogue_direct(const float (&acc)[128], float* C,
                                                 const Problem& p, int y0, int x0, int c,
@@ -373,90 +425,80 @@ __device__ __forceinline__ void epilogue_direct(const float (&acc)[128], float* 
     const int w = (threadIdx.x >> 5) & 3;
     const int g = lane >> 2, t = lane & 3;
     const int r0 = y0 + c * 64 + w * 16 + g;  // wgmma row of acc[0]
-    if constexpr (!Elem<ELEM>::SWAP) {
-        // Rows r0, r0 + 8 of C; columns in pairs (the column is even): one
-        // 8-byte store per pair where the row's pairs are 8-byte aligned,
-        // which with N odd is every other row.
-        const bool c8 = (reinterpret_cast<size_t>(C) & 7) == 0;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int row = r0 + 8 * h;
-            if (row >= p.M) continue;
-            const bool pairs = c8 && ((static_cast<size_t>(row) * p.N) & 1) == 0;
-#pragma unroll
-            for (int j = 0; j < 32; ++j) {
-                const int col = x0 + 8 * j + 2 * t;
-                const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
-                if (pairs && col + 1 < p.N) {
-                    float2* q = reinterpret_cast<float2*>(C + static_cast<size_t>(row) * p.N + col);
-                    float2 out = make_float2(alpha * v0, alpha * v1);
-                    if (beta != 0.0f) {
-                        const float2 old = *q;
-                        out.x += beta * old.x;
-                        out.y += beta * old.y;
-                    }
-                    *q = out;
-                } else {
-                    if (col < p.N) store1(C, p.N, row, col, v0, alpha, beta);
-                    if (col + 1 < p.N) store1(C, p.N, row, col + 1, v1, alpha, beta);
-                }
-            }
-        }
-    } else {
-        // Transposed tile: wgmma row = column of C, wgmma column = row of C.
-        // Per store, 8 lanes g write 8 consecutive floats of one row of C.
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int col = r0 + 8 * h;
-            if (col >= p.N) continue;
-#pragma unroll
-            for (int j = 0; j < 32; ++j) {
-                const int row = x0 + 8 * j + 2 * t;
-                if (row < p.M) store1(C, p.N, row, col, acc[4 * j + 2 * h], alpha, beta);
-                if (row + 1 < p.M) store1(C, p.N, row + 1, col, acc[4 * j + 2 * h + 1], alpha, beta);
-            }
-        }
-    }
+    epilogue_direct_half<ELEM, 0>(acc, C, p, r0, x0, t, alpha, beta);
+    epilogue_direct_half<ELEM, 1>(acc, C, p, r0 + 8, x0, t, alpha, beta);
 }
 
 // EPILOGUE 1: lanes t and t^1 swap one pair, so that the even lane holds
 // four consecutive columns of row g and the odd lane four of row g + 8:
-// 32 16-byte stores per thread instead of 64 8-byte ones.
+// 32 16-byte stores per thread instead of 64 8-byte ones. The column loop is
+// unrolled by template recursion: left to the compiler it stays a loop, and
+// the accumulators, indexed at run time, go to local memory.
+struct QuadArgs {
+    float* C;
+    int M, N, row, x0, t;
+    bool odd, quads;
+    float alpha, beta;
+};
+
+template <int J>
+__device__ __forceinline__ void quad_store(const float (&acc)[128], const QuadArgs& q) {
+    const float a0 = acc[4 * J], a1 = acc[4 * J + 1];      // row g, columns 2t, 2t+1
+    const float b0 = acc[4 * J + 2], b1 = acc[4 * J + 3];  // row g+8
+    const float r0 = __shfl_xor_sync(0xffffffffu, q.odd ? a0 : b0, 1);
+    const float r1 = __shfl_xor_sync(0xffffffffu, q.odd ? a1 : b1, 1);
+    if (q.row >= q.M) return;
+    const int col = q.x0 + 8 * J + 2 * (q.t & 2);
+    const float4 v = q.odd ? make_float4(r0, r1, b0, b1) : make_float4(a0, a1, r0, r1);
+    float* dst = q.C + static_cast<size_t>(q.row) * q.N + col;
+    const float alpha = q.alpha, beta = q.beta;
+    if (q.quads && col + 3 < q.N) {
+        float4 out = make_float4(alpha * v.x, alpha * v.y, alpha * v.z, alpha * v.w);
+        if (beta != 0.0f) {
+            const float4 old = *reinterpret_cast<const float4*>(dst);
+            out.x += beta * old.x;
+            out.y += beta * old.y;
+            out.z += beta * old.z;
+            out.w += beta * old.w;
+        }
+        *reinterpret_cast<float4*>(dst) = out;
+    } else {
+        if (col < q.N) store1(q.C, q.N, q.row, col, v.x, alpha, beta);
+        if (col + 1 < q.N) store1(q.C, q.N, q.row, col + 1, v.y, alpha, beta);
+        if (col + 2 < q.N) store1(q.C, q.N, q.row, col + 2, v.z, alpha, beta);
+        if (col + 3 < q.N) store1(q.C, q.N, q.row, col + 3, v.w, alpha, beta);
+    }
+}
+
+template <int J>
+struct QuadColumns {
+    static __device__ __forceinline__ void run(const float (&acc)[128], const QuadArgs& q) {
+        quad_store<J>(acc, q);
+        QuadColumns<J + 1>::run(acc, q);
+    }
+};
+template <>
+struct QuadColumns<32> {
+    static __device__ __forceinline__ void run(const float (&)[128], const QuadArgs&) {}
+};
+
 __device__ __forceinline__ void epilogue_quads(const float (&acc)[128], float* C, const Problem& p,
                                                int y0, int x0, int c, float alpha, float beta) {
     const int lane = threadIdx.x & 31;
     const int w = (threadIdx.x >> 5) & 3;
     const int g = lane >> 2, t = lane & 3;
-    const bool odd = t & 1;
-    const int row = y0 + c * 64 + w * 16 + g + (odd ? 8 : 0);
-    const bool quads = ((p.N & 3) == 0) && ((reinterpret_cast<size_t>(C) & 15) == 0);
-#pragma unroll
-    for (int j = 0; j < 32; ++j) {
-        const float a0 = acc[4 * j], a1 = acc[4 * j + 1];      // row g, columns 2t, 2t+1
-        const float b0 = acc[4 * j + 2], b1 = acc[4 * j + 3];  // row g+8
-        const float r0 = __shfl_xor_sync(0xffffffffu, odd ? a0 : b0, 1);
-        const float r1 = __shfl_xor_sync(0xffffffffu, odd ? a1 : b1, 1);
-        if (row >= p.M) continue;
-        const int col = x0 + 8 * j + 2 * (t & 2);
-        const float4 v = odd ? make_float4(r0, r1, b0, b1) : make_float4(a0, a1, r0, r1);
-        float* q = C + static_cast<size_t>(row) * p.N + col;
-        if (quads && col + 3 < p.N) {
-            float4 out = make_float4(alpha * v.x, alpha * v.y, alpha * v.z, alpha * v.w);
-            if (beta != 0.0f) {
-                const float4 old = *reinterpret_cast<const float4*>(q);
-                out.x += beta * old.x;
-                out.y += beta * old.y;
-                out.z += beta * old.z;
-                out.w += beta * old.w;
-            }
-            *reinterpret_cast<float4*>(q) = out;
-        } else {
-            if (col < p.N) store1(C, p.N, row, col, v.x, alpha, beta);
-            if (col + 1 < p.N) store1(C, p.N, row, col + 1, v.y, alpha, beta);
-            if (col + 2 < p.N) store1(C, p.N, row, col + 2, v.z, alpha, beta);
-            if (col + 3 < p.N) store1(C, p.N, row, col + 3, v.w, alpha, beta);
-        }
-    }
+    QuadArgs q;
+    q.C = C;
+    q.M = p.M;
+    q.N = p.N;
+    q.odd = t & 1;
+    q.row = y0 + c * 64 + w * 16 + g + (q.odd ? 8 : 0);
+    q.x0 = x0;
+    q.t = t;
+    q.quads = ((p.N & 3) == 0) && ((reinterpret_cast<size_t>(C) & 15) == 0);
+    q.alpha = alpha;
+    q.beta = beta;
+    QuadColumns<0>::run(acc, q);
 }
 
 // EPILOGUE 2: warpgroup c writes its 64 x 256 block of C through shared
@@ -559,7 +601,7 @@ __device__ __forceinline__ void producer_loop(const TmaMap* mapA, const TmaMap* 
                                               const Ring& ring, const Problem& p, u32 rank,
                                               int* sched) {
     Cursor cur;
-    if constexpr (SCHED == 0) {
+    if constexpr (Elem<ELEM>::DYNAMIC == 0) {
         (void)sched;
         for (int u = blockIdx.x / CLUSTER; u < p.units; u += gridDim.x / CLUSTER)
             produce_unit<ELEM>(mapA, mapB, ring, p, u, rank, cur);
@@ -604,8 +646,9 @@ __device__ __forceinline__ void consume_unit(float (&acc)[128], u32 (&frag0)[4][
     int prev = -1;
     for (int kt = 0; kt < p.k_tiles; ++kt) {
         mbar_wait(ring.full_bar(cur.s), cur.phase);
-        // tf32: alternate fragment sets, the previous one may still be read
-        if (Elem<ELEM>::SWAP && (kt & 1))
+        // tf32 with a stage in flight: alternate fragment sets, the previous
+        // one may still be read
+        if (Elem<ELEM>::SWAP && INFLIGHT && (kt & 1))
             mma_stage<ELEM>(acc, frag1, ring.stage(cur.s), c, false);
         else
             mma_stage<ELEM>(acc, frag0, ring.stage(cur.s), c, kt == 0);
@@ -638,7 +681,7 @@ __device__ __forceinline__ void consumer_loop(const TmaMap* mapC, float* C, cons
     float acc[128];
     u32 frag0[4][4], frag1[4][4];
     Cursor cur;
-    if constexpr (SCHED == 0) {
+    if constexpr (Elem<ELEM>::DYNAMIC == 0) {
         for (int u = blockIdx.x / CLUSTER; u < p.units; u += gridDim.x / CLUSTER)
             consume_unit<ELEM>(acc, frag0, frag1, mapC, C, ring, p, u, c, rank, alpha, beta,
                                c_tma, cur);

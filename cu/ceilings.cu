@@ -42,21 +42,24 @@ ffma_peak(float* out, int iters, float a, float b, int store) {
 template <int KIND>   // 0: tf32 m16n8k8, 1: bf16 m16n8k16, 2: fp16 m16n8k16
 __device__ __forceinline__ void mma_peak(float* out, int iters, float a, int store) {
     const unsigned lane = threadIdx.x & 31;
-    unsigned fa[4], fb[2];
-    if (KIND == 0) {
-        const unsigned v = to_tf32(a * (1.0f + lane * 0.0078125f));
+    // Six different operand registers: with one value in all of them the
+    // compiler would keep one register and copy it into the aligned quads
+    // and pairs the instruction reads, inside the loop.
+    unsigned f[6];
 #pragma unroll
-        for (int r = 0; r < 4; ++r) fa[r] = v;
-        fb[0] = fb[1] = v;
-    } else {
-        // Two 16-bit values near `a` (bf16 keeps the top half of an fp32;
-        // 0x3c00 is fp16 1.0): the bit patterns only need to be finite.
-        const unsigned h = KIND == 1 ? (__float_as_uint(a) >> 16) : 0x3c00u + (lane & 7u);
-        const unsigned v = h | (h << 16);
-#pragma unroll
-        for (int r = 0; r < 4; ++r) fa[r] = v;
-        fb[0] = fb[1] = v;
+    for (int r = 0; r < 6; ++r) {
+        const float x = a * (1.0f + lane * 0.0078125f + r * 0.0625f);
+        if (KIND == 0) {
+            f[r] = to_tf32(x);
+        } else {
+            // Two 16-bit values per register: bf16 keeps the top half of an
+            // fp32; for fp16, 0x3c00 is 1.0. Only finiteness matters.
+            const unsigned h = KIND == 1 ? __float_as_uint(x) >> 16 : 0x3c00u + (lane & 7u) + r;
+            f[r] = h | (h << 16);
+        }
     }
+    const unsigned fa[4] = {f[0], f[1], f[2], f[3]};
+    const unsigned fb[2] = {f[4], f[5]};
     float d[CHAINS][4];
 #pragma unroll
     for (int c = 0; c < CHAINS; ++c)

@@ -7,9 +7,10 @@
 //
 // mma.sync.m16n8k16 with fp32 accumulators; bf16 inputs, or fp16 with
 // -DUSE_FP16=1. Block tile BM x BN (128 x 256), k-tile BK = 32; 8 compute
-// warps in a 2 x 4 grid, each owning a 64 x 64 piece of C: 4 x 8 mma tiles
-// of 16 x 8, i.e. 128 fp32 accumulators per thread. Per 16-wide k-step a
-// warp issues 4 ldmatrix.x4 for A, 4 ldmatrix.x4.trans for B and 32 MMAs.
+// warps in a 2 x 4 grid, each owning 64 rows x 8 n-tiles of C (the n-tiles
+// dealt round-robin, see warp_n_chunk): 4 x 8 mma tiles of 16 x 8, i.e. 128
+// fp32 accumulators per thread. Per 16-wide k-step a warp issues 4
+// ldmatrix.x4 for A, 4 ldmatrix.x4.trans for B and 32 MMAs.
 //
 // Fragment placement (PTX ISA, m16n8k16, lane = 4 g + t):
 //   A (16 x 16, row):  a0 = A[g][2t..2t+1]   a1 = A[g+8][2t..]
@@ -90,11 +91,12 @@ DEVI void copy_stage(unsigned stage, const u16* A, const u16* B, int M, int N, i
 // immediate offsets of 128 bytes -- no per-load address registers. (A's rows
 // are 64 bytes and both k16 steps' chunks are inside the swizzled bits: two
 // bases.) Keeping addresses out of registers matters for the warp-specialised
-// rung, whose 9 warps put 3 warps on one of the SM's 4 register-file
-// partitions: 16384 / 96 threads -> at most 168 registers per thread, and
+// rung: its 12 warps put 3 warps on each of the SM's 4 register-file
+// partitions, 16384 / 96 threads -> at most 168 registers per thread, and
 // 128 accumulators + 16 B + 4 A fragment registers are already 148.
 DEVI int warp_n_chunk(int wn, int m) { return wn + 4 * m; }
-static_assert(WN == 64 && BN == 4 * WN, "the interleaved column ownership assumes 4 warps of 8 n-tiles");
+static_assert(WN == 64 && BN == 4 * WN,
+              "the interleaved column ownership assumes 4 warps of 8 n-tiles");
 
 struct LaneOffsets { unsigned a[BK / 16], b; };
 

@@ -1,4 +1,4 @@
-// What the mma.sync rungs (cu/11 .. cu/14) share: the block-index order,
+// What the tensor-core rungs (cu/09 .. cu/14) share: the block-index order,
 // the shared-memory layouts (XOR swizzles), the guarded global -> shared
 // tile copy, and the epilogue. The PTX rung ptx/10_mma_tf32_ptx.ptx spells
 // out the same pieces by hand.
@@ -131,8 +131,8 @@ DEVI void copy_tile(unsigned tile, const void* matrix, int ld, int nrows, int nc
             for (int i = 0; i < CHUNKS / THREADS; ++i, src += step) copy_chunk(i, src);
         }
     } else {
-        // The element-wise paths stay rolled: unrolled, their hoisted addresses
-        // would cost more registers than the accumulators leave.
+        // The element-wise paths stay rolled: unrolled, their hoisted
+        // addresses would cost more registers than the accumulators leave.
 #pragma unroll 1
         for (int i = 0; i < CHUNKS / THREADS; ++i) {
             const int q = t + i * THREADS;
@@ -151,7 +151,8 @@ DEVI void copy_tile(unsigned tile, const void* matrix, int ld, int nrows, int nc
 #pragma unroll
                 for (int e = 0; e < 8; ++e) {
                     const bool inside = grow < nrows && gcol + e < ncols;
-                    sts16(dst + 2 * e, inside ? ldg16(m16 + (long long)grow * ld + gcol + e) : u16(0));
+                    const u16 v = inside ? ldg16(m16 + (long long)grow * ld + gcol + e) : u16(0);
+                    sts16(dst + 2 * e, v);
                 }
             }
         }

@@ -4,10 +4,13 @@
 // cores only through these, so each instruction's contract is stated once,
 // next to its PTX.
 //
-// No CUDA header is included: NVRTC before 13.3 ships neither <mma.h> nor
-// <cuda_fp16.h>, and the kernels only need the 16-bit inputs as raw bits
-// (they go straight from memory to ldmatrix / wmma.load), so bf16 and fp16
-// matrices are passed as `const unsigned short*`.
+// No CUDA header is included. NVRTC finds <mma.h>, <cuda_fp16.h> and
+// <cuda_bf16.h> only in a CUDA toolkit's include directory (13.3 and later
+// can unpack a bundled copy, 13.0 on the H200 cannot), and the kernels need
+// none of them: the 16-bit inputs are only ever raw bits that go straight
+// from memory to ldmatrix / wmma.load, so bf16 and fp16 matrices are passed
+// as `const unsigned short*` (the same 8-byte pointer in the PTX signature
+// as `const __nv_bfloat16*`).
 #pragma once
 
 #define DEVI __device__ __forceinline__

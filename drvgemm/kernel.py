@@ -115,6 +115,12 @@ class Kernel:
         self.arch = binary.arch
         res = compiler.parse_resources(binary.log)
         self.resources: Resources | None = res.get(self.entry)
+        if self.resources is None and res:
+            # ptxas reports each entry once per module; a cached log written for a
+            # sibling entry of the same source still names this one. Say so loudly.
+            import warnings
+            warnings.warn(f"ptxas report of {binary.source_name} has no entry {self.entry!r} "
+                          f"(it lists {', '.join(res)})")
         params = parse_params(binary.ptx, self.entry)
         names = _source_param_names(source_text, name) if source_text and binary.kind == "cu" \
             else None

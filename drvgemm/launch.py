@@ -60,8 +60,36 @@ class _Packer:
         self.address_slots = tuple(p.index for p in params if p.ptx_type in ("u64", "s64", "b64"))
         self.bytes_slots = tuple(p.index for p in params if p.is_bytes)
         self.lock = threading.Lock()
+        self.pack = self._generate()
 
-    def pack(self, args):
+    def _generate(self):
+        """Write a packing function for exactly this parameter list: one
+        unpacking assignment, an inline type test per pointer slot and one
+        pack_into. Anything unusual falls back to the checked path."""
+        n = self.n
+        names = [f"a{i}" for i in range(n)]
+        lines = ["def pack(args):"]
+        if n:
+            lines.append("    try:")
+            lines.append(f"        {', '.join(names)}{',' if n == 1 else ''} = args")
+            lines.append("    except (TypeError, ValueError):")
+            lines.append("        return checked(args)")
+        for i in self.address_slots:
+            lines.append(f"    if type(a{i}) is DA: a{i} = a{i}.ptr")
+            lines.append(f"    elif type(a{i}) is not int: return checked(args)")
+        if self.bytes_slots:
+            lines.append("    return checked(args)")
+        else:
+            lines.append("    try:")
+            lines.append(f"        pack_into(buf, 0{''.join(', ' + a for a in names)})")
+            lines.append("    except Exception:")
+            lines.append("        checked(args)")
+        scope = {"DA": DeviceArray, "checked": self.pack_checked, "pack_into": self.fmt.pack_into,
+                 "buf": self.buf}
+        exec("\n".join(lines), scope)  # noqa: S102 - generated from the PTX parameter list
+        return scope["pack"]
+
+    def pack_checked(self, args):
         if len(args) != self.n:
             self._wrong_count(args)
         if self.address_slots or self.bytes_slots:
@@ -214,6 +242,10 @@ def launch(kernel: Kernel, grid, block, args, *, smem=0, stream=None, cluster=No
         s = _streams[stream]
     except (KeyError, TypeError):
         s = _stream_object(stream)
+        try:
+            _streams[stream] = s
+        except TypeError:
+            pass
     with packer.lock:
         packer.pack(args)
         if cluster is None and not attributes:

@@ -97,7 +97,9 @@ RUNGS: list[Rung] = [
                      MIN_BLOCKS=MIN_BLOCKS),
         vector=4,
         summary="3-stage cp.async pipeline from global straight into shared memory"))(),
-    (lambda BM=128, BN=128, BK=8, WM=32, WN=64, TM=8, TN=8, APAD=4, MIN_BLOCKS=2, KT_UNROLL=1: Rung(
+    # Tile constants from benchmarks/autotune_warp_tiled.py on the H200 (18 variants at
+    # 4096^3): 64x64 warp tiles of 16x8 outputs per thread, two k-tiles per loop trip.
+    (lambda BM=128, BN=128, BK=8, WM=64, WN=64, TM=16, TN=8, APAD=4, MIN_BLOCKS=2, KT_UNROLL=2: Rung(
         name="08_warp_tiled", source="08_warp_tiled.cu", entry="gemm_warp_tiled", precision="fp32",
         block=((BM // WM) * (BN // WN) * 32, 1, 1), tile_m=BM, tile_n=BN,
         smem=2 * BK * ((BM + APAD) + BN) * 4,  # two buffers of A^T [BK][BM + APAD], B [BK][BN]
@@ -156,33 +158,47 @@ RUNGS: list[Rung] = [
         summary="rung 12 warp-specialised: 4 producer warps copy, 8 consumer warps compute, "
                 "stages handed over with named barriers"))(),
     # ---- Hopper: TMA + wgmma ----
-    # One source, three entries. The kernel's signature is (mapA, mapB, C, M, N, K, alpha,
-    # beta); grid, block and shared memory come from tma.wgmma_gemm_launch_config. Build
-    # steps (benchmarks/wgmma_steps.py): WARP_SPECIALIZED=0 (TMA + wgmma only),
-    # WARP_SPECIALIZED=1 (+ producer warpgroup, setmaxnreg), PERSISTENT=1 (grid = SMs, host
-    # side only), CLUSTER=2 (+ 2-block clusters multicasting the shared 256-wide operand).
-    # smem = STAGES * 48 KiB ring + 16 B of mbarriers per stage + 1 KiB for 1024-B alignment.
-    Rung("20_tma_wgmma_bf16", "20_wgmma_tma_bf16.cu", "gemm_tma_wgmma_bf16", "bf16",
-         block=(384, 1, 1), tile_m=128, tile_n=256, smem=4 * 49152 + 16 * 4 + 1024,
-         defines={"WGMMA_ELEM": 1, "WARP_SPECIALIZED": 1, "PERSISTENT": 1, "CLUSTER": 2,
-                  "STAGES": 4},
-         vector=8, arch="sm_90a", host="tma",
-         summary="TMA loads into a 4-stage mbarrier ring, wgmma m64n256k16 from shared memory, "
-                 "producer/consumer warpgroups, persistent grid, 2-block clusters"),
-    Rung("20_tma_wgmma_fp16", "20_wgmma_tma_bf16.cu", "gemm_tma_wgmma_fp16", "fp16",
-         block=(384, 1, 1), tile_m=128, tile_n=256, smem=4 * 49152 + 16 * 4 + 1024,
-         defines={"WGMMA_ELEM": 2, "WARP_SPECIALIZED": 1, "PERSISTENT": 1, "CLUSTER": 2,
-                  "STAGES": 4},
-         vector=8, arch="sm_90a", host="tma",
-         summary="the bf16 rung with f16 inputs"),
-    Rung("20_tma_wgmma_tf32", "20_wgmma_tma_bf16.cu", "gemm_tma_wgmma_tf32", "tf32",
-         block=(384, 1, 1), tile_m=256, tile_n=128, smem=4 * 49152 + 16 * 4 + 1024,
-         defines={"WGMMA_ELEM": 3, "WARP_SPECIALIZED": 1, "PERSISTENT": 1, "CLUSTER": 2,
-                  "STAGES": 4},
-         vector=4, arch="sm_90a", host="tma", input_roundoff=2.0 ** -10,
-         summary="TF32 wgmma m64n256k8 on C^T = B^T A^T: A through TMA as wgmma's K-major B, "
-                 "B from shared memory into register fragments (32-bit wgmma operands cannot "
-                 "be transposed)"),
+    # One source, three entries. The kernel's signature is (mapA, mapB, mapC, C, M, N, K,
+    # alpha, beta, sched); grid, block, shared memory and arguments come from
+    # tma.wgmma_gemm_launch_config. Build steps (benchmarks/wgmma_steps.py): WARP_SPECIALIZED=0
+    # (TMA + wgmma only), WARP_SPECIALIZED=1 (+ producer warpgroup, setmaxnreg), PERSISTENT=1
+    # (grid = SMs, host side only), CLUSTER=2 (+ 2-block clusters multicasting the shared
+    # 256-wide operand). Tuning knobs (benchmarks/wgmma_sweep.py): SCHED (1: units handed out
+    # by an atomic counter), GROUP/RASTER (unit order), INFLIGHT, EPILOGUE (2: TMA stores
+    # from shared memory), STAGES, SM_LIMIT (host side).
+    # smem = STAGES * 48 KiB ring + 32 KiB of C staging (EPILOGUE=2) + 16 B of mbarriers per
+    # stage + 64 B unit queue + 1 KiB for 1024-B alignment.
+    (lambda STAGES=4, EPILOGUE=2: Rung(
+        "20_tma_wgmma_bf16", "20_wgmma_tma_bf16.cu", "gemm_tma_wgmma_bf16", "bf16",
+        block=(384, 1, 1), tile_m=128, tile_n=256,
+        smem=STAGES * 49152 + (32768 if EPILOGUE == 2 else 0) + 16 * STAGES + 64 + 1024,
+        defines={"WGMMA_ELEM": 1, "WARP_SPECIALIZED": 1, "PERSISTENT": 1, "CLUSTER": 1,
+                 "STAGES": STAGES, "SCHED": 1, "GROUP": 16, "RASTER": 0, "INFLIGHT": 1,
+                 "EPILOGUE": EPILOGUE},
+        vector=8, arch="sm_90a", host="tma",
+        summary="TMA loads into a 4-stage mbarrier ring, wgmma m64n256k16 from shared memory, "
+                "producer/consumer warpgroups, persistent grid fed by an atomic tile counter, "
+                "C stored by TMA from shared memory"))(),
+    (lambda STAGES=4, EPILOGUE=2: Rung(
+        "20_tma_wgmma_fp16", "20_wgmma_tma_bf16.cu", "gemm_tma_wgmma_fp16", "fp16",
+        block=(384, 1, 1), tile_m=128, tile_n=256,
+        smem=STAGES * 49152 + (32768 if EPILOGUE == 2 else 0) + 16 * STAGES + 64 + 1024,
+        defines={"WGMMA_ELEM": 2, "WARP_SPECIALIZED": 1, "PERSISTENT": 1, "CLUSTER": 1,
+                 "STAGES": STAGES, "SCHED": 1, "GROUP": 16, "RASTER": 0, "INFLIGHT": 1,
+                 "EPILOGUE": EPILOGUE},
+        vector=8, arch="sm_90a", host="tma",
+        summary="the bf16 rung with f16 inputs"))(),
+    (lambda STAGES=4, EPILOGUE=0: Rung(
+        "20_tma_wgmma_tf32", "20_wgmma_tma_bf16.cu", "gemm_tma_wgmma_tf32", "tf32",
+        block=(384, 1, 1), tile_m=256, tile_n=128,
+        smem=STAGES * 49152 + (32768 if EPILOGUE == 2 else 0) + 16 * STAGES + 64 + 1024,
+        defines={"WGMMA_ELEM": 3, "WARP_SPECIALIZED": 1, "PERSISTENT": 1, "CLUSTER": 2,
+                 "STAGES": STAGES, "SCHED": 0, "GROUP": 16, "RASTER": 0, "INFLIGHT": 1,
+                 "EPILOGUE": EPILOGUE},
+        vector=4, arch="sm_90a", host="tma",
+        summary="TF32 wgmma m64n256k8 on C^T = B^T A^T: A through TMA as wgmma's K-major B, "
+                "B from shared memory into register fragments (32-bit wgmma operands cannot "
+                "be transposed)"))(),
 ]
 
 

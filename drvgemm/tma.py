@@ -12,11 +12,20 @@ of ``cuTensorMapEncodeTiled`` is checked here first, so a bad map is a
 ``ValueError`` naming the field, raised before (and without) any GPU; the
 driver encodes the map on first use of ``param_bytes``.
 
-The rung's kernels take (mapA, mapB, C, M, N, K, alpha, beta):
+The rung's kernels take (mapA, mapB, mapC, C, M, N, K, alpha, beta, sched):
   bf16 / fp16: mapA over A (M x K): box 64 (k) x 128 (rows); mapB over B
                (K x N): box 64 (columns) x 64 (k); both 128-byte swizzled.
   tf32:        mapA: box 32 (k) x 64 (rows); mapB: box 32 (columns) x 32 (k)
                (the kernel computes C^T = B^T A^T: see the .cu file).
+  mapC:        only for EPILOGUE=2 (16-bit inputs): C (M x N fp32), box 32
+               (columns) x 64 (rows), 128-byte swizzled; encoded when N % 4 == 0
+               and C is 16-byte aligned (the kernel tests the same condition
+               and otherwise stores directly), else 128 zero bytes, never read.
+  sched:       only for SCHED=1: two ints that are zero between launches (the
+               kernel's last block zeroes them again). One buffer per stream,
+               allocated on first use and kept: launches on one stream run one
+               after another, so they can share it; launches on different
+               streams, which may overlap, never do.
 ``wgmma_gemm_launch_config`` builds the maps and returns the launch: grid,
 block, shared memory, arguments and the cluster shape.
 
@@ -39,7 +48,8 @@ from . import driver
 
 __all__ = ["TensorMap", "matrix_map", "ELEMENT_TYPES", "SWIZZLE_BYTES",
            "wgmma_gemm_launch_config", "wgmma_smem_bytes", "wgmma_geometry",
-           "wgmma_work_units", "wgmma_grid_blocks", "needs_staging", "check_register_budget"]
+           "wgmma_work_units", "wgmma_grid_blocks", "needs_staging", "c_map_usable",
+           "check_register_budget", "UNUSED_MAP"]
 
 # element type name -> (CUtensorMapDataType member suffix, bytes)
 ELEMENT_TYPES = {
@@ -260,12 +270,17 @@ def _as_int(v, what) -> int:
 TILE_Y = 128          # wgmma M per block: 2 consumer warpgroups x 64
 TILE_X = 256          # wgmma N per block
 STAGE_BYTES = 16384 + 4 * 8192
+C_BOX = (64, 32)      # EPILOGUE=2: (rows, fp32 columns) per TMA store = one 8 KB staging buffer
+STAGING_BYTES = 2 * 2 * 64 * 32 * 4   # two buffers per consumer warpgroup
+QUEUE_BYTES = 64      # the unit queue: 2 full + 2 empty mbarriers and 2 unit slots, padded
 
 
-def wgmma_smem_bytes(stages: int) -> int:
-    """Dynamic shared memory of the rung: the ring, 2 mbarriers per stage and
-    1024 bytes of slack to align the ring for the 128-byte swizzle."""
-    return stages * STAGE_BYTES + 16 * stages + 1024
+def wgmma_smem_bytes(stages: int, epilogue: int = 0) -> int:
+    """Dynamic shared memory of the rung: the ring, the EPILOGUE=2 staging
+    buffers, 2 mbarriers per stage, the unit queue and 1024 bytes of slack to
+    align the ring for the 128-byte swizzle."""
+    staging = STAGING_BYTES if int(epilogue) == 2 else 0
+    return stages * STAGE_BYTES + staging + 16 * stages + QUEUE_BYTES + 1024
 
 
 @dataclass(frozen=True)
@@ -284,6 +299,12 @@ def wgmma_geometry(precision: str) -> Geometry:
     if precision == "tf32":
         return Geometry("tf32", 4, 32, True, a_box=(64, 32), b_box=(32, 32))
     raise ValueError(f"the TMA + wgmma rung takes bf16, fp16 or tf32, not {precision!r}")
+
+
+def c_map_usable(address: int, n: int) -> bool:
+    """EPILOGUE=2 stores C through a tensor map: fp32 rows must be a multiple
+    of 16 bytes and C 16-byte aligned (the kernel checks the same)."""
+    return address % 16 == 0 and n % 4 == 0
 
 
 def wgmma_work_units(geo: Geometry, m: int, n: int, cluster: int) -> int:
@@ -373,14 +394,43 @@ def _cached_map(address, dtype, rows, cols, pitch, box_rows, box_cols) -> Tensor
     return m
 
 
+class _UnusedMap:
+    """128 zero bytes in a tensor-map parameter the kernel never reads."""
+    param_bytes = bytes(128)
+
+    def __repr__(self):
+        return "TensorMap(unused)"
+
+
+UNUSED_MAP = _UnusedMap()
+
+_sched_buffers: dict = {}
+_sched_lock = threading.Lock()
+
+
+def _sched_workspace(stream: int) -> int:
+    """The SCHED=1 counters for launches on ``stream``: 2 ints, zeroed once
+    (stream-ordered) when first handed out, zero again after every launch."""
+    with _sched_lock:
+        ptr = _sched_buffers.get(stream)
+        if ptr is None:
+            d = driver.bindings()
+            ptr = int(driver.check(d.cuMemAlloc(256), "cuMemAlloc(256)"))
+            driver.check(d.cuMemsetD8Async(ptr, 0, 256, d.CUstream(stream)), "cuMemsetD8Async")
+            _sched_buffers[stream] = ptr
+        return ptr
+
+
 _max_clusters: dict = {}
 
 
-def _persistent_blocks(rung, cluster: int, block: tuple, smem: int) -> int:
-    """How many blocks can be resident at once, one per SM: the SM count, or
-    for clusters what cuOccupancyMaxActiveClusters says (a GPC whose free SMs
-    are odd leaves one idle)."""
+def _persistent_blocks(rung, cluster: int, block: tuple, smem: int, sm_limit: int = 0) -> int:
+    """How many blocks can be resident at once, one per SM: the SM count (or
+    ``sm_limit`` if smaller), or for clusters what cuOccupancyMaxActiveClusters
+    says (a GPC whose free SMs are odd leaves one idle)."""
     sms = driver.device().sm_count
+    if sm_limit:
+        sms = min(sms, sm_limit)
     if cluster == 1:
         return sms
     key = (rung.name, tuple(sorted(rung.defines.items())), smem)
@@ -396,7 +446,7 @@ def _persistent_blocks(rung, cluster: int, block: tuple, smem: int) -> int:
             q = driver.occupancy_max_active_clusters(fn, (n * cluster, 1, 1), block, smem,
                                                     (cluster, 1, 1))
             if q:
-                n = min(n, int(q))
+                n = min(n, int(q), sms // cluster)
         except Exception:
             pass  # keep sms // cluster: a wrong guess costs speed, never correctness
         _max_clusters[key] = n
@@ -433,6 +483,9 @@ def wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, *, stream=None
     Returns {grid, block, smem, args, cluster, keepalive}: ``keepalive`` holds
     scratch copies of misaligned operands, which must outlive the enqueueing
     of the launch (dropping the dict afterwards frees them stream-ordered).
+
+    Host-side defines of the rung: PERSISTENT (grid = resident blocks) and
+    SM_LIMIT (at most that many blocks in a persistent grid; 0 = all SMs).
     """
     m, n, k = int(m), int(n), int(k)
     if m < 1 or n < 1 or k < 1:
@@ -444,14 +497,17 @@ def wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, *, stream=None
     cluster = int(defines.get("CLUSTER", 1))
     stages = int(defines.get("STAGES", 4))
     persistent = int(defines.get("PERSISTENT", 1))
+    epilogue = int(defines.get("EPILOGUE", 0))
+    sched = int(defines.get("SCHED", 0))
+    sm_limit = int(defines.get("SM_LIMIT", 0))
     block = (384 if ws else 256, 1, 1)
     if tuple(rung.block) + (1,) * (3 - len(rung.block)) != block:
         raise ValueError(f"{rung.name}: block {rung.block} does not match "
                          f"WARP_SPECIALIZED={ws} (needs {block})")
-    smem = wgmma_smem_bytes(stages)
+    smem = wgmma_smem_bytes(stages, epilogue)
     if rung.smem and rung.smem != smem:
-        raise ValueError(f"{rung.name}: smem {rung.smem} does not match STAGES={stages} "
-                         f"(needs {smem})")
+        raise ValueError(f"{rung.name}: smem {rung.smem} does not match STAGES={stages}, "
+                         f"EPILOGUE={epilogue} (needs {smem})")
 
     try:
         from .ladder import rung_kernel
@@ -485,13 +541,20 @@ def wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, *, stream=None
         map_a = _cached_map(a_ptr, dtype, m, k, a_pitch, *geo.a_box)
         map_b = _cached_map(b_ptr, dtype, k, n, b_pitch, *geo.b_box)
 
-    resident = _persistent_blocks(rung, cluster, block, smem) if persistent else None
+    map_c = UNUSED_MAP
+    if epilogue == 2 and not geo.swapped:
+        pc = driver.device_pointer(c, "C")
+        if c_map_usable(pc, n):
+            map_c = _cached_map(pc, "fp32", m, n, 4 * n, *C_BOX)
+    workspace = _sched_workspace(s) if sched else 0
+
+    resident = _persistent_blocks(rung, cluster, block, smem, sm_limit) if persistent else None
     blocks = wgmma_grid_blocks(geo, m, n, cluster, resident)
     return {
         "grid": (blocks, 1, 1),
         "block": block,
         "smem": smem,
-        "args": [map_a, map_b, c, m, n, k, float(alpha), float(beta)],
+        "args": [map_a, map_b, map_c, c, m, n, k, float(alpha), float(beta), workspace],
         "cluster": (cluster, 1, 1) if cluster > 1 else None,
         "keepalive": keep,
     }

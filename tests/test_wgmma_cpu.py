@@ -16,12 +16,22 @@ from drvgemm.sass import disassemble, opcode_counts
 SOURCE = "20_wgmma_tma_bf16.cu"
 ENTRIES = {"bf16": ("gemm_tma_wgmma_bf16", 1), "fp16": ("gemm_tma_wgmma_fp16", 2),
            "tf32": ("gemm_tma_wgmma_tf32", 3)}
-# Each build step of the rung, compiled as the benchmark compiles it.
+# Each build step of the rung, compiled as the benchmark compiles it, and the
+# tuning knobs of benchmarks/wgmma_sweep.py.
 STEPS = {"tma_only": {"WARP_SPECIALIZED": 0},
          "warp_specialized": {"WARP_SPECIALIZED": 1},
-         "cluster2": {"WARP_SPECIALIZED": 1, "CLUSTER": 2}}
-CASES = [("bf16", step) for step in STEPS] + [("fp16", "cluster2"), ("tf32", "tma_only"),
-                                              ("tf32", "cluster2")]
+         "cluster2": {"WARP_SPECIALIZED": 1, "CLUSTER": 2},
+         "dynamic": {"WARP_SPECIALIZED": 1, "SCHED": 1},
+         "dynamic_tma_store": {"WARP_SPECIALIZED": 1, "SCHED": 1, "EPILOGUE": 2},
+         "dynamic_quads_inflight0": {"WARP_SPECIALIZED": 1, "SCHED": 1, "EPILOGUE": 1,
+                                     "INFLIGHT": 0, "RASTER": 1, "GROUP": 8},
+         "cluster2_tma_store": {"WARP_SPECIALIZED": 1, "CLUSTER": 2, "EPILOGUE": 2},
+         "tma_only_tma_store": {"WARP_SPECIALIZED": 0, "EPILOGUE": 2},
+         "dynamic_tma_store_3": {"WARP_SPECIALIZED": 1, "SCHED": 1, "EPILOGUE": 2, "STAGES": 3}}
+CASES = ([("bf16", step) for step in STEPS]
+         + [("fp16", "cluster2"), ("fp16", "dynamic_tma_store"), ("tf32", "tma_only"),
+            ("tf32", "cluster2"), ("tf32", "dynamic_tma_store"),
+            ("tf32", "dynamic_quads_inflight0")])
 
 _built = {}
 
@@ -84,14 +94,23 @@ def test_sass_uses_hopper_units(prec, step):
         assert ops["UCGABAR_ARV"] >= 1 and ops["UCGABAR_WAIT"] >= 1
     else:
         assert "MULTICAST" not in sass
+    # EPILOGUE 2 stores C with the copy engine (16-bit inputs; the transposed
+    # tf32 tile always stores directly).
+    tma_store = STEPS[step].get("EPILOGUE", 0) == 2 and prec != "tf32"
+    assert (ops["UTMASTG"] > 0) == tma_store
+    # SCHED 1 takes units from a global counter (16-bit inputs; tf32 walks statically).
+    dynamic = STEPS[step].get("SCHED", 0) == 1 and prec != "tf32"
+    assert ("ATOMG.E.ADD" in sass) == dynamic
+    if STEPS[step].get("EPILOGUE", 0) == 1 and prec != "tf32":
+        assert ops["SHFL"] >= 64 and "STG.E.128" in sass, "16-byte stores after lane swaps"
 
 
 def test_kernel_takes_tensor_maps_by_value():
     b, _ = build("bf16", "warp_specialized")
     params = parse_params(b.ptx, "gemm_tma_wgmma_bf16")
     kinds = [(p.ptx_type, p.align) for p in params]
-    assert kinds[:2] == [("b8[128]", 64), ("b8[128]", 64)], kinds
-    assert [p.ptx_type for p in params[2:]] == ["u64", "u32", "u32", "u32", "f32", "f32"]
+    assert kinds[:3] == [("b8[128]", 64)] * 3, kinds
+    assert [p.ptx_type for p in params[3:]] == ["u64", "u32", "u32", "u32", "f32", "f32", "u64"]
 
 
 def test_registered_rungs_match_the_kernel():
@@ -100,11 +119,15 @@ def test_registered_rungs_match_the_kernel():
         r = table[f"20_tma_wgmma_{prec}"]
         assert r.host == "tma" and r.arch == "sm_90a" and r.precision == prec
         assert r.entry == ENTRIES[prec][0] and r.defines["WGMMA_ELEM"] == ENTRIES[prec][1]
-        assert r.smem == tma.wgmma_smem_bytes(r.defines["STAGES"])
+        assert r.smem == tma.wgmma_smem_bytes(r.defines["STAGES"], r.defines["EPILOGUE"])
         assert r.threads == (384 if r.defines["WARP_SPECIALIZED"] else 256)
-    # The ring must fit the H200's 227 KB opt-in limit, with 1 KB reserved per block.
-    assert tma.wgmma_smem_bytes(4) + 1024 <= 233472
-    assert tma.wgmma_smem_bytes(4) <= 232448
+        # The dynamic scheduler cannot feed a cluster.
+        assert not (r.defines["SCHED"] == 1 and r.defines["CLUSTER"] > 1)
+    # The largest configuration (4 stages + C staging) must fit the H200's
+    # 227 KB opt-in limit, with 1 KB reserved per block.
+    assert tma.wgmma_smem_bytes(4, 2) + 1024 <= 233472
+    assert tma.wgmma_smem_bytes(4, 2) <= 232448
+    assert tma.wgmma_smem_bytes(4, 2) - tma.wgmma_smem_bytes(4, 0) == 2 * 2 * 64 * 32 * 4
 
 
 # ---------------------------------------------------------------------------
@@ -185,42 +208,87 @@ def test_encode_without_driver_is_a_cuda_error():
 # ---------------------------------------------------------------------------
 # Grid and tile scheduler
 # ---------------------------------------------------------------------------
-def schedule(geo, m, n, cluster, blocks):
-    """The kernel's unit_origin (GROUP = 16), walked for every block: returns
-    the (y0, x0) tile origins each block computes."""
-    group = 16
+def unit_origin(u, rank, cluster, units_y, tiles_x, group, raster):
+    """The kernel's unit_origin: unit -> (y0, x0)."""
+    if raster == 0:
+        g = u // (group * tiles_x)
+        first = g * group
+        rows = min(units_y - first, group)
+        local = u - g * group * tiles_x
+        uy, tx = first + local % rows, local // rows
+    else:
+        g = u // (group * units_y)
+        first = g * group
+        cols = min(tiles_x - first, group)
+        local = u - g * group * units_y
+        tx, uy = first + local % cols, local // cols
+    return (uy * cluster + rank) * tma.TILE_Y, tx * tma.TILE_X
+
+
+def schedule(geo, m, n, cluster, blocks, group=16, raster=0, dynamic=False):
+    """The kernel's walk over units for every block: returns the (y0, x0)
+    tile origins computed. Static: block b takes units b, b + G, ...; dynamic:
+    block b takes unit b, then tickets grid, grid + 1, ... in whatever order
+    the blocks ask (simulated here with a shuffled order of requests)."""
     y_ext, x_ext = (n, m) if geo.swapped else (m, n)
     tiles_y = -(-y_ext // tma.TILE_Y)
     tiles_x = -(-x_ext // tma.TILE_X)
     units_y = -(-tiles_y // cluster)
     units = units_y * tiles_x
     seen = []
-    for b in range(blocks):
-        rank = b % cluster
-        for u in range(b // cluster, units, blocks // cluster):
-            g = u // (group * tiles_x)
-            first = g * group
-            rows = min(units_y - first, group)
-            local = u - g * group * tiles_x
-            uy, tx = first + local % rows, local // rows
-            seen.append(((uy * cluster + rank) * tma.TILE_Y, tx * tma.TILE_X))
+    if dynamic:
+        import random
+        rng = random.Random(m * 9001 + n)
+        taken = [b for b in range(blocks) if b < units]
+        ticket = blocks
+        active = list(taken)
+        while active:                      # blocks ask for their next unit in random order
+            rng.shuffle(active)
+            b = active.pop()
+            if ticket < units:
+                taken.append(ticket)
+                active.append(b)
+            ticket += 1
+        units_walked = [(u, 0) for u in taken]
+    else:
+        units_walked = [(u, b % cluster) for b in range(blocks)
+                        for u in range(b // cluster, units, blocks // cluster)]
+    for u, rank in units_walked:
+        seen.append(unit_origin(u, rank, cluster, units_y, tiles_x, group, raster))
     return seen, tiles_y, tiles_x
 
 
 @settings(max_examples=150)
 @given(m=st.integers(1, 9000), n=st.integers(1, 9000), prec=st.sampled_from(["bf16", "tf32"]),
-       cluster=st.sampled_from([1, 2]), resident=st.sampled_from([None, 2, 8, 132]))
-def test_every_tile_computed_exactly_once(m, n, prec, cluster, resident):
+       cluster=st.sampled_from([1, 2]), resident=st.sampled_from([None, 2, 8, 128, 132]),
+       group=st.sampled_from([1, 3, 8, 16, 33]), raster=st.sampled_from([0, 1]),
+       dynamic=st.booleans())
+def test_every_tile_computed_exactly_once(m, n, prec, cluster, resident, group, raster, dynamic):
+    if dynamic and cluster > 1:
+        cluster = 1    # the dynamic scheduler feeds single blocks only
     geo = tma.wgmma_geometry(prec)
     blocks = tma.wgmma_grid_blocks(geo, m, n, cluster, resident)
     assert blocks % cluster == 0 and blocks >= cluster
     if resident is not None:
         assert blocks <= max(resident, cluster)
-    seen, tiles_y, tiles_x = schedule(geo, m, n, cluster, blocks)
+    seen, tiles_y, tiles_x = schedule(geo, m, n, cluster, blocks, group, raster, dynamic)
     live = [(y, x) for y, x in seen if y < tiles_y * tma.TILE_Y]
     assert len(live) == len(set(live)) == tiles_y * tiles_x
     # The only extra tiles are the second halves of clusters past the edge.
     assert len(seen) - len(live) == (tiles_y % cluster) * tiles_x
+
+
+def test_unit_order_is_compact():
+    """What GROUP buys: at 8192^2 the first 132 units (the ones in flight
+    together) cover 16 tile rows x 8.25 tile columns of C, i.e. they read
+    2048 rows of A and ~2300 columns of B, not 132 x 256 columns of B."""
+    geo = tma.wgmma_geometry("bf16")
+    first = schedule(geo, 8192, 8192, 1, 2048, group=16)[0][:132]
+    rows = {y for y, _ in first}
+    cols = {x for _, x in first}
+    assert len(rows) == 16 and len(cols) == 9
+    by_cols = schedule(geo, 8192, 8192, 1, 2048, group=8, raster=1)[0][:132]
+    assert len({x for _, x in by_cols}) == 8 and len({y for y, _ in by_cols}) == 17
 
 
 def test_geometry_matches_the_kernel():
@@ -250,6 +318,7 @@ class FakeDriver:
         from cuda.bindings import driver as real
         self._real = real
         self.maps, self.allocs, self.copies, self.frees = [], [], [], []
+        self.workspaces, self.memsets = [], []
         self._next = 0x7f0000100000
 
     def __getattr__(self, name):
@@ -277,6 +346,15 @@ class FakeDriver:
         self.frees.append(int(ptr))
         return (0,)
 
+    def cuMemAlloc(self, nbytes):
+        ptr, self._next = self._next, self._next + ((nbytes + 255) // 256 + 1) * 256
+        self.workspaces.append((ptr, nbytes))
+        return (0, ptr)
+
+    def cuMemsetD8Async(self, ptr, value, nbytes, stream):
+        self.memsets.append((int(ptr), value, nbytes, int(stream)))
+        return (0,)
+
 
 @pytest.fixture
 def fake_driver(monkeypatch):
@@ -287,32 +365,81 @@ def fake_driver(monkeypatch):
     monkeypatch.setattr(driver, "device", lambda: SimpleNamespace(sm_count=132))
     monkeypatch.setattr(tma, "_MAP_CACHE", type(tma._MAP_CACHE)())
     monkeypatch.setattr(tma, "_max_clusters", {})
+    monkeypatch.setattr(tma, "_sched_buffers", {})
     return fake
 
 
 def test_launch_config_bf16(fake_driver):
     r = by_name()["20_tma_wgmma_bf16"]
+    assert r.defines["EPILOGUE"] == 2 and r.defines["SCHED"] == 1
     pa, pb, pc = 0x7f0000000000, 0x7f0010000000, 0x7f0020000000
     m, n, k = 4096, 4096, 4096
     cfg = tma.wgmma_gemm_launch_config(r, pa, pb, pc, m, n, k, 1.0, 0.0)
-    a_map, b_map = fake_driver.maps
+    a_map, b_map, c_map = fake_driver.maps
     assert a_map == dict(dtype="CU_TENSOR_MAP_DATA_TYPE_BFLOAT16", rank=2, address=pa,
                          dims=[k, m], strides=[2 * k], box=[64, 128],
                          swizzle="CU_TENSOR_MAP_SWIZZLE_128B")
     assert b_map == dict(dtype="CU_TENSOR_MAP_DATA_TYPE_BFLOAT16", rank=2, address=pb,
                          dims=[n, k], strides=[2 * n], box=[64, 64],
                          swizzle="CU_TENSOR_MAP_SWIZZLE_128B")
+    # C through the copy engine: 64 rows x 32 fp32 columns (one 128-byte line) per store.
+    assert c_map == dict(dtype="CU_TENSOR_MAP_DATA_TYPE_FLOAT32", rank=2, address=pc,
+                         dims=[n, m], strides=[4 * n], box=[32, 64],
+                         swizzle="CU_TENSOR_MAP_SWIZZLE_128B")
     assert cfg["block"] == (384, 1, 1) and cfg["smem"] == r.smem
-    assert cfg["cluster"] == (2, 1, 1)
-    # 32 x 16 tiles = 256 cluster units > 66 resident clusters: persistent grid.
+    assert cfg["cluster"] is None
+    # 32 x 16 = 512 tiles > 132 SMs: persistent grid.
     assert cfg["grid"] == (132, 1, 1)
     args = cfg["args"]
-    assert len(args[0].param_bytes) == 128 and len(args[1].param_bytes) == 128
-    assert args[2:] == [pc, m, n, k, 1.0, 0.0]
+    assert all(len(a.param_bytes) == 128 for a in args[:3])
+    (ws, nbytes), = fake_driver.workspaces
+    assert nbytes >= 8
+    assert fake_driver.memsets == [(ws, 0, nbytes, 0)]   # zeroed on the launch's stream
+    assert args[3:] == [pc, m, n, k, 1.0, 0.0, ws]
     assert not fake_driver.allocs and not cfg["keepalive"]
-    # Same buffers again: the encoded maps are reused.
-    tma.wgmma_gemm_launch_config(r, pa, pb, pc, m, n, k, 1.0, 0.0)
-    assert len(fake_driver.maps) == 2
+    # Same buffers, same stream again: the maps and the counters are reused.
+    again = tma.wgmma_gemm_launch_config(r, pa, pb, pc, m, n, k, 1.0, 0.0)
+    assert len(fake_driver.maps) == 3 and again["args"][-1] == ws
+    # Another stream (whose launches may overlap these) gets counters of its own.
+    other = tma.wgmma_gemm_launch_config(r, pa, pb, pc, m, n, k, 1.0, 0.0, stream=0x1234)
+    assert other["args"][-1] != ws and len(fake_driver.workspaces) == 2
+    assert fake_driver.memsets[-1][3] == 0x1234
+
+
+def test_launch_config_c_map_only_when_usable(fake_driver):
+    """EPILOGUE=2 encodes a map over C only when the copy engine can take it
+    (N % 4 == 0, C 16-byte aligned), the same test the kernel makes before
+    using it; otherwise the slot holds zeros the kernel never reads."""
+    r = by_name()["20_tma_wgmma_bf16"]
+    pa, pb = 0x7f0000000000, 0x7f0010000000
+    for pc, n, usable in [(0x7f0020000000, 4096, True), (0x7f0020000008, 4096, False),
+                          (0x7f0020000000, 4098, False), (0x7f0020000000, 8193, False)]:
+        assert tma.c_map_usable(pc, n) == usable
+        before = len(fake_driver.maps)
+        cfg = tma.wgmma_gemm_launch_config(r, pa, pb, pc, 300, n, 64, 1.0, 0.0)
+        made = [mp for mp in fake_driver.maps[before:] if mp["address"] == pc]
+        assert bool(made) == usable
+        if not usable:
+            assert cfg["args"][2] is tma.UNUSED_MAP and cfg["args"][2].param_bytes == bytes(128)
+    import dataclasses
+    direct = dataclasses.replace(r, name="direct", defines={**r.defines, "EPILOGUE": 0,
+                                                            "SCHED": 0},
+                                 smem=tma.wgmma_smem_bytes(4, 0))
+    cfg = tma.wgmma_gemm_launch_config(direct, pa, pb, 0x7f0030000000, 300, 4096, 64, 1.0, 0.0)
+    assert cfg["args"][2] is tma.UNUSED_MAP and cfg["args"][-1] == 0
+    with pytest.raises(ValueError, match="EPILOGUE"):
+        tma.wgmma_gemm_launch_config(dataclasses.replace(direct, smem=r.smem), pa, pb,
+                                     0x7f0030000000, 300, 4096, 64, 1.0, 0.0)
+
+
+def test_launch_config_sm_limit(fake_driver):
+    import dataclasses
+    r = by_name()["20_tma_wgmma_bf16"]
+    capped = dataclasses.replace(r, name="capped", defines={**r.defines, "SM_LIMIT": 128})
+    cfg = tma.wgmma_gemm_launch_config(capped, 0x1000, 0x2000, 0x3000, 4096, 4096, 64, 1, 0)
+    assert cfg["grid"] == (128, 1, 1)
+    small = tma.wgmma_gemm_launch_config(capped, 0x1000, 0x2000, 0x3000, 300, 300, 64, 1, 0)
+    assert small["grid"] == (3 * 2, 1, 1)     # fewer tiles than the cap: one block per tile
 
 
 def test_launch_config_stages_unaligned_operands(fake_driver):
@@ -346,6 +473,7 @@ def test_launch_config_tf32_is_swapped(fake_driver):
     # wgmma tile: 128 columns x 256 rows of C: ceil(300/128) = 3 -> 2 cluster units
     # along N, ceil(1000/256) = 4 along M: 8 units of 2 blocks.
     assert cfg["grid"] == (16, 1, 1)
+    assert cfg["args"][2] is tma.UNUSED_MAP     # the transposed tile never stores by TMA
 
 
 def test_launch_config_steps(fake_driver):
@@ -353,7 +481,7 @@ def test_launch_config_steps(fake_driver):
     base = by_name()["20_tma_wgmma_bf16"]
     single = dataclasses.replace(base, name="x", block=(256, 1, 1),
                                  defines={**base.defines, "WARP_SPECIALIZED": 0,
-                                          "PERSISTENT": 0, "CLUSTER": 1})
+                                          "PERSISTENT": 0, "CLUSTER": 1, "SCHED": 0})
     cfg = tma.wgmma_gemm_launch_config(single, 0x1000, 0x2000, 0x3000, 4096, 4096, 64, 1, 0)
     assert cfg["grid"] == (32 * 16, 1, 1) and cfg["block"] == (256, 1, 1)
     assert cfg["cluster"] is None

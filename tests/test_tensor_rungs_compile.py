@@ -1,0 +1,167 @@
+"""The mma.sync / WMMA rungs (09-14), checked without a GPU: each compiles
+for sm_80 and sm_90 at ALIGNED=0 and ALIGNED=1 (the PTX rung as written)
+with no spills and no stack, one block fits an SM of the architecture it is
+registered for, and the SASS (nvdisasm) holds the instructions the rung
+exists to show: HMMA of the right shape and type, LDGSTS where it copies
+with cp.async, LDSM where it uses ldmatrix, BAR.ARV where warps hand stages
+over. The registry entries agree with the kernels' tile constants.
+
+Compiles are disk-cached by drvgemm.compiler; a cold run is ~25 compiles.
+"""
+from __future__ import annotations
+
+import functools
+import re
+from collections import Counter
+
+import pytest
+
+from drvgemm import sass, sources
+from drvgemm.compiler import compile_binary, parse_resources
+from drvgemm.occupancy import SPECS, kernel_max_threads, model
+from drvgemm.rungs import RUNGS, by_name
+
+TENSOR = [r for r in RUNGS if r.precision != "fp32" and r.arch == "sm_80"]
+ARCHS = ("sm_80", "sm_90")
+DEVICE_OF_ARCH = {"sm_80": "A100", "sm_90": "H200"}
+
+# The SASS opcode each input type's mma.sync / wmma becomes.
+HMMA = {"tf32": "HMMA.1688.F32.TF32", "bf16": "HMMA.16816.F32.BF16", "fp16": "HMMA.16816.F32"}
+K_PER_MMA = {"tf32": 8, "bf16": 16, "fp16": 16}
+ELEMENT_BYTES = {"tf32": 4, "bf16": 2, "fp16": 2}
+
+
+OPCODE_RE = r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)"
+
+
+def is_ptx(r) -> bool:
+    return r.source.endswith(".ptx")
+
+
+CASES = [(r.name, arch, aligned) for r in TENSOR for arch in ARCHS
+         for aligned in ((None,) if is_ptx(r) else (0, 1))]
+
+
+def _case_id(case):
+    name, arch, aligned = case
+    return f"{name}-{arch}" + ("" if aligned is None else f"-aligned{aligned}")
+
+
+@functools.lru_cache(maxsize=None)
+def build(name: str, arch: str, aligned):
+    r = by_name()[name]
+    defines = None if aligned is None else dict(r.defines, ALIGNED=aligned)
+    b = compile_binary(r.source, r.entry, defines=defines, arch=arch)
+    res = parse_resources(b.log)[b.entry]
+    ops = Counter(re.findall(OPCODE_RE, sass.disassemble(b.cubin)))
+    return b, res, ops
+
+
+def base_counts(ops: Counter) -> Counter:
+    c = Counter()
+    for op, n in ops.items():
+        c[op.split(".")[0]] += n
+    return c
+
+
+def test_the_tensor_rungs_are_registered():
+    names = [r.name for r in TENSOR]
+    assert names == ["09_wmma_fp16", "10_mma_tf32_ptx", "11_mma_tf32", "12_mma_bf16",
+                     "13_mma_fp16", "14_warp_specialized_mma_bf16"]
+    for r in TENSOR:
+        family = "wmma" if "wmma" in r.name else "mma"
+        assert f"{family}_{r.precision}" in r.name, r.name
+
+
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
+def test_compiles_without_spills_and_fits_an_sm(case):
+    name, arch, aligned = case
+    r = by_name()[name]
+    b, res, _ = build(name, arch, aligned)
+    assert (res.spill_stores, res.spill_loads, res.stack) == (0, 0, 0), f"{name}: {res}"
+    assert res.registers <= 255
+    spec = SPECS[DEVICE_OF_ARCH[arch]]
+    occ = model(spec, res.registers, r.threads, r.smem, res.static_smem, barriers=res.barriers)
+    assert occ.blocks_per_sm >= 1, f"{name} on {spec.name}: {occ.reason or occ.limiters}"
+    # The kernel's launch bounds are the registry's block.
+    assert kernel_max_threads(b.ptx, b.entry) == r.threads
+
+
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
+def test_sass_shows_what_the_rung_is_about(case):
+    name, arch, aligned = case
+    r = by_name()[name]
+    _, _, ops = build(name, arch, aligned)
+    base = base_counts(ops)
+    hmma = ops[HMMA[r.precision]]
+    assert hmma == base["HMMA"] and hmma > 0, f"{name}: HMMA variants {dict(ops)}"
+    # One k-tile of the main loop issues (WM/16) x (WN/8) x (BK/k) MMAs per
+    # warp, all in registers; the loop body appears once (or unrolled whole).
+    d = dict(dict(BM=128, BN=256, BK=32, WM=64, WN=64), **r.defines)
+    per_tile = (d["WM"] // 16) * (d["WN"] // 8) * (d["BK"] // K_PER_MMA[r.precision])
+    assert hmma % per_tile == 0, f"{name}: {hmma} HMMA, not a multiple of {per_tile}"
+    # Tensor-core operands come from shared memory through ldmatrix (wmma.load
+    # compiles to it too).
+    assert base["LDSM"] > 0
+    if r.precision in ("bf16", "fp16") and "wmma" not in name:
+        assert ops["LDSM.16.MT88.4"] > 0, "B fragments via ldmatrix.trans"
+    # cp.async: 16-byte copies when aligned (the PTX rung decides at run time
+    # and has both), 4-byte copies for unaligned fp32, none for unaligned
+    # 16-bit data (rows may start at any 2 bytes: plain loads and stores).
+    ldgsts = {op: n for op, n in ops.items() if op.startswith("LDGSTS")}
+    if aligned is None or aligned == 1:
+        assert any(op.endswith(".128") for op in ldgsts), f"{name}: {ldgsts}"
+    elif r.precision == "tf32":
+        assert ldgsts, f"{name}: 4-byte cp.async expected"
+    else:
+        assert not ldgsts and base["STS"] > 0
+    # Warp specialisation: stages handed over with named barriers that only
+    # arrive; the non-specialised rungs only ever use __syncthreads.
+    if "warp_specialized" in name:
+        assert base["BAR"] > 1 and any(op.startswith("BAR.ARV") for op in ops)
+    else:
+        assert not any(op.startswith("BAR.ARV") for op in ops)
+
+
+def test_tile_twins_share_their_tiles():
+    t = by_name()
+    ptx, cpp = t["10_mma_tf32_ptx"], t["11_mma_tf32"]
+    assert (ptx.tile_m, ptx.tile_n, ptx.block, ptx.smem) == (cpp.tile_m, cpp.tile_n, cpp.block,
+                                                              cpp.smem)
+    plain, ws = t["12_mma_bf16"], t["14_warp_specialized_mma_bf16"]
+    assert (plain.tile_m, plain.tile_n, plain.smem) == (ws.tile_m, ws.tile_n, ws.smem)
+    assert {k: v for k, v in ws.defines.items() if k != "PRODUCER_WARPS"} == plain.defines
+    assert ws.threads == plain.threads + 32 * ws.defines["PRODUCER_WARPS"]
+
+
+@pytest.mark.parametrize("r", TENSOR, ids=lambda r: r.name)
+def test_registry_vector_is_one_16_byte_copy(r):
+    assert r.vector * ELEMENT_BYTES[r.precision] == 16
+
+
+@pytest.mark.parametrize("r", [r for r in TENSOR if "wmma" not in r.name], ids=lambda r: r.name)
+def test_registry_smem_is_the_stages_of_the_tiles(r):
+    d = dict(dict(BM=128, BN=256, BK=32), **r.defines)
+    stage = (d["BM"] * d["BK"] + d["BK"] * d["BN"]) * ELEMENT_BYTES[r.precision]
+    if is_ptx(r):
+        # The PTX rung spells its stages out: stage index = k-tile % STAGES,
+        # stage address = index * stage bytes.
+        text = sources.find_source(r.source).read_text()
+        stages = {int(n) for n in re.findall(r"rem\.u32\s+%x, %(?:pf|kt), (\d+);", text)}
+        strides = {int(n) for n in re.findall(r"mad\.lo\.s32\s+%stage, %x, (\d+), %smem;", text)}
+        assert len(stages) == 1 and strides == {stage}
+        assert r.smem == stages.pop() * stage
+    else:
+        assert r.smem == r.defines["STAGES"] * stage
+
+
+def test_ptx_rung_is_hand_written_for_the_h200_driver():
+    text = sources.find_source(by_name()["10_mma_tf32_ptx"].source).read_text()
+    version = re.search(r"^\s*\.version\s+(\d+)\.(\d+)", text, re.M)
+    assert version and (int(version.group(1)), int(version.group(2))) <= (8, 0)
+    assert re.search(r"^\s*\.target\s+sm_80\b", text, re.M)
+    # Every operand goes through cvt.rna.tf32.f32 before its mma: 32 per
+    # k-step of 8, 4 k-steps per k-tile, 32 MMAs per k-step.
+    assert len(re.findall(r"^\s*cvt\.rna\.tf32\.f32", text, re.M)) == 4 * 32
+    assert len(re.findall(r"^\s*mma\.sync\.aligned\.m16n8k8\.row\.col\.f32\.tf32", text, re.M)) \
+        == 4 * 32
