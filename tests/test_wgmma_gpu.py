@@ -1,7 +1,8 @@
 """The TMA + wgmma rung on the GPU (sm_90): every M, N, K >= 1, exact-integer
 and random inputs, C poisoned with NaN, beta = 0 and beta != 0, guard zones
-around C, misaligned operands (staged copies), and each build step of the
-rung (tma only, warp-specialised, persistent, clusters), with a grid small
+around C, misaligned operands (staged copies), each build step of the rung
+(tma only, warp-specialised, persistent, clusters) and each tuning knob
+(dynamic scheduler, unit order, TMA-store epilogue, ...), with a grid small
 enough that every block walks many tiles."""
 import dataclasses
 
@@ -50,14 +51,31 @@ def variant(prec, **defines):
     block = (384 if d["WARP_SPECIALIZED"] else 256, 1, 1)
     tag = ",".join(f"{k}={v}" for k, v in sorted(defines.items()))
     return dataclasses.replace(base, name=f"{base.name}[{tag}]", defines=d, block=block,
-                               smem=tma.wgmma_smem_bytes(d["STAGES"]))
+                               smem=tma.wgmma_smem_bytes(d["STAGES"], d.get("EPILOGUE", 0)))
 
 
+# The build steps as first measured: static walk, direct stores.
+_PLAIN = dict(SCHED=0, EPILOGUE=0, INFLIGHT=1, GROUP=16, RASTER=0, STAGES=4)
 STEPS = {
-    "tma_only": dict(WARP_SPECIALIZED=0, PERSISTENT=0, CLUSTER=1),
-    "warp_specialized": dict(WARP_SPECIALIZED=1, PERSISTENT=0, CLUSTER=1),
-    "persistent": dict(WARP_SPECIALIZED=1, PERSISTENT=1, CLUSTER=1),
-    "cluster2": dict(WARP_SPECIALIZED=1, PERSISTENT=1, CLUSTER=2),
+    "tma_only": dict(_PLAIN, WARP_SPECIALIZED=0, PERSISTENT=0, CLUSTER=1),
+    "warp_specialized": dict(_PLAIN, WARP_SPECIALIZED=1, PERSISTENT=0, CLUSTER=1),
+    "persistent": dict(_PLAIN, WARP_SPECIALIZED=1, PERSISTENT=1, CLUSTER=1),
+    "cluster2": dict(_PLAIN, WARP_SPECIALIZED=1, PERSISTENT=1, CLUSTER=2),
+}
+# The tuning knobs (tf32 ignores SCHED and EPILOGUE 1/2: it walks statically
+# and stores directly, which these cases then check too).
+KNOBS = {
+    "dynamic": dict(_PLAIN, WARP_SPECIALIZED=1, PERSISTENT=1, CLUSTER=1, SCHED=1),
+    "dynamic_tma_store": dict(_PLAIN, WARP_SPECIALIZED=1, PERSISTENT=1, CLUSTER=1, SCHED=1,
+                              EPILOGUE=2),
+    "dynamic_quads_by_columns": dict(_PLAIN, WARP_SPECIALIZED=1, PERSISTENT=1, CLUSTER=1,
+                                     SCHED=1, EPILOGUE=1, RASTER=1, GROUP=3),
+    "static_inflight0_3_stages": dict(_PLAIN, WARP_SPECIALIZED=1, PERSISTENT=1, CLUSTER=1,
+                                      INFLIGHT=0, STAGES=3, GROUP=5),
+    "cluster2_tma_store": dict(_PLAIN, WARP_SPECIALIZED=1, PERSISTENT=1, CLUSTER=2,
+                               EPILOGUE=2),
+    "tma_only_tma_store": dict(_PLAIN, WARP_SPECIALIZED=0, PERSISTENT=0, CLUSTER=1,
+                               EPILOGUE=2),
 }
 
 
@@ -187,14 +205,79 @@ def test_build_steps_exact(hopper, prec, step, m, n, k, seed, few_blocks):
     check(out, a, b, c, 1.0, 0.0, prec, True, f"{r.name} seed={seed} few_blocks={few_blocks}")
 
 
-@pytest.mark.parametrize("step", list(STEPS))
+@pytest.mark.parametrize("step", list(STEPS) + list(KNOBS))
 def test_build_steps_random_beta(hopper, step):
+    defines = {**STEPS, **KNOBS}[step]
     for prec in ("bf16", "fp16", "tf32"):
-        r = variant(prec, **STEPS[step])
+        r = variant(prec, **defines)
         for m, n, k in [(300, 520, 777), (129, 257, 65), (1, 1, 1)]:
             a, b, c = inputs(prec, m, n, k, 7, exact=False)
-            out = run(r, a, b, c, -1.25, 0.5, blocks=2 * (STEPS[step]["CLUSTER"]))
+            out = run(r, a, b, c, -1.25, 0.5, blocks=2 * defines["CLUSTER"])
             check(out, a, b, c, -1.25, 0.5, prec, False, r.name)
+            # beta = 0 with NaN in C: the TMA-store path where C allows it.
+            out = run(r, a, b, np.full((m, n), np.nan, np.float32), 0.75, 0.0,
+                      blocks=2 * defines["CLUSTER"])
+            check(out, a, b, c, 0.75, 0.0, prec, False, r.name)
+
+
+@pytest.mark.parametrize("knob", list(KNOBS))
+@pytest.mark.parametrize("prec", ["bf16", "tf32"])
+@settings(SLOW, max_examples=10)
+@given(m=DIMS, n=DIMS, k=KS, seed=st.integers(0, 2**32 - 1), few_blocks=st.booleans())
+def test_knobs_exact(hopper, prec, knob, m, n, k, seed, few_blocks):
+    r = variant(prec, **KNOBS[knob])
+    a, b, c = inputs(prec, m, n, k, seed, exact=True)
+    out = run(r, a, b, np.full((m, n), np.nan, np.float32), 1.0, 0.0,
+              blocks=4 if few_blocks else None)
+    check(out, a, b, c, 1.0, 0.0, prec, True, f"{r.name} seed={seed} few_blocks={few_blocks}")
+
+
+def test_tma_store_falls_back_where_c_does_not_allow_it(hopper):
+    """EPILOGUE=2 stores through the copy engine only when N % 4 == 0 and C
+    is 16-byte aligned; C one float past a 16-byte boundary, or N odd, takes
+    the direct stores (and must still stay inside C)."""
+    r = variant("bf16", **KNOBS["dynamic_tma_store"])
+    for m, n, k, c_offset in [(300, 516, 100, 1), (300, 515, 100, 0), (257, 4, 64, 2)]:
+        a, b, c = inputs("bf16", m, n, k, 5, exact=True)
+        host = np.full(m * n + 2 * GUARD + 4, SENTINEL, np.float32)
+        buf = drvgemm.to_device(host)
+        C = DeviceArray((m, n), np.float32, ptr=buf.ptr + 4 * (GUARD + c_offset), owner=False)
+        A, B = drvgemm.to_device(a), drvgemm.to_device(b)
+        cfg = tma.wgmma_gemm_launch_config(r, A, B, C, m, n, k, 1.0, 0.0)
+        assert (cfg["args"][2] is tma.UNUSED_MAP) == (c_offset % 4 != 0 or n % 4 != 0)
+        launch(ladder.rung_kernel(r, True), cfg["grid"], cfg["block"], cfg["args"],
+               smem=cfg["smem"], cluster=cfg["cluster"])
+        drvgemm.synchronize()
+        out = buf.to_host()
+        lo, hi = GUARD + c_offset, GUARD + c_offset + m * n
+        assert np.all(out[:lo] == SENTINEL) and np.all(out[hi:] == SENTINEL), "wrote outside C"
+        check(out[lo:hi].reshape(m, n), a, b, c, 1.0, 0.0, "bf16", True, f"{r.name} {m}x{n}")
+
+
+def test_dynamic_scheduler_counters_reset_between_launches(hopper):
+    """SCHED=1 hands out units from two counters that the last block zeroes:
+    many launches in a row on one stream, and on two streams at once (each
+    stream has its own counters), must each compute every tile once."""
+    r = variant("bf16", **KNOBS["dynamic_tma_store"])
+    m, n, k = 1500, 1300, 96          # 12 x 6 = 72 tiles
+    a, b, c = inputs("bf16", m, n, k, 9, exact=True)
+    ref = reference(a, b, c, 1.0, 0.0)
+    A, B = drvgemm.to_device(a), drvgemm.to_device(b)
+    kern = ladder.rung_kernel(r, True)
+    streams = [drvgemm.driver.Stream(), drvgemm.driver.Stream()]
+    outs = []
+    for i in range(12):
+        s = streams[i % 2]
+        C = drvgemm.to_device(np.full((m, n), np.nan, np.float32))
+        cfg = tma.wgmma_gemm_launch_config(r, A, B, C, m, n, k, 1.0, 0.0, stream=s)
+        grid = (5 + i, 1, 1)          # every block walks several tiles
+        launch(kern, grid, cfg["block"], cfg["args"], smem=cfg["smem"], stream=s)
+        outs.append(C)
+    for s in streams:
+        s.synchronize()
+    for i, C in enumerate(outs):
+        got = C.to_host()
+        assert np.array_equal(got.astype(np.float64), ref), f"launch {i}: wrong tiles"
 
 
 # ---------------------------------------------------------------------------
@@ -219,8 +302,9 @@ def test_many_tiles_per_block(hopper):
     phases in step (exact integers; K of 2.5 or 5 stages, so the ring wraps
     at a different place in every tile)."""
     for prec in ("bf16", "tf32"):
-        for step in ("tma_only", "persistent", "cluster2"):
-            r = variant(prec, **STEPS[step])
+        for step in ("tma_only", "persistent", "cluster2", "dynamic", "dynamic_tma_store",
+                     "static_inflight0_3_stages"):
+            r = variant(prec, **{**STEPS, **KNOBS}[step])
             m, n, k = 2000, 1800, 160
             a, b, c = inputs(prec, m, n, k, 3, exact=True)
             out = run(r, a, b, np.full((m, n), np.nan, np.float32), 1.0, 0.0, blocks=6)
