@@ -202,6 +202,33 @@ def run_bench(kernels=None, sizes=DEFAULT_SIZES, *, baseline=True, reps=None,
     return {"device": _device_json(dev), "records": records}
 
 
+def roofline_measured(ceilings: dict) -> dict:
+    """The measured figures the roofline uses: the FFMA peak and the copy
+    bandwidth. Tensor-core roofs stay at the datasheet's dense peaks, which
+    only wgmma reaches: the mma.sync ceilings are recorded but are not the
+    device's roof (the Hopper rung runs above them)."""
+    return {k: v for k, v in ceilings.items() if k in ("fp32", "dram_bw")}
+
+
+def annotate_roofline(results: dict, ceilings: dict) -> None:
+    """Add to every GEMM record its operational intensity (FLOP per byte its
+    tiling moves through DRAM) and its fraction of the roofline bound there."""
+    from .roofline import record_intensity, roofline_fraction, spec_for_device_name
+    from .rungs import by_name
+    spec = spec_for_device_name(results["device"]["name"])
+    if spec is None:
+        return
+    spec = spec.with_measured(roofline_measured(ceilings))
+    registry = by_name()
+    for rec in results["records"]:
+        if rec.get("tflops") is None:
+            continue
+        oi = record_intensity(rec, registry.get(rec["kernel"]))
+        rec["oi"] = round(oi, 2)
+        rec["roofline_fraction"] = round(roofline_fraction(rec["tflops"] * 1e12, oi, spec,
+                                                           rec["precision"]), 4)
+
+
 def _device_json(dev):
     d = dataclasses.asdict(dev)
     d["cc"] = f"{dev.cc[0]}.{dev.cc[1]}"
@@ -242,6 +269,9 @@ def format_report(results: dict) -> str:
             if b is not None and not r["baseline"]:
                 tail = f"  ({100 * b['median_ms'] / r['median_ms']:.1f}% of {b['kernel']})"
             lines.append(f"    throughput: {r['tflops']:6.2f} TFLOP/s{tail}")
+            if "oi" in r:
+                lines.append(f"    roofline: {r['oi']:.1f} FLOP/B moved, "
+                             f"{100 * r['roofline_fraction']:.1f}% of the bound there")
             lines.append("")
     # speedups on the largest size, step by step along each precision's ladder
     for prec in ["fp32", "tf32", "fp16", "bf16"]:

@@ -126,3 +126,29 @@ def run_cli(args) -> int:
             f.write("\n")
         print(f"written to {args.json}")
     return 0
+
+
+_device_ceilings = None
+
+
+def copy_bandwidth(nbytes: int = 1 << 30, reps: int = 10) -> float:
+    """Device-to-device copy bandwidth in bytes/s, counting bytes read plus
+    bytes written (the figure memory-bound kernels are compared with)."""
+    from . import driver, timing
+    src = driver.empty((nbytes,), "uint8").fill_bytes(1)
+    dst = driver.empty((nbytes,), "uint8")
+    ms = timing.median_ms(lambda: driver.memcpy_dtod(dst, src, nbytes), warmup=2, reps=reps)
+    src.free()
+    dst.free()
+    return 2 * nbytes / (ms * 1e-3)
+
+
+def device_ceilings() -> dict:
+    """The live GPU's measured ceilings as roofline figures, measured once per
+    process: {"fp32", "tf32", "bf16", "fp16": FLOP/s, "dram_bw": B/s}."""
+    global _device_ceilings
+    if _device_ceilings is None:
+        measured = roofline_peaks(measure_ceilings())
+        measured["dram_bw"] = copy_bandwidth()
+        _device_ceilings = measured
+    return dict(_device_ceilings)

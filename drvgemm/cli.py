@@ -70,14 +70,20 @@ def cmd_bench(args) -> int:
     else:
         results = bench.run_bench(args.kernels, args.sizes, baseline=not args.no_baseline,
                                   reps=args.reps)
+        # Measured once per process: the roofs of the report, the plot and the JSON.
+        from .ceilings import device_ceilings
+        results["ceilings"] = device_ceilings()
+        bench.annotate_roofline(results, results["ceilings"])
         print(bench.format_report(results))
+    if args.plot and not args.memory:
+        from .roofline import plot_bench
+        plot_bench(results, args.plot, measured=bench.roofline_measured(results["ceilings"]))
+        print(f"roofline plot written to {args.plot} (measured ceilings: "
+              + ", ".join(f"{k} {v / 1e12:.1f} T" if k != "dram_bw" else f"copy {v / 1e9:.0f} GB/s"
+                          for k, v in results["ceilings"].items()) + ")")
     if args.json:
         bench.write_json(results, args.json)
         print(f"results written to {args.json}")
-    if args.plot:
-        from .roofline import plot_bench
-        plot_bench(results, args.plot)
-        print(f"roofline plot written to {args.plot}")
     return 0
 
 

@@ -777,6 +777,11 @@ def run_cli(args, measured: Mapping[str, float] | None = None) -> int:
             print(f"drvgemm roofline: {e}", file=sys.stderr)
             return 2
     else:
+        if measured is None:
+            from . import driver
+            if driver.has_gpu() and spec_for_device_name(driver.device().name) is not None:
+                from .ceilings import device_ceilings
+                measured = device_ceilings()
         spec, device_name = live_spec(measured)
         if spec is None:
             if device_name is not None:
