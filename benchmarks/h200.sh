@@ -34,6 +34,9 @@ if have sanitize; then
     timeout ${SAN_TIMEOUT:-300} $SAN --tool $tool --error-exitcode 9 python3 benchmarks/sanitize.py ${SANITIZE_RUNGS:-} \
       > "$OUT/sanitize_$tool.log" 2>&1; echo "exit $?"
     tail -4 "$OUT/sanitize_$tool.log"
+    timeout ${SAN_TIMEOUT:-300} $SAN --tool $tool --error-exitcode 9 python3 benchmarks/sanitize.py --softmax \
+      > "$OUT/sanitize_softmax_$tool.log" 2>&1; echo "softmax exit $?"
+    tail -2 "$OUT/sanitize_softmax_$tool.log"
   done
 fi
 if have overhead; then

@@ -1,6 +1,7 @@
 """Runs every registered rung once at a few odd shapes, for compute-sanitizer:
 
     compute-sanitizer --tool memcheck python benchmarks/sanitize.py [RUNG ...]
+    compute-sanitizer --tool memcheck python benchmarks/sanitize.py --softmax [RUNG ...]
 
 Shapes are small (the tools slow kernels down by orders of magnitude) but odd
 in every dimension, so every edge-tile guard is exercised; beta != 0 reads C,
@@ -15,7 +16,34 @@ from drvgemm.ladder import input_dtype, rung
 SHAPES = [(1, 1, 1), (67, 45, 33), (130, 129, 17), (257, 131, 70)]
 
 
+SOFTMAX_SHAPES = [(1, 1), (3, 1000), (5, 4099), (2, 33000), (1, 131072)]
+
+
+def main_softmax(names):
+    """Each softmax rung (and auto) at odd shapes; rows must sum to 1."""
+    import importlib
+    sm = importlib.import_module("drvgemm.softmax")
+    names = names or sm.kernels() + ["auto"]
+    bad = 0
+    for name in names:
+        for rows, cols in SOFTMAX_SHAPES:
+            x = np.random.default_rng(rows * cols).standard_normal((rows, cols)).astype(np.float32)
+            try:
+                y = drvgemm.softmax(x, kernel=name)
+            except ValueError as e:  # a rung that does not take this row length says so
+                print(f"skip {name} {rows}x{cols}: {e}", flush=True)
+                continue
+            if not np.allclose(y.sum(axis=1), 1.0, atol=1e-4):
+                bad += 1
+                print(f"MISMATCH softmax {name} {rows}x{cols}", flush=True)
+        print(f"ran softmax {name}", flush=True)
+    drvgemm.synchronize()
+    return 1 if bad else 0
+
+
 def main(names):
+    if names and names[0] == "--softmax":
+        return main_softmax(names[1:])
     names = names or drvgemm.kernels()
     bad = 0
     for name in names:
