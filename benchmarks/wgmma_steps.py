@@ -21,7 +21,8 @@ Timing, the same for every entry: `batch` launches back to back between two
 events (so host launch cost hides behind the GPU), L2 flushed before each
 batch, median over `reps` batches. Inputs are random normal, never zeros.
 Each kernel's result is checked (relative RMSE vs a float64 reference) before
-it is timed."""
+it is timed. benchmarks/wgmma_sweep.py compares the rung's tuning knobs the
+same way."""
 from __future__ import annotations
 
 import argparse
@@ -38,11 +39,15 @@ from drvgemm.bench import _device_json, make_inputs, reference, rel_rmse
 from drvgemm.launch import launch
 from drvgemm.timing import flush_l2
 
+# The steps as first built: static walk over tiles, stores straight from the
+# accumulators (the tuning knobs of benchmarks/wgmma_sweep.py at their
+# original settings).
+_PLAIN = dict(SCHED=0, EPILOGUE=0, INFLIGHT=1, GROUP=16, RASTER=0, STAGES=4)
 STEPS = {
-    "tma_only": dict(WARP_SPECIALIZED=0, PERSISTENT=0, CLUSTER=1),
-    "warp_specialized": dict(WARP_SPECIALIZED=1, PERSISTENT=0, CLUSTER=1),
-    "persistent": dict(WARP_SPECIALIZED=1, PERSISTENT=1, CLUSTER=1),
-    "cluster2": dict(WARP_SPECIALIZED=1, PERSISTENT=1, CLUSTER=2),
+    "tma_only": dict(_PLAIN, WARP_SPECIALIZED=0, PERSISTENT=0, CLUSTER=1),
+    "warp_specialized": dict(_PLAIN, WARP_SPECIALIZED=1, PERSISTENT=0, CLUSTER=1),
+    "persistent": dict(_PLAIN, WARP_SPECIALIZED=1, PERSISTENT=1, CLUSTER=1),
+    "cluster2": dict(_PLAIN, WARP_SPECIALIZED=1, PERSISTENT=1, CLUSTER=2),
 }
 RUNG = {"bf16": "20_tma_wgmma_bf16", "fp16": "20_tma_wgmma_fp16", "tf32": "20_tma_wgmma_tf32"}
 
@@ -85,7 +90,7 @@ def step_rung(prec, step, extra_defines):
     block = (384 if d["WARP_SPECIALIZED"] else 256, 1, 1)
     tag = step + "".join(f",{k}={v}" for k, v in sorted(extra_defines.items()))
     return dataclasses.replace(base, name=f"{base.name}[{tag}]", defines=d, block=block,
-                               smem=tma.wgmma_smem_bytes(d["STAGES"]))
+                               smem=tma.wgmma_smem_bytes(d["STAGES"], d.get("EPILOGUE", 0)))
 
 
 def bench_step(prec, step, extra, m, n, k, A, B, ref, batch, reps):
@@ -114,7 +119,10 @@ def bench_step(prec, step, extra, m, n, k, A, B, ref, batch, reps):
     return rec
 
 
-def bench_torch(prec, m, n, k, a, b, ref, batch, reps):
+def torch_call(prec, a, b):
+    """cuBLAS through torch.matmul: (enqueue, result as float32 ndarray, sync,
+    restore), or None without torch/CUDA. TF32 is switched on for "tf32" until
+    restore() is called."""
     try:
         import torch
         if not torch.cuda.is_available():
@@ -124,25 +132,30 @@ def bench_torch(prec, m, n, k, a, b, ref, batch, reps):
     tdt = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32}[prec]
     prev = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
-    try:
-        ta = torch.from_numpy(a.astype(np.float32)).cuda().to(tdt)
-        tb = torch.from_numpy(b.astype(np.float32)).cuda().to(tdt)
-        out = {}
+    ta = torch.from_numpy(a.astype(np.float32)).cuda().to(tdt)
+    tb = torch.from_numpy(b.astype(np.float32)).cuda().to(tdt)
+    out = {}
 
-        def enqueue():
-            out["c"] = torch.matmul(ta, tb)
+    def enqueue():
+        # The TF32 switch is global: set it for every call, as the calls of
+        # several precisions may interleave.
+        torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
+        out["c"] = torch.matmul(ta, tb)
 
-        enqueue()
+    def result():
         torch.cuda.synchronize()
-        err = rel_rmse(out["c"].float().cpu().numpy(), ref)
-        ms = batch_ms(enqueue, batch, reps, torch.cuda.synchronize)
-    finally:
+        return out["c"].float().cpu().numpy()
+
+    def restore():
         torch.backends.cuda.matmul.allow_tf32 = prev
-    return record("cublas", prec, m, n, k, ms, err, True, via="torch.matmul")
+
+    return enqueue, result, torch.cuda.synchronize, restore
 
 
-def bench_gemmex(prec, m, n, k, a, b, ref, batch, reps, out_fp32):
-    """cublasGemmEx on row-major operands: column-major C^T = B^T A^T."""
+def gemmex_call(prec, m, n, k, a, b, out_fp32):
+    """cublasGemmEx through CuPy on row-major operands (column-major C^T =
+    B^T A^T): (enqueue, result as float32 ndarray, sync, name, out type), or
+    None without CuPy."""
     try:
         import cupy
         from cupy_backends.cuda.libs import cublas
@@ -171,16 +184,41 @@ def bench_gemmex(prec, m, n, k, a, b, ref, batch, reps, out_fp32):
                       ca.data.ptr, in_t, k, beta.ctypes.data, cc.data.ptr, out_t, n,
                       compute, 0)
 
-    enqueue()
-    cupy.cuda.runtime.deviceSynchronize()
-    host = cupy.asnumpy(cc)
-    if out_t != CUDA_R_32F:
-        host = host.view(ladder.input_dtype(prec)).astype(np.float32)
-    err = rel_rmse(host, ref)
-    ms = batch_ms(enqueue, batch, reps, cupy.cuda.runtime.deviceSynchronize)
+    def result():
+        cupy.cuda.runtime.deviceSynchronize()
+        host = cupy.asnumpy(cc)
+        if out_t != CUDA_R_32F:
+            host = host.view(ladder.input_dtype(prec)).astype(np.float32)
+        return host
+
     name = "cublas_gemmex" if out_t != CUDA_R_32F or prec == "tf32" else "cublas_gemmex_f32out"
-    return record(name, prec, m, n, k, ms, err, True, via="cupy cublasGemmEx",
-                  out="fp32" if out_t == CUDA_R_32F else prec)
+    out = "fp32" if out_t == CUDA_R_32F else prec
+    return enqueue, result, cupy.cuda.runtime.deviceSynchronize, name, out
+
+
+def bench_torch(prec, m, n, k, a, b, ref, batch, reps):
+    call = torch_call(prec, a, b)
+    if call is None:
+        return None
+    enqueue, result, sync, restore = call
+    try:
+        enqueue()
+        err = rel_rmse(result(), ref)
+        ms = batch_ms(enqueue, batch, reps, sync)
+    finally:
+        restore()
+    return record("cublas", prec, m, n, k, ms, err, True, via="torch.matmul")
+
+
+def bench_gemmex(prec, m, n, k, a, b, ref, batch, reps, out_fp32):
+    call = gemmex_call(prec, m, n, k, a, b, out_fp32)
+    if call is None:
+        return None
+    enqueue, result, sync, name, out = call
+    enqueue()
+    err = rel_rmse(result(), ref)
+    ms = batch_ms(enqueue, batch, reps, sync)
+    return record(name, prec, m, n, k, ms, err, True, via="cupy cublasGemmEx", out=out)
 
 
 def parse_shape(s):

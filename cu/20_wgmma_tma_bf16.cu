@@ -524,9 +524,8 @@ __device__ __forceinline__ void epilogue_tma(const float (&acc)[128], const TmaM
         if (col0 >= p.N) break;  // uniform
         const u32 buf = bufs + (i & 1) * C_BOX_BYTES;
         // The store issued from this buffer two chunks ago has finished
-        // reading it.
-        // Chunk 0 waits for every earlier store: the previous tile may have
-        // ended on either buffer.
+        // reading it; chunk 0 waits for every earlier store, as the previous
+        // tile may have ended on either buffer.
         if (tid == 0) {
             if (i == 0)
                 bulk_wait_group_read<0>();

@@ -212,15 +212,21 @@ __device__ __forceinline__ void slice_load(const elem_t* __restrict__ row, int f
 // Turn the held values into exp(x - m_thread) in place and return
 // (m_thread, sum). One exp per element: the rescale to the row's max is a
 // single multiply at store time.
+// Branch-free: exp(-inf - m) is already 0 for any m > -inf, so only a thread
+// holding nothing but -inf (m = -inf, where -inf - -inf would be NaN) needs a
+// different reference point, and any finite one gives exp(-inf) = 0. A
+// per-element test instead makes the compiler branch around each exp, which
+// serialises them; without it the exps of all N values overlap.
 template <int N>
 __device__ __forceinline__ MaxSum slice_exp(float* v) {
     float m = NEG_INF;
 #pragma unroll
     for (int k = 0; k < N; ++k) m = fmaxf(m, v[k]);
+    const float ref = (m == NEG_INF) ? 0.0f : m;
     float l = 0.0f;
 #pragma unroll
     for (int k = 0; k < N; ++k) {
-        v[k] = (v[k] == NEG_INF) ? 0.0f : expf(v[k] - m);
+        v[k] = expf(v[k] - ref);
         l += v[k];
     }
     return MaxSum{m, l};

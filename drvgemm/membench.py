@@ -18,6 +18,7 @@ below: shared-memory wavefronts per warp-wide access, 1 = conflict-free).
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import math
 import os
@@ -33,7 +34,7 @@ import numpy as np
 sm = importlib.import_module(__package__ + ".softmax")
 
 __all__ = ["run_memory_bench", "bench_softmax", "bench_mem_kernels", "measure_copy",
-           "sweep_softmax",
+           "sweep_softmax", "print_sweep_report",
            "print_memory_report", "smem_wavefronts", "transpose_wavefronts",
            "ncu_bank_conflicts", "MEM_KERNELS", "SOFTMAX_SHAPES"]
 
@@ -96,15 +97,15 @@ def _with_copy(records, copy):
 # ---------------------------------------------------------------------------
 # softmax
 # ---------------------------------------------------------------------------
-def _cluster_note(kernel, cfg, grid) -> dict:
+def _cluster_note(kernel, p) -> dict:
     """How many clusters fit on the GPU at once (a cluster must sit inside
-    one GPC, so SMs can idle that plain blocks would fill)."""
-    if cfg.cluster <= 1:
+    one GPC, so SMs can idle that plain blocks would fill); for a persistent
+    config that is its grid, and a cluster of 1 counts blocks."""
+    cfg = p.config
+    if cfg.cluster <= 1 and not cfg.persistent:
         return {}
-    from . import driver
     try:
-        n = driver.occupancy_max_active_clusters(kernel.function, grid, (cfg.threads, 1, 1), 0,
-                                                 (cfg.cluster, 1, 1))
+        n = sm.resident_clusters(kernel, cfg, p.smem)
     except Exception as e:  # diagnostic only
         return {"max_active_clusters": f"unavailable: {e}"}
     return {"max_active_clusters": int(n)}
@@ -159,15 +160,15 @@ def bench_softmax(shapes=SOFTMAX_SHAPES, *, precision="fp32", kernels=None, reps
             rung = sm.rung(name)
             if not rung.supports(cols, cc):
                 continue
-            p = sm.plan(rows, cols, precision, kernel=name, cc=cc)
-            k = sm.compiled_kernel(p)
+            k, p = sm.prepare(sm.plan(rows, cols, precision, kernel=name, cc=cc), rows)
             dy.fill_bytes(0xFF)  # NaN: an entry the kernel never writes shows up
-            ms = _median_ms(lambda: launch(k, p.grid, p.block, (dx, dy, rows, cols)), reps)
+            ms = _median_ms(lambda: launch(k, p.grid, p.block, (dx, dy, rows, cols),
+                                           smem=p.smem), reps)
             err = _max_rel_err(dy.to_host()[sample], ref)
             rec = _record(name, precision, rows, cols, ms, 2 * elem_bytes,
                           config=p.describe(), max_rel_err=err,
                           auto=(p.entry, p.defines) == (auto.entry, auto.defines),
-                          **_cluster_note(k, p.config, p.grid))
+                          **_cluster_note(k, p))
             _progress(f"{name} {rows}x{cols}: {rec['gbps']:.0f} GB/s ({p.describe()})")
             recs.append(rec)
         if torch_baseline:
@@ -210,38 +211,72 @@ def _torch_softmax(x, sample, reps):
     return ms, y
 
 
-# Variants around the registered configs at the two target shapes, to check
-# (or re-tune) the registry on a new GPU: python -m drvgemm.membench --sweep
+# Candidates around the registered configs at the three long-row shapes, to
+# check (or re-tune) the registry on a new GPU: python -m drvgemm.membench --sweep
+# Each is checked on the whole output before its time counts. The comment on
+# a rung 06 line is the fraction of the copy bandwidth it was expected to
+# reach on the H200 before it was first measured.
+_05 = functools.partial(sm.SoftmaxConfig, "softmax_05_cluster", vector=True, arch="sm_90")
+_P = sm.pipelined
 SWEEP_CONFIGS = {
     16384: (
         sm.SoftmaxConfig("softmax_04_vectorized_rows", 512, 512, elems=32, min_blocks=2, vector=True),
         sm.SoftmaxConfig("softmax_04_vectorized_rows", 1024, 1024, elems=16, vector=True),
-        sm.SoftmaxConfig("softmax_05_cluster", 256, 256, elems=32, cluster=2, min_blocks=4,
-                         vector=True, arch="sm_90"),
-        sm.SoftmaxConfig("softmax_05_cluster", 512, 512, elems=16, cluster=2, min_blocks=3,
-                         vector=True, arch="sm_90"),
-        sm.SoftmaxConfig("softmax_05_cluster", 256, 256, elems=16, cluster=4, min_blocks=4,
-                         vector=True, arch="sm_90"),
+        _05(256, 256, elems=32, cluster=2, min_blocks=4),
+        _05(512, 512, elems=16, cluster=2, min_blocks=3),
+        _05(256, 256, elems=16, cluster=4, min_blocks=4),
+        _P(512, 32, 1, 3),                              # ~0.97
+        _P(512, 32, 1, 2),                              # ~0.95
+        _P(1024, 16, 1, 3),                             # ~0.97
+        _P(512, 16, 2, 6),                              # ~0.96
         sm.SoftmaxConfig("softmax_04_vectorized_stream", 512, 512, unroll=4, vector=True),
         sm.SoftmaxConfig("softmax_04_vectorized_stream", 1024, 1024, unroll=2, vector=True),
     ),
+    65536: (
+        _05(512, 512, elems=32, cluster=4, min_blocks=2),
+        _P(512, 32, 4, 3),                              # ~0.90 (35 vs 34.1 rows per cluster)
+        _P(512, 16, 8, 6),                              # ~0.92 (the registered pick)
+        _P(512, 16, 8, 4),                              # ~0.91
+        _P(256, 32, 8, 6),                              # ~0.91
+        _P(512, 8, 16, 8),                              # ~0.90 (non-portable cluster)
+        _P(256, 16, 16, 6, min_blocks=2),               # ~0.90 (2 blocks per SM if they fit)
+        sm.SoftmaxConfig("softmax_04_vectorized_stream", 512, 512, unroll=4, vector=True),
+    ),
     131072: (
-        sm.SoftmaxConfig("softmax_05_cluster", 512, 512, elems=32, cluster=8, min_blocks=2,
-                         vector=True, arch="sm_90"),
-        sm.SoftmaxConfig("softmax_05_cluster", 1024, 1024, elems=16, cluster=8, vector=True,
-                         arch="sm_90"),
+        _05(512, 512, elems=32, cluster=8, min_blocks=2),
+        _05(1024, 1024, elems=16, cluster=8),
+        _P(512, 32, 8, 3),                              # ~0.93 (the registered pick)
+        _P(512, 32, 8, 2),                              # ~0.90
+        _P(512, 32, 8, 3, evict_first=True),            # ~0.93
+        _P(1024, 16, 8, 3),                             # ~0.93
+        _P(256, 64, 8, 3),                              # ~0.92
+        _P(512, 16, 16, 6),                             # ~0.92 (non-portable cluster)
+        _P(512, 16, 16, 4),                             # ~0.91
+        _P(256, 32, 16, 3, min_blocks=2),               # ~0.91 (2 blocks per SM if they fit)
         sm.SoftmaxConfig("softmax_04_vectorized_stream", 512, 512, unroll=4, vector=True),
         sm.SoftmaxConfig("softmax_04_vectorized_stream", 1024, 1024, unroll=4, vector=True),
     ),
 }
-SWEEP_SHAPES = ((16384, 16384), (4096, 131072))
+SWEEP_SHAPES = ((4096, 131072), (1024, 65536), (16384, 16384))
+
+
+def _whole_output_error(y) -> float:
+    """Worst |row sum - 1| over every row of y (NaN if any entry is not
+    finite): a row a persistent kernel skipped, or wrote twice with the wrong
+    scale, shows up here even when the sampled rows are right."""
+    if not np.isfinite(y).all():
+        return math.nan
+    return float(np.max(np.abs(y.sum(axis=1, dtype=np.float64) - 1.0)))
 
 
 def sweep_softmax(shapes=SWEEP_SHAPES, configs=None, *, precision="fp32", reps=20,
                   seed=0) -> list[dict]:
     """Time explicit configs (default: SWEEP_CONFIGS for each shape's row
     length) on the same data, with the copy baseline: records as above,
-    ``kernel`` = the entry and ``config`` = its constants."""
+    ``kernel`` = the entry, ``config`` = its constants, ``auto`` = the config
+    kernel='auto' picks, ``correct`` = the sampled rows match the float64
+    reference and every row sums to 1. A config that fails to compile or
+    launch gets a record with ``error`` and no time."""
     from . import driver
     from .launch import launch
     cc = driver.device().cc
@@ -251,32 +286,83 @@ def sweep_softmax(shapes=SWEEP_SHAPES, configs=None, *, precision="fp32", reps=2
         x = softmax_inputs(rows, cols, precision, seed)
         nbytes = x.dtype.itemsize * rows * cols
         copy = measure_copy(nbytes, reps=reps, m=rows, n=cols, precision=precision)
+        _progress(f"copy {rows}x{cols}: {copy['gbps']:.0f} GB/s")
         sample = _sample_rows(rows)
         ref = sm.reference(x[sample])
+        auto = sm.plan(rows, cols, precision, cc=cc).config
         dx = driver.to_device(x)
         dy = driver.empty((rows, cols), x.dtype)
         recs = []
         for cfg in cfgs:
             if not cfg.fits(cols, cc):
                 continue
-            vec = cfg.vec(x.dtype.itemsize)
-            vec = vec if cols % vec == 0 else 1
-            k = sm._compiled(sm._source_of(cfg.entry), cfg.entry,
-                             tuple(sorted(cfg.defines(precision, vec).items())), None)
-            grid, block = cfg.grid(rows), (cfg.threads, 1, 1)
-            dy.fill_bytes(0xFF)
-            ms = _median_ms(lambda: launch(k, grid, block, (dx, dy, rows, cols)), reps)
+            p = sm.config_plan(cfg, rows, cols, precision)
+            try:
+                k, p = sm.prepare(p, rows)
+                dy.fill_bytes(0xFF)
+                ms = _median_ms(lambda: launch(k, p.grid, p.block, (dx, dy, rows, cols),
+                                               smem=p.smem), reps)
+            except Exception as e:  # one bad candidate must not end the sweep
+                msg = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                _progress(f"{p.describe()}: FAILED {msg}")
+                recs.append({"kernel": cfg.entry, "precision": precision, "m": rows, "n": cols,
+                             "config": p.describe(), "error": msg, "auto": cfg == auto})
+                continue
+            y = dy.to_host()
+            err = _max_rel_err(y[sample], ref)
+            whole = _whole_output_error(y)
+            del y
             rec = _record(cfg.entry, precision, rows, cols, ms, 2 * nbytes,
-                          config=cfg.describe(vec), registers=k.resources.registers,
-                          max_rel_err=_max_rel_err(dy.to_host()[sample], ref),
-                          **_cluster_note(k, cfg, grid))
-            _progress(f"{rec['config']}: {rec['gbps']:.0f} GB/s")
+                          config=p.describe(), registers=k.resources.registers,
+                          smem_bytes=p.smem, max_rel_err=err, row_sum_err=whole,
+                          correct=bool(err == err and err < 1e-5 and whole == whole
+                                       and whole < 2e-5),
+                          auto=cfg == auto, **_cluster_note(k, p))
+            _progress(f"{rec['config']}: {rec['gbps']:.0f} GB/s"
+                      + ("" if rec["correct"] else "  WRONG RESULT"))
             recs.append(rec)
         dx.free()
         dy.free()
         out.append(copy)
-        out.extend(_with_copy(recs, copy))
+        out.extend(_with_copy([r for r in recs if "error" not in r], copy))
+        out.extend(r for r in recs if "error" in r)
     return out
+
+
+def print_sweep_report(records, file=None):
+    """Per shape: the copy baseline, then every candidate fastest first, with
+    its fraction of the copy, correctness, registers, shared memory and
+    resident clusters; failures last."""
+    file = file or sys.stdout
+    shapes = []
+    for r in records:
+        if (r["m"], r["n"]) not in shapes:
+            shapes.append((r["m"], r["n"]))
+    for m, n in shapes:
+        same = [r for r in records if (r["m"], r["n"]) == (m, n)]
+        copy = next((r for r in same if r["kernel"] == "copy"), None)
+        print(f"\n{m}x{n}" + (f": copy {copy['gbps']:.0f} GB/s ({copy['median_ms']:.4f} ms)"
+                               if copy else ""), file=file)
+        head = (f"  {'GB/s':>6} {'of copy':>7} {'ms':>8} {'ok':>3} {'regs':>4} {'smem KiB':>8} "
+                f"{'resident':>8}  config")
+        print(head, file=file)
+        timed = sorted((r for r in same if r["kernel"] != "copy" and "gbps" in r),
+                       key=lambda r: -r["gbps"])
+        for r in timed:
+            res = r.get("max_active_clusters")
+            print(f"  {r['gbps']:6.0f} {r.get('copy_fraction', 0):7.3f} {r['median_ms']:8.4f} "
+                  f"{'yes' if r.get('correct') else 'NO':>3} {r.get('registers', 0):4d} "
+                  f"{r.get('smem_bytes', 0) / 1024:8.0f} {res if isinstance(res, int) else '-':>8}"
+                  f"  {r['config']}{'  <- auto' if r.get('auto') else ''}", file=file)
+        for r in same:
+            if "error" in r:
+                print(f"  {'FAILED':>6}  {r['config']}{'  <- auto' if r.get('auto') else ''}: "
+                      f"{r['error']}", file=file)
+        ok = [r for r in timed if r.get("correct")]
+        if ok:
+            best = ok[0]
+            print(f"  best correct: {best['config']} at {best.get('copy_fraction', 0):.3f} of copy"
+                  + ("" if best.get("auto") else "  (auto picks another)"), file=file)
 
 
 # ---------------------------------------------------------------------------
@@ -578,7 +664,7 @@ if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "--transposes-once":
         _transposes_once(int(sys.argv[2]), int(sys.argv[3]))
     elif len(sys.argv) == 2 and sys.argv[1] == "--sweep":
-        print_memory_report(sweep_softmax())
+        print_sweep_report(sweep_softmax())
     else:
         print("usage: python -m drvgemm.membench --sweep\n"
               "       python -m drvgemm.membench --transposes-once ROWS COLS", file=sys.stderr)

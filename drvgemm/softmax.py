@@ -30,19 +30,27 @@ global-memory traffic per element (R = read, W = write):
 - softmax_05_cluster (sm_90): a row too long for one block split over a
   thread-block cluster, (max, sum) exchanged through distributed shared
   memory. 1R + 1W.
+- softmax_06_pipelined (sm_90): persistent clusters, one per set of SMs that
+  fits at once, each walking many rows; bulk copies (TMA) bring the next rows'
+  slices into shared memory while the current row is reduced and written, and
+  (max, sum) travel by st.async into the peers' shared memory. 1R + 1W, with
+  the reads never paused.
 
 ``kernel="auto"`` takes the register-resident rung 04 while a row fits one
-block (16384 elements), the cluster rung 05 on sm_90 up to 131072, and rung
-04's streaming kernel beyond.
+block (16384 elements); on sm_90 the pipelined rung 06 up to 131072 when the
+rows allow 16-byte copies (rung 05 when they do not); rung 04's streaming
+kernel beyond.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["softmax", "kernels", "rung", "reference", "plan", "compiled_kernel", "catalogue",
+__all__ = ["softmax", "kernels", "rung", "reference", "plan", "config_plan", "compiled_kernel",
+           "prepare", "resident_clusters", "catalogue", "pipelined",
            "SoftmaxConfig", "SoftmaxRung", "SoftmaxPlan", "SOFTMAX_RUNGS", "DTYPE_CODES",
            "dtype_name", "numpy_dtype"]
 
@@ -94,7 +102,9 @@ class SoftmaxConfig:
     that many elements per thread in registers (the row must fit:
     ``cols <= row_threads * elems * cluster``); ``elems`` = 0 streams the row
     and takes any length, ``max_cols`` then only says up to where ``pick``
-    prefers it."""
+    prefers it. ``stages`` > 0 (rung 06) makes the kernel persistent, with
+    that many shared-memory landing buffers of one slice each (used when the
+    loads are 16-byte vectors; see ``smem``)."""
     entry: str
     threads: int
     row_threads: int
@@ -105,6 +115,8 @@ class SoftmaxConfig:
     vector: bool = False      # 16-byte loads when the shape and pointers allow
     arch: str = "sm_80"       # lowest architecture
     max_cols: int | None = None
+    stages: int = 0           # persistent kernels: landing buffers per block
+    evict_first: bool = False # persistent kernels: L2 evict-first hint on the bulk copies
 
     def __post_init__(self):
         if self.row_threads != self.threads and not (
@@ -113,6 +125,13 @@ class SoftmaxConfig:
                              f"equal threads ({self.threads})")
         if self.cluster > 1 and self.row_threads != self.threads:
             raise ValueError(f"{self.entry}: a cluster needs a block per row")
+        if self.stages and not (self.elems and self.row_threads == self.threads):
+            raise ValueError(f"{self.entry}: landing buffers hold a block's register slice")
+
+    @property
+    def persistent(self) -> bool:
+        """The grid is as many clusters as fit at once, each walking rows."""
+        return self.stages > 0
 
     @property
     def capacity(self) -> int | None:
@@ -150,11 +169,30 @@ class SoftmaxConfig:
             d["MIN_BLOCKS"] = self.min_blocks
         if self.unroll:
             d["UNROLL"] = self.unroll
+        if self.stages:
+            d["STAGES"] = self.stages
+        if self.evict_first:
+            d["EVICT_FIRST"] = 1
         return d
 
-    def grid(self, rows: int) -> tuple:
+    def smem(self, itemsize: int, vec: int) -> int:
+        """Dynamic shared memory per block: the landing buffers, which exist
+        only when the loads are 16-byte vectors (bulk copies need 16-byte
+        aligned addresses and sizes)."""
+        if self.stages and vec * itemsize == 16:
+            return self.stages * self.threads * self.elems * itemsize
+        return 0
+
+    def grid(self, rows: int, resident: int | None = None) -> tuple:
+        """Blocks for ``rows`` rows. A persistent config launches
+        min(rows, resident) clusters (``resident``: how many fit on the GPU
+        at once); without that number, one cluster per row, which is correct
+        too (the kernel takes any number of clusters)."""
         if self.row_threads < self.threads:
             return (-(-rows // self.rows_per_block), 1, 1)
+        if self.persistent:
+            n = min(rows, resident) if resident else min(rows, INT_MAX // self.cluster)
+            return (max(1, n) * self.cluster, 1, 1)
         return (rows * self.cluster, 1, 1)
 
     def fits(self, cols: int, cc: tuple) -> bool:
@@ -169,6 +207,10 @@ class SoftmaxConfig:
             parts.append(f"elems={self.elems}")
         if self.cluster > 1:
             parts.append(f"cluster={self.cluster}")
+        if self.stages:
+            parts.append(f"stages={self.stages}")
+        if self.evict_first:
+            parts.append("evict_first")
         if vec is not None:
             parts.append(f"vec={vec}")
         return " ".join(parts)
@@ -223,6 +265,26 @@ _CLUSTERS = tuple(
                   vector=True, arch="sm_90")
     for c in (2, 4, 8))
 
+
+def pipelined(threads, elems, cluster, stages, **kw):
+    """A rung 06 config: one block per slice of ``threads * elems`` elements,
+    ``stages`` landing buffers of one slice each."""
+    return SoftmaxConfig("softmax_06_pipelined", threads, threads, elems=elems, cluster=cluster,
+                         stages=stages, vector=True, arch="sm_90", **kw)
+
+
+# Rung 06 by row length. A block owns 16384 elements (64 KiB of fp32) up to
+# 131072 columns, except at 65536, where clusters of 8 with half the slice
+# (and twice the buffers) split 1024-row inputs more evenly over the ~15
+# clusters that fit than clusters of 4 over ~30. Three 64 KiB buffers (192
+# KiB) keep two rows in flight while a third is read out: one block per SM.
+_PIPELINED = (
+    pipelined(512, 32, 1, 3),
+    pipelined(512, 32, 2, 3),
+    pipelined(512, 16, 8, 6),
+    pipelined(512, 32, 8, 3),
+)
+
 SOFTMAX_RUNGS: list[SoftmaxRung] = [
     SoftmaxRung("softmax_01_naive", "softmax_01_naive.cu",
                 "three passes over the row (max, sum, write), shared-memory tree reductions",
@@ -241,6 +303,10 @@ SOFTMAX_RUNGS: list[SoftmaxRung] = [
     SoftmaxRung("softmax_05_cluster", "softmax_05_cluster.cu",
                 "a long row split over a thread-block cluster, (max, sum) through DSMEM",
                 reads=1, configs=_CLUSTERS),
+    SoftmaxRung("softmax_06_pipelined", "softmax_06_pipelined.cu",
+                "persistent clusters; the next rows arrive by bulk copies while this one "
+                "is written",
+                reads=1, configs=_PIPELINED),
 ]
 
 
@@ -293,15 +359,22 @@ class SoftmaxPlan:
     grid: tuple
     block: tuple
     vec: int
+    smem: int = 0           # dynamic shared memory per block, bytes
 
     def describe(self) -> str:
         return self.config.describe(self.vec)
 
 
-def _auto_config(rows: int, cols: int, cc: tuple) -> tuple[str, SoftmaxConfig]:
+def _auto_config(rows: int, cols: int, cc: tuple, bulk: bool) -> tuple[str, SoftmaxConfig]:
+    """``bulk``: rows start on 16-byte boundaries and are whole 16-byte
+    vectors (what rung 06's copies need to run at all in their fast form)."""
     for c in _RESIDENT:
         if c.fits(cols, cc):
             return "softmax_04_vectorized", c
+    if bulk:
+        for c in _PIPELINED:
+            if c.cluster > 1 and c.fits(cols, cc):
+                return "softmax_06_pipelined", c
     for c in _CLUSTERS:
         if c.fits(cols, cc) and rows * c.cluster <= INT_MAX:
             return "softmax_05_cluster", c
@@ -309,27 +382,40 @@ def _auto_config(rows: int, cols: int, cc: tuple) -> tuple[str, SoftmaxConfig]:
 
 
 def plan(rows: int, cols: int, precision: str = "fp32", *, kernel: str = "auto",
-         aligned: bool = True, cc: tuple = (9, 0)) -> SoftmaxPlan:
+         aligned: bool = True, cc: tuple = (9, 0), resident: int | None = None) -> SoftmaxPlan:
     """Which kernel, constants, grid and block run a rows x cols softmax.
     ``aligned``: both pointers are 16-byte aligned (vector loads also need
-    ``cols`` to be a multiple of the vector; checked here)."""
+    ``cols`` to be a multiple of the vector; checked here). ``resident``:
+    for persistent configs, how many of its clusters fit on the GPU at once
+    (``resident_clusters``); None gives one cluster per row."""
     if precision not in DTYPE_CODES:
         raise ValueError(f"precision must be one of {', '.join(DTYPE_CODES)}, got {precision!r}")
     if not (1 <= rows <= INT_MAX and 1 <= cols <= INT_MAX):
         raise ValueError(f"rows and cols must be in [1, 2^31 - 1], got {rows} x {cols}")
+    itemsize = numpy_dtype(precision).itemsize
     if kernel == "auto":
-        name, cfg = _auto_config(rows, cols, cc)
+        name, cfg = _auto_config(rows, cols, cc, aligned and cols % (16 // itemsize) == 0)
     else:
         name, cfg = kernel, rung(kernel).pick(cols, cc)
-    if cfg.cluster > 1 and rows * cfg.cluster > INT_MAX:
+    if cfg.cluster > 1 and not cfg.persistent and rows * cfg.cluster > INT_MAX:
         raise ValueError(f"{rows} rows x {cfg.cluster} blocks per row exceed the grid")
+    return config_plan(cfg, rows, cols, precision, aligned=aligned, resident=resident, rung_name=name)
+
+
+def config_plan(cfg: SoftmaxConfig, rows: int, cols: int, precision: str = "fp32", *,
+                aligned: bool = True, resident: int | None = None,
+                rung_name: str | None = None) -> SoftmaxPlan:
+    """The plan of one explicit config (``cols`` must fit it)."""
     itemsize = numpy_dtype(precision).itemsize
     vec = cfg.vec(itemsize)
     if vec > 1 and not (aligned and cols % vec == 0):
         vec = 1
     defines = tuple(sorted(cfg.defines(precision, vec).items()))
-    return SoftmaxPlan(name, cfg, _source_of(cfg.entry), cfg.entry, defines,
-                       cfg.grid(rows), (cfg.threads, 1, 1), vec)
+    source = _source_of(cfg.entry)
+    name = rung_name or next(r.name for r in SOFTMAX_RUNGS if r.source == source)
+    return SoftmaxPlan(name, cfg, source, cfg.entry, defines,
+                       cfg.grid(rows, resident), (cfg.threads, 1, 1), vec,
+                       cfg.smem(itemsize, vec))
 
 
 @functools.lru_cache(maxsize=None)
@@ -341,6 +427,48 @@ def _compiled(source: str, entry: str, defines: tuple, arch):
 def compiled_kernel(p: SoftmaxPlan, arch=None):
     """The Kernel for a plan (compiled once per process, disk-cached across)."""
     return _compiled(p.source, p.entry, p.defines, arch)
+
+
+_resident_cache: dict = {}
+
+
+def resident_clusters(kernel, cfg: SoftmaxConfig, smem: int) -> int:
+    """How many clusters of ``cfg`` (blocks, for a cluster of 1) fit on the
+    device at once with ``smem`` bytes of dynamic shared memory: the grid of a
+    persistent config. A cluster must sit inside one GPC, so this is the
+    driver's count, not SMs // cluster. GPU only; cached per kernel."""
+    key = (id(kernel), smem)
+    n = _resident_cache.get(key)
+    if n is not None:
+        return n
+    from . import driver
+    fn = kernel.function
+    if cfg.cluster > 8:
+        driver.set_function_attribute(fn, "NON_PORTABLE_CLUSTER_SIZE_ALLOWED", 1)
+    if smem > kernel._dynamic_smem_limit:
+        driver.set_function_attribute(fn, "MAX_DYNAMIC_SHARED_SIZE_BYTES", smem)
+        kernel._dynamic_smem_limit = smem
+    if cfg.cluster > 1:
+        n = driver.occupancy_max_active_clusters(fn, (cfg.cluster, 1, 1), (cfg.threads, 1, 1),
+                                                 smem, (cfg.cluster, 1, 1))
+    else:
+        n = driver.occupancy_max_active_blocks(fn, cfg.threads, smem) * driver.device().sm_count
+    if n < 1:
+        raise ValueError(f"{cfg.describe()} with {smem} B of shared memory per block does "
+                         f"not fit on {driver.device().name}")
+    _resident_cache[key] = n
+    return n
+
+
+def prepare(p: SoftmaxPlan, rows: int, arch=None):
+    """(kernel, plan) ready to launch: compiled, with a persistent plan's
+    grid set to the clusters that fit at once. GPU only."""
+    k = compiled_kernel(p, arch)
+    if p.config.persistent:
+        p = dataclasses.replace(p, grid=p.config.grid(rows, resident_clusters(k, p.config, p.smem)))
+    elif p.config.cluster > 8:
+        resident_clusters(k, p.config, p.smem)  # sets the non-portable size attribute
+    return k, p
 
 
 # ---------------------------------------------------------------------------
@@ -432,7 +560,8 @@ def softmax(x, *, kernel: str = "auto", out=None, stream=None):
             driver.synchronize()
     p = plan(rows, cols, precision, kernel=kernel,
              aligned=ptr % 16 == 0 and out_ptr % 16 == 0, cc=driver.device().cc)
-    launch(compiled_kernel(p), p.grid, p.block, (dev_x, out, rows, cols), stream=stream)
+    k, p = prepare(p, rows)
+    launch(k, p.grid, p.block, (dev_x, out, rows, cols), smem=p.smem, stream=stream)
     if on_host:
         driver.synchronize()
         return out.to_host()

@@ -165,6 +165,81 @@ def test_cluster_rung_loads_128_bits_and_uses_cluster_barriers_and_dsmem():
     assert re.search(r"\bLD\.E\.64\b", text), "no 64-bit distributed shared memory load"
 
 
+def test_pipelined_rung_fills_shared_memory_by_bulk_copies_and_exchanges_by_st_async():
+    p, text = _sass_of("softmax_06_pipelined", 131072)
+    assert p.config.cluster == 8 and p.smem == 3 * 64 * 1024
+    assert "UBLKCP" in text, "no bulk copy (cp.async.bulk)"
+    assert "SYNCS.PHASECHK.TRANS64" in text, "no mbarrier wait"
+    assert "STAS" in text, "no st.async to the peers' shared memory"
+    assert re.search(r"\bLDS\.128\b", text) and opcodes_with(text, "STG", "128") >= 1
+    assert not re.search(r"\bLDG\b", text), "x must arrive only through the landing buffers"
+    # barrier.cluster with release semantics is a MEMBAR.ALL.GPU, which waits for every
+    # store in flight: once at start-up (barriers initialised), never per row
+    assert text.count("MEMBAR.ALL.GPU") == 1
+    assert text.count("UCGABAR_ARV") == 2
+
+
+def test_pipelined_rung_without_16_byte_vectors_reads_global_memory_directly():
+    p, text = _sass_of("softmax_06_pipelined", 131071)
+    assert p.vec == 1 and p.smem == 0
+    assert "UBLKCP" not in text and re.search(r"\bLDG\b", text)
+    assert "STAS" in text
+
+
+def test_slice_exp_does_not_branch_around_each_exp():
+    """The row kernels' exps overlap only if the compiler keeps them in one
+    basic block: 32 values per thread, at most a handful of branches (the
+    pairwise merges) before the block barrier."""
+    _, text = _sass_of("softmax_04_vectorized", 16384)
+    head = text[:text.index("BAR.SYNC")]
+    assert head.count("MUFU.EX2") >= 32
+    assert len(re.findall(r"\bBRA\b", head)) <= 12, "exps wrapped in branches"
+
+
+@pytest.mark.parametrize("prec", sorted(sm.DTYPE_CODES))
+@pytest.mark.parametrize("aligned", [True, False])
+@pytest.mark.parametrize("cfg", [c for c in sm.rung("softmax_06_pipelined").configs],
+                         ids=lambda c: c.describe())
+def test_pipelined_configs_compile_for_every_dtype_and_fit_one_sm(cfg, prec, aligned):
+    p = sm.config_plan(cfg, 1000, cfg.capacity, prec, aligned=aligned)
+    b, res = build(p.source, p.entry, dict(p.defines), "sm_90")
+    r = res[p.entry]
+    assert r.spill_stores == 0 and r.spill_loads == 0 and r.stack == 0, r
+    assert r.registers <= _budget(cfg)
+    assert p.smem + r.static_smem <= 227 * 1024, "more shared memory than one block may have"
+
+
+def _sweep_cases():
+    out = []
+    for cols, cfgs in membench.SWEEP_CONFIGS.items():
+        for c in cfgs:
+            out.append(pytest.param(c, cols, id=f"{cols}-{c.describe()}"))
+    return out
+
+
+@pytest.mark.parametrize("cfg,cols", _sweep_cases())
+def test_sweep_candidates_compile_and_fit(cfg, cols):
+    """Every candidate of ``python -m drvgemm.membench --sweep`` compiles
+    without spills, takes its shape and fits a block's shared memory, so the
+    one GPU run that measures them all cannot stop on a candidate."""
+    assert cfg.fits(cols, (9, 0))
+    p = sm.config_plan(cfg, 1024, cols)
+    b, res = build(p.source, p.entry, dict(p.defines), "sm_90")
+    r = res[p.entry]
+    assert r.spill_stores == 0 and r.spill_loads == 0 and r.stack == 0, r
+    assert r.registers <= _budget(cfg)
+    assert p.smem + r.static_smem <= 227 * 1024
+    if cfg.persistent:
+        # two blocks per SM only where their buffers fit twice in 228 KiB
+        assert cfg.min_blocks * (p.smem + r.static_smem + 1024) <= 228 * 1024
+
+
+def test_sweep_configs_include_every_auto_pick():
+    for rows, cols in membench.SWEEP_SHAPES:
+        auto = sm.plan(rows, cols).config
+        assert auto in membench.SWEEP_CONFIGS[cols], (rows, cols, auto.describe())
+
+
 @pytest.mark.parametrize("rung", ["softmax_01_naive", "softmax_02_online", "softmax_03_warp_shuffle"])
 def test_scalar_rungs_have_no_vector_loads(rung):
     _, text = _sass_of(rung, 4096)
@@ -210,16 +285,48 @@ def test_transposes_tile_sizes():
     (1024, (9, 0), "softmax_04_vectorized_rows", {"rows_per_block": 4}),
     (1025, (9, 0), "softmax_04_vectorized_rows", {"rows_per_block": 1}),
     (16384, (9, 0), "softmax_04_vectorized_rows", {"threads": 512}),
-    (16385, (9, 0), "softmax_05_cluster", {"cluster": 2}),
-    (131072, (9, 0), "softmax_05_cluster", {"cluster": 8}),
+    (16385, (9, 0), "softmax_05_cluster", {"cluster": 2}),       # not whole 16-byte vectors
+    (16388, (9, 0), "softmax_06_pipelined", {"cluster": 2, "stages": 3}),
+    (32768, (9, 0), "softmax_06_pipelined", {"cluster": 2}),
+    (65536, (9, 0), "softmax_06_pipelined", {"cluster": 8, "elems": 16, "stages": 6}),
+    (131072, (9, 0), "softmax_06_pipelined", {"cluster": 8, "elems": 32, "stages": 3}),
     (131073, (9, 0), "softmax_04_vectorized_stream", {}),
     (16385, (8, 0), "softmax_04_vectorized_stream", {}),
+    (131072, (8, 0), "softmax_04_vectorized_stream", {}),
 ])
 def test_auto_picks_by_row_length(cols, cc, entry, extra):
     p = sm.plan(1000, cols, cc=cc)
     assert p.entry == entry
     for k, v in extra.items():
         assert getattr(p.config, k) == v, (k, p.describe())
+
+
+@pytest.mark.parametrize("prec", ["fp32", "bf16"])
+def test_auto_takes_the_register_cluster_rung_where_bulk_copies_cannot_run(prec):
+    """Bulk copies need 16-byte aligned rows of whole 16-byte vectors; a
+    misaligned pointer sends auto to rung 05 with scalar loads instead of
+    rung 06 without its prefetch."""
+    p = sm.plan(100, 131072, prec, aligned=False)
+    assert p.entry == "softmax_05_cluster" and p.vec == 1 and p.smem == 0
+    p = sm.plan(100, 131072, prec)
+    assert p.entry == "softmax_06_pipelined" and p.vec * sm.numpy_dtype(prec).itemsize == 16
+
+
+@pytest.mark.parametrize("prec,aligned,want", [
+    ("fp32", True, 3 * 512 * 32 * 4), ("bf16", True, 3 * 512 * 32 * 2),
+    ("fp16", True, 3 * 512 * 32 * 2), ("fp32", False, 0)])
+def test_pipelined_plan_carries_its_landing_buffers(prec, aligned, want):
+    p = sm.plan(4096, 131072, prec, kernel="softmax_06_pipelined", aligned=aligned)
+    assert p.smem == want
+    assert dict(p.defines)["STAGES"] == 3
+
+
+@pytest.mark.parametrize("rows,resident,clusters", [
+    (4096, 15, 15), (10, 15, 10), (1, 15, 1), (4096, None, 4096), (2**31 - 1, None, (2**31 - 1) // 8)])
+def test_persistent_grid_is_the_resident_clusters(rows, resident, clusters):
+    p = sm.plan(rows, 131072, kernel="softmax_06_pipelined", resident=resident)
+    assert p.config.cluster == 8
+    assert p.grid == (clusters * 8, 1, 1)
 
 
 @given(rows=st.integers(1, 2**31 - 1), cols=st.integers(1, 2**20),
@@ -243,8 +350,14 @@ def test_plans_cover_every_row_and_column(rows, cols, prec, aligned, kernel):
     assert 1 <= p.grid[0] <= 2**31 - 1
     if c.row_threads < c.threads:
         assert p.grid[0] * c.rows_per_block >= rows > (p.grid[0] - 1) * c.rows_per_block
+    elif c.persistent:
+        # any whole number of clusters, none idle
+        assert p.grid[0] % c.cluster == 0 and p.grid[0] // c.cluster <= rows
     else:
         assert p.grid[0] == rows * c.cluster
+    itemsize = sm.numpy_dtype(prec).itemsize
+    assert p.smem == (c.stages * c.threads * c.elems * itemsize if p.vec * itemsize == 16 else 0)
+    assert p.smem <= 227 * 1024
     if c.capacity is not None:
         assert cols <= c.capacity
     d = dict(p.defines)
@@ -288,7 +401,7 @@ def test_plan_rejects_out_of_range_shapes(rows, cols):
 
 def test_registry_names_and_sources():
     assert sm.kernels() == ["softmax_01_naive", "softmax_02_online", "softmax_03_warp_shuffle",
-                            "softmax_04_vectorized", "softmax_05_cluster"]
+                            "softmax_04_vectorized", "softmax_05_cluster", "softmax_06_pipelined"]
     for r in sm.SOFTMAX_RUNGS:
         assert r.source.startswith(r.name) and r.summary and r.configs
         limits = [c.limit for c in r.configs]
@@ -306,6 +419,8 @@ def test_catalogue_lists_every_config_and_memory_kernel_once():
     for label, source, entry, defines, arch in cat:
         if entry == "softmax_05_cluster":
             assert arch == "sm_90" and defines["CLUSTER"] > 1
+        elif entry == "softmax_06_pipelined":
+            assert arch == "sm_90" and defines["STAGES"] >= 2
         else:
             assert arch is None
     from drvgemm import bench
@@ -464,3 +579,39 @@ def test_ncu_csv_parsing():
     ])
     got = membench._parse_ncu_csv(text)
     assert got == {"mem_transpose_smem": {"ld": 3932160, "st": 0}, "mem_transpose_padded": {"ld": 12}}
+
+
+def test_sweep_report_sorts_fastest_first_and_flags_wrong_and_failed():
+    base = {"precision": "fp32", "m": 4096, "n": 131072, "bytes": 2**32, "baseline": False}
+    copy = dict(base, kernel="copy", median_ms=1.0, gbps=4200.0, baseline=True)
+    recs = membench._with_copy([
+        dict(base, kernel="softmax_05_cluster", median_ms=1.3, gbps=3200.0, correct=True,
+             config="softmax_05_cluster threads=512 elems=32 cluster=8 vec=4", registers=63,
+             smem_bytes=0, max_active_clusters=30),
+        dict(base, kernel="softmax_06_pipelined", median_ms=1.1, gbps=3900.0, correct=True,
+             auto=True, config="softmax_06_pipelined threads=512 elems=32 cluster=8 stages=3 vec=4",
+             registers=95, smem_bytes=196608, max_active_clusters=15),
+        dict(base, kernel="softmax_06_pipelined", median_ms=1.0, gbps=4100.0, correct=False,
+             config="softmax_06_pipelined threads=512 elems=16 cluster=16 stages=6 vec=4",
+             registers=70, smem_bytes=196608, max_active_clusters=7)], copy)
+    failed = dict(base, kernel="softmax_06_pipelined", config="softmax_06_pipelined x",
+                  error="CudaError: launch failed")
+    buf = io.StringIO()
+    membench.print_sweep_report([copy] + recs + [failed], file=buf)
+    lines = buf.getvalue().splitlines()
+    rows = [ln for ln in lines if "softmax_0" in ln]
+    assert "cluster=16" in rows[0] and " NO " in rows[0]          # fastest first, but wrong
+    assert "stages=3" in rows[1] and "<- auto" in rows[1] and "0.929" in rows[1]
+    assert "softmax_05_cluster" in rows[2] and " 30 " in rows[2]
+    assert "FAILED" in rows[3] and "launch failed" in rows[3]
+    assert any(ln.strip().startswith("best correct: softmax_06_pipelined threads=512 elems=32")
+               for ln in lines)
+
+
+def test_whole_output_check_catches_a_skipped_row():
+    y = np.full((5, 8), 1 / 8, np.float32)
+    assert membench._whole_output_error(y) < 1e-6
+    y[3] = np.float32(np.nan)
+    assert math.isnan(membench._whole_output_error(y))
+    y[3] = 0.0
+    assert membench._whole_output_error(y) == pytest.approx(1.0)

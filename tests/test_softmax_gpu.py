@@ -18,6 +18,7 @@ sit near 2e-7).
 doubled) and, for fp16, its subnormal spacing as an absolute floor.
 """
 import importlib
+import io
 import math
 
 import ml_dtypes
@@ -133,7 +134,7 @@ def softmax_case(draw):
                                                 HealthCheck.too_slow])
 def test_matches_float64_reference(gpu, kernel, case):
     rows, cols, prec, scale, masked, dead_row, seed = case
-    if kernel == "softmax_05_cluster" and gpu.cc < (9, 0):
+    if kernel in ("softmax_05_cluster", "softmax_06_pipelined") and gpu.cc < (9, 0):
         pytest.skip("thread-block clusters need sm_90")
     assume(kernel == "auto" or sm.rung(kernel).supports(cols, gpu.cc))
     x = make_input(rows, cols, prec, scale, seed)
@@ -250,7 +251,8 @@ def test_torch_tensor_in(gpu):
                                rtol=1e-5, atol=1e-30)
 
 
-@pytest.mark.parametrize("kernel", ["auto", "softmax_04_vectorized", "softmax_05_cluster"])
+@pytest.mark.parametrize("kernel", ["auto", "softmax_04_vectorized", "softmax_05_cluster",
+                                    "softmax_06_pipelined"])
 @pytest.mark.parametrize("cols", [64, 4096, 30000])
 def test_misaligned_rows_take_the_scalar_path(gpu, kernel, cols):
     """A row start 4 bytes past a 16-byte boundary: float4 loads would fault
@@ -280,6 +282,83 @@ def test_runs_on_a_stream(gpu):
     check(out.to_host(), x, "auto")
 
 
+# ---------------------------------------------------------------------------
+# rung 06: persistent clusters walking many rows through a ring of buffers
+# ---------------------------------------------------------------------------
+def _pipelined_case(cfg, rows, cols, prec, resident, seed):
+    x = make_input(rows, cols, prec, seed=seed)
+    x[rows // 3] = -np.inf                                  # an all-masked row: NaN
+    x[rows // 2, ::3] = -np.inf
+    dx = drvgemm.to_device(x)
+    out = drvgemm.empty(x.shape, x.dtype).fill_bytes(0xFF)
+    p = sm.config_plan(cfg, rows, cols, prec, resident=resident)
+    assert p.grid[0] == min(rows, resident) * cfg.cluster
+    k = sm.compiled_kernel(p)
+    sm.resident_clusters(k, cfg, p.smem)                    # attributes (smem, cluster size)
+    launch(k, p.grid, p.block, (dx, out, rows, cols), smem=p.smem)
+    drvgemm.synchronize()
+    return x, out.to_host(), p
+
+
+@pytest.mark.parametrize("cfg", sm.rung("softmax_06_pipelined").configs, ids=lambda c: c.describe())
+@pytest.mark.parametrize("resident", [1, 2, 5])
+@pytest.mark.parametrize("prec", ["fp32", "bf16"])
+def test_pipelined_any_number_of_clusters_walks_every_row(gpu, cfg, resident, prec):
+    """Few clusters, many rows: each block cycles its landing buffers and
+    both exchange sets many times (mbarrier phases wrap), and the last rows
+    of a cluster land in any buffer. Full rows and a ragged last slice."""
+    if gpu.cc < (9, 0):
+        pytest.skip("needs sm_90")
+    rows = 4 * cfg.stages + 3
+    for cols in (cfg.capacity, cfg.capacity - 8 * 37):
+        x, y, p = _pipelined_case(cfg, rows, cols, prec, resident, seed=cols + resident)
+        assert p.vec * x.dtype.itemsize == 16 and p.smem > 0, "this test is about the bulk path"
+        assert np.all(np.isnan(y[rows // 3]))
+        check(y, x, f"{p.describe()} resident={resident}")
+
+
+@pytest.mark.parametrize("cols", [131071, 65535, 3])
+def test_pipelined_without_bulk_copies_is_still_persistent(gpu, cols):
+    if gpu.cc < (9, 0):
+        pytest.skip("needs sm_90")
+    cfg = sm.rung("softmax_06_pipelined").pick(cols)
+    x, y, p = _pipelined_case(cfg, 11, cols, "fp32", 2, seed=cols)
+    assert p.vec == 1 and p.smem == 0
+    check(y, x, p.describe())
+
+
+def test_resident_clusters_fill_the_gpu_without_oversubscribing(gpu):
+    if gpu.cc < (9, 0):
+        pytest.skip("needs sm_90")
+    dev = drvgemm.device()
+    for cfg in sm.rung("softmax_06_pipelined").configs:
+        p = sm.config_plan(cfg, 4096, cfg.capacity)
+        n = sm.resident_clusters(sm.compiled_kernel(p), cfg, p.smem)
+        # one block per SM (192 KiB of buffers): at most all SMs, and a cluster must
+        # sit inside one GPC, so up to a GPC's worth of SMs may idle
+        assert 1 <= n * cfg.cluster <= dev.sm_count
+        assert n * cfg.cluster >= dev.sm_count // 2
+
+
+def test_sweep_runs_candidates_and_checks_them(gpu):
+    if gpu.cc < (9, 0):
+        pytest.skip("needs sm_90")
+    cfgs = (sm.pipelined(512, 16, 8, 6), sm.pipelined(512, 8, 16, 8),
+            sm.SoftmaxConfig("softmax_04_vectorized_stream", 512, 512, unroll=4, vector=True))
+    recs = membench.sweep_softmax(shapes=[(40, 65536)], configs=cfgs, reps=3)
+    timed = [r for r in recs if r["kernel"] != "copy" and "gbps" in r]
+    assert any(r["config"].startswith("softmax_06_pipelined threads=512 elems=16 cluster=8")
+               for r in timed)
+    for r in timed:
+        assert r["correct"], r
+    for r in recs:
+        if "error" in r:   # only the non-portable cluster of 16 may not fit a GPC
+            assert "cluster=16" in r["config"], r
+    buf = io.StringIO()
+    membench.print_sweep_report(recs, file=buf)
+    assert "best correct:" in buf.getvalue()
+
+
 @pytest.fixture(scope="module")
 def huge(gpu):
     """65540 x 32768 fp32: 2^31 + 131072 elements, so row offsets past 2^31
@@ -305,7 +384,8 @@ def huge(gpu):
 
 
 @pytest.mark.parametrize("kernel", ["auto", "softmax_01_naive", "softmax_03_warp_shuffle",
-                                    "softmax_04_vectorized", "softmax_05_cluster"])
+                                    "softmax_04_vectorized", "softmax_05_cluster",
+                                    "softmax_06_pipelined"])
 def test_more_than_2_31_elements(gpu, huge, kernel):
     x, out, pattern, rows, cols = huge
     _skip_unsupported(gpu, kernel, cols)
@@ -395,7 +475,7 @@ def test_bench_functions_produce_complete_records(gpu):
     assert names.count("copy") == 4
     assert {"mem_copy_scalar", "mem_copy_float4", "mem_copy_strided_8",
             "mem_transpose_padded"} <= set(names)
-    assert set(sm.kernels()) - {"softmax_05_cluster"} <= set(names)
+    assert set(sm.kernels()) - {"softmax_05_cluster", "softmax_06_pipelined"} <= set(names)
     for r in recs:
         assert {"kernel", "precision", "m", "n", "median_ms", "gbps", "bytes",
                 "baseline"} <= set(r), r

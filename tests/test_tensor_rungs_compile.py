@@ -144,11 +144,12 @@ def test_registry_smem_is_the_stages_of_the_tiles(r):
     d = dict(dict(BM=128, BN=256, BK=32), **r.defines)
     stage = (d["BM"] * d["BK"] + d["BK"] * d["BN"]) * ELEMENT_BYTES[r.precision]
     if is_ptx(r):
-        # The PTX rung spells its stages out: stage index = k-tile % STAGES,
-        # stage address = index * stage bytes.
+        # The PTX rung spells its stages out: two stage indices step round
+        # STAGES values, a stage starts at index * stage bytes.
         text = sources.find_source(r.source).read_text()
-        stages = {int(n) for n in re.findall(r"rem\.u32\s+%x, %(?:pf|kt), (\d+);", text)}
-        strides = {int(n) for n in re.findall(r"mad\.lo\.s32\s+%stage, %x, (\d+), %smem;", text)}
+        stages = {int(n) for n in re.findall(r"setp\.eq\.s32\s+%p0, %(?:ps|cs), (\d+);", text)}
+        strides = {int(n) for n in re.findall(r"mad\.lo\.s32\s+%stage, %(?:ps|cs), (\d+), %smem;",
+                                              text)}
         assert len(stages) == 1 and strides == {stage}
         assert r.smem == stages.pop() * stage
     else:

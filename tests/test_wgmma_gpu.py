@@ -264,15 +264,14 @@ def test_dynamic_scheduler_counters_reset_between_launches(hopper):
     ref = reference(a, b, c, 1.0, 0.0)
     A, B = drvgemm.to_device(a), drvgemm.to_device(b)
     kern = ladder.rung_kernel(r, True)
-    streams = [drvgemm.driver.Stream(), drvgemm.driver.Stream()]
-    outs = []
-    for i in range(12):
+    streams = [drvgemm.Stream(), drvgemm.Stream()]
+    outs = [drvgemm.to_device(np.full((m, n), np.nan, np.float32)) for _ in range(12)]
+    drvgemm.synchronize()             # the copies above, before the non-blocking streams
+    for i, C in enumerate(outs):
         s = streams[i % 2]
-        C = drvgemm.to_device(np.full((m, n), np.nan, np.float32))
         cfg = tma.wgmma_gemm_launch_config(r, A, B, C, m, n, k, 1.0, 0.0, stream=s)
         grid = (5 + i, 1, 1)          # every block walks several tiles
         launch(kern, grid, cfg["block"], cfg["args"], smem=cfg["smem"], stream=s)
-        outs.append(C)
     for s in streams:
         s.synchronize()
     for i, C in enumerate(outs):

@@ -1,0 +1,667 @@
+"""Candidate configurations of the TMA + wgmma rung (cu/20_wgmma_tma_bf16.cu)
+side by side in one run, against cuBLAS, to choose the rung's registered
+defines:
+
+    python benchmarks/wgmma_sweep.py [--variants NAME ... | all] [--shapes 4096 8192]
+        [--extra NAME:KEY=V,KEY=V ...] [--rounds 5] [--batch 10] [--reps 5]
+        [--no-followup] [--json PATH] [--list]
+
+--extra adds a variant on the spot (its defines over the common base, e.g.
+"dyn_g4:SCHED=1,EPILOGUE=2,GROUP=4"); --list shows the named ones.
+
+1. Every variant is compiled (in parallel processes) and its resources
+   checked: no spills, no local memory, and 168 registers at entry for the
+   warp-specialised ones (the setmaxnreg budget); a variant that fails is
+   dropped.
+2. Every variant is checked for exact results (small-integer inputs) at an
+   odd shape, 1999 x 2100 x 520 (edge tiles in both directions, more tiles
+   than SMs, a ring that wraps mid-tile), once with its own grid and once with
+   5 blocks walking all 144 tiles; for SCHED=1 the second launch also checks
+   that the tile counters came back to zero. The checks run in a child
+   process, so a variant that faults cannot take the others down.
+3. At each square shape, the variants that passed and the cuBLAS calls
+   (torch.matmul; cublasGemmEx with bf16 and with fp32 output) are timed
+   round-robin: `rounds` rounds, each entry in a rotated order, each time the
+   median over `reps` batches of `batch` back-to-back launches between two
+   events, L2 flushed before each batch. An entry's time is the median of its
+   round medians (its spread is printed). Every entry's output is compared
+   with a float64 reference on a subset of rows before it is timed.
+4. Follow-up (unless --no-followup): the best variant (geometric mean over the
+   square shapes of best-cuBLAS time / variant time), the registered default
+   and the non-persistent step at 4096x4096x4100 and 8191x8193x4096 (operands
+   that the copy engine cannot take are staged on every call, as gemm() does,
+   and that copy is timed), and the tf32 variants at 4096.
+
+Prints a sorted table per shape (with the prediction each variant was added
+with), the defines to register, and writes the records (DESIGN.md results
+format, plus variant/defines/rounds) to --json."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+# Defines common to every variant: the rung as first measured (persistent,
+# static walk, direct stores). Each variant overrides some of them.
+BASE = dict(WARP_SPECIALIZED=1, PERSISTENT=1, CLUSTER=1, STAGES=4, SCHED=0, GROUP=16, RASTER=0,
+            INFLIGHT=1, EPILOGUE=0)
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    defines: dict
+    why: str
+    pred: tuple          # predicted TFLOP/s at (4096, 8192) on the H200, same run as cuBLAS
+
+
+# Measured before this sweep (same run, bf16, TFLOP/s at 4096 / 8192):
+# non-persistent 734 / 788, persistent 742.5 / 708, cluster2 727 / 709,
+# cuBLAS best 808 / 798. The loss of the static persistent walk at 8192 but
+# not at 4096 (16 vs 4 tiles per block) points at the walk itself: blocks
+# drift apart, so the tiles in flight spread over more of C (less L2 sharing),
+# and the slowest block's fixed share sets the end. SCHED=1 hands tiles out
+# in order (the window in flight stays compact, slow blocks take fewer); the
+# TMA-store epilogue lets the next tile's mainloop start while C drains.
+VARIANTS = {
+    # references: the measured steps
+    "nonpersistent": Variant(dict(PERSISTENT=0), "one block per tile (measured 734/788)",
+                             (734, 788)),
+    "static_g16": Variant({}, "persistent, static walk: the measured 'persistent'", (742, 708)),
+    "cluster2_g16": Variant(dict(CLUSTER=2), "the previous default (measured 727/709)",
+                            (727, 709)),
+    # (1) the walk
+    "static_g8": Variant(dict(GROUP=8), "static walk, narrower bands", (740, 712)),
+    "static_g16_sm128": Variant(dict(SM_LIMIT=128), "static walk on 128 blocks: 2048 tiles "
+                                "= 16 each exactly, no 15/16 split", (740, 745)),
+    "dyn_g16": Variant(dict(SCHED=1), "tiles from an atomic counter", (748, 795)),
+    "dyn_g8": Variant(dict(SCHED=1, GROUP=8), "counter, bands of 8 tile rows", (746, 792)),
+    "dyn_cols8": Variant(dict(SCHED=1, RASTER=1, GROUP=8), "counter, bands of 8 tile columns",
+                         (746, 793)),
+    # (2) the epilogue
+    "dyn_g16_quads": Variant(dict(SCHED=1, EPILOGUE=1), "counter + 16-byte stores after "
+                             "lane swaps", (750, 796)),
+    "dyn_g16_tmastore": Variant(dict(SCHED=1, EPILOGUE=2), "counter + C through shared "
+                                "memory and TMA stores (registered default)", (765, 805)),
+    "static_g16_tmastore": Variant(dict(EPILOGUE=2), "static walk + TMA stores", (760, 715)),
+    "nonpersistent_tmastore": Variant(dict(PERSISTENT=0, EPILOGUE=2), "one block per tile "
+                                      "+ TMA stores", (738, 790)),
+    "cluster2_tmastore": Variant(dict(CLUSTER=2, EPILOGUE=2), "clusters + TMA stores",
+                                (750, 715)),
+    # (3) the pipeline
+    "dyn_g16_tmastore_inflight0": Variant(dict(SCHED=1, EPILOGUE=2, INFLIGHT=0),
+                                          "+ release each stage at once (one more stage of "
+                                          "look-ahead)", (765, 805)),
+    "dyn_g16_tmastore_s3": Variant(dict(SCHED=1, EPILOGUE=2, STAGES=3), "3 stages", (745, 785)),
+    "dyn_g8_tmastore": Variant(dict(SCHED=1, EPILOGUE=2, GROUP=8), "bands of 8 + TMA stores",
+                               (763, 803)),
+}
+# tf32 (follow-up, 4096): SCHED and EPILOGUE 1/2 do not apply to it.
+TF32_VARIANTS = {
+    "tf32_cluster2": Variant(dict(CLUSTER=2), "the registered tf32 rung", (320, 0)),
+    "tf32_static": Variant({}, "persistent, no clusters", (320, 0)),
+    "tf32_static_inflight0": Variant(dict(INFLIGHT=0), "one fragment set, stage released at "
+                                     "once", (315, 0)),
+    "tf32_nonpersistent": Variant(dict(PERSISTENT=0), "one block per tile", (315, 0)),
+}
+RUNG = {"bf16": "20_tma_wgmma_bf16", "tf32": "20_tma_wgmma_tf32"}
+CHECK_SHAPE = (1999, 2100, 520)
+ODD_SHAPES = [(4096, 4096, 4100), (8191, 8193, 4096)]
+
+
+def log(msg=""):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def variant_rung(prec, name, defines):
+    """The registered rung of this precision with the variant's defines (its
+    own name, so its compiled kernel is cached separately)."""
+    from drvgemm import ladder, tma
+    base = ladder.rung(RUNG[prec])
+    d = {"WGMMA_ELEM": base.defines["WGMMA_ELEM"], **BASE, **defines}
+    block = (384 if d["WARP_SPECIALIZED"] else 256, 1, 1)
+    return dataclasses.replace(base, name=f"{base.name}[{name}]", defines=d, block=block,
+                               smem=tma.wgmma_smem_bytes(d["STAGES"], d["EPILOGUE"]))
+
+
+def registered(prec):
+    from drvgemm import ladder
+    return ladder.rung(RUNG[prec])
+
+
+# ---------------------------------------------------------------------------
+# 1. compile
+# ---------------------------------------------------------------------------
+def _compile_job(job):
+    """Worker: compile one rung exactly as ladder.rung_kernel does (same
+    defines, arch and options: the parent then hits the disk cache)."""
+    source, entry, defines, arch, options = job
+    from drvgemm.compiler import compile_binary, parse_resources
+    t = time.time()
+    try:
+        b = compile_binary(source, entry, defines=defines, arch=arch, options=options)
+    except Exception as e:   # report, never raise across the pool
+        return {"error": f"{type(e).__name__}: {e}"[:2000]}
+    res = parse_resources(b.log).get(entry)
+    log_l = b.log.lower()
+    return {"registers": res.registers if res else None,
+            "spills": (res.spill_stores + res.spill_loads) if res else None,
+            "stack": res.stack if res else None,
+            "serialized": "serializ" in log_l or "c7508" in log_l or "c7512" in log_l,
+            "seconds": round(time.time() - t, 2)}
+
+
+def compile_all(rungs):
+    """{rung name: resources or error}, compiling in parallel processes."""
+    jobs = []
+    for r in rungs:
+        d = dict(r.defines)
+        d["ALIGNED"] = 1
+        jobs.append((r.source, r.entry, d, r.arch, tuple(r.options)))
+    workers = max(1, min(len(jobs), (os.cpu_count() or 2)))
+    try:
+        import multiprocessing
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as ex:
+            results = list(ex.map(_compile_job, jobs))
+    except Exception as e:
+        log(f"  parallel compile failed ({type(e).__name__}: {e}); compiling in turn")
+        results = [_compile_job(j) for j in jobs]
+    return {r.name: res for r, res in zip(rungs, results)}
+
+
+def resources_ok(r, res):
+    if "error" in res:
+        return False, res["error"].splitlines()[0]
+    if res["spills"] or res["stack"]:
+        return False, f"spills {res['spills']} B, stack {res['stack']} B"
+    if res["serialized"]:
+        return False, "ptxas serialised the wgmmas or ignored setmaxnreg"
+    if r.defines["WARP_SPECIALIZED"] and res["registers"] != 168:
+        return False, f"{res['registers']} registers at entry (setmaxnreg needs 168)"
+    return True, f"{res['registers']} regs"
+
+
+# ---------------------------------------------------------------------------
+# 2. exact check at an odd shape, in a child process
+# ---------------------------------------------------------------------------
+def check_child(spec):
+    """Child process: check each (prec, name, defines) and print one JSON
+    line per variant as soon as it is known."""
+    import drvgemm
+    from drvgemm import driver, ladder, tma
+    from drvgemm.launch import launch
+    m, n, k = CHECK_SHAPE
+    out = {}
+    for prec in sorted({p for p, _, _ in spec}):
+        rng = np.random.default_rng(20)
+        dt = ladder.input_dtype(prec)
+        a = rng.integers(-8, 9, (m, k)).astype(dt)
+        b = rng.integers(-8, 9, (k, n)).astype(dt)
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+        out[prec] = (driver.to_device(a), driver.to_device(b), ref)
+    print(json.dumps({"ready": True}), flush=True)
+    for prec, name, defines in spec:
+        A, B, ref = out[prec]
+        r = variant_rung(prec, name, defines)
+        detail = []
+        ok = True
+        try:
+            kern = ladder.rung_kernel(r, True)
+            for blocks in (None, 5):
+                C = driver.to_device(np.full((m, n), np.nan, np.float32))
+                cfg = tma.wgmma_gemm_launch_config(r, A, B, C, m, n, k, 1.0, 0.0)
+                grid = cfg["grid"]
+                if blocks is not None:
+                    cl = cfg["cluster"][0] if cfg["cluster"] else 1
+                    grid = (max(cl, min(grid[0], blocks) // cl * cl), 1, 1)
+                launch(kern, grid, cfg["block"], cfg["args"], smem=cfg["smem"],
+                       cluster=cfg["cluster"])
+                driver.synchronize()
+                got = C.to_host().astype(np.float64)
+                bad = int(np.count_nonzero(~(got == ref)))
+                detail.append(f"grid {grid[0]}: {bad} wrong")
+                ok = ok and bad == 0
+                del cfg
+                C.free()
+        except drvgemm.CudaError as e:
+            print(json.dumps({"prec": prec, "name": name, "ok": False,
+                              "detail": f"{e.name}: {e}"[:500]}), flush=True)
+            if e.name in ("CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_LAUNCH_FAILED",
+                          "CUDA_ERROR_ILLEGAL_INSTRUCTION", "CUDA_ERROR_MISALIGNED_ADDRESS"):
+                sys.exit(3)   # the context is gone: the parent starts a new child
+            continue
+        except Exception as e:
+            ok = False
+            detail.append(f"{type(e).__name__}: {e}"[:500])
+        print(json.dumps({"prec": prec, "name": name, "ok": ok, "detail": "; ".join(detail)}),
+              flush=True)
+    return 0
+
+
+def check_all(spec, timeout=300):
+    """Run check_child over spec, restarting after a crash: {(prec, name): (ok, detail)}."""
+    results = {}
+    todo = list(spec)
+    while todo:
+        payload = json.dumps([[p, nm, d] for p, nm, d in todo])
+        try:
+            proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--check-child"],
+                                  input=payload, capture_output=True, text=True, timeout=timeout)
+            stdout, rc, err = proc.stdout, proc.returncode, proc.stderr
+        except subprocess.TimeoutExpired as e:
+            stdout = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+            rc, err = -1, "timed out"
+        ready = False
+        for line in stdout.splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if rec.get("ready"):
+                ready = True
+                continue
+            results[(rec["prec"], rec["name"])] = (rec["ok"], rec["detail"])
+        remaining = [t for t in todo if (t[0], t[1]) not in results]
+        if not ready:
+            # The child failed before checking anything: no variant is to blame.
+            why = (err.strip().splitlines() or ["?"])[-1][:300]
+            for t in remaining:
+                results[(t[0], t[1])] = (False, f"check not run: {why}")
+            remaining = []
+        elif remaining and rc != 0:
+            # The first unanswered variant crashed (or hung) the child.
+            culprit = remaining[0]
+            results[(culprit[0], culprit[1])] = (False, f"child exited {rc}: "
+                                                 + (err.strip().splitlines() or ["?"])[-1][:300])
+            remaining = remaining[1:]
+        elif remaining:
+            for t in remaining:
+                results[(t[0], t[1])] = (False, "no answer from the check")
+            remaining = []
+        todo = remaining
+    return results
+
+
+# ---------------------------------------------------------------------------
+# 3. timing
+# ---------------------------------------------------------------------------
+def batch_ms(enqueue, batch, reps, sync):
+    from drvgemm import driver
+    from drvgemm.timing import flush_l2
+    enqueue()
+    sync()
+    times = []
+    for _ in range(reps):
+        flush_l2()
+        start, end = driver.Event(), driver.Event()
+        start.record()
+        for _ in range(batch):
+            enqueue()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_ms(end) / batch)
+    sync()
+    return statistics.median(times)
+
+
+class Entry:
+    def __init__(self, kernel, baseline, enqueue, result, sync, *, variant=None, defines=None,
+                 pred=None, extra=None, cleanup=None):
+        self.kernel, self.baseline = kernel, baseline
+        self.enqueue, self.result, self.sync = enqueue, result, sync
+        self.variant, self.defines, self.pred = variant, defines, pred
+        self.extra = extra or {}
+        self.cleanup = cleanup
+        self.rounds = []
+        self.err = None
+
+
+def rung_entry(prec, name, r, m, n, k, A, B, pred):
+    from drvgemm import driver, ladder, tma
+    from drvgemm.launch import launch
+    kern = ladder.rung_kernel(r, True)
+    C = driver.to_device(np.full((m, n), np.nan, np.float32))
+    cfg = tma.wgmma_gemm_launch_config(r, A, B, C, m, n, k, 1.0, 0.0)
+    staged = len(cfg["keepalive"])
+    if staged:
+        # Operands the copy engine cannot take are copied on every call, as
+        # gemm() does: that copy is part of the time.
+        del cfg
+
+        def enqueue():
+            c = tma.wgmma_gemm_launch_config(r, A, B, C, m, n, k, 1.0, 0.0)
+            launch(kern, c["grid"], c["block"], c["args"], smem=c["smem"], cluster=c["cluster"])
+        grid = None
+    else:
+        grid, block, args, smem, cluster = (cfg["grid"], cfg["block"], cfg["args"], cfg["smem"],
+                                            cfg["cluster"])
+
+        def enqueue():
+            launch(kern, grid, block, args, smem=smem, cluster=cluster)
+
+    res = kern.resources
+    return Entry(r.name, False, enqueue, lambda: (driver.synchronize(), C.to_host())[1],
+                 driver.synchronize, variant=name, defines=dict(r.defines), pred=pred,
+                 extra={"staged": staged, "grid": list(grid) if grid else None,
+                        "registers": res.registers if res else None, "smem": r.smem},
+                 cleanup=C.free)
+
+
+def baseline_entries(prec, m, n, k, a, b):
+    import wgmma_steps as steps
+    out = []
+    call = steps.torch_call(prec, a, b)
+    if call:
+        enqueue, result, sync, restore = call
+        out.append(Entry("cublas", True, enqueue, result, sync,
+                         extra={"via": "torch.matmul", "out": prec if prec != "tf32" else "fp32"},
+                         cleanup=restore))
+    for out_fp32 in ((False,) if prec == "tf32" else (False, True)):
+        call = steps.gemmex_call(prec, m, n, k, a, b, out_fp32)
+        if call:
+            enqueue, result, sync, name, otype = call
+            out.append(Entry(name, True, enqueue, result, sync,
+                             extra={"via": "cupy cublasGemmEx", "out": otype}))
+    return out
+
+
+def reference_rows(a, b, rows):
+    """A[rows] @ B in float64 (on the GPU through torch when present)."""
+    a64 = a[rows].astype(np.float64)
+    b64 = b.astype(np.float64)
+    try:
+        import torch
+        if torch.cuda.is_available():
+            return (torch.from_numpy(a64).cuda() @ torch.from_numpy(b64).cuda()).cpu().numpy()
+    except ImportError:
+        pass
+    return a64 @ b64
+
+
+def run_shape(prec, m, n, k, variants, args, tol):
+    """Time the given [(name, rung, pred)] and the cuBLAS calls at one shape.
+    ``tol`` only catches garbage (a bf16-output cuBLAS call is ~2e-3 off);
+    exactness was checked before."""
+    from drvgemm import driver
+    from drvgemm.bench import make_inputs, rel_rmse
+    log(f"== {prec} {m}x{n}x{k}")
+    t0 = time.time()
+    a, b = make_inputs(prec, m, n, k, seed=m + n + k)
+    rows = np.arange(0, m, max(1, m // 96))
+    ref = reference_rows(a, b, rows)
+    A, B = driver.to_device(a), driver.to_device(b)
+    entries = []
+    for name, r, pred in variants:
+        try:
+            entries.append(rung_entry(prec, name, r, m, n, k, A, B, pred))
+        except Exception as e:
+            log(f"  {name}: setup failed: {type(e).__name__}: {e}")
+    if not args.no_baseline:
+        try:
+            entries.extend(baseline_entries(prec, m, n, k, a, b))
+        except Exception as e:
+            log(f"  baselines failed: {type(e).__name__}: {e}")
+    live = []
+    for e in entries:
+        try:
+            e.enqueue()
+            out = e.result()
+            e.err = rel_rmse(np.asarray(out)[rows], ref)
+        except Exception as ex:
+            log(f"  {e.kernel}: first call failed: {type(ex).__name__}: {ex}")
+            if getattr(ex, "name", "") in ("CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_LAUNCH_FAILED"):
+                raise
+            continue
+        if not e.err <= tol:
+            log(f"  {e.kernel}: WRONG (rel. RMSE {e.err:.3g} > {tol}): not timed")
+            continue
+        live.append(e)
+    log(f"  set up and checked {len(live)} entries in {time.time() - t0:.1f} s")
+    for rnd in range(args.rounds):
+        shift = rnd % max(1, len(live))
+        for e in live[shift:] + live[:shift]:
+            try:
+                e.rounds.append(batch_ms(e.enqueue, args.batch, args.reps, e.sync))
+            except Exception as ex:
+                log(f"  {e.kernel}: timing failed: {type(ex).__name__}: {ex}")
+                raise
+    for e in entries:
+        if e.cleanup:
+            try:
+                e.cleanup()
+            except Exception:
+                pass
+    A.free()
+    B.free()
+    return records_of(prec, m, n, k, [e for e in live if e.rounds])
+
+
+def records_of(prec, m, n, k, entries):
+    flops = 2.0 * m * n * k
+    recs = []
+    for e in entries:
+        ms = statistics.median(e.rounds)
+        rec = {"kernel": e.kernel, "precision": prec, "m": m, "n": n, "k": k,
+               "median_ms": round(ms, 5), "tflops": round(flops / (ms * 1e-3) / 1e12, 2),
+               "rel_rmse": float(f"{e.err:.3g}"), "baseline": e.baseline,
+               "timing": "batch, round-robin", "round_ms": [round(x, 5) for x in e.rounds],
+               "spread": round((max(e.rounds) - min(e.rounds)) / ms, 4)}
+        if e.variant:
+            rec["variant"] = e.variant
+            rec["defines"] = e.defines
+            if e.pred:
+                rec["predicted_tflops"] = e.pred
+        rec.update(e.extra)
+        recs.append(rec)
+    best = min((r for r in recs if r["baseline"]), key=lambda r: r["median_ms"], default=None)
+    if best:
+        for r in recs:
+            if not r["baseline"]:
+                r["vs_best_cublas"] = round(best["median_ms"] / r["median_ms"], 4)
+                r["best_cublas"] = f"{best['kernel']} ({best.get('via')}, out {best.get('out')})"
+    return recs
+
+
+def print_table(recs, title):
+    if not recs:
+        return
+    print(f"\n{title}")
+    print(f"  {'entry':34s} {'ms':>8s} {'TFLOP/s':>8s} {'vs best':>8s} {'pred':>6s} "
+          f"{'spread':>7s}  rel.RMSE")
+    for r in sorted(recs, key=lambda r: r["median_ms"]):
+        name = r.get("variant") or f"{r['kernel']} [{r.get('via')}, out {r.get('out')}]"
+        vs = f"{r['vs_best_cublas']:.3f}" if "vs_best_cublas" in r else "base"
+        pred = r.get("predicted_tflops")
+        print(f"  {name:34s} {r['median_ms']:8.4f} {r['tflops']:8.1f} {vs:>8s} "
+              f"{pred if pred is not None else '':>6} {100 * r['spread']:6.1f}%  {r['rel_rmse']}")
+    sys.stdout.flush()
+
+
+def pick_best(records, shapes):
+    """The variant with the best geometric mean of vs_best_cublas over the
+    square shapes where it was timed at all of them."""
+    scores = {}
+    for s in shapes:
+        for r in records:
+            if (r["m"], r["n"], r["k"]) == tuple(s) and "variant" in r and "vs_best_cublas" in r:
+                scores.setdefault(r["variant"], []).append(r["vs_best_cublas"])
+    full = {v: x for v, x in scores.items() if len(x) == len(shapes)}
+    if not full:
+        return None, {}
+    geo = {v: math.exp(sum(math.log(y) for y in x) / len(x)) for v, x in full.items()}
+    return max(geo, key=geo.get), geo
+
+
+def parse_shape(s):
+    parts = [int(x) for x in s.lower().split("x")]
+    if len(parts) == 1:
+        return parts * 3
+    if len(parts) == 3:
+        return parts
+    raise argparse.ArgumentTypeError(f"shape {s!r}: write N or MxNxK")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--variants", nargs="+", default=["all"],
+                    help="names from --list (default: all)")
+    ap.add_argument("--shapes", nargs="+", type=parse_shape, default=[[4096] * 3, [8192] * 3])
+    ap.add_argument("--extra", nargs="+", default=[], metavar="NAME:KEY=V,...",
+                    help="extra bf16 variants, defines over the common base")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--batch", type=int, default=10)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--no-followup", action="store_true")
+    ap.add_argument("--no-baseline", action="store_true")
+    ap.add_argument("--json", help="write the records here")
+    ap.add_argument("--list", action="store_true", help="list the variants and exit")
+    ap.add_argument("--check-child", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+
+    if args.check_child:
+        spec = [(p, nm, d) for p, nm, d in json.loads(sys.stdin.read())]
+        return check_child(spec)
+    for spec_s in args.extra:
+        nm, _, kvs = spec_s.partition(":")
+        try:
+            d = {k: int(v) for k, v in (kv.split("=") for kv in kvs.split(",") if kv)}
+        except ValueError:
+            ap.error(f"--extra {spec_s!r}: write NAME:KEY=INT,KEY=INT")
+        VARIANTS[nm] = Variant(d, "added with --extra", (None, None))
+    if args.list:
+        for table in (VARIANTS, TF32_VARIANTS):
+            for nm, v in table.items():
+                print(f"{nm:28s} {json.dumps(v.defines):48s} pred {v.pred}  {v.why}")
+        return 0
+    names = list(VARIANTS) if args.variants == ["all"] else args.variants
+    names += [s.partition(":")[0] for s in args.extra if s.partition(":")[0] not in names]
+    unknown = [nm for nm in names if nm not in VARIANTS]
+    if unknown:
+        ap.error(f"unknown variants {unknown}; see --list")
+
+    import drvgemm
+    from drvgemm.bench import _device_json
+    if not drvgemm.has_gpu():
+        log(f"no GPU: {drvgemm.driver.no_gpu_reason()}")
+        return 2
+    t_start = time.time()
+
+    # 1. compile (bf16 variants, the registered rungs, tf32 follow-up)
+    bf = {nm: variant_rung("bf16", nm, VARIANTS[nm].defines) for nm in names}
+    tf = {} if args.no_followup else {nm: variant_rung("tf32", nm, v.defines)
+                                      for nm, v in TF32_VARIANTS.items()}
+    reg = {"bf16": registered("bf16"), "tf32": registered("tf32")}
+    log(f"compiling {len(bf) + len(tf) + 2} kernels")
+    res = compile_all(list(bf.values()) + list(tf.values()) + list(reg.values()))
+    usable = {}
+    for prec, table in (("bf16", bf), ("tf32", tf)):
+        for nm, r in table.items():
+            ok, why = resources_ok(r, res[r.name])
+            log(f"  {prec} {nm:28s} {'ok  ' if ok else 'DROP'} {why}")
+            if ok:
+                usable[(prec, nm)] = r
+    for prec, r in reg.items():
+        ok, why = resources_ok(r, res[r.name])
+        log(f"  {prec} registered {r.name:28s} {'ok  ' if ok else 'BAD '} {why}")
+    log(f"compiled in {time.time() - t_start:.1f} s")
+
+    # 2. exact check
+    spec = [(p, nm, (VARIANTS if p == "bf16" else TF32_VARIANTS)[nm].defines)
+            for p, nm in usable]
+    spec += [(p, "registered", {k: v for k, v in r.defines.items() if k != "WGMMA_ELEM"})
+             for p, r in reg.items() if p == "bf16" or not args.no_followup]
+    t = time.time()
+    checks = check_all(spec)
+    for (p, nm), (ok, detail) in sorted(checks.items()):
+        log(f"  check {p} {nm:28s} {'ok   ' if ok else 'WRONG'} {detail}")
+    log(f"checked in {time.time() - t:.1f} s")
+    passed = {key: r for key, r in usable.items() if checks.get(key, (False,))[0]}
+    reg_ok = {p: checks.get((p, "registered"), (False,))[0] for p in reg}
+    dropped = [f"{p}/{nm}: {'resources' if (p, nm) not in usable else checks[(p, nm)][1]}"
+               for p, table in (("bf16", bf), ("tf32", tf)) for nm in table
+               if (p, nm) not in passed]
+    dropped += [f"{p}/registered: {checks.get((p, 'registered'), (0, 'not checked'))[1]}"
+                for p in reg if (p, "registered") in checks and not reg_ok[p]]
+    print("excluded (failed to build within budget, or wrong at "
+          f"{'x'.join(map(str, CHECK_SHAPE))}): " + ("; ".join(d[:160] for d in dropped) or "none"))
+
+    dev = drvgemm.device()
+    log(f"device: {dev}")
+    records = []
+
+    # 3. square shapes, bf16
+    for m, n, k in args.shapes:
+        vs = [(nm, passed[("bf16", nm)], VARIANTS[nm].pred[0 if m <= 4096 else 1])
+              for nm in names if ("bf16", nm) in passed]
+        recs = run_shape("bf16", m, n, k, vs, args, tol=1e-2)
+        records.extend(recs)
+        print_table(recs, f"bf16 {m}x{n}x{k}")
+
+    best, geo = pick_best(records, args.shapes)
+    if geo:
+        print("\ngeometric mean of vs-best-cuBLAS over " +
+              ", ".join("x".join(map(str, s)) for s in args.shapes))
+        for v, g in sorted(geo.items(), key=lambda x: -x[1]):
+            print(f"  {v:34s} {g:.4f}")
+
+    # 4. follow-up: odd shapes and tf32
+    if not args.no_followup and best:
+        odd = [(best, passed[("bf16", best)], None)]
+        cur = reg["bf16"]
+        cur_name = f"registered({cur.name})"
+        if reg_ok["bf16"]:
+            same = {k: v for k, v in cur.defines.items() if k != "WGMMA_ELEM"} == \
+                {k: v for k, v in passed[("bf16", best)].defines.items() if k != "WGMMA_ELEM"}
+            if not same:
+                odd.append((cur_name, cur, None))
+        if best != "nonpersistent" and ("bf16", "nonpersistent") in passed:
+            odd.append(("nonpersistent", passed[("bf16", "nonpersistent")], None))
+        for m, n, k in ODD_SHAPES:
+            recs = run_shape("bf16", m, n, k, odd, args, tol=1e-2)
+            records.extend(recs)
+            print_table(recs, f"bf16 {m}x{n}x{k}")
+        tvs = [(nm, passed[("tf32", nm)], TF32_VARIANTS[nm].pred[0])
+               for nm in TF32_VARIANTS if ("tf32", nm) in passed]
+        recs = run_shape("tf32", 4096, 4096, 4096, tvs, args, tol=1e-2)
+        records.extend(recs)
+        print_table(recs, "tf32 4096x4096x4096")
+        tbest = max((r for r in recs if "vs_best_cublas" in r),
+                    key=lambda r: r["vs_best_cublas"], default=None)
+        if tbest:
+            print(f"best tf32 variant: {tbest['variant']} = {tbest['vs_best_cublas']:.3f} x "
+                  f"{tbest['best_cublas']} (target >= 0.90); register (20_tma_wgmma_tf32): "
+                  f"defines={json.dumps(tbest['defines'])} smem={tbest['smem']}")
+
+    # what to register
+    if best:
+        d = {k: v for k, v in passed[("bf16", best)].defines.items()}
+        print(f"\nbest bf16 variant: {best} (geometric mean {geo[best]:.4f} x best cuBLAS)")
+        print("register in drvgemm/rungs.py (20_tma_wgmma_bf16 and _fp16, WGMMA_ELEM 1 / 2):")
+        print("  defines=" + json.dumps(d))
+        print(f"  smem={passed[('bf16', best)].smem}  block={passed[('bf16', best)].block}")
+        for s in args.shapes:
+            for r in records:
+                if r.get("variant") == best and [r["m"], r["n"], r["k"]] == list(s):
+                    print(f"  {s[0]}x{s[1]}x{s[2]}: {r['tflops']} TFLOP/s = "
+                          f"{r['vs_best_cublas']:.3f} x {r['best_cublas']} (target >= 1.00)")
+    print(f"\nwhole sweep: {time.time() - t_start:.0f} s")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": _device_json(dev), "records": records}, f, indent=1)
+            f.write("\n")
+        log(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,307 @@
+// Softmax rung 06: persistent clusters that prefetch the next rows with bulk
+// copies (sm_90).
+//
+// Rung 05 holds a row in the registers of a cluster, but each cluster handles
+// one row and exits: between its loads and its stores the cluster waits for
+// the slowest block, merges (max, sum) across the cluster, and is replaced by
+// a freshly launched cluster whose loads start from nothing. Every block
+// therefore alternates a read phase and a write phase with idle gaps, and the
+// DRAM queue drains in those gaps.
+//
+// Here the grid holds only as many clusters as fit on the GPU at once; each
+// walks its rows (cluster c takes rows c, c + nclusters, ...). Block `rank`
+// owns columns [rank * SLICE, (rank + 1) * SLICE) of every row, as in 05.
+// Shared memory is a ring of STAGES landing buffers, one slice each: one
+// thread issues a cp.async.bulk copy (the TMA unit, no registers, no
+// per-thread instructions) of the slices of the next STAGES rows, each
+// completing on its own mbarrier. A row is copied from its buffer into
+// registers, and as soon as every thread has done so the buffer is refilled
+// with the row STAGES ahead, so while the block reduces, exchanges (max, sum)
+// and stores row r, the reads of rows r + 1 .. r + STAGES are in flight: the
+// memory system always has work queued.
+//
+// The (max, sum) exchange avoids barrier.cluster: with release semantics it
+// compiles to MEMBAR.ALL.GPU, which would stall every row until the previous
+// row's stores had all been acknowledged. Instead each block pushes its pair
+// into slot [rank] of every peer's shared memory with st.async, whose
+// completion is counted in bytes on the receiver's mbarrier; a block waits on
+// its own mbarrier for all CLUSTER pairs and merges them in rank order, so
+// every block agrees on (M, L) bit for bit. Slots, mbarriers and the per-warp
+// partials alternate between two sets by row parity; the block barrier of
+// row r + 1 separates the last read of a set (row r) from its next write
+// (row r + 2).
+//
+// VEC = 16 / sizeof(elem_t) (16-byte vectors: the dispatcher checked
+// cols % VEC == 0 and 16-byte aligned pointers) enables the bulk copies,
+// which need 16-byte aligned addresses and sizes. Any other VEC reads
+// straight from global memory into registers (no prefetch, still correct for
+// any shape). Dynamic shared memory: STAGES * SLICE * sizeof(elem_t) bytes
+// with bulk copies, 0 without.
+// Parameters: x, y are rows x cols, row-major, contiguous; any rows >= 1,
+// 1 <= cols <= CLUSTER * THREADS * ELEMS; grid = nclusters * CLUSTER blocks
+// for any nclusters >= 1 (the dispatcher uses the number that fit at once).
+#include "softmax_common.cuh"
+
+#ifndef THREADS
+#define THREADS 512
+#endif
+#ifndef ELEMS
+#define ELEMS 32
+#endif
+#ifndef VEC
+#define VEC 1
+#endif
+#ifndef CLUSTER
+#define CLUSTER 8
+#endif
+#ifndef STAGES
+#define STAGES 3
+#endif
+#ifndef MIN_BLOCKS
+#define MIN_BLOCKS 1
+#endif
+// 1: the bulk copies carry an L2 evict-first hint (every byte is read once).
+#ifndef EVICT_FIRST
+#define EVICT_FIRST 0
+#endif
+// A wait that outlasts this many nanoseconds is a deadlock (a phase or byte
+// count that can never complete): trap, so the launch fails with an error
+// instead of hanging the process. 0 disables the check.
+#ifndef WATCHDOG_NS
+#define WATCHDOG_NS 10000000000ull
+#endif
+
+static_assert(THREADS % 32 == 0 && THREADS <= 1024, "THREADS: a multiple of 32 up to 1024");
+static_assert(ELEMS % VEC == 0, "ELEMS must be a multiple of VEC");
+static_assert(CLUSTER >= 1 && CLUSTER <= 16, "CLUSTER: 1..16 (above 8 is a non-portable size)");
+static_assert(STAGES >= 1, "STAGES >= 1");
+
+#if CLUSTER > 1
+#define CLUSTER_SHAPE __cluster_dims__(CLUSTER, 1, 1)
+#else
+#define CLUSTER_SHAPE
+#endif
+
+constexpr int SLICE = THREADS * ELEMS;
+constexpr int ITEMS = ELEMS / VEC;
+constexpr int WARPS = THREADS / 32;
+constexpr bool BULK = VEC * sizeof(elem_t) == 16;
+// An mbarrier phase counts at most 2^20 - 1 bytes in flight.
+static_assert(!BULK || SLICE * sizeof(elem_t) < (1u << 20), "slice too large for one mbarrier phase");
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// ---------------------------------------------------------------------------
+// mbarriers: a phase completes when its pending arrivals and its transaction
+// count (bytes announced by expect_tx, retired by the copies) both reach 0.
+// ---------------------------------------------------------------------------
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned arrivals) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(arrivals) : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive_expect_tx(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+                 :: "r"(bar), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ void watchdog(unsigned long long& start) {
+    if constexpr (WATCHDOG_NS != 0) {
+        unsigned long long now;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+        if (start == 0) {
+            start = now;
+        } else if (now - start > WATCHDOG_NS) {
+            __trap();
+        }
+    }
+}
+
+// Wait for the phase of the given parity. Default (CTA-scope acquire) suits
+// the bulk copies this block issued into its own shared memory.
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+    unsigned long long start = 0;
+    while (true) {
+        unsigned done;
+        asm volatile("{\n\t.reg .pred p;\n\t"
+                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                     "selp.u32 %0, 1, 0, p;\n\t}"
+                     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+        if (done) return;
+        watchdog(start);
+    }
+}
+
+// The same at cluster scope: the bytes were stored by other blocks.
+__device__ __forceinline__ void mbar_wait_cluster(unsigned bar, unsigned parity) {
+    unsigned long long start = 0;
+    while (true) {
+        unsigned done;
+        asm volatile("{\n\t.reg .pred p;\n\t"
+                     "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n\t"
+                     "selp.u32 %0, 1, 0, p;\n\t}"
+                     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+        if (done) return;
+        watchdog(start);
+    }
+}
+
+// One row slice, global -> this block's shared memory, completing `bytes` on
+// `bar` (announced by the same thread just before).
+__device__ __forceinline__ void bulk_load(unsigned dst, const elem_t* src, unsigned bytes,
+                                          unsigned bar) {
+#if EVICT_FIRST
+    unsigned long long policy;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+                 " [%0], [%1], %2, [%3], %4;"
+                 :: "r"(dst), "l"(src), "r"(bytes), "r"(bar), "l"(policy) : "memory");
+#else
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1], %2, [%3];"
+                 :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
+#endif
+}
+
+__device__ __forceinline__ unsigned cluster_rank() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+
+// Store a (max, sum) pair at `slot` in block `peer`'s shared memory and count
+// its 8 bytes on that block's mbarrier at the offset of `bar`.
+__device__ __forceinline__ void send_pair(unsigned peer, unsigned slot, unsigned bar, MaxSum p) {
+    asm volatile("{\n\t.reg .b32 rs, rb;\n\t"
+                 "mapa.shared::cluster.u32 rs, %0, %2;\n\t"
+                 "mapa.shared::cluster.u32 rb, %1, %2;\n\t"
+                 "st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [rs], {%3, %4}, [rb];\n\t}"
+                 :: "r"(slot), "r"(bar), "r"(peer), "f"(p.m), "f"(p.l) : "memory");
+}
+
+// The slice of one row from a landing buffer into registers, in the layout of
+// slice_load (vector i of thread `lane` at element (i * THREADS + lane) * VEC);
+// elements at or past `count` (the slice's length in this row) read as -inf.
+// Consecutive lanes read consecutive 16 bytes: conflict-free LDS.128.
+__device__ __forceinline__ void buffer_load(const elem_t* buf, int count, int lane, float* v) {
+    const elem_t* p = buf + lane * VEC;
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+        if (lane * VEC + i * THREADS * VEC < count) {
+            const uint4 r = *reinterpret_cast<const uint4*>(p + i * THREADS * VEC);
+            float* o = v + i * VEC;
+            unpack_word(r.x, o);
+            unpack_word(r.y, o + ELEMS_PER_WORD);
+            unpack_word(r.z, o + 2 * ELEMS_PER_WORD);
+            unpack_word(r.w, o + 3 * ELEMS_PER_WORD);
+        } else {
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) v[i * VEC + k] = NEG_INF;
+        }
+    }
+}
+
+extern "C" __global__ void CLUSTER_SHAPE __launch_bounds__(THREADS, MIN_BLOCKS)
+softmax_06_pipelined(const elem_t* __restrict__ x, elem_t* __restrict__ y, int rows, int cols) {
+    extern __shared__ __align__(128) unsigned char landing[];   // STAGES slices (BULK only)
+    __shared__ __align__(8) unsigned long long full[STAGES];    // one per landing buffer
+    __shared__ __align__(8) unsigned long long pairs_in[2];     // peers' pairs, by row parity
+    __shared__ __align__(8) MaxSum pairs[2][CLUSTER];
+    __shared__ MaxSum part[2][WARPS];
+
+    const int lane = threadIdx.x;
+    const unsigned rank = CLUSTER > 1 ? cluster_rank() : 0u;
+    const long long first_row = blockIdx.x / CLUSTER;
+    const long long row_step = gridDim.x / CLUSTER;
+    const int first = static_cast<int>(rank) * SLICE;
+    // Columns of this block's slice in every row (0 when the row is shorter
+    // than rank * SLICE: the block still takes part in the exchange).
+    const int count = cols > first ? min(cols - first, SLICE) : 0;
+    const unsigned slice_bytes = static_cast<unsigned>(count) * sizeof(elem_t);
+    const elem_t* buffers = reinterpret_cast<const elem_t*>(landing);
+
+    if (threadIdx.x == 0) {
+#pragma unroll
+        for (int s = 0; s < STAGES; ++s) mbar_init(smem_addr(&full[s]), 1);
+        mbar_init(smem_addr(&pairs_in[0]), 1);
+        mbar_init(smem_addr(&pairs_in[1]), 1);
+        // visible to the copy engine and to the peers' st.async
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    if constexpr (CLUSTER > 1) {
+        // No block may send a pair before every peer has initialised its barriers.
+        asm volatile("barrier.cluster.arrive.release.aligned;\n\t"
+                     "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+    } else {
+        __syncthreads();
+    }
+
+    // Refill landing buffer s with this block's slice of `row` (thread 0 only).
+    auto fill = [&](int s, long long row) {
+        const unsigned bar = smem_addr(&full[s]);
+        mbar_arrive_expect_tx(bar, slice_bytes);
+        if (slice_bytes) {
+            bulk_load(smem_addr(buffers + s * SLICE), x + row * cols + first, slice_bytes, bar);
+        }
+    };
+    if constexpr (BULK) {
+        if (threadIdx.x == 0) {
+#pragma unroll
+            for (int s = 0; s < STAGES; ++s) {
+                const long long row = first_row + s * row_step;
+                if (row < rows) fill(s, row);
+            }
+        }
+    }
+
+    int stage = 0;
+    unsigned phase = 0;
+    unsigned k = 0;   // rows done by this block
+    for (long long row = first_row; row < rows; row += row_step, ++k) {
+        const int set = k & 1;
+        float v[ELEMS];
+        if constexpr (BULK) {
+            mbar_wait(smem_addr(&full[stage]), phase);
+            buffer_load(buffers + stage * SLICE, count, lane, v);
+        } else {
+            slice_load<ITEMS, VEC, THREADS>(x + row * cols, first, cols, true, lane, v);
+        }
+        const MaxSum mine = slice_exp<ELEMS>(v);
+        const MaxSum w = shfl_merge<32>(mine);
+        if ((lane & 31) == 0) part[set][lane >> 5] = w;
+        __syncthreads();   // partials complete, and every thread is done with buffer `stage`
+        if constexpr (BULK) {
+            if (threadIdx.x == 0) {
+                const long long ahead = row + STAGES * row_step;
+                if (ahead < rows) fill(stage, ahead);
+            }
+            if (++stage == STAGES) {
+                stage = 0;
+                phase ^= 1;
+            }
+        }
+        MaxSum r = part[set][0];
+#pragma unroll
+        for (int i = 1; i < WARPS; ++i) r = merge(r, part[set][i]);
+
+        if constexpr (CLUSTER > 1) {
+            const unsigned bar = smem_addr(&pairs_in[set]);
+            if (threadIdx.x == 0) mbar_arrive_expect_tx(bar, CLUSTER * sizeof(MaxSum));
+            if (threadIdx.x < CLUSTER) send_pair(threadIdx.x, smem_addr(&pairs[set][rank]), bar, r);
+            mbar_wait_cluster(bar, (k >> 1) & 1);
+            r = pairs[set][0];
+#pragma unroll
+            for (int b = 1; b < CLUSTER; ++b) r = merge(r, pairs[set][b]);
+        }
+        slice_store<ITEMS, VEC, THREADS>(y + row * cols, first, cols, true, lane, v,
+                                         slice_scale(mine.m, r));
+    }
+
+    if constexpr (CLUSTER > 1) {
+        // Every st.async aimed at a block lands before that block passes its
+        // last wait; exit only once all blocks have passed theirs.
+        asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\t"
+                     "barrier.cluster.wait.aligned;" ::: "memory");
+    }
+}
