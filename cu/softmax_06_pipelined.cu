@@ -202,6 +202,21 @@ __device__ __forceinline__ void buffer_load(const elem_t* buf, int count, int la
     }
 }
 
+// Merge N <= 32 pairs from shared memory into one, identically in every
+// thread: lane j takes pair j (lanes past N the empty pair, which merge
+// leaves bit for bit unchanged) and a butterfly combines them in log2 steps,
+// instead of a chain of N - 1 dependent merges. Every warp runs the same
+// butterfly on the same pairs, and merge is commutative bit for bit, so all
+// threads of all blocks of a cluster hold the same result.
+template <int N>
+__device__ __forceinline__ MaxSum fold_pairs(const MaxSum* p, int lane) {
+    static_assert(N >= 1 && N <= 32, "N: 1..32");
+    constexpr int W = N <= 1 ? 1 : N <= 2 ? 2 : N <= 4 ? 4 : N <= 8 ? 8 : N <= 16 ? 16 : 32;
+    const int j = lane & (W - 1);
+    const MaxSum v = j < N ? p[j] : MaxSum{NEG_INF, 0.0f};
+    return shfl_merge<W>(v);
+}
+
 extern "C" __global__ void CLUSTER_SHAPE __launch_bounds__(THREADS, MIN_BLOCKS)
 softmax_06_pipelined(const elem_t* __restrict__ x, elem_t* __restrict__ y, int rows, int cols) {
     extern __shared__ __align__(128) unsigned char landing[];   // STAGES slices (BULK only)
@@ -281,18 +296,14 @@ softmax_06_pipelined(const elem_t* __restrict__ x, elem_t* __restrict__ y, int r
                 phase ^= 1;
             }
         }
-        MaxSum r = part[set][0];
-#pragma unroll
-        for (int i = 1; i < WARPS; ++i) r = merge(r, part[set][i]);
+        MaxSum r = fold_pairs<WARPS>(part[set], lane & 31);
 
         if constexpr (CLUSTER > 1) {
             const unsigned bar = smem_addr(&pairs_in[set]);
             if (threadIdx.x == 0) mbar_arrive_expect_tx(bar, CLUSTER * sizeof(MaxSum));
             if (threadIdx.x < CLUSTER) send_pair(threadIdx.x, smem_addr(&pairs[set][rank]), bar, r);
             mbar_wait_cluster(bar, (k >> 1) & 1);
-            r = pairs[set][0];
-#pragma unroll
-            for (int b = 1; b < CLUSTER; ++b) r = merge(r, pairs[set][b]);
+            r = fold_pairs<CLUSTER>(pairs[set], lane & 31);
         }
         slice_store<ITEMS, VEC, THREADS>(y + row * cols, first, cols, true, lane, v,
                                          slice_scale(mine.m, r));

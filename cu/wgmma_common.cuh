@@ -314,7 +314,8 @@ __device__ __forceinline__ void bulk_wait_group() {
 }
 
 // Barrier over `threads` threads (a multiple of 32) using hardware barrier
-// `id` (1..15; 0 is __syncthreads'): one warpgroup synchronising alone.
+// `id` (1..15; 0 is __syncthreads'): one warpgroup synchronising alone. Not
+// .aligned: it follows code that only one thread of the warp runs.
 __device__ __forceinline__ void named_barrier_sync(u32 id, u32 threads) {
-    asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(threads) : "memory");
+    asm volatile("barrier.sync %0, %1;" :: "r"(id), "r"(threads) : "memory");
 }

@@ -226,33 +226,36 @@ SWEEP_CONFIGS = {
         _05(512, 512, elems=16, cluster=2, min_blocks=3),
         _05(256, 256, elems=16, cluster=4, min_blocks=4),
         _P(512, 32, 1, 3),                              # ~0.97
-        _P(512, 32, 1, 2),                              # ~0.95
+        _P(512, 32, 1, 2),                              # ~0.96
         _P(1024, 16, 1, 3),                             # ~0.97
+        _P(256, 64, 1, 1, min_blocks=2),                # ~0.96 (2 blocks per SM, one buffer each)
         _P(512, 16, 2, 6),                              # ~0.96
         sm.SoftmaxConfig("softmax_04_vectorized_stream", 512, 512, unroll=4, vector=True),
         sm.SoftmaxConfig("softmax_04_vectorized_stream", 1024, 1024, unroll=2, vector=True),
     ),
     65536: (
         _05(512, 512, elems=32, cluster=4, min_blocks=2),
-        _P(512, 32, 4, 3),                              # ~0.90 (35 vs 34.1 rows per cluster)
-        _P(512, 16, 8, 6),                              # ~0.92 (the registered pick)
-        _P(512, 16, 8, 4),                              # ~0.91
-        _P(256, 32, 8, 6),                              # ~0.91
-        _P(512, 8, 16, 8),                              # ~0.90 (non-portable cluster)
-        _P(256, 16, 16, 6, min_blocks=2),               # ~0.90 (2 blocks per SM if they fit)
+        _P(512, 32, 4, 3),                              # ~0.91 (the registered pick)
+        _P(512, 32, 4, 2),                              # ~0.90
+        _P(512, 16, 8, 6),                              # ~0.90
+        _P(512, 16, 8, 4),                              # ~0.89
+        _P(256, 32, 8, 3, min_blocks=2),                # ~0.91 (2 blocks per SM)
+        _P(512, 8, 16, 8),                              # ~0.88 (non-portable cluster)
+        _P(256, 16, 16, 6, min_blocks=2),               # ~0.89 (2 blocks per SM)
         sm.SoftmaxConfig("softmax_04_vectorized_stream", 512, 512, unroll=4, vector=True),
     ),
     131072: (
         _05(512, 512, elems=32, cluster=8, min_blocks=2),
         _05(1024, 1024, elems=16, cluster=8),
-        _P(512, 32, 8, 3),                              # ~0.93 (the registered pick)
-        _P(512, 32, 8, 2),                              # ~0.90
-        _P(512, 32, 8, 3, evict_first=True),            # ~0.93
-        _P(1024, 16, 8, 3),                             # ~0.93
-        _P(256, 64, 8, 3),                              # ~0.92
-        _P(512, 16, 16, 6),                             # ~0.92 (non-portable cluster)
-        _P(512, 16, 16, 4),                             # ~0.91
-        _P(256, 32, 16, 3, min_blocks=2),               # ~0.91 (2 blocks per SM if they fit)
+        _P(512, 32, 8, 3),                              # ~0.94 (the registered pick)
+        _P(512, 32, 8, 2),                              # ~0.92
+        _P(512, 32, 8, 3, evict_first=True),            # ~0.94
+        _P(1024, 16, 8, 3),                             # ~0.94
+        _P(256, 64, 8, 3),                              # ~0.93
+        _P(512, 32, 8, 1, min_blocks=2),                # ~0.93 (2 blocks per SM, one buffer each)
+        _P(256, 64, 8, 1, min_blocks=2),                # ~0.92 (2 blocks per SM, one buffer each)
+        _P(512, 16, 16, 6),                             # ~0.93 (non-portable cluster)
+        _P(256, 32, 16, 3, min_blocks=2),               # ~0.93 (2 blocks per SM)
         sm.SoftmaxConfig("softmax_04_vectorized_stream", 512, 512, unroll=4, vector=True),
         sm.SoftmaxConfig("softmax_04_vectorized_stream", 1024, 1024, unroll=4, vector=True),
     ),

@@ -273,17 +273,14 @@ def pipelined(threads, elems, cluster, stages, **kw):
                          stages=stages, vector=True, arch="sm_90", **kw)
 
 
-# Rung 06 by row length. A block owns 16384 elements (64 KiB of fp32) up to
-# 131072 columns, except at 65536, where clusters of 8 with half the slice
-# (and twice the buffers) split 1024-row inputs more evenly over the ~15
-# clusters that fit than clusters of 4 over ~30. Three 64 KiB buffers (192
-# KiB) keep two rows in flight while a third is read out: one block per SM.
-_PIPELINED = (
-    pipelined(512, 32, 1, 3),
-    pipelined(512, 32, 2, 3),
-    pipelined(512, 16, 8, 6),
-    pipelined(512, 32, 8, 3),
-)
+# Rung 06 by row length: from 1025 columns every block owns 16384 elements
+# (64 KiB of fp32, the register slice of rung 05), so a row of up to
+# 16384 * c elements takes a cluster of c. Three 64 KiB landing buffers (192
+# KiB) keep two rows in flight while a third is read out, at one block per
+# SM. Rows of up to 1024 take small blocks with 4 KiB buffers instead, a dozen
+# to an SM, so that one block's reductions overlap the others' (auto prefers
+# rung 04 there; this keeps the rung sensible for every shape).
+_PIPELINED = (pipelined(128, 8, 1, 4),) + tuple(pipelined(512, 32, c, 3) for c in (1, 2, 4, 8))
 
 SOFTMAX_RUNGS: list[SoftmaxRung] = [
     SoftmaxRung("softmax_01_naive", "softmax_01_naive.cu",
