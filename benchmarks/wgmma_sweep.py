@@ -50,7 +50,9 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, _HERE)                       # wgmma_steps (the cuBLAS calls)
+sys.path.insert(1, os.path.dirname(_HERE))      # drvgemm, when not installed
 
 # Defines common to every variant: the rung as first measured (persistent,
 # static walk, direct stores). Each variant overrides some of them.
@@ -116,6 +118,10 @@ TF32_VARIANTS = {
 }
 RUNG = {"bf16": "20_tma_wgmma_bf16", "tf32": "20_tma_wgmma_tf32"}
 CHECK_SHAPE = (1999, 2100, 520)
+# Errors after which the context is unusable.
+_STICKY = ("CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_LAUNCH_FAILED", "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+           "CUDA_ERROR_MISALIGNED_ADDRESS", "CUDA_ERROR_HARDWARE_STACK_ERROR",
+           "CUDA_ERROR_INVALID_PC", "CUDA_ERROR_ASSERT")
 ODD_SHAPES = [(4096, 4096, 4100), (8191, 8193, 4096)]
 
 
@@ -236,8 +242,7 @@ def check_child(spec):
         except drvgemm.CudaError as e:
             print(json.dumps({"prec": prec, "name": name, "ok": False,
                               "detail": f"{e.name}: {e}"[:500]}), flush=True)
-            if e.name in ("CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_LAUNCH_FAILED",
-                          "CUDA_ERROR_ILLEGAL_INSTRUCTION", "CUDA_ERROR_MISALIGNED_ADDRESS"):
+            if e.name in _STICKY:
                 sys.exit(3)   # the context is gone: the parent starts a new child
             continue
         except Exception as e:
@@ -419,7 +424,7 @@ def run_shape(prec, m, n, k, variants, args, tol):
             e.err = rel_rmse(np.asarray(out)[rows], ref)
         except Exception as ex:
             log(f"  {e.kernel}: first call failed: {type(ex).__name__}: {ex}")
-            if getattr(ex, "name", "") in ("CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_LAUNCH_FAILED"):
+            if getattr(ex, "name", "") in _STICKY:
                 raise
             continue
         if not e.err <= tol:
@@ -430,11 +435,15 @@ def run_shape(prec, m, n, k, variants, args, tol):
     for rnd in range(args.rounds):
         shift = rnd % max(1, len(live))
         for e in live[shift:] + live[:shift]:
+            if e.rounds is None:
+                continue
             try:
                 e.rounds.append(batch_ms(e.enqueue, args.batch, args.reps, e.sync))
             except Exception as ex:
                 log(f"  {e.kernel}: timing failed: {type(ex).__name__}: {ex}")
-                raise
+                if getattr(ex, "name", "") in _STICKY:
+                    raise
+                e.rounds = None
     for e in entries:
         if e.cleanup:
             try:
@@ -443,7 +452,7 @@ def run_shape(prec, m, n, k, variants, args, tol):
                 pass
     A.free()
     B.free()
-    return records_of(prec, m, n, k, [e for e in live if e.rounds])
+    return records_of(prec, m, n, k, [e for e in live if e.rounds])  # None or [] = dropped
 
 
 def records_of(prec, m, n, k, entries):

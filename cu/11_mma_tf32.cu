@@ -43,6 +43,12 @@
 #ifndef GROUP_M
 #define GROUP_M 8
 #endif
+// FRAG_PIPE=1: two fragment sets in registers, the k8 step s+1 loaded (and
+// rounded to tf32) while the MMAs of step s run, also across the k-tile
+// barrier (see FRAG_PIPE in mma_bf16_block.cuh): 32 more registers.
+#ifndef FRAG_PIPE
+#define FRAG_PIPE 0
+#endif
 #define BN 256    // the n-tile dealing below assumes 4 warps x 8 n-tiles
 #define WM 64
 #define WN 64
@@ -111,6 +117,66 @@ mma_tf32_gemm(const float* __restrict__ A, const float* __restrict__ B, float* _
         cp_async_commit();
     }
 
+    // One k8 step's operands: A fragments of the MT m-tiles through
+    // ldmatrix, B fragments of the NT n-tiles through 4-byte loads, all
+    // rounded to tf32 once, here.
+    struct Fragments { unsigned a[MT][4], b[NT][2]; };
+    auto load_fragments = [&](Fragments& f, unsigned stage, int kk) {
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+            const unsigned b = stage + b_off + kk * 8 * B_ROW_BYTES + j * 128;
+            f.b[j][0] = to_tf32(__uint_as_float(lds32(b)));
+            f.b[j][1] = to_tf32(__uint_as_float(lds32(b + 4 * B_ROW_BYTES)));
+        }
+#pragma unroll
+        for (int i = 0; i < MT; ++i) {
+            ldmatrix_x4(f.a[i], stage + a_off[kk] + i * 16 * A_ROW_BYTES);
+#pragma unroll
+            for (int r = 0; r < 4; ++r) f.a[i][r] = to_tf32(__uint_as_float(f.a[i][r]));
+        }
+    };
+    auto mma_fragments = [&](const Fragments& f) {
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+            for (int j = 0; j < NT; ++j) mma_tf32_16x8x8(acc[i][j], f.a[i], f.b[j]);
+    };
+
+#if FRAG_PIPE
+    // The barrier sits at the last k8 step of a k-tile: after this thread's
+    // last read of the stage refilled at the next k-tile's first step, and
+    // after the wait that lands k-tile kt+1, whose first fragments are
+    // loaded right behind it, before the last step's MMAs.
+    constexpr int KSTEPS = BK / 8;
+    static_assert(KSTEPS % 2 == 0, "the two fragment sets alternate");
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    Fragments frag[2];
+    if (KT > 0) load_fragments(frag[0], smem, 0);
+    for (int kt = 0; kt < KT; ++kt) {
+        const unsigned stage = smem + (kt % STAGES) * STAGE_BYTES;
+#pragma unroll
+        for (int kk = 0; kk < KSTEPS; ++kk) {
+            if (kk < KSTEPS - 1) {
+                load_fragments(frag[(kk + 1) & 1], stage, kk + 1);
+            } else {
+                // STAGES + kt groups committed, at most STAGES-2 pending:
+                // k-tile kt+1 has landed.
+                cp_async_wait<STAGES - 2>();
+                __syncthreads();
+                if (kt + 1 < KT) load_fragments(frag[0], smem + ((kt + 1) % STAGES) * STAGE_BYTES, 0);
+            }
+            if (kk == 0) {
+                // The stage of k-tile kt-1, read by every warp before the
+                // previous k-tile's barrier.
+                const int pf = kt + STAGES - 1;
+                if (pf < KT) copy_stage(pf % STAGES, pf);
+                cp_async_commit();
+            }
+            mma_fragments(frag[kk & 1]);
+        }
+    }
+#else
     for (int kt = 0; kt < KT; ++kt) {
         // STAGES-1 + kt groups are committed; with at most STAGES-2 pending,
         // this thread's part of k-tile kt has landed. The barrier makes every
@@ -125,24 +191,12 @@ mma_tf32_gemm(const float* __restrict__ A, const float* __restrict__ B, float* _
         const unsigned stage = smem + (kt % STAGES) * STAGE_BYTES;
 #pragma unroll
         for (int kk = 0; kk < BK / 8; ++kk) {
-            unsigned bf[NT][2];
-#pragma unroll
-            for (int j = 0; j < NT; ++j) {
-                const unsigned b = stage + b_off + kk * 8 * B_ROW_BYTES + j * 128;
-                bf[j][0] = to_tf32(__uint_as_float(lds32(b)));
-                bf[j][1] = to_tf32(__uint_as_float(lds32(b + 4 * B_ROW_BYTES)));
-            }
-#pragma unroll
-            for (int i = 0; i < MT; ++i) {
-                unsigned af[4];
-                ldmatrix_x4(af, stage + a_off[kk] + i * 16 * A_ROW_BYTES);
-#pragma unroll
-                for (int r = 0; r < 4; ++r) af[r] = to_tf32(__uint_as_float(af[r]));
-#pragma unroll
-                for (int j = 0; j < NT; ++j) mma_tf32_16x8x8(acc[i][j], af, bf[j]);
-            }
+            Fragments f;
+            load_fragments(f, stage, kk);
+            mma_fragments(f);
         }
     }
+#endif
 
 #pragma unroll
     for (int i = 0; i < MT; ++i) {

@@ -47,6 +47,15 @@
 #ifndef GROUP_M
 #define GROUP_M 8
 #endif
+// FRAG_PIPE=1: two fragment sets in registers. While the MMAs of k16 step s
+// run, the ldmatrix of step s+1 are already in flight -- including across
+// the k-tile boundary, where step 0 of the next stage is loaded right after
+// the barrier and before the last step's MMAs, so neither the ldmatrix
+// latency nor the barrier leaves the tensor pipe idle. Costs 4 MT + 2 NT =
+// 32 more registers per thread.
+#ifndef FRAG_PIPE
+#define FRAG_PIPE 0
+#endif
 
 enum Tile : int {
     WARPS_N = BN / WN,
@@ -60,6 +69,8 @@ typedef XorSwizzle<BK * 2> ALayout;         // A tile: BM rows of BK elements
 typedef XorSwizzle<BN * 2> BLayout;         // B tile: BK rows of BN elements
 static_assert(BK % 16 == 0 && WM % 16 == 0 && WN % 16 == 0, "whole k16 steps, ldmatrix pairs");
 static_assert(STAGES >= 2, "a pipeline needs at least two stages");
+static_assert(!FRAG_PIPE || BK % 32 == 0,
+              "an even number of k16 steps per k-tile: the two fragment sets alternate");
 
 typedef float Accumulators[MT][NT][4];
 
@@ -113,40 +124,55 @@ DEVI LaneOffsets lane_offsets(int wm, int wn, int lane) {
     return o;
 }
 
+// One k16 step's operands of warp (wm, wn): the A fragments of its MT
+// m-tiles and the B fragments of its NT n-tiles (4 MT + 2 NT registers).
+struct Fragments { unsigned a[MT][4], b[NT][2]; };
+
+// Load k16 step kk of the stage at shared address `stage`.
+DEVI void load_fragments(Fragments& f, unsigned stage, const LaneOffsets& o, int kk) {
+#pragma unroll
+    for (int j = 0; j < NT / 2; ++j) {
+        // Matrices (k 0-7, chunk c), (k 8-15, c), (k 0-7, c+4), (k 8-15,
+        // c+4) with c = wn + 8j: b0, b1 of n-tile 2j (chunk wn + 4*2j), then
+        // of n-tile 2j+1 (chunk wn + 4*(2j+1)).
+        unsigned r[4];
+        ldmatrix_x4_trans(r, stage + o.b + kk * 16 * (BN * 2) + j * 128);
+        f.b[2 * j][0] = r[0];
+        f.b[2 * j][1] = r[1];
+        f.b[2 * j + 1][0] = r[2];
+        f.b[2 * j + 1][1] = r[3];
+    }
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+        // Quadrants (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7,
+        // k 8-15), (rows 8-15, k 8-15) of m-tile i: a0 .. a3.
+        ldmatrix_x4(f.a[i], stage + o.a[kk] + i * 16 * (BK * 2));
+    }
+}
+
+// The MT x NT MMAs of one k16 step.
+DEVI void mma_fragments(Accumulators& acc, const Fragments& f) {
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+#if USE_FP16
+            mma_f16_16x8x16(acc[i][j], f.a[i], f.b[j]);
+#else
+            mma_bf16_16x8x16(acc[i][j], f.a[i], f.b[j]);
+#endif
+        }
+}
+
 // One k-tile of MMAs for warp (wm, wn) on the stage at shared address
-// `stage`. Per k16 step the B fragments of all 8 n-tiles are loaded first,
-// then each m-tile's A fragment feeds 8 MMAs.
+// `stage`, each k16 step's fragments loaded just before its MMAs (the
+// FRAG_PIPE=0 main loops).
 DEVI void mma_stage(Accumulators& acc, unsigned stage, const LaneOffsets& o) {
 #pragma unroll
     for (int kk = 0; kk < BK / 16; ++kk) {
-        unsigned bf[NT][2];
-#pragma unroll
-        for (int j = 0; j < NT / 2; ++j) {
-            // Matrices (k 0-7, chunk c), (k 8-15, c), (k 0-7, c+4),
-            // (k 8-15, c+4) with c = wn + 8j: b0, b1 of n-tile 2j (chunk
-            // wn + 4*2j), then of n-tile 2j+1 (chunk wn + 4*(2j+1)).
-            unsigned r[4];
-            ldmatrix_x4_trans(r, stage + o.b + kk * 16 * (BN * 2) + j * 128);
-            bf[2 * j][0] = r[0];
-            bf[2 * j][1] = r[1];
-            bf[2 * j + 1][0] = r[2];
-            bf[2 * j + 1][1] = r[3];
-        }
-#pragma unroll
-        for (int i = 0; i < MT; ++i) {
-            // Quadrants (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7,
-            // k 8-15), (rows 8-15, k 8-15) of m-tile i: a0 .. a3.
-            unsigned af[4];
-            ldmatrix_x4(af, stage + o.a[kk] + i * 16 * (BK * 2));
-#pragma unroll
-            for (int j = 0; j < NT; ++j) {
-#if USE_FP16
-                mma_f16_16x8x16(acc[i][j], af, bf[j]);
-#else
-                mma_bf16_16x8x16(acc[i][j], af, bf[j]);
-#endif
-            }
-        }
+        Fragments f;
+        load_fragments(f, stage, o, kk);
+        mma_fragments(acc, f);
     }
 }
 

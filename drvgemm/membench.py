@@ -317,7 +317,8 @@ def sweep_softmax(shapes=SWEEP_SHAPES, configs=None, *, precision="fp32", reps=2
             del y
             rec = _record(cfg.entry, precision, rows, cols, ms, 2 * nbytes,
                           config=p.describe(), registers=k.resources.registers,
-                          smem_bytes=p.smem, max_rel_err=err, row_sum_err=whole,
+                          smem_bytes=p.smem, max_rel_err=err,
+                          row_sum_err=None if whole != whole else float(f"{whole:.3g}"),
                           correct=bool(err == err and err < 1e-5 and whole == whole
                                        and whole < 2e-5),
                           auto=cfg == auto, **_cluster_note(k, p))

@@ -209,6 +209,8 @@ class SoftmaxConfig:
             parts.append(f"cluster={self.cluster}")
         if self.stages:
             parts.append(f"stages={self.stages}")
+            if self.min_blocks > 1:
+                parts.append(f"min_blocks={self.min_blocks}")
         if self.evict_first:
             parts.append("evict_first")
         if vec is not None:
