@@ -60,7 +60,7 @@ VARIANTS = {
     "12_pipe_s3": Variant("12_mma_bf16", dict(FRAG_PIPE=1, BK=32, STAGES=3), 390,
                           "fragment double buffering, 3 stages"),
     "12_pipe_bk64_s3": Variant("12_mma_bf16", dict(FRAG_PIPE=1, BK=64, STAGES=3), 430,
-                               "double buffering + BK=64"),
+                               "double buffering + BK=64 (registered default)"),
     "12_pipe_bk64_s4": Variant("12_mma_bf16", dict(FRAG_PIPE=1, BK=64, STAGES=4), 440,
                                "double buffering + BK=64, 4 stages (192 KiB)"),
     "12_pipe_bk64_s4_g16": Variant("12_mma_bf16", dict(FRAG_PIPE=1, BK=64, STAGES=4,
@@ -69,6 +69,8 @@ VARIANTS = {
     # fp16, rung 13
     "13_base": Variant("13_mma_fp16", dict(FRAG_PIPE=0, BK=32, STAGES=4), 333,
                        "as first measured"),
+    "13_pipe_bk64_s3": Variant("13_mma_fp16", dict(FRAG_PIPE=1, BK=64, STAGES=3), 435,
+                               "double buffering + BK=64 (registered default)"),
     "13_pipe_bk64_s4": Variant("13_mma_fp16", dict(FRAG_PIPE=1, BK=64, STAGES=4), 440,
                                "double buffering + BK=64"),
     # warp-specialised bf16, rung 14 (168 registers: no room for two fragment sets)
@@ -80,13 +82,9 @@ VARIANTS = {
                           "half the hand-overs, 4 stages"),
     # TF32, rungs 10 (PTX, fixed) and 11
     "10_ptx": Variant("10_mma_tf32_ptx", {}, 168, "hand-written PTX twin of 11_base"),
-    "11_base": Variant("11_mma_tf32", dict(FRAG_PIPE=0, BK=32, STAGES=3), 173,
+    "11_base": Variant("11_mma_tf32", dict(BK=32, STAGES=3), 173,
                        "as first measured"),
-    "11_s4": Variant("11_mma_tf32", dict(FRAG_PIPE=0, BK=32, STAGES=4), 178, "4 stages"),
-    "11_pipe_s3": Variant("11_mma_tf32", dict(FRAG_PIPE=1, BK=32, STAGES=3), 205,
-                          "fragment double buffering"),
-    "11_pipe_s4": Variant("11_mma_tf32", dict(FRAG_PIPE=1, BK=32, STAGES=4), 210,
-                          "fragment double buffering, 4 stages"),
+    "11_s4": Variant("11_mma_tf32", dict(BK=32, STAGES=4), 178, "4 stages"),
 }
 CEILING_OF = {"tf32": "mma_tf32", "bf16": "mma_bf16", "fp16": "mma_fp16"}
 ELEMENT_BYTES = {"tf32": 4, "bf16": 2, "fp16": 2}
@@ -108,8 +106,6 @@ def variant_rung(name):
     if base.source.endswith(".ptx"):
         return dataclasses.replace(base, name=f"{base.name}[{name}]")
     d = {**base.defines, **v.defines}
-    if "FRAG_PIPE" in v.defines and "FRAG_PIPE" not in base.defines and not v.defines["FRAG_PIPE"]:
-        d.pop("FRAG_PIPE")
     bm, bk, stages = d.get("BM", base.tile_m), d.get("BK", 32), d.get("STAGES", 3)
     bn = d.get("BN", base.tile_n)
     smem = stages * (bm * bk + bk * bn) * ELEMENT_BYTES[base.precision]

@@ -43,12 +43,6 @@
 #ifndef GROUP_M
 #define GROUP_M 8
 #endif
-// FRAG_PIPE=1: two fragment sets in registers, the k8 step s+1 loaded (and
-// rounded to tf32) while the MMAs of step s run, also across the k-tile
-// barrier (see FRAG_PIPE in mma_bf16_block.cuh): 32 more registers.
-#ifndef FRAG_PIPE
-#define FRAG_PIPE 0
-#endif
 #define BN 256    // the n-tile dealing below assumes 4 warps x 8 n-tiles
 #define WM 64
 #define WN 64
@@ -142,41 +136,6 @@ mma_tf32_gemm(const float* __restrict__ A, const float* __restrict__ B, float* _
             for (int j = 0; j < NT; ++j) mma_tf32_16x8x8(acc[i][j], f.a[i], f.b[j]);
     };
 
-#if FRAG_PIPE
-    // The barrier sits at the last k8 step of a k-tile: after this thread's
-    // last read of the stage refilled at the next k-tile's first step, and
-    // after the wait that lands k-tile kt+1, whose first fragments are
-    // loaded right behind it, before the last step's MMAs.
-    constexpr int KSTEPS = BK / 8;
-    static_assert(KSTEPS % 2 == 0, "the two fragment sets alternate");
-    cp_async_wait<STAGES - 2>();
-    __syncthreads();
-    Fragments frag[2];
-    if (KT > 0) load_fragments(frag[0], smem, 0);
-    for (int kt = 0; kt < KT; ++kt) {
-        const unsigned stage = smem + (kt % STAGES) * STAGE_BYTES;
-#pragma unroll
-        for (int kk = 0; kk < KSTEPS; ++kk) {
-            if (kk < KSTEPS - 1) {
-                load_fragments(frag[(kk + 1) & 1], stage, kk + 1);
-            } else {
-                // STAGES + kt groups committed, at most STAGES-2 pending:
-                // k-tile kt+1 has landed.
-                cp_async_wait<STAGES - 2>();
-                __syncthreads();
-                if (kt + 1 < KT) load_fragments(frag[0], smem + ((kt + 1) % STAGES) * STAGE_BYTES, 0);
-            }
-            if (kk == 0) {
-                // The stage of k-tile kt-1, read by every warp before the
-                // previous k-tile's barrier.
-                const int pf = kt + STAGES - 1;
-                if (pf < KT) copy_stage(pf % STAGES, pf);
-                cp_async_commit();
-            }
-            mma_fragments(frag[kk & 1]);
-        }
-    }
-#else
     for (int kt = 0; kt < KT; ++kt) {
         // STAGES-1 + kt groups are committed; with at most STAGES-2 pending,
         // this thread's part of k-tile kt has landed. The barrier makes every
@@ -196,7 +155,6 @@ mma_tf32_gemm(const float* __restrict__ A, const float* __restrict__ B, float* _
             mma_fragments(f);
         }
     }
-#endif
 
 #pragma unroll
     for (int i = 0; i < MT; ++i) {

@@ -37,6 +37,11 @@
 // addresses out of registers (see lane_offsets in mma_bf16_block.cuh).
 #include "mma_bf16_block.cuh"
 
+// The consumers load each k16 step's fragments just before its MMAs
+// (FRAG_PIPE=0): two fragment sets next to 128 accumulators do not fit in
+// the 168 registers that 12 warps per block leave.
+static_assert(!FRAG_PIPE, "rung 14 has no register room for FRAG_PIPE");
+
 #ifndef PRODUCER_WARPS
 #define PRODUCER_WARPS 4
 #endif
@@ -93,33 +98,6 @@ ws_mma_bf16_gemm(const u16* __restrict__ A, const u16* __restrict__ B, float* __
     const LaneOffsets lanes = lane_offsets(wm, wn, lane);
     Accumulators acc;
     zero(acc);
-#if FRAG_PIPE
-    // Fragment double buffering (FRAG_PIPE in mma_bf16_block.cuh): stage
-    // kt+1 is waited for and its first fragments loaded before the MMAs of
-    // stage kt's last k16 step; stage kt is released after those MMAs, whose
-    // operands were its last reads.
-    constexpr int KSTEPS = BK / 16;
-    Fragments frag[2];
-    if (KT > 0) {
-        named_barrier_sync(full_barrier(0), THREADS);
-        load_fragments(frag[0], smem, lanes, 0);
-    }
-    for (int kt = 0; kt < KT; ++kt) {
-        const int s = kt % STAGES;
-#pragma unroll
-        for (int kk = 0; kk < KSTEPS; ++kk) {
-            if (kk < KSTEPS - 1) {
-                load_fragments(frag[(kk + 1) & 1], smem + s * STAGE_BYTES, lanes, kk + 1);
-            } else if (kt + 1 < KT) {
-                const int next = (kt + 1) % STAGES;
-                named_barrier_sync(full_barrier(next), THREADS);
-                load_fragments(frag[0], smem + next * STAGE_BYTES, lanes, 0);
-            }
-            mma_fragments(acc, frag[kk & 1]);
-        }
-        if (kt + STAGES < KT) named_barrier_arrive(empty_barrier(s), THREADS);
-    }
-#else
     for (int kt = 0; kt < KT; ++kt) {
         const int s = kt % STAGES;
         named_barrier_sync(full_barrier(s), THREADS);
@@ -127,6 +105,5 @@ ws_mma_bf16_gemm(const u16* __restrict__ A, const u16* __restrict__ B, float* __
         // The producer refills stage s only for k-tile kt + STAGES.
         if (kt + STAGES < KT) named_barrier_arrive(empty_barrier(s), THREADS);
     }
-#endif
     store_block(acc, C, M, N, m0, n0, wm, wn, lane, alpha, beta);
 }

@@ -132,22 +132,27 @@ RUNGS: list[Rung] = [
         vector=4,
         summary="TF32 mma.sync.m16n8k8 (cvt.rna), 3-stage cp.async commit groups, "
                 "XOR-swizzled shared memory, ldmatrix for A"))(),
-    (lambda BM=128, BN=256, BK=32, WM=64, WN=64, STAGES=4: Rung(
+    (lambda BM=128, BN=256, BK=64, WM=64, WN=64, STAGES=3, FRAG_PIPE=1: Rung(
         name="12_mma_bf16", source="12_mma_bf16.cu", entry="mma_bf16_gemm", precision="bf16",
         block=((BM // WM) * (BN // WN) * 32, 1, 1), tile_m=BM, tile_n=BN,
         smem=STAGES * (BM * BK + BK * BN) * 2,  # A [BM][BK], B [BK][BN] bf16, swizzled
-        defines=dict(BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, STAGES=STAGES),
+        defines=dict(BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, STAGES=STAGES, FRAG_PIPE=FRAG_PIPE),
         vector=8,
         summary="bf16 mma.sync.m16n8k16, ldmatrix.x4 (.trans for B) from swizzled shared "
-                "memory, 4-stage cp.async"))(),
-    (lambda BM=128, BN=256, BK=32, WM=64, WN=64, STAGES=4: Rung(
+                "memory, 3-stage cp.async of 64-wide k-tiles, fragments double-buffered "
+                "in registers"))(),
+    (lambda BM=128, BN=256, BK=64, WM=64, WN=64, STAGES=3, FRAG_PIPE=1: Rung(
         name="13_mma_fp16", source="12_mma_bf16.cu", entry="mma_fp16_gemm", precision="fp16",
         block=((BM // WM) * (BN // WN) * 32, 1, 1), tile_m=BM, tile_n=BN,
         smem=STAGES * (BM * BK + BK * BN) * 2,
-        defines=dict(BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, STAGES=STAGES, USE_FP16=1),
+        defines=dict(BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, STAGES=STAGES, FRAG_PIPE=FRAG_PIPE,
+                     USE_FP16=1),
         vector=8,
         summary="rung 12 with fp16 inputs"))(),
-    (lambda BM=128, BN=256, BK=32, WM=64, WN=64, STAGES=4, PRODUCER_WARPS=4: Rung(
+    # 12-14: BK=64 with 3 stages (144 KiB) still fits an A100 block (164 KiB).
+    # 14 has no FRAG_PIPE: 12 warps leave 168 registers, and two fragment sets
+    # next to 128 accumulators spill.
+    (lambda BM=128, BN=256, BK=64, WM=64, WN=64, STAGES=3, PRODUCER_WARPS=4: Rung(
         name="14_warp_specialized_mma_bf16", source="14_warp_specialized_mma_bf16.cu",
         entry="ws_mma_bf16_gemm", precision="bf16",
         block=((BM // WM) * (BN // WN) * 32 + PRODUCER_WARPS * 32, 1, 1), tile_m=BM, tile_n=BN,
