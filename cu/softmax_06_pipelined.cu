@@ -76,11 +76,10 @@ static_assert(ELEMS % VEC == 0, "ELEMS must be a multiple of VEC");
 static_assert(CLUSTER >= 1 && CLUSTER <= 16, "CLUSTER: 1..16 (above 8 is a non-portable size)");
 static_assert(STAGES >= 1, "STAGES >= 1");
 
-#if CLUSTER > 1
+// Always declared, also for CLUSTER == 1: the kernel uses cluster-scope
+// instructions, which make ptxas mark it as needing a cluster launch; a
+// compile-time shape lets a plain cuLaunchKernel satisfy that.
 #define CLUSTER_SHAPE __cluster_dims__(CLUSTER, 1, 1)
-#else
-#define CLUSTER_SHAPE
-#endif
 
 constexpr int SLICE = THREADS * ELEMS;
 constexpr int ITEMS = ELEMS / VEC;

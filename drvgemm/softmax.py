@@ -282,7 +282,11 @@ def pipelined(threads, elems, cluster, stages, **kw):
 # SM. Rows of up to 1024 take small blocks with 4 KiB buffers instead, a dozen
 # to an SM, so that one block's reductions overlap the others' (auto prefers
 # rung 04 there; this keeps the rung sensible for every shape).
-_PIPELINED = (pipelined(128, 8, 1, 4),) + tuple(pipelined(512, 32, c, 3) for c in (1, 2, 4, 8))
+# Cluster sizes and slices from `python -m drvgemm.membench --sweep` on the H200:
+# at 65536 columns 8 blocks of 256 x 32 (two per SM) beat 4 of 512 x 32 (0.89 vs
+# 0.87 of copy), at 131072 256 x 64 beat 512 x 32 (0.905 vs 0.896).
+_PIPELINED = (pipelined(128, 8, 1, 4), pipelined(512, 32, 1, 3), pipelined(512, 32, 2, 3),
+              pipelined(256, 32, 8, 3, min_blocks=2), pipelined(256, 64, 8, 3))
 
 SOFTMAX_RUNGS: list[SoftmaxRung] = [
     SoftmaxRung("softmax_01_naive", "softmax_01_naive.cu",

@@ -288,8 +288,10 @@ def test_transposes_tile_sizes():
     (16385, (9, 0), "softmax_05_cluster", {"cluster": 2}),       # not whole 16-byte vectors
     (16388, (9, 0), "softmax_06_pipelined", {"cluster": 2, "stages": 3}),
     (32768, (9, 0), "softmax_06_pipelined", {"cluster": 2}),
-    (65536, (9, 0), "softmax_06_pipelined", {"cluster": 4, "elems": 32, "stages": 3}),
-    (131072, (9, 0), "softmax_06_pipelined", {"cluster": 8, "elems": 32, "stages": 3}),
+    (65536, (9, 0), "softmax_06_pipelined", {"cluster": 8, "elems": 32, "stages": 3,
+                                              "threads": 256, "min_blocks": 2}),
+    (131072, (9, 0), "softmax_06_pipelined", {"cluster": 8, "elems": 64, "stages": 3,
+                                               "threads": 256}),
     (131073, (9, 0), "softmax_04_vectorized_stream", {}),
     (16385, (8, 0), "softmax_04_vectorized_stream", {}),
     (131072, (8, 0), "softmax_04_vectorized_stream", {}),

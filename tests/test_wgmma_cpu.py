@@ -11,6 +11,17 @@ from drvgemm.compiler import compile_binary, parse_resources
 from drvgemm.errors import CudaError
 from drvgemm.kernel import parse_params
 from drvgemm.rungs import by_name
+
+
+def with_knobs(name, **knobs):
+    """A registered Hopper rung with some defines changed (and its shared
+    memory re-derived), so host-side tests pin the knobs they exercise
+    instead of depending on the registered defaults."""
+    import dataclasses
+    r = by_name()[name]
+    defines = {**r.defines, **knobs}
+    smem = tma.wgmma_smem_bytes(defines["STAGES"], defines["EPILOGUE"])
+    return dataclasses.replace(r, defines=defines, smem=smem)
 from drvgemm.sass import disassemble, opcode_counts
 
 SOURCE = "20_wgmma_tma_bf16.cu"
@@ -370,8 +381,7 @@ def fake_driver(monkeypatch):
 
 
 def test_launch_config_bf16(fake_driver):
-    r = by_name()["20_tma_wgmma_bf16"]
-    assert r.defines["EPILOGUE"] == 2 and r.defines["SCHED"] == 1
+    r = with_knobs("20_tma_wgmma_bf16", EPILOGUE=2, SCHED=1)
     pa, pb, pc = 0x7f0000000000, 0x7f0010000000, 0x7f0020000000
     m, n, k = 4096, 4096, 4096
     cfg = tma.wgmma_gemm_launch_config(r, pa, pb, pc, m, n, k, 1.0, 0.0)
@@ -410,7 +420,7 @@ def test_launch_config_c_map_only_when_usable(fake_driver):
     """EPILOGUE=2 encodes a map over C only when the copy engine can take it
     (N % 4 == 0, C 16-byte aligned), the same test the kernel makes before
     using it; otherwise the slot holds zeros the kernel never reads."""
-    r = by_name()["20_tma_wgmma_bf16"]
+    r = with_knobs("20_tma_wgmma_bf16", EPILOGUE=2, SCHED=1)
     pa, pb = 0x7f0000000000, 0x7f0010000000
     for pc, n, usable in [(0x7f0020000000, 4096, True), (0x7f0020000008, 4096, False),
                           (0x7f0020000000, 4098, False), (0x7f0020000000, 8193, False)]:
@@ -462,7 +472,7 @@ def test_launch_config_stages_unaligned_operands(fake_driver):
 
 
 def test_launch_config_tf32_is_swapped(fake_driver):
-    r = by_name()["20_tma_wgmma_tf32"]
+    r = with_knobs("20_tma_wgmma_tf32", CLUSTER=2)
     pa, pb, pc = 0x7f0000000000, 0x7f0010000000, 0x7f0020000000
     m, n, k = 1000, 300, 64
     cfg = tma.wgmma_gemm_launch_config(r, pa, pb, pc, m, n, k, 2.0, 1.0)
