@@ -45,7 +45,7 @@ if have overhead; then
 fi
 if have bench; then
   stamp bench
-  timeout ${BENCH_TIMEOUT:-500} python3 -m drvgemm bench ${BENCH_ARGS:-} --json "$OUT/h200.json" 2> "$OUT/bench_progress.log" \
+  timeout ${BENCH_TIMEOUT:-500} python3 -m drvgemm bench ${BENCH_ARGS:-} --json "$OUT/h200.json" --plot "$OUT/h200-roofline.png" 2> "$OUT/bench_progress.log" \
     | tee "$OUT/bench_report.txt" | tail -60
 fi
 if have sweep; then
@@ -59,6 +59,12 @@ fi
 if have wgmma; then
   stamp wgmma
   timeout ${WGMMA_TIMEOUT:-300} python3 benchmarks/wgmma_steps.py --json "$OUT/wgmma_steps.json" ${WGMMA_ARGS:-} 2>&1 | tail -40
+fi
+if have profile; then
+  stamp profile
+  for k in ${PROFILE_RUNGS:-08_warp_tiled 12_mma_bf16}; do
+    timeout 120 python3 -m drvgemm profile $k --size 4096 2>&1 | tee "$OUT/profile_$k.txt" | tail -25
+  done
 fi
 if have memory; then
   stamp memory

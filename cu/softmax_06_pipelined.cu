@@ -76,10 +76,15 @@ static_assert(ELEMS % VEC == 0, "ELEMS must be a multiple of VEC");
 static_assert(CLUSTER >= 1 && CLUSTER <= 16, "CLUSTER: 1..16 (above 8 is a non-portable size)");
 static_assert(STAGES >= 1, "STAGES >= 1");
 
-// Always declared, also for CLUSTER == 1: the kernel uses cluster-scope
-// instructions, which make ptxas mark it as needing a cluster launch; a
-// compile-time shape lets a plain cuLaunchKernel satisfy that.
+// Clusters of more than one block are compiled in, so a plain launch runs
+// them. A cluster of one is launched with a cluster attribute instead (see
+// SoftmaxPlan.cluster): the kernel's cluster-scope instructions make the
+// driver refuse it otherwise, even with __cluster_dims__(1, 1, 1).
+#if CLUSTER > 1
 #define CLUSTER_SHAPE __cluster_dims__(CLUSTER, 1, 1)
+#else
+#define CLUSTER_SHAPE
+#endif
 
 constexpr int SLICE = THREADS * ELEMS;
 constexpr int ITEMS = ELEMS / VEC;

@@ -162,7 +162,7 @@ def bench_softmax(shapes=SOFTMAX_SHAPES, *, precision="fp32", kernels=None, reps
                 continue
             k, p = sm.prepare(sm.plan(rows, cols, precision, kernel=name, cc=cc), rows)
             dy.fill_bytes(0xFF)  # NaN: an entry the kernel never writes shows up
-            ms = _median_ms(lambda: launch(k, p.grid, p.block, (dx, dy, rows, cols),
+            ms = _median_ms(lambda: launch(k, p.grid, p.block, (dx, dy, rows, cols), cluster=p.cluster,
                                            smem=p.smem), reps)
             err = _max_rel_err(dy.to_host()[sample], ref)
             rec = _record(name, precision, rows, cols, ms, 2 * elem_bytes,
@@ -303,7 +303,7 @@ def sweep_softmax(shapes=SWEEP_SHAPES, configs=None, *, precision="fp32", reps=2
             try:
                 k, p = sm.prepare(p, rows)
                 dy.fill_bytes(0xFF)
-                ms = _median_ms(lambda: launch(k, p.grid, p.block, (dx, dy, rows, cols),
+                ms = _median_ms(lambda: launch(k, p.grid, p.block, (dx, dy, rows, cols), cluster=p.cluster,
                                                smem=p.smem), reps)
             except Exception as e:  # one bad candidate must not end the sweep
                 msg = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"

@@ -149,10 +149,13 @@ RUNGS: list[Rung] = [
                      USE_FP16=1),
         vector=8,
         summary="rung 12 with fp16 inputs"))(),
-    # 12-14: BK=64 with 3 stages (144 KiB) still fits an A100 block (164 KiB).
+    # 12-13: BK=64 with 3 stages (144 KiB) still fits an A100 block (164 KiB).
     # 14 has no FRAG_PIPE: 12 warps leave 168 registers, and two fragment sets
-    # next to 128 accumulators spill.
-    (lambda BM=128, BN=256, BK=64, WM=64, WN=64, STAGES=3, PRODUCER_WARPS=4: Rung(
+    # next to 128 accumulators spill. Its constants are the faster of the two
+    # measured side by side with their unspecialised twin (benchmarks/mma_sweep.py,
+    # H200): BK=32/4 stages 399.9 vs 332.7 TFLOP/s for 12 at the same constants;
+    # at BK=64/3 stages 392.6 vs 404.6 (specialisation loses there).
+    (lambda BM=128, BN=256, BK=32, WM=64, WN=64, STAGES=4, PRODUCER_WARPS=4: Rung(
         name="14_warp_specialized_mma_bf16", source="14_warp_specialized_mma_bf16.cu",
         entry="ws_mma_bf16_gemm", precision="bf16",
         block=((BM // WM) * (BN // WN) * 32 + PRODUCER_WARPS * 32, 1, 1), tile_m=BM, tile_n=BN,

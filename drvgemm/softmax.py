@@ -367,6 +367,15 @@ class SoftmaxPlan:
     def describe(self) -> str:
         return self.config.describe(self.vec)
 
+    @property
+    def cluster(self):
+        """The launch-time cluster shape, or None. Rung 06 uses cluster-scope
+        instructions even as a cluster of one, so the driver wants it launched
+        as a cluster; sizes above one are compiled in with __cluster_dims__."""
+        if self.entry == "softmax_06_pipelined" and self.config.cluster == 1:
+            return (1, 1, 1)
+        return None
+
 
 def _auto_config(rows: int, cols: int, cc: tuple, bulk: bool) -> tuple[str, SoftmaxConfig]:
     """``bulk``: rows start on 16-byte boundaries and are whole 16-byte
@@ -564,7 +573,8 @@ def softmax(x, *, kernel: str = "auto", out=None, stream=None):
     p = plan(rows, cols, precision, kernel=kernel,
              aligned=ptr % 16 == 0 and out_ptr % 16 == 0, cc=driver.device().cc)
     k, p = prepare(p, rows)
-    launch(k, p.grid, p.block, (dev_x, out, rows, cols), smem=p.smem, stream=stream)
+    launch(k, p.grid, p.block, (dev_x, out, rows, cols), smem=p.smem, stream=stream,
+           cluster=p.cluster)
     if on_host:
         driver.synchronize()
         return out.to_host()

@@ -295,7 +295,7 @@ def _pipelined_case(cfg, rows, cols, prec, resident, seed):
     assert p.grid[0] == min(rows, resident) * cfg.cluster
     k = sm.compiled_kernel(p)
     sm.resident_clusters(k, cfg, p.smem)                    # attributes (smem, cluster size)
-    launch(k, p.grid, p.block, (dx, out, rows, cols), smem=p.smem)
+    launch(k, p.grid, p.block, (dx, out, rows, cols), smem=p.smem, cluster=p.cluster)
     drvgemm.synchronize()
     return x, out.to_host(), p
 
