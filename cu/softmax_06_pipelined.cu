@@ -77,9 +77,7 @@ static_assert(CLUSTER >= 1 && CLUSTER <= 16, "CLUSTER: 1..16 (above 8 is a non-p
 static_assert(STAGES >= 1, "STAGES >= 1");
 
 // Clusters of more than one block are compiled in, so a plain launch runs
-// them. A cluster of one is launched with a cluster attribute instead (see
-// SoftmaxPlan.cluster): the kernel's cluster-scope instructions make the
-// driver refuse it otherwise, even with __cluster_dims__(1, 1, 1).
+// them; a cluster of one is an ordinary block with no cluster instruction.
 #if CLUSTER > 1
 #define CLUSTER_SHAPE __cluster_dims__(CLUSTER, 1, 1)
 #else
@@ -245,8 +243,14 @@ softmax_06_pipelined(const elem_t* __restrict__ x, elem_t* __restrict__ y, int r
         for (int s = 0; s < STAGES; ++s) mbar_init(smem_addr(&full[s]), 1);
         mbar_init(smem_addr(&pairs_in[0]), 1);
         mbar_init(smem_addr(&pairs_in[1]), 1);
-        // visible to the copy engine and to the peers' st.async
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        // Visible to the copy engine and to the peers' st.async. A cluster of
+        // one must not use cluster-scope instructions at all: the driver then
+        // insists on a cluster launch and refuses every shape of it.
+        if constexpr (CLUSTER > 1) {
+            asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        } else {
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        }
     }
     if constexpr (CLUSTER > 1) {
         // No block may send a pair before every peer has initialised its barriers.

@@ -161,6 +161,10 @@ class Kernel:
             self._module = driver.load_module(self.cubin, f"{self.binary.source_name}:{self.name}")
             fn = driver.get_function(self._module, self.entry)
             self._static_smem = driver.function_attribute(fn, "SHARED_SIZE_BYTES")
+            # 48 KiB minus the static shared memory until raised: what the
+            # driver enforces, so a launch just above it opts in too.
+            self._dynamic_smem_limit = driver.function_attribute(
+                fn, "MAX_DYNAMIC_SHARED_SIZE_BYTES")
             self._max_threads = driver.function_attribute(fn, "MAX_THREADS_PER_BLOCK")
             self._function_int = int(fn)
             self._function = fn

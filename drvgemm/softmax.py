@@ -163,7 +163,8 @@ class SoftmaxConfig:
             d["ROW_THREADS"] = self.row_threads
         if self.elems:
             d["ELEMS"] = self.elems
-        if self.cluster > 1:
+        if self.cluster > 1 or self.entry == "softmax_06_pipelined":
+            # always for 06: its source defaults to a cluster of 8
             d["CLUSTER"] = self.cluster
         if self.min_blocks > 1:
             d["MIN_BLOCKS"] = self.min_blocks
@@ -369,11 +370,8 @@ class SoftmaxPlan:
 
     @property
     def cluster(self):
-        """The launch-time cluster shape, or None. Rung 06 uses cluster-scope
-        instructions even as a cluster of one, so the driver wants it launched
-        as a cluster; sizes above one are compiled in with __cluster_dims__."""
-        if self.entry == "softmax_06_pipelined" and self.config.cluster == 1:
-            return (1, 1, 1)
+        """The launch-time cluster shape: always None, since every cluster
+        size is compiled into its kernel with __cluster_dims__."""
         return None
 
 

@@ -236,8 +236,8 @@ def test_every_rung_agrees(gpu, rung):
         pytest.skip(f"{rung.name} needs {rung.arch}; the device is {arch}")
     if rung.arch.endswith("a"):
         arch = rung.arch
-    k = drvgemm.compile(rung.source, rung.entry, defines={**rung.defines, "ALIGNED": 1},
-                        options=rung.options, arch=arch)
+    from drvgemm.ladder import rung_kernel
+    k = rung_kernel(rung, True, arch=arch)
     res = drvgemm.occupancy(k, rung.block, rung.smem)
     assert res.driver_error is None, res.driver_error
     assert res.agrees, str(res)
