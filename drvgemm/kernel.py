@@ -113,14 +113,7 @@ class Kernel:
         self.ptx = binary.ptx
         self.log = binary.log
         self.arch = binary.arch
-        res = compiler.parse_resources(binary.log)
-        self.resources: Resources | None = res.get(self.entry)
-        if self.resources is None and res:
-            # ptxas reports each entry once per module; a cached log written for a
-            # sibling entry of the same source still names this one. Say so loudly.
-            import warnings
-            warnings.warn(f"ptxas report of {binary.source_name} has no entry {self.entry!r} "
-                          f"(it lists {', '.join(res)})")
+        self._resources: Resources | None = compiler.parse_resources(binary.log).get(self.entry)
         params = parse_params(binary.ptx, self.entry)
         names = _source_param_names(source_text, name) if source_text and binary.kind == "cu" \
             else None
@@ -140,6 +133,22 @@ class Kernel:
         self._max_threads = None
         self._configs = {}        # (grid, block, smem) -> checked launch dims
         self._packer = None
+
+    @property
+    def resources(self) -> Resources | None:
+        """ptxas's figures for this entry. When the compiler log carries none
+        (seen with NVRTC 13.0 on a GPU machine: an empty log for a later
+        compile in the same process) and a GPU is present, the loaded
+        function's attributes give registers, static shared memory and the
+        local-memory frame instead (spill sizes are then unknown: 0)."""
+        if self._resources is None:
+            from . import driver
+            if driver.has_gpu() and self.arch.rstrip("a") == driver.device().arch:
+                a = self.attributes()
+                self._resources = Resources(
+                    registers=a["num_regs"], spill_stores=0, spill_loads=0,
+                    stack=a["local_size_bytes"], static_smem=a["shared_size_bytes"])
+        return self._resources
 
     # -- loading -----------------------------------------------------------
     @property
