@@ -270,8 +270,10 @@ def format_report(results: dict) -> str:
                 tail = f"  ({100 * b['median_ms'] / r['median_ms']:.1f}% of {b['kernel']})"
             lines.append(f"    throughput: {r['tflops']:6.2f} TFLOP/s{tail}")
             if "oi" in r:
+                note = (" (above the DRAM slope: L2 serves part of the tiles' re-reads)"
+                        if r["roofline_fraction"] > 1 else "")
                 lines.append(f"    roofline: {r['oi']:.1f} FLOP/B moved, "
-                             f"{100 * r['roofline_fraction']:.1f}% of the bound there")
+                             f"{100 * r['roofline_fraction']:.1f}% of the bound there{note}")
             lines.append("")
     # speedups on the largest size, step by step along each precision's ladder
     for prec in ["fp32", "tf32", "fp16", "bf16"]:

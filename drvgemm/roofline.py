@@ -398,9 +398,10 @@ def format_ratio(ratio: float) -> str:
 
 
 def _rate(x: float, unit: str) -> str:
+    """4 significant digits at most: measured figures are not exact."""
     if x >= 1e12:
-        return f"{x / 1e12:g} T{unit}"
-    return f"{x / 1e9:g} G{unit}"
+        return f"{float(f'{x / 1e12:.4g}'):g} T{unit}"
+    return f"{float(f'{x / 1e9:.4g}'):g} G{unit}"
 
 
 def analysis_report(spec: RooflineSpec, n: int = 3072, precision: str = "fp32", *,
@@ -544,6 +545,14 @@ def plot_roofline(spec: RooflineSpec, points: Iterable, path, *,
     points = [(str(label), float(oi), float(flops)) for label, oi, flops in points]
     precisions = list(spec.peak_flops) if precisions is None else list(precisions)
     peaks = sorted(((p, spec.peak(p)) for p in precisions), key=lambda t: t[1])
+    # Precisions with the same peak share one roof and one label ("bf16/fp16").
+    merged = []
+    for prec, pk in peaks:
+        if merged and abs(merged[-1][1] - pk) <= 1e-9 * pk:
+            merged[-1] = (merged[-1][0] + "/" + prec, pk)
+        else:
+            merged.append((prec, pk))
+    peaks = merged
     if not peaks:
         raise ValueError("plot_roofline needs at least one precision peak")
     top_peak = peaks[-1][1]
@@ -723,6 +732,8 @@ def bench_points(results: Mapping) -> list[tuple[str, float, float, str]]:
 
 def plot_bench(results: Mapping, path, *, spec: RooflineSpec | None = None,
                measured: Mapping[str, float] | None = None, title: str | None = None) -> PlotLayout:
+    # A rung's intensity counts the global-memory traffic its tiling issues;
+    # L2 serves part of it, which is how a point can sit above the DRAM slope.
     """`drvgemm bench --plot`: every rung and baseline of ``results`` on the
     roofline of the device that produced them (measured ceilings applied),
     with one roof per precision the results contain."""
