@@ -16,7 +16,6 @@ import time
 import numpy as np
 
 import drvgemm
-from drvgemm import driver
 
 SOURCE = 'extern "C" __global__ void empty_kernel(float* p, int n) {}'
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import statistics
 import sys
 
 import numpy as np
@@ -37,7 +36,6 @@ import drvgemm
 from drvgemm import driver, ladder, tma
 from drvgemm.bench import _device_json, make_inputs, reference, rel_rmse
 from drvgemm.launch import launch
-from drvgemm.timing import flush_l2
 
 # The steps as first built: static walk over tiles, stores straight from the
 # accumulators (the tuning knobs of benchmarks/wgmma_sweep.py at their
@@ -57,22 +55,8 @@ def log(msg):
 
 
 def batch_ms(enqueue, batch, reps, sync):
-    """Median over `reps` of (time of `batch` back-to-back enqueue() calls
-    between two events on the legacy default stream) / batch."""
-    enqueue()
-    sync()
-    times = []
-    for _ in range(reps):
-        flush_l2()
-        start, end = driver.Event(), driver.Event()
-        start.record()
-        for _ in range(batch):
-            enqueue()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_ms(end) / batch)
-    sync()
-    return statistics.median(times)
+    from drvgemm.timing import batch_median_ms
+    return batch_median_ms(enqueue, batch, reps, sync)
 
 
 def record(kernel, prec, m, n, k, ms, err, baseline, **extra):

@@ -301,22 +301,8 @@ def check_all(spec, timeout=300):
 # 3. timing
 # ---------------------------------------------------------------------------
 def batch_ms(enqueue, batch, reps, sync):
-    from drvgemm import driver
-    from drvgemm.timing import flush_l2
-    enqueue()
-    sync()
-    times = []
-    for _ in range(reps):
-        flush_l2()
-        start, end = driver.Event(), driver.Event()
-        start.record()
-        for _ in range(batch):
-            enqueue()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_ms(end) / batch)
-    sync()
-    return statistics.median(times)
+    from drvgemm.timing import batch_median_ms
+    return batch_median_ms(enqueue, batch, reps, sync)
 
 
 class Entry:

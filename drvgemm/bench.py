@@ -14,7 +14,6 @@ import numpy as np
 
 from . import driver
 from .ladder import input_dtype, rung_kernel
-from .launch import launch
 from .optional import torch_cuda, why_not
 from .rungs import RUNGS, Rung
 

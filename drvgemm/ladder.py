@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import driver
+from . import driver, dtypes
 from .driver import DeviceArray
 from .kernel import Kernel, compile
 from .launch import launch
@@ -17,29 +17,22 @@ PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 
 
 def _bf16():
-    import ml_dtypes
-    return np.dtype(ml_dtypes.bfloat16)
+    return dtypes.bf16()
 
 
 def input_dtype(precision: str) -> np.dtype:
     """The numpy dtype a rung of this precision takes for A and B."""
-    if precision in ("fp32", "tf32"):
-        return np.dtype(np.float32)
-    if precision == "fp16":
-        return np.dtype(np.float16)
-    if precision == "bf16":
-        return _bf16()
-    raise ValueError(f"unknown precision {precision!r}")
+    try:
+        return dtypes.numpy_dtype(precision)
+    except ValueError:
+        raise ValueError(f"unknown precision {precision!r}") from None
 
 
 def _precision_of_dtype(dt: np.dtype) -> str:
-    if dt == np.float32:
-        return "fp32"
-    if dt == np.float16:
-        return "fp16"
-    if dt == _bf16():
-        return "bf16"
-    raise TypeError(f"A and B must be float32, float16 or bfloat16 (ml_dtypes), not {dt}")
+    p = dtypes.precision_of(dt)
+    if p is None:
+        raise TypeError(f"A and B must be float32, float16 or bfloat16 (ml_dtypes), not {dt}")
+    return p
 
 
 def kernels(precision=None) -> list[str]:

@@ -251,7 +251,7 @@ class LdmatrixLayout(FragmentLayout):
         note = (f"ldmatrix.x{self.num}{'.trans' if self.trans else ''}: rows as stored in shared "
                 f"memory; lanes 0..{self.address_lanes - 1} give the row addresses"
                 + (f", lanes {self.address_lanes}..31 are ignored" if self.num < 4 else "")
-                + f"; register i of every lane holds matrix i"
+                + "; register i of every lane holds matrix i"
                 + ("; .trans: a lane receives a column pair of the stored rows" if self.trans
                    else ""))
         return note + "\n" + body

@@ -49,6 +49,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import dtypes
+
 __all__ = ["softmax", "kernels", "rung", "reference", "plan", "config_plan", "compiled_kernel",
            "prepare", "resident_clusters", "catalogue", "pipelined",
            "SoftmaxConfig", "SoftmaxRung", "SoftmaxPlan", "SOFTMAX_RUNGS", "DTYPE_CODES",
@@ -58,8 +60,7 @@ INT_MAX = 2**31 - 1
 
 
 def _bf16():
-    import ml_dtypes
-    return np.dtype(ml_dtypes.bfloat16)
+    return dtypes.bf16()
 
 
 # precision name -> the DTYPE define of cu/softmax_common.cuh
@@ -68,24 +69,17 @@ DTYPE_CODES = {"fp32": 0, "bf16": 1, "fp16": 2}
 
 def dtype_name(dtype) -> str:
     """'fp32' / 'bf16' / 'fp16' for a supported numpy dtype, else TypeError."""
-    dt = np.dtype(dtype)
-    if dt == np.float32:
-        return "fp32"
-    if dt == np.float16:
-        return "fp16"
-    if dt == _bf16():
-        return "bf16"
-    raise TypeError(f"softmax takes float32, bfloat16 or float16 input, got {dt}")
+    name = dtypes.precision_of(dtype)
+    if name is None:
+        raise TypeError(f"softmax takes float32, bfloat16 or float16 input, got "
+                        f"{np.dtype(dtype)}")
+    return name
 
 
 def numpy_dtype(name: str) -> np.dtype:
-    if name == "fp32":
-        return np.dtype(np.float32)
-    if name == "fp16":
-        return np.dtype(np.float16)
-    if name == "bf16":
-        return _bf16()
-    raise ValueError(f"precision must be one of {', '.join(DTYPE_CODES)}, got {name!r}")
+    if name not in DTYPE_CODES:
+        raise ValueError(f"precision must be one of {', '.join(DTYPE_CODES)}, got {name!r}")
+    return dtypes.numpy_dtype(name)
 
 
 # ---------------------------------------------------------------------------

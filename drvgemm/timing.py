@@ -39,3 +39,25 @@ def time_ms(fn, *, warmup=3, reps=20, flush_l2=True, stream=None) -> list[float]
 def median_ms(fn, *, warmup=3, reps=20, flush_l2=True, stream=None) -> float:
     return statistics.median(time_ms(fn, warmup=warmup, reps=reps, flush_l2=flush_l2,
                                      stream=stream))
+
+
+def batch_median_ms(enqueue, batch, reps, sync=None) -> float:
+    """Median over ``reps`` of the time of ``batch`` back-to-back ``enqueue()``
+    calls between two events on the legacy default stream, divided by
+    ``batch``; L2 is flushed before each batch. Back-to-back launches hide
+    the launch gaps, as a library call in a real program would."""
+    sync = sync or driver.synchronize
+    enqueue()
+    sync()
+    times = []
+    for _ in range(reps):
+        globals()["flush_l2"]()
+        start, end = driver.Event(), driver.Event()
+        start.record()
+        for _ in range(batch):
+            enqueue()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_ms(end) / batch)
+    sync()
+    return statistics.median(times)
