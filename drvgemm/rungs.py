@@ -48,6 +48,21 @@ class Rung:
         return b[0] * b[1] * b[2]
 
 
+def _wgmma_rung(precision, elem, *, tile_m, tile_n, vector, summary, STAGES=4, EPILOGUE=0,
+                **extra) -> Rung:
+    """One entry of cu/20_wgmma_tma_bf16.cu (WGMMA_ELEM 1/2/3 = bf16/fp16/tf32) with the
+    registered knobs; smem = STAGES x 48 KiB ring + 32 KiB of C staging (EPILOGUE=2) +
+    16 B of mbarriers per stage + 64 B unit queue + 1 KiB for 1024-B alignment."""
+    return Rung(
+        f"20_tma_wgmma_{precision}", "20_wgmma_tma_bf16.cu", f"gemm_tma_wgmma_{precision}",
+        precision, block=(384, 1, 1), tile_m=tile_m, tile_n=tile_n,
+        smem=STAGES * 49152 + (32768 if EPILOGUE == 2 else 0) + 16 * STAGES + 64 + 1024,
+        defines={"WGMMA_ELEM": elem, "WARP_SPECIALIZED": 1, "PERSISTENT": 1, "CLUSTER": 1,
+                 "STAGES": STAGES, "SCHED": 0, "GROUP": 16, "RASTER": 0, "INFLIGHT": 1,
+                 "EPILOGUE": EPILOGUE},
+        vector=vector, arch="sm_90a", host="tma", summary=summary, **extra)
+
+
 RUNGS: list[Rung] = [
     # ---- fp32 SIMT ladder (cu/01 .. cu/08) ----
     # Each entry names its tile constants once, as the defaults of a lambda:
@@ -178,38 +193,16 @@ RUNGS: list[Rung] = [
     # over 4096^3 and 8192^3 against the best cuBLAS call): static grouped order (GROUP=16),
     # no clusters, direct fp32 stores; the counter scheduler and TMA-store epilogue measured
     # within noise of it and are kept as knobs.
-    # smem = STAGES * 48 KiB ring + 32 KiB of C staging (EPILOGUE=2) + 16 B of mbarriers per
-    # stage + 64 B unit queue + 1 KiB for 1024-B alignment.
-    (lambda STAGES=4, EPILOGUE=0: Rung(
-        "20_tma_wgmma_bf16", "20_wgmma_tma_bf16.cu", "gemm_tma_wgmma_bf16", "bf16",
-        block=(384, 1, 1), tile_m=128, tile_n=256,
-        smem=STAGES * 49152 + (32768 if EPILOGUE == 2 else 0) + 16 * STAGES + 64 + 1024,
-        defines={"WGMMA_ELEM": 1, "WARP_SPECIALIZED": 1, "PERSISTENT": 1, "CLUSTER": 1,
-                 "STAGES": STAGES, "SCHED": 0, "GROUP": 16, "RASTER": 0, "INFLIGHT": 1,
-                 "EPILOGUE": EPILOGUE},
-        vector=8, arch="sm_90a", host="tma",
-        summary="TMA loads into a 4-stage mbarrier ring, wgmma m64n256k16 from shared memory, "
-                "producer/consumer warpgroups, persistent grid in grouped tile order"))(),
-    (lambda STAGES=4, EPILOGUE=0: Rung(
-        "20_tma_wgmma_fp16", "20_wgmma_tma_bf16.cu", "gemm_tma_wgmma_fp16", "fp16",
-        block=(384, 1, 1), tile_m=128, tile_n=256,
-        smem=STAGES * 49152 + (32768 if EPILOGUE == 2 else 0) + 16 * STAGES + 64 + 1024,
-        defines={"WGMMA_ELEM": 2, "WARP_SPECIALIZED": 1, "PERSISTENT": 1, "CLUSTER": 1,
-                 "STAGES": STAGES, "SCHED": 0, "GROUP": 16, "RASTER": 0, "INFLIGHT": 1,
-                 "EPILOGUE": EPILOGUE},
-        vector=8, arch="sm_90a", host="tma",
-        summary="the bf16 rung with f16 inputs"))(),
-    (lambda STAGES=4, EPILOGUE=0: Rung(
-        "20_tma_wgmma_tf32", "20_wgmma_tma_bf16.cu", "gemm_tma_wgmma_tf32", "tf32",
-        block=(384, 1, 1), tile_m=256, tile_n=128,
-        smem=STAGES * 49152 + (32768 if EPILOGUE == 2 else 0) + 16 * STAGES + 64 + 1024,
-        defines={"WGMMA_ELEM": 3, "WARP_SPECIALIZED": 1, "PERSISTENT": 1, "CLUSTER": 1,
-                 "STAGES": STAGES, "SCHED": 0, "GROUP": 16, "RASTER": 0, "INFLIGHT": 1,
-                 "EPILOGUE": EPILOGUE},
-        vector=4, arch="sm_90a", host="tma", input_roundoff=2.0 ** -10,
-        summary="TF32 wgmma m64n256k8 on C^T = B^T A^T: A through TMA as wgmma's K-major B, "
-                "B from shared memory into register fragments (32-bit wgmma operands cannot "
-                "be transposed)"))(),
+    _wgmma_rung("bf16", 1, tile_m=128, tile_n=256, vector=8,
+                summary="TMA loads into a 4-stage mbarrier ring, wgmma m64n256k16 from shared "
+                        "memory, producer/consumer warpgroups, persistent grid in grouped "
+                        "tile order"),
+    _wgmma_rung("fp16", 2, tile_m=128, tile_n=256, vector=8,
+                summary="the bf16 rung with f16 inputs"),
+    _wgmma_rung("tf32", 3, tile_m=256, tile_n=128, vector=4, input_roundoff=2.0 ** -10,
+                summary="TF32 wgmma m64n256k8 on C^T = B^T A^T: A through TMA as wgmma's "
+                        "K-major B, B from shared memory into register fragments (32-bit "
+                        "wgmma operands cannot be transposed)"),
 ]
 
 
