@@ -466,6 +466,8 @@ def stream_handle(stream) -> int:
     if isinstance(stream, int):
         return stream
     if isinstance(stream, Stream):
+        if not stream.ptr:
+            raise ValueError("the stream was closed; create a new drvgemm.Stream")
         return stream.ptr
     proto = getattr(stream, "__cuda_stream__", None)
     if proto is not None:

@@ -131,8 +131,8 @@ class Kernel:
         self._dynamic_smem_limit = 48 * 1024
         self._static_smem = None
         self._max_threads = None
-        self._configs = {}        # (grid, block, smem) -> checked launch dims
-        self._packer = None
+        self._runners = {}        # (grid, block, smem, stream handle, thread) -> launcher
+        self._packers = {}        # thread -> argument buffer and packer
 
     @property
     def resources(self) -> Resources | None:

@@ -1,17 +1,17 @@
 """Argument checking, packing and the launch itself.
 
-The hot path is kept short on purpose: arguments are packed with one
-``struct.pack_into`` into a per-kernel buffer whose slot addresses were
-computed once from the PTX parameter list, and cuLaunchKernel is called
-through a ctypes function pointer the driver handed to cuda.bindings. Only
-when packing fails do we walk the arguments again to say which one is wrong
-and why.
+The hot path is kept short on purpose: for each launch shape a launcher is
+generated once; it packs the arguments with one ``struct.pack_into`` into a
+per-kernel buffer whose slot addresses were computed once from the PTX
+parameter list, and calls cuda.bindings' cuLaunchKernel with the address of
+that parameter array. Only when packing fails do we walk the arguments again
+to say which one is wrong and why.
 """
 from __future__ import annotations
 
 import ctypes
 import struct
-import threading
+from _thread import get_ident as _get_ident
 
 import numpy as np
 
@@ -32,7 +32,9 @@ _F32_MAX = float(np.finfo(np.float32).max)
 
 class _Packer:
     """Packs one kernel's arguments into a C buffer laid out like the
-    kernel's parameter list, and holds the void** array that points into it."""
+    kernel's parameter list, and holds the void** array that points into it.
+    Each thread has its own packer per kernel (the buffer is written and
+    then read by the driver during the launch), so no lock is taken."""
 
     def __init__(self, params: list[Param]):
         self.params = params
@@ -59,55 +61,78 @@ class _Packer:
         # Slots that may hold a device pointer: 64-bit integer slots.
         self.address_slots = tuple(p.index for p in params if p.ptx_type in ("u64", "s64", "b64"))
         self.bytes_slots = tuple(p.index for p in params if p.is_bytes)
-        self.lock = threading.Lock()
-        self.pack = self._generate()
+        self.make_runner = self._generate()
 
     def _generate(self):
-        """Write a packing function for exactly this parameter list: one
-        unpacking assignment, an inline type test per pointer slot and one
-        pack_into. Anything unusual falls back to the checked path."""
+        """Write, for exactly this parameter list, a factory of launchers:
+        each launcher unpacks the arguments in one assignment, tests each
+        pointer slot's type inline, packs with one pack_into and calls
+        cuLaunchKernel with the launch shape bound in its closure. Anything
+        unusual (a foreign array, a wrong count, a TensorMap) goes through
+        ``convert``, which checks every argument and names the bad one."""
         n = self.n
         names = [f"a{i}" for i in range(n)]
-        lines = ["def pack(args):"]
+        tup = ", ".join(names) + ("," if n == 1 else "")
+        body = []
         if n:
-            lines.append("    try:")
-            lines.append(f"        {', '.join(names)}{',' if n == 1 else ''} = args")
-            lines.append("    except (TypeError, ValueError):")
-            lines.append("        return checked(args)")
-        for i in self.address_slots:
-            lines.append(f"    if type(a{i}) is DA: a{i} = a{i}.ptr")
-            lines.append(f"    elif type(a{i}) is not int: return checked(args)")
-        if self.bytes_slots:
-            lines.append("    return checked(args)")
-        else:
-            lines.append("    try:")
-            lines.append(f"        pack_into(buf, 0{''.join(', ' + a for a in names)})")
-            lines.append("    except Exception:")
-            lines.append("        checked(args)")
-        scope = {"DA": DeviceArray, "checked": self.pack_checked, "pack_into": self.fmt.pack_into,
-                 "buf": self.buf}
+            body += ["        try:",
+                     f"            {tup} = args",
+                     "        except (TypeError, ValueError):",
+                     f"            {tup} = convert(args)"]
+            if self.bytes_slots:
+                body.append(f"        {tup} = convert(args)")
+            else:
+                for i in self.address_slots:
+                    body.append(f"        if type(a{i}) is DA: a{i} = a{i}.ptr")
+                    body.append(f"        elif type(a{i}) is not int: {tup} = convert(args)")
+        if n:
+            body += ["        try:",
+                     f"            pack_into(buf, 0, {', '.join(names)})",
+                     "        except Exception:",
+                     f"            explain(({tup}))",
+                     "            raise"]
+        body += ["        err, = cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, smem, s, addr, 0)",
+                 "        return err"]
+        lines = ["def make_runner(cuLaunchKernel, fn, gx, gy, gz, bx, by, bz, smem, s):",
+                 "    def run(args):"] + body + ["    return run"]
+        scope = {"DA": DeviceArray, "convert": self.convert, "explain": self._explain,
+                 "pack_into": self.fmt.pack_into, "buf": self.buf,
+                 "addr": self.array_addr}
         exec("\n".join(lines), scope)  # noqa: S102 - generated from the PTX parameter list
-        return scope["pack"]
+        self.source = "\n".join(lines)
+        return scope["make_runner"]
 
-    def pack_checked(self, args):
-        if len(args) != self.n:
-            self._wrong_count(args)
-        if self.address_slots or self.bytes_slots:
-            args = list(args)
-            for i in self.address_slots:
-                a = args[i]
-                t = type(a)
-                if t is DeviceArray:
-                    args[i] = a.ptr
-                elif t is not int:
-                    args[i] = self._address(self.params[i], a)
-            for i in self.bytes_slots:
-                args[i] = self._bytes(self.params[i], args[i])
+    def pack(self, args):
+        """Pack ``args`` into the buffer."""
+        vals = self.convert(args)
         try:
-            self.fmt.pack_into(self.buf, 0, *args)
-        except (struct.error, TypeError, OverflowError, ValueError):
-            self._explain(args)
+            self.fmt.pack_into(self.buf, 0, *vals)
+        except Exception:
+            self._explain(vals)
             raise
+
+    def convert(self, args):
+        """``args`` with every pointer and by-value slot reduced to what
+        pack_into takes; a wrong count or kind raises TypeError naming the
+        parameter."""
+        try:
+            count = len(args)
+        except TypeError:
+            raise TypeError(f"args must be a sequence of {self.n} kernel arguments, got "
+                            f"{type(args).__name__}") from None
+        if count != self.n:
+            self._wrong_count(args)
+        args = list(args)
+        for i in self.address_slots:
+            a = args[i]
+            t = type(a)
+            if t is DeviceArray:
+                args[i] = a.ptr
+            elif t is not int:
+                args[i] = self._address(self.params[i], a)
+        for i in self.bytes_slots:
+            args[i] = self._bytes(self.params[i], args[i])
+        return args
 
     # -- error paths: slow, precise ------------------------------------------
     def _wrong_count(self, args):
@@ -172,9 +197,9 @@ def _dims(v, what) -> tuple:
     return t
 
 
-def _check_config(kernel: Kernel, grid, block, smem, key):
-    """Validate a launch shape against the device and the kernel once; the
-    result is cached per (grid, block, smem)."""
+def _check_config(kernel: Kernel, grid, block, smem):
+    """Validate a launch shape against the device and the kernel; returns
+    (gx, gy, gz, bx, by, bz, smem)."""
     fn = kernel.function  # loads the module on first use
     dev = driver.device()
     g, b = _dims(grid, "grid"), _dims(block, "block")
@@ -206,22 +231,40 @@ def _check_config(kernel: Kernel, grid, block, smem, key):
         # later smaller launch doesn't undo an earlier larger one.
         driver.set_function_attribute(fn, "MAX_DYNAMIC_SHARED_SIZE_BYTES", smem)
         kernel._dynamic_smem_limit = smem
-    cfg = g + b + (smem,)
-    if key is not None:
-        kernel._configs[key] = cfg
-    return cfg
+    return g + b + (smem,)
 
 
-_streams = {}
+_cu_streams = {}  # integer handle -> cuda.bindings CUstream
+_MAX_RUNNERS = 4096  # per kernel; a program sweeping shapes must not grow without bound
 
 
-def _stream_object(stream):
-    """A cached cuda.bindings CUstream for a stream argument."""
-    h = 0 if stream is None else driver.stream_handle(stream)
-    obj = _streams.get(h)
+def _cu_stream(handle: int):
+    obj = _cu_streams.get(handle)
     if obj is None:
-        obj = _streams[h] = driver.bindings().CUstream(h)
+        obj = _cu_streams[handle] = driver.bindings().CUstream(handle)
     return obj
+
+
+def _packer(kernel: Kernel, thread: int) -> _Packer:
+    packer = kernel._packers.get(thread)
+    if packer is None:
+        packer = kernel._packers[thread] = _Packer(kernel.params)
+    return packer
+
+
+def _runner(kernel: Kernel, grid, block, smem, handle, thread):
+    """Check a launch shape against the device and the kernel, and build
+    (and cache, when the shape is hashable) the launcher for it."""
+    cfg = _check_config(kernel, grid, block, smem)
+    # None is the legacy default stream, and the cheapest for cuda.bindings to convert.
+    run = _packer(kernel, thread).make_runner(_cuLaunchKernel(), kernel._function, *cfg,
+                                              _cu_stream(handle) if handle else None)
+    if isinstance(grid, (int, tuple)) and isinstance(block, (int, tuple)):
+        runners = kernel._runners
+        if len(runners) >= _MAX_RUNNERS:
+            runners.clear()
+        runners[grid, block, smem, handle, thread] = run
+    return run
 
 
 def launch(kernel: Kernel, grid, block, args, *, smem=0, stream=None, cluster=None,
@@ -230,55 +273,57 @@ def launch(kernel: Kernel, grid, block, args, *, smem=0, stream=None, cluster=No
     matching the kernel's parameters) and ``smem`` bytes of dynamic shared
     memory, on ``stream`` (default: the legacy default stream). ``cluster``
     (x, y, z) launches thread-block clusters through cuLaunchKernelEx."""
-    try:
-        cfg = kernel._configs[(grid, block, smem)]
-    except (KeyError, TypeError):
-        hashable = isinstance(grid, (int, tuple)) and isinstance(block, (int, tuple))
-        cfg = _check_config(kernel, grid, block, smem, (grid, block, smem) if hashable else None)
-    packer = kernel._packer
-    if packer is None:
-        packer = kernel._packer = _Packer(kernel.params)
-    try:
-        s = _streams[stream]
-    except (KeyError, TypeError):
-        s = _stream_object(stream)
+    # The common case costs one dict lookup and one call: the launcher for
+    # this (grid, block, smem, stream) was built and checked on first use.
+    if stream is None:
+        handle = 0
+    elif type(stream) is driver.Stream and stream.ptr:
+        handle = stream.ptr
+    else:
+        handle = driver.stream_handle(stream)
+    thread = _get_ident()
+    if cluster is None and not attributes:
         try:
-            _streams[stream] = s
-        except TypeError:
-            pass
-    with packer.lock:
-        packer.pack(args)
-        if cluster is None and not attributes:
-            # cuda.bindings' own cuLaunchKernel with the parameter array passed
-            # as an address: no per-argument Python objects are built.
-            err = _cuLaunchKernel(kernel._function, cfg[0], cfg[1], cfg[2], cfg[3], cfg[4],
-                                  cfg[5], cfg[6], s, packer.array_addr, 0)[0]
+            run = kernel._runners[grid, block, smem, handle, thread]
+        except (KeyError, TypeError):
+            run = _runner(kernel, grid, block, smem, handle, thread)
+        err = run(args)
+        if err:
             if err == _INVALID_CONTEXT:
                 # First launch from a new thread: make the context current, retry.
                 driver.ensure_context()
-                err = _cuLaunchKernel(kernel._function, cfg[0], cfg[1], cfg[2], cfg[3], cfg[4],
-                                      cfg[5], cfg[6], s, packer.array_addr, 0)[0]
-        else:
-            err = driver.launch_kernel_ex(kernel.function, cfg[0:3], cfg[3:6], cfg[6], s,
-                                          packer.array_addr,
-                                          cluster=_dims(cluster, "cluster") if cluster else None,
-                                          attributes=attributes)
+                err = run(args)
+            if err:
+                _raise(kernel, grid, block, smem, err)
+        return
+    cfg = _check_config(kernel, grid, block, smem)
+    packer = _packer(kernel, thread)
+    packer.pack(args)
+    err = driver.launch_kernel_ex(kernel.function, cfg[0:3], cfg[3:6], cfg[6],
+                                  _cu_stream(handle), packer.array_addr,
+                                  cluster=_dims(cluster, "cluster") if cluster else None,
+                                  attributes=attributes)
     if err != 0:
-        driver.raise_cuda(f"launch of {kernel.name} grid={cfg[0:3]} block={cfg[3:6]} "
-                          f"smem={cfg[6]}", err)
+        _raise(kernel, grid, block, smem, err)
 
 
-def _bind_launch():
-    global _cuLaunchKernel, _INVALID_CONTEXT
-    d = driver.bindings()
-    _cuLaunchKernel = d.cuLaunchKernel
-    _INVALID_CONTEXT = d.CUresult.CUDA_ERROR_INVALID_CONTEXT
+def _raise(kernel, grid, block, smem, err):
+    g, b = _dims(grid, "grid"), _dims(block, "block")
+    driver.raise_cuda(f"launch of {kernel.name} grid={g} block={b} smem={smem}", err)
 
 
-def _cuLaunchKernel(*a):
-    """Replaced by cuda.bindings' cuLaunchKernel on first use."""
-    _bind_launch()
-    return _cuLaunchKernel(*a)
+_launch_fn = None
+
+
+def _cuLaunchKernel():
+    """cuda.bindings' cuLaunchKernel: with the parameter array passed as an
+    address it builds no per-argument Python objects."""
+    global _launch_fn, _INVALID_CONTEXT
+    if _launch_fn is None:
+        d = driver.bindings()
+        _INVALID_CONTEXT = d.CUresult.CUDA_ERROR_INVALID_CONTEXT
+        _launch_fn = d.cuLaunchKernel
+    return _launch_fn
 
 
 _INVALID_CONTEXT = 201

@@ -108,3 +108,65 @@ def test_cli_errors_are_one_line():
     out = subprocess.run([sys.executable, "-m", "drvgemm.cli", "bench", "--sizes", "x"],
                          capture_output=True, text=True)
     assert out.returncode == 2 and "sizes must be integers" in out.stderr
+
+
+class FakeLaunch:
+    """Stands in for cuda.bindings' cuLaunchKernel: records each call and
+    the packed parameter values it would have read."""
+
+    def __init__(self, packer, fmt):
+        self.calls, self.packer, self.fmt = [], packer, fmt
+
+    def __call__(self, fn, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        self.calls.append(((gx, gy, gz), (bx, by, bz), smem, stream, params,
+                           struct.unpack(self.fmt, bytes(self.packer.buf)[:struct.calcsize(self.fmt)])))
+        return (0,)
+
+
+def test_generated_launcher_packs_and_calls_with_the_bound_shape(saxpy):
+    pk = _Packer(saxpy.params)
+    fake = FakeLaunch(pk, "<f4xQQi")
+    run = pk.make_runner(fake, "fn", 3, 2, 1, 128, 1, 1, 4096, None)
+    assert run([0.5, fake_ptr(0x1000), FakeCai(), 9]) == 0
+    assert run((2.0, 0x10, 0x20, -1)) == 0
+    (g, b, smem, stream, params, vals), second = fake.calls
+    assert (g, b, smem, stream, params) == ((3, 2, 1), (128, 1, 1), 4096, None, pk.array_addr)
+    assert vals == (0.5, 0x1000, 0xABC0, 9)
+    assert second[5] == (2.0, 0x10, 0x20, -1)
+
+
+@pytest.mark.parametrize("args, exc, match", [
+    ([1.0, 0, 0], TypeError, "takes 4 arguments"),
+    ((1.0, 0.5, 0, 1), TypeError, "parameter 1 'x'.*device pointer"),
+    ((1.0, 0, 0, 2**31), ValueError, "parameter 3 'n'.*out of range"),
+    ((1e40, 0, 0, 1), ValueError, "overflows float32"),
+    (7, TypeError, "args must be a sequence"),
+])
+def test_generated_launcher_names_the_bad_argument_and_does_not_launch(saxpy, args, exc, match):
+    pk = _Packer(saxpy.params)
+    fake = FakeLaunch(pk, "<f4xQQi")
+    run = pk.make_runner(fake, "fn", 1, 1, 1, 32, 1, 1, 0, None)
+    with pytest.raises(exc, match=match):
+        run(args)
+    assert fake.calls == []
+
+
+def test_each_thread_packs_into_its_own_buffer(saxpy):
+    import threading
+    from drvgemm.launch import _packer
+    k = drvgemm.compile("saxpy.cu", "saxpy", arch="sm_90")
+    main = _packer(k, threading.get_ident())
+    assert _packer(k, threading.get_ident()) is main
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(_packer(k, threading.get_ident())))
+    t.start()
+    t.join()
+    assert seen[0] is not main and seen[0].array_addr != main.array_addr
+
+
+def test_closed_stream_is_refused_not_replaced_by_the_default_stream():
+    from drvgemm.driver import Stream, stream_handle
+    s = Stream.__new__(Stream)
+    s.ptr = 0
+    with pytest.raises(ValueError, match="stream was closed"):
+        stream_handle(s)
