@@ -2,6 +2,7 @@
 # One call on the GPU machine: install, GPU tests, sanitizers, benchmarks.
 # Everything worth keeping lands in $OUT (logs and JSON).
 #   bash benchmarks/h200.sh [install] [tests] [sanitize] [overhead] [bench] [memory] [extra...]
+# extra phases: compile sweep autotune wgmma profile mma wgsweep ncu (each reads its *_ARGS).
 # With no arguments, all phases run in that order.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -65,6 +66,18 @@ if have profile; then
   for k in ${PROFILE_RUNGS:-08_warp_tiled 12_mma_bf16}; do
     timeout 120 python3 -m drvgemm profile $k --size 4096 2>&1 | tee "$OUT/profile_$k.txt" | tail -25
   done
+fi
+if have mma; then
+  stamp mma
+  timeout ${MMA_TIMEOUT:-400} python3 benchmarks/mma_sweep.py --json "$OUT/mma_sweep.json" ${MMA_ARGS:-} 2>&1 | tail -30
+fi
+if have wgsweep; then
+  stamp wgsweep
+  timeout ${WGSWEEP_TIMEOUT:-400} python3 benchmarks/wgmma_sweep.py --json "$OUT/wgmma_sweep.json" ${WGSWEEP_ARGS:-} 2>&1 | tail -40
+fi
+if have ncu; then
+  stamp ncu
+  timeout ${NCU_TIMEOUT:-300} python3 benchmarks/ncu_compare.py --raw "$OUT/ncu_compare.csv" ${NCU_ARGS:-} 2>&1 | tail -45
 fi
 if have memory; then
   stamp memory
