@@ -25,7 +25,7 @@ if have compile; then
 fi
 if have tests; then
   stamp tests
-  timeout ${TEST_TIMEOUT:-420} python3 -m pytest -m gpu -q --timeout=120 -p no:cacheprovider --continue-on-collection-errors ${TESTS:-} 2>&1 \
+  timeout ${TEST_TIMEOUT:-420} python3 -m pytest -m gpu -q --timeout=120 -p no:cacheprovider --continue-on-collection-errors ${TESTS:-} ${TEST_K:+-k "$TEST_K"} 2>&1 \
     | tee "$OUT/pytest_gpu.log" | tail -40
 fi
 if have sanitize; then

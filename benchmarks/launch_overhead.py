@@ -106,7 +106,44 @@ def path_cupy():
     return run
 
 
+def path_drvgemm_runner():
+    """drvgemm's cached launcher for this shape, called directly: the launch
+    minus launch()'s own dispatch (stream, cache lookup)."""
+    import _thread
+    from drvgemm.launch import launch as dl
+    k = drvgemm.compile("saxpy.cu", "empty_kernel")
+    x = drvgemm.empty(16, np.float32)
+    dl(k, 1, 32, (x, 16))
+    run = k._runners[1, 32, 0, 0, _thread.get_ident()]
+    args = (x, 16)
+
+    def loop(n):
+        for _ in range(n):
+            run(args)
+    return loop
+
+
+def path_bindings_like_runner():
+    """The call drvgemm's launcher makes, made directly: cuda.bindings'
+    cuLaunchKernel with stream None and a pre-packed parameter array."""
+    from cuda.bindings import driver as cu
+    k = drvgemm.compile("saxpy.cu", "empty_kernel")
+    fn = k.function
+    x = drvgemm.empty(16, np.float32)
+    vals = [ctypes.c_void_p(x.ptr), ctypes.c_int(16)]
+    arr = (ctypes.c_void_p * 2)(*[ctypes.addressof(v) for v in vals])
+    addr = ctypes.addressof(arr)
+    L = cu.cuLaunchKernel
+
+    def run(n):
+        for _ in range(n):
+            L(fn, 1, 1, 1, 32, 1, 1, 0, None, addr, 0)
+    return run
+
+
 PATHS = [("drvgemm.launch", path_drvgemm),
+         ("drvgemm launcher called directly", path_drvgemm_runner),
+         ("cuda.bindings cuLaunchKernel, stream None, pre-packed", path_bindings_like_runner),
          ("cuda.bindings cuLaunchKernel, (values, types) tuples", path_bindings_tuples),
          ("cuda.bindings cuLaunchKernel, pre-packed void**", path_bindings_prepacked),
          ("cuda.core launch()", path_cuda_core),

@@ -21,7 +21,7 @@
 // B has no such trick: its fragment walks down a column of 32-bit values,
 // and ldmatrix.trans transposes 16-bit elements. But which column of C an
 // n-tile's column nn stands for is ours to choose, as long as the epilogue
-// agrees. B_VEC=1 (default): warp wn owns columns 64 wn .. 64 wn + 63 as two
+// agrees. B_VEC=1: warp wn owns columns 64 wn .. 64 wn + 63 as two
 // groups of 32, and in group q n-tile 4q + jj's column nn is column
 // 64 wn + 32 q + 4 nn + jj. Lane (g, t) then finds b0 of the group's four
 // n-tiles side by side, B[t][64 wn + 32 q + 4 g + 0..3]: one 16-byte load
@@ -31,7 +31,8 @@
 // different slots. In the accumulators lane (g, t) then holds columns
 // 8t .. 8t+7 of the group (c0 of the 4 n-tiles, then c1 of them): the
 // epilogue writes them with two 16-byte stores per row.
-// B_VEC=0: n-tile j of warp wn is columns 8 (wn + 4j) .. (dealt round-robin)
+// B_VEC=0 (default; 14% faster on the H200 than B_VEC=1, measured side by
+// side in benchmarks/mma_sweep.py): n-tile j of warp wn is columns 8 (wn + 4j) .. (dealt round-robin)
 // and each lane loads b0, b1 of each n-tile with two 4-byte loads.
 #include "mma_common.cuh"
 
@@ -48,11 +49,12 @@
 #define GROUP_M 8
 #endif
 #ifndef B_VEC
-#define B_VEC 1
+#define B_VEC 0
 #endif
-// CVT=0 (measurement only, never registered): skip cvt.rna and hand the MMA
-// the raw fp32 bits, which it truncates to tf32 -- shows what the 32
-// conversions per k8 step cost.
+// CVT=1: cvt.rna.tf32.f32 (in SASS a finiteness test and a predicated add of
+// half an ulp; the mask of the low 13 bits is left out, as the MMA ignores
+// them). CVT=0 (measurement only, never registered): the raw bits, truncated
+// by the MMA -- shows what the 32 conversions per k8 step cost.
 #ifndef CVT
 #define CVT 1
 #endif

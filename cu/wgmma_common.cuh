@@ -58,12 +58,25 @@ __device__ __forceinline__ void mbar_arrive_cluster(u32 bar, u32 rank) {
                  :: "r"(bar), "r"(rank) : "memory");
 }
 
+// MBAR_HINT_NS > 0: ask try_wait to suspend the thread up to that many
+// nanoseconds (instead of the hardware's own limit) before giving up, so a
+// waiting warp wakes when the phase completes rather than polling.
+#ifndef MBAR_HINT_NS
+#define MBAR_HINT_NS 0
+#endif
 __device__ __forceinline__ bool mbar_try_wait(u32 bar, u32 parity) {
     u32 done;
+#if MBAR_HINT_NS
+    asm volatile("{\n\t.reg .pred p;\n\t"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\n\t"
+                 "selp.u32 %0, 1, 0, p;\n\t}"
+                 : "=r"(done) : "r"(bar), "r"(parity), "n"(MBAR_HINT_NS) : "memory");
+#else
     asm volatile("{\n\t.reg .pred p;\n\t"
                  "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
                  "selp.u32 %0, 1, 0, p;\n\t}"
                  : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+#endif
     return done != 0;
 }
 
