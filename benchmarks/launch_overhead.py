@@ -150,15 +150,72 @@ PATHS = [("drvgemm.launch", path_drvgemm),
          ("CuPy RawKernel", path_cupy)]
 
 
+def pieces():
+    """Host time of each step of drvgemm's launch path, alone, next to the raw
+    cuda.bindings call: where the difference goes."""
+    import _thread
+    import struct
+    from cuda.bindings import driver as cu
+    from drvgemm.launch import launch as dl
+    k = drvgemm.compile("saxpy.cu", "empty_kernel")
+    x = drvgemm.empty(16, np.float32)
+    dl(k, 1, 32, (x, 16))
+    drvgemm.synchronize()
+    ident = _thread.get_ident()
+    run = k._runners[1, 32, 0, 0, ident]
+    pk = k._packers[ident]
+    fn = k.function
+    vals = [ctypes.c_void_p(x.ptr), ctypes.c_int(16)]
+    arr = (ctypes.c_void_p * 2)(*[ctypes.addressof(v) for v in vals])
+    addr = ctypes.addressof(arr)
+    L = cu.cuLaunchKernel
+    fmt = struct.Struct("<Qi")
+    ba = bytearray(16)
+    args = (x, 16)
+    steps = {
+        "pack_into, ctypes buffer": lambda: pk.fmt.pack_into(pk.buf, 0, x.ptr, 16),
+        "pack_into, bytearray": lambda: fmt.pack_into(ba, 0, x.ptr, 16),
+        "get_ident": _thread.get_ident,
+        "runner cache lookup": lambda: k._runners[1, 32, 0, 0, ident],
+        "cuLaunchKernel raw (bindings' array)": lambda: L(fn, 1, 1, 1, 32, 1, 1, 0, None, addr, 0),
+        "cuLaunchKernel raw (drvgemm's array)": lambda: L(fn, 1, 1, 1, 32, 1, 1, 0, None,
+                                                          pk.array_addr, 0),
+        "drvgemm launcher": lambda: run(args),
+        "drvgemm.launch": lambda: dl(k, 1, 32, args),
+        "empty lambda": lambda: None,
+    }
+    print(f"{'step (host time per call, best of 20 x 500)':45s} {'us':>8s}")
+    for name, f in steps.items():
+        best = float("inf")
+        for _ in range(20):
+            # 500 calls: few enough that the launch queue never fills, so a
+            # launching step is timed on the host alone.
+            drvgemm.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(500):
+                f()
+            best = min(best, time.perf_counter() - t0)
+        drvgemm.synchronize()
+        print(f"{name:45s} {best / 500 * 1e6:8.3f}")
+    import platform
+    print(f"python {platform.python_version()} {platform.python_implementation()}, "
+          f"cuda.bindings {getattr(__import__('cuda.bindings').bindings, '__version__', '?')}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--launches", type=int, default=20000)
     ap.add_argument("--json", help="write the table as JSON")
+    ap.add_argument("--pieces", action="store_true",
+                    help="time each step of drvgemm's launch path alone")
     args = ap.parse_args(argv)
     reason = drvgemm.no_gpu_reason()
     if reason:
         print(f"no GPU found: {reason}")
         return 1
+    if args.pieces:
+        pieces()
+        return 0
     print(f"{drvgemm.device()}; {args.launches} launches per path, median of 3")
     rows = []
     # Measured twice in alternating order so a drifting machine shows up.
