@@ -218,14 +218,19 @@ def check_child(spec):
     print(json.dumps({"ready": True}), flush=True)
     for prec, name, defines in spec:
         A, B, ref = out[prec]
+        dt = ladder.input_dtype(prec)
         r = variant_rung(prec, name, defines)
         detail = []
         ok = True
         try:
             kern = ladder.rung_kernel(r, True)
+            narrow = bool(r.defines.get("OUT_16"))
+            # A 16-bit C holds the exact result rounded to nearest even.
+            want = ref.astype(np.float32).astype(dt).astype(np.float64) if narrow else ref
             for blocks in (None, 5):
-                C = driver.to_device(np.full((m, n), np.nan, np.float32))
-                cfg = tma.wgmma_gemm_launch_config(r, A, B, C, m, n, k, 1.0, 0.0)
+                C = driver.to_device(np.full((m, n), np.nan, dt if narrow else np.float32))
+                cfg = tma.wgmma_gemm_launch_config(r, A, B, C, m, n, k, 1.0, 0.0,
+                                                   narrow_output=narrow)
                 grid = cfg["grid"]
                 if blocks is not None:
                     cl = cfg["cluster"][0] if cfg["cluster"] else 1
@@ -234,7 +239,7 @@ def check_child(spec):
                        cluster=cfg["cluster"])
                 driver.synchronize()
                 got = C.to_host().astype(np.float64)
-                bad = int(np.count_nonzero(~(got == ref)))
+                bad = int(np.count_nonzero(~(got == want)))
                 detail.append(f"grid {grid[0]}: {bad} wrong")
                 ok = ok and bad == 0
                 del cfg
@@ -321,8 +326,10 @@ def rung_entry(prec, name, r, m, n, k, A, B, pred):
     from drvgemm import driver, ladder, tma
     from drvgemm.launch import launch
     kern = ladder.rung_kernel(r, True)
-    C = driver.to_device(np.full((m, n), np.nan, np.float32))
-    cfg = tma.wgmma_gemm_launch_config(r, A, B, C, m, n, k, 1.0, 0.0)
+    narrow = bool(r.defines.get("OUT_16"))   # C in the inputs' type (OUT_16 build)
+    C = driver.to_device(np.full((m, n), np.nan, ladder.input_dtype(prec) if narrow
+                                 else np.float32))
+    cfg = tma.wgmma_gemm_launch_config(r, A, B, C, m, n, k, 1.0, 0.0, narrow_output=narrow)
     staged = len(cfg["keepalive"])
     if staged:
         # Operands the copy engine cannot take are copied on every call, as
@@ -330,7 +337,8 @@ def rung_entry(prec, name, r, m, n, k, A, B, pred):
         del cfg
 
         def enqueue():
-            c = tma.wgmma_gemm_launch_config(r, A, B, C, m, n, k, 1.0, 0.0)
+            c = tma.wgmma_gemm_launch_config(r, A, B, C, m, n, k, 1.0, 0.0,
+                                             narrow_output=narrow)
             launch(kern, c["grid"], c["block"], c["args"], smem=c["smem"], cluster=c["cluster"])
         grid = None
     else:
@@ -341,10 +349,12 @@ def rung_entry(prec, name, r, m, n, k, A, B, pred):
             launch(kern, grid, block, args, smem=smem, cluster=cluster)
 
     res = kern.resources
-    return Entry(r.name, False, enqueue, lambda: (driver.synchronize(), C.to_host())[1],
+    return Entry(r.name, False, enqueue,
+                 lambda: (driver.synchronize(), C.to_host().astype(np.float32))[1],
                  driver.synchronize, variant=name, defines=dict(r.defines), pred=pred,
                  extra={"staged": staged, "grid": list(grid) if grid else None,
-                        "registers": res.registers if res else None, "smem": r.smem},
+                        "registers": res.registers if res else None, "smem": r.smem,
+                        "out": prec if narrow else "fp32"},
                  cleanup=C.free)
 
 

@@ -10,10 +10,12 @@
 //       const __grid_constant__ TmaMap mapA,   // A, M x K row-major
 //       const __grid_constant__ TmaMap mapB,   // B, K x N row-major
 //       const __grid_constant__ TmaMap mapC,   // C, M x N fp32 (EPILOGUE 2 only)
-//       float* C, int M, int N, int K, float alpha, float beta,
+//       void* C, int M, int N, int K, float alpha, float beta,
 //       int* sched)                            // 2 ints, zero between launches (SCHED 1 only)
-// C = alpha * A @ B + beta * C, C row-major M x N fp32; beta == 0 never reads
-// C. Any M, N >= 1 (edge tiles: skipped copies + guarded or clipped stores),
+// C = alpha * A @ B + beta * C, C row-major M x N, fp32 -- or, built with
+// OUT_16=1, the inputs' own 16-bit type (bf16 / fp16 entries; the fp32
+// result rounded to nearest even, as cuBLAS writes a bf16 C); beta == 0 never
+// reads C. Any M, N >= 1 (edge tiles: skipped copies + guarded or clipped stores),
 // any K >= 1 (the copy engine zero-fills the part of a box past K).
 //
 // Block: 2 consumer warpgroups, each owning 64 rows of a 128 x 256 wgmma
@@ -91,6 +93,9 @@
 #ifndef EPILOGUE
 #define EPILOGUE 0
 #endif
+#ifndef OUT_16
+#define OUT_16 0  // 1: the bf16 / fp16 entries write C in their input type (half the bytes)
+#endif
 #ifndef WGMMA_ELEM
 #define WGMMA_ELEM 0  // 0: compile all three entries; 1 bf16, 2 fp16, 3 tf32: only that one
 #endif
@@ -111,6 +116,8 @@ static_assert(SCHED == 0 || (SCHED == 1 && WARP_SPECIALIZED && CLUSTER == 1),
               "the dynamic scheduler (SCHED 1) needs the producer warpgroup and CLUSTER 1");
 static_assert(INFLIGHT == 0 || INFLIGHT == 1, "INFLIGHT must be 0 or 1");
 static_assert(EPILOGUE >= 0 && EPILOGUE <= 2, "EPILOGUE must be 0, 1 or 2");
+static_assert(OUT_16 == 0 || OUT_16 == 1, "OUT_16 must be 0 or 1");
+static_assert(!(OUT_16 && WGMMA_ELEM == 3), "tf32 writes an fp32 C: OUT_16 is for bf16 / fp16");
 
 constexpr int CONSUMERS = 2;
 constexpr int THREADS = (WARP_SPECIALIZED ? 128 : 0) + CONSUMERS * 128;
@@ -125,9 +132,8 @@ constexpr u32 X_BOX_BYTES = 8192;
 constexpr u32 X_BYTES = 4 * X_BOX_BYTES;
 constexpr u32 STAGE_BYTES = Y_BYTES + X_BYTES;
 // EPILOGUE 2: per consumer warpgroup two 8 KB buffers, each one TMA box of
-// C (64 rows x 32 fp32 = one 128-byte swizzled line per row).
-constexpr int C_BOX_COLS = 32;
-constexpr u32 C_BOX_BYTES = 64 * C_BOX_COLS * 4;
+// C: 64 rows of one 128-byte swizzled line (32 fp32 or 64 16-bit columns).
+constexpr u32 C_BOX_BYTES = 64 * 128;
 constexpr u32 STAGING_BYTES = EPILOGUE == 2 ? CONSUMERS * 2 * C_BOX_BYTES : 0;
 // Shared memory, from a 1024-aligned base: the ring, the staging buffers,
 // then 16 * STAGES bytes of full/empty barriers and 64 bytes for the unit
@@ -145,7 +151,11 @@ template <int ELEM>
 struct Elem {
     static constexpr bool SWAP = ELEM == ELEM_TF32;
     static constexpr int K_TILE = SWAP ? 32 : 64;  // k per stage: one 128-byte line
-    static constexpr int EPI = SWAP ? 0 : EPILOGUE;  // the transposed tf32 tile stores directly
+    // the transposed tf32 tile stores directly; 16-byte quads are fp32 only
+    static constexpr int EPI = SWAP || (OUT_16 && EPILOGUE == 1) ? 0 : EPILOGUE;
+    // C's element: fp32, or with OUT_16 the input's 16-bit type
+    static constexpr bool NARROW = OUT_16 && !SWAP;
+    static constexpr int C_BOX_COLS = NARROW ? 64 : 32;
     // tf32 consumers hold two fragment sets besides the accumulators and have
     // no registers left for the unit queue: they keep the static walk.
     static constexpr int DYNAMIC = SWAP ? 0 : SCHED;
@@ -361,10 +371,70 @@ __device__ __forceinline__ void release_stage(const Ring& ring, int s) {
 // Epilogues: registers -> C. Accumulator i of lane (g, t) of warp w sits at
 // wgmma row 16w + g + 8*((i/2)%2), column 8*(i/4) + 2t + i%2.
 // ---------------------------------------------------------------------------
-__device__ __forceinline__ void store1(float* C, int N, int row, int col, float v, float alpha,
-                                       float beta) {
+// C's elements: fp32, or (NARROW) bf16 / fp16 bits, converted with
+// round-to-nearest-even. Two adjacent columns pack into one 32-bit word, the
+// lower column in the low half.
+template <int ELEM>
+__device__ __forceinline__ u32 pack_pair(float lo, float hi) {
+    u32 r;
+    if constexpr (ELEM == ELEM_BF16)
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    else
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+template <int ELEM>
+__device__ __forceinline__ float narrow_to_float(unsigned short bits) {
+    if constexpr (ELEM == ELEM_BF16) return __uint_as_float(static_cast<u32>(bits) << 16);
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(bits));
+    return f;
+}
+
+__device__ __forceinline__ void store1_f32(float* C, int N, int row, int col, float v,
+                                           float alpha, float beta) {
     float* p = C + static_cast<size_t>(row) * N + col;
     *p = (beta == 0.0f) ? alpha * v : alpha * v + beta * *p;
+}
+
+template <int ELEM>
+__device__ __forceinline__ void store1(void* C, int N, int row, int col, float v, float alpha,
+                                       float beta) {
+    const size_t i = static_cast<size_t>(row) * N + col;
+    if constexpr (Elem<ELEM>::NARROW) {
+        unsigned short* p = static_cast<unsigned short*>(C) + i;
+        const float out = (beta == 0.0f) ? alpha * v : alpha * v + beta * narrow_to_float<ELEM>(*p);
+        *p = static_cast<unsigned short>(pack_pair<ELEM>(out, 0.0f) & 0xffffu);
+    } else {
+        store1_f32(static_cast<float*>(C), N, row, col, v, alpha, beta);
+    }
+}
+
+// Columns col, col + 1 of a row (col even), with one 8-byte (fp32) or 4-byte
+// (16-bit) store; the caller checked alignment and col + 1 < N.
+template <int ELEM>
+__device__ __forceinline__ void store_pair(void* C, size_t i, float v0, float v1, float alpha,
+                                           float beta) {
+    if constexpr (Elem<ELEM>::NARROW) {
+        u32* q = reinterpret_cast<u32*>(static_cast<unsigned short*>(C) + i);
+        float o0 = alpha * v0, o1 = alpha * v1;
+        if (beta != 0.0f) {
+            const u32 old = *q;
+            o0 += beta * narrow_to_float<ELEM>(static_cast<unsigned short>(old & 0xffffu));
+            o1 += beta * narrow_to_float<ELEM>(static_cast<unsigned short>(old >> 16));
+        }
+        *q = pack_pair<ELEM>(o0, o1);
+    } else {
+        float2* q = reinterpret_cast<float2*>(static_cast<float*>(C) + i);
+        float2 out = make_float2(alpha * v0, alpha * v1);
+        if (beta != 0.0f) {
+            const float2 old = *q;
+            out.x += beta * old.x;
+            out.y += beta * old.y;
+        }
+        *q = out;
+    }
 }
 
 // EPILOGUE 0 (and every tf32 tile): each thread stores its own values.
@@ -373,34 +443,28 @@ __device__ __forceinline__ void store1(float* C, int N, int row, int col, float 
 // columns, which the compiler reliably unrolls (a loop it keeps would index
 // the accumulators at run time and move them all to local memory).
 template <int ELEM, int H>
-__device__ __forceinline__ void epilogue_direct_half(const float (&acc)[128], float* C,
+__device__ __forceinline__ void epilogue_direct_half(const float (&acc)[128], void* C,
                                                      const Problem& p, int r, int x0, int t,
                                                      float alpha, float beta) {
     if constexpr (!Elem<ELEM>::SWAP) {
-        // Row r of C; columns in pairs (the column is even): one 8-byte store
-        // per pair where the row's pairs are 8-byte aligned, which with N odd
-        // is every other row.
+        // Row r of C; columns in pairs (the column is even): one store per
+        // pair where the row's pairs are aligned to the pair's size, which
+        // with N odd is every other row.
         const int row = r;
         if (row >= p.M) return;
-        const bool pairs = ((reinterpret_cast<size_t>(C) & 7) == 0) &&
+        constexpr size_t PAIR_BYTES = Elem<ELEM>::NARROW ? 4 : 8;
+        const bool pairs = ((reinterpret_cast<size_t>(C) & (PAIR_BYTES - 1)) == 0) &&
                            ((static_cast<size_t>(row) * p.N) & 1) == 0;
-        float* crow = C + static_cast<size_t>(row) * p.N;
+        const size_t row_start = static_cast<size_t>(row) * p.N;
 #pragma unroll
         for (int j = 0; j < 32; ++j) {
             const int col = x0 + 8 * j + 2 * t;
             const float v0 = acc[4 * j + 2 * H], v1 = acc[4 * j + 2 * H + 1];
             if (pairs && col + 1 < p.N) {
-                float2* q = reinterpret_cast<float2*>(crow + col);
-                float2 out = make_float2(alpha * v0, alpha * v1);
-                if (beta != 0.0f) {
-                    const float2 old = *q;
-                    out.x += beta * old.x;
-                    out.y += beta * old.y;
-                }
-                *q = out;
+                store_pair<ELEM>(C, row_start + col, v0, v1, alpha, beta);
             } else {
-                if (col < p.N) store1(C, p.N, row, col, v0, alpha, beta);
-                if (col + 1 < p.N) store1(C, p.N, row, col + 1, v1, alpha, beta);
+                if (col < p.N) store1<ELEM>(C, p.N, row, col, v0, alpha, beta);
+                if (col + 1 < p.N) store1<ELEM>(C, p.N, row, col + 1, v1, alpha, beta);
             }
         }
     } else {
@@ -411,14 +475,15 @@ __device__ __forceinline__ void epilogue_direct_half(const float (&acc)[128], fl
 #pragma unroll
         for (int j = 0; j < 32; ++j) {
             const int row = x0 + 8 * j + 2 * t;
-            if (row < p.M) store1(C, p.N, row, col, acc[4 * j + 2 * H], alpha, beta);
-            if (row + 1 < p.M) store1(C, p.N, row + 1, col, acc[4 * j + 2 * H + 1], alpha, beta);
+            if (row < p.M) store1<ELEM>(C, p.N, row, col, acc[4 * j + 2 * H], alpha, beta);
+            if (row + 1 < p.M)
+                store1<ELEM>(C, p.N, row + 1, col, acc[4 * j + 2 * H + 1], alpha, beta);
         }
     }
 }
 
 template <int ELEM>
-__device__ __forceinline__ void epilogue_direct(const float (&acc)[128], float* C,
+__device__ __forceinline__ void epilogue_direct(const float (&acc)[128], void* C,
                                                 const Problem& p, int y0, int x0, int c,
                                                 float alpha, float beta) {
     const int lane = threadIdx.x & 31;
@@ -463,10 +528,10 @@ __device__ __forceinline__ void quad_store(const float (&acc)[128], const QuadAr
         }
         *reinterpret_cast<float4*>(dst) = out;
     } else {
-        if (col < q.N) store1(q.C, q.N, q.row, col, v.x, alpha, beta);
-        if (col + 1 < q.N) store1(q.C, q.N, q.row, col + 1, v.y, alpha, beta);
-        if (col + 2 < q.N) store1(q.C, q.N, q.row, col + 2, v.z, alpha, beta);
-        if (col + 3 < q.N) store1(q.C, q.N, q.row, col + 3, v.w, alpha, beta);
+        if (col < q.N) store1_f32(q.C, q.N, q.row, col, v.x, alpha, beta);
+        if (col + 1 < q.N) store1_f32(q.C, q.N, q.row, col + 1, v.y, alpha, beta);
+        if (col + 2 < q.N) store1_f32(q.C, q.N, q.row, col + 2, v.z, alpha, beta);
+        if (col + 3 < q.N) store1_f32(q.C, q.N, q.row, col + 3, v.w, alpha, beta);
     }
 }
 
@@ -502,14 +567,18 @@ __device__ __forceinline__ void epilogue_quads(const float (&acc)[128], float* C
 }
 
 // EPILOGUE 2: warpgroup c writes its 64 x 256 block of C through shared
-// memory, 32 columns at a time, into two alternating 8 KB buffers laid out
-// as the copy engine's 128-byte swizzle expects (16-byte chunk q of row r at
-// chunk q ^ (r % 8)); one thread hands each filled buffer to a TMA store,
-// which clips rows >= M and columns >= N. The stores of the last chunks
-// drain while the warpgroup goes on to its next tile. Only beta == 0.
+// memory, one 128-byte line per row at a time (32 fp32 or 64 16-bit
+// columns), into two alternating 8 KB buffers laid out as the copy engine's
+// 128-byte swizzle expects (16-byte chunk q of row r at chunk q ^ (r % 8));
+// one thread hands each filled buffer to a TMA store, which clips rows >= M
+// and columns >= N. Whole 128-byte lines reach L2, and the stores of the
+// last chunks drain while the warpgroup goes on to its next tile. Only
+// beta == 0.
+template <int ELEM>
 __device__ __forceinline__ void epilogue_tma(const float (&acc)[128], const TmaMap* mapC,
                                              const Ring& ring, const Problem& p, int y0, int x0,
                                              int c, float alpha) {
+    constexpr int BOX_COLS = Elem<ELEM>::C_BOX_COLS;
     const int tid = threadIdx.x & 127;
     const int lane = tid & 31;
     const int w = tid >> 5;
@@ -519,8 +588,8 @@ __device__ __forceinline__ void epilogue_tma(const float (&acc)[128], const TmaM
     const u32 bufs = ring.staging + c * 2 * C_BOX_BYTES;
     const u32 bar = 1 + c;    // hardware barrier of this warpgroup
 #pragma unroll
-    for (int i = 0; i < TILE_X / C_BOX_COLS; ++i) {
-        const int col0 = x0 + C_BOX_COLS * i;
+    for (int i = 0; i < TILE_X / BOX_COLS; ++i) {
+        const int col0 = x0 + BOX_COLS * i;
         if (col0 >= p.N) break;  // uniform
         const u32 buf = bufs + (i & 1) * C_BOX_BYTES;
         // The store issued from this buffer two chunks ago has finished
@@ -533,18 +602,26 @@ __device__ __forceinline__ void epilogue_tma(const float (&acc)[128], const TmaM
                 bulk_wait_group_read<1>();
         }
         named_barrier_sync(bar, 128);
+        // Accumulator pair j (columns 8j + 2t, +1) of rows g and g + 8.
 #pragma unroll
-        for (int jj = 0; jj < C_BOX_COLS / 8; ++jj) {
-            const int j = (C_BOX_COLS / 8) * i + jj;
+        for (int jj = 0; jj < BOX_COLS / 8; ++jj) {
+            const int j = (BOX_COLS / 8) * i + jj;
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const int r = w * 16 + g + 8 * h;
-                const int chunk = (2 * jj + (t >> 1)) ^ (r & 7);
-                const u32 addr = buf + r * 128 + chunk * 16 + (t & 1) * 8;
-                asm volatile("st.shared.v2.f32 [%0], {%1, %2};"
-                             :: "r"(addr), "f"(alpha * acc[4 * j + 2 * h]),
-                                "f"(alpha * acc[4 * j + 2 * h + 1])
-                             : "memory");
+                const float v0 = alpha * acc[4 * j + 2 * h], v1 = alpha * acc[4 * j + 2 * h + 1];
+                if constexpr (Elem<ELEM>::NARROW) {
+                    // 8 columns = one 16-byte chunk; the pair is word t of it
+                    const u32 addr = buf + r * 128 + ((jj ^ (r & 7)) << 4) + t * 4;
+                    asm volatile("st.shared.b32 [%0], %1;"
+                                 :: "r"(addr), "r"(pack_pair<ELEM>(v0, v1)) : "memory");
+                } else {
+                    // 8 columns = two chunks; the pair is half t & 1 of chunk t >> 1
+                    const int chunk = (2 * jj + (t >> 1)) ^ (r & 7);
+                    const u32 addr = buf + r * 128 + chunk * 16 + (t & 1) * 8;
+                    asm volatile("st.shared.v2.f32 [%0], {%1, %2};"
+                                 :: "r"(addr), "f"(v0), "f"(v1) : "memory");
+                }
             }
         }
         fence_proxy_async_smem();   // every writer: its stores, visible to the copy engine
@@ -557,17 +634,17 @@ __device__ __forceinline__ void epilogue_tma(const float (&acc)[128], const TmaM
 }
 
 template <int ELEM>
-__device__ __forceinline__ void epilogue(const float (&acc)[128], const TmaMap* mapC, float* C,
+__device__ __forceinline__ void epilogue(const float (&acc)[128], const TmaMap* mapC, void* C,
                                          const Ring& ring, const Problem& p, int y0, int x0,
                                          int c, float alpha, float beta, bool c_tma) {
     if constexpr (Elem<ELEM>::EPI == 2) {
         if (c_tma) {
-            epilogue_tma(acc, mapC, ring, p, y0, x0, c, alpha);
+            epilogue_tma<ELEM>(acc, mapC, ring, p, y0, x0, c, alpha);
             return;
         }
     }
     if constexpr (Elem<ELEM>::EPI == 1)
-        epilogue_quads(acc, C, p, y0, x0, c, alpha, beta);
+        epilogue_quads(acc, static_cast<float*>(C), p, y0, x0, c, alpha, beta);
     else
         epilogue_direct<ELEM>(acc, C, p, y0, x0, c, alpha, beta);
 }
@@ -636,7 +713,7 @@ __device__ __forceinline__ void producer_loop(const TmaMap* mapA, const TmaMap* 
 // One unit of a consumer warpgroup: the mainloop over k, then the epilogue.
 template <int ELEM>
 __device__ __forceinline__ void consume_unit(float (&acc)[128], u32 (&frag0)[4][4],
-                                             u32 (&frag1)[4][4], const TmaMap* mapC, float* C,
+                                             u32 (&frag1)[4][4], const TmaMap* mapC, void* C,
                                              const Ring& ring, const Problem& p, int u, int c,
                                              u32 rank, float alpha, float beta, bool c_tma,
                                              Cursor& cur) {
@@ -674,7 +751,7 @@ __device__ __forceinline__ void consume_unit(float (&acc)[128], u32 (&frag0)[4][
 }
 
 template <int ELEM>
-__device__ __forceinline__ void consumer_loop(const TmaMap* mapC, float* C, const Ring& ring,
+__device__ __forceinline__ void consumer_loop(const TmaMap* mapC, void* C, const Ring& ring,
                                               const Problem& p, int c, u32 rank, float alpha,
                                               float beta, bool c_tma) {
     float acc[128];
@@ -707,7 +784,7 @@ __device__ __forceinline__ void consumer_loop(const TmaMap* mapC, float* C, cons
 // stage it just drained (after the other warpgroup has drained it too).
 template <int ELEM>
 __device__ __forceinline__ void single_role_loop(const TmaMap* mapA, const TmaMap* mapB,
-                                                 const TmaMap* mapC, float* C, const Ring& ring,
+                                                 const TmaMap* mapC, void* C, const Ring& ring,
                                                  const Problem& p, int c, float alpha, float beta,
                                                  bool c_tma) {
     float acc[128];
@@ -753,7 +830,7 @@ __device__ __forceinline__ void single_role_loop(const TmaMap* mapA, const TmaMa
 
 template <int ELEM>
 __device__ __forceinline__ void gemm_tma_wgmma(const TmaMap* mapA, const TmaMap* mapB,
-                                               const TmaMap* mapC, float* C, int M, int N, int K,
+                                               const TmaMap* mapC, void* C, int M, int N, int K,
                                                float alpha, float beta, int* sched) {
     extern __shared__ unsigned char smem_raw[];
     Ring ring;
@@ -774,7 +851,9 @@ __device__ __forceinline__ void gemm_tma_wgmma(const TmaMap* mapA, const TmaMap*
         rank = cluster_ctarank();
     }
     // The TMA store path: the host encodes mapC exactly when C allows it.
-    const bool c_tma = Elem<ELEM>::EPI == 2 && beta == 0.0f && (N & 3) == 0 &&
+    // (rows of C a multiple of 16 bytes: 4 fp32 or 8 16-bit elements)
+    const bool c_tma = Elem<ELEM>::EPI == 2 && beta == 0.0f &&
+                       (N & (Elem<ELEM>::NARROW ? 7 : 3)) == 0 &&
                        (reinterpret_cast<size_t>(C) & 15) == 0;
 
     if (threadIdx.x == 0) {
@@ -820,7 +899,7 @@ __device__ __forceinline__ void gemm_tma_wgmma(const TmaMap* mapA, const TmaMap*
 #define GEMM_ENTRY(NAME, ELEM)                                                                \
     extern "C" __global__ void __launch_bounds__(THREADS, 1)                                 \
     NAME(const __grid_constant__ TmaMap mapA, const __grid_constant__ TmaMap mapB,           \
-         const __grid_constant__ TmaMap mapC, float* C, int M, int N, int K, float alpha,    \
+         const __grid_constant__ TmaMap mapC, void* C, int M, int N, int K, float alpha,     \
          float beta, int* sched) {                                                            \
         gemm_tma_wgmma<ELEM>(&mapA, &mapB, &mapC, C, M, N, K, alpha, beta, sched);            \
     }

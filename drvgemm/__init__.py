@@ -21,10 +21,11 @@ def softmax(x, *, kernel="auto", out=None, stream=None):
     return _softmax_module.softmax(x, kernel=kernel, out=out, stream=stream)
 
 
-def gemm(a, b, c=None, *, alpha=1.0, beta=0.0, kernel="auto", stream=None):
+def gemm(a, b, c=None, *, alpha=1.0, beta=0.0, kernel="auto", stream=None, out_dtype=None):
     """C = alpha*A@B + beta*C with a registered rung: see drvgemm.ladder.gemm."""
     from .ladder import gemm as _gemm
-    return _gemm(a, b, c, alpha=alpha, beta=beta, kernel=kernel, stream=stream)
+    return _gemm(a, b, c, alpha=alpha, beta=beta, kernel=kernel, stream=stream,
+                 out_dtype=out_dtype)
 
 
 def kernels(precision=None):

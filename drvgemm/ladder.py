@@ -55,10 +55,13 @@ def compile_arch(r: Rung) -> str | None:
 _kernels: dict = {}
 
 
-def rung_kernel(r: Rung, aligned: bool, arch=None) -> Kernel:
-    """The compiled instantiation of a rung (cached per process)."""
+def rung_kernel(r: Rung, aligned: bool, arch=None, *, narrow_output=False) -> Kernel:
+    """The compiled instantiation of a rung (cached per process);
+    ``narrow_output``: the one that writes C in the inputs' 16-bit type."""
     arch = arch or compile_arch(r)
-    key = (r.name, bool(aligned), arch)
+    if narrow_output and not r.narrow_output:
+        raise ValueError(f"{r.name} writes a float32 C only")
+    key = (r.name, bool(aligned), arch, bool(narrow_output))
     k = _kernels.get(key)
     if k is None:
         if r.source.endswith(".ptx"):
@@ -66,6 +69,8 @@ def rung_kernel(r: Rung, aligned: bool, arch=None) -> Kernel:
         else:
             defines = dict(r.defines)
             defines["ALIGNED"] = int(bool(aligned))
+            if narrow_output:
+                defines["OUT_16"] = 1
         k = _kernels[key] = compile(r.source, r.entry, defines=defines, arch=arch,
                                     options=r.options)
     return k
@@ -80,15 +85,30 @@ def _device_arch_ok(r: Rung) -> bool:
     return have >= need
 
 
-def _auto_rung(precision: str) -> Rung:
+def _auto_rung(precision: str, narrow_output=False) -> Rung:
     """The fastest rung for this precision that the device runs: the ladder is
     ordered so that the highest rung is the fastest at large sizes; an
-    ``auto=False`` entry (a teaching rung kept for comparison) is skipped."""
-    cands = [r for r in RUNGS if r.precision == precision and getattr(r, "auto", True)]
+    ``auto=False`` entry (a teaching rung kept for comparison) is skipped.
+    ``narrow_output``: only rungs that can write C in the inputs' type."""
+    cands = [r for r in RUNGS if r.precision == precision and getattr(r, "auto", True)
+             and (r.narrow_output or not narrow_output)]
     cands = [r for r in cands if _device_arch_ok(r)]
     if not cands:
-        raise ValueError(f"no registered rung runs {precision} on this device")
+        what = f"{precision} with a {precision} C" if narrow_output else precision
+        raise ValueError(f"no registered rung runs {what} on this device")
     return cands[-1]
+
+
+def _dtype_of(x) -> np.dtype:
+    """A numpy dtype from a dtype, a type or a precision name ('bf16', ...)."""
+    if isinstance(x, str) and x in ("fp32", "fp16", "bf16"):
+        return dtypes.numpy_dtype(x)
+    if isinstance(x, str) and x == "bfloat16":
+        return dtypes.bf16()
+    try:
+        return np.dtype(x)
+    except TypeError:
+        raise TypeError(f"out_dtype {x!r} is not a dtype") from None
 
 
 # ---------------------------------------------------------------------------
@@ -124,28 +144,33 @@ def _operand(x, what):
     return True, shape, dt, x
 
 
-_scale_kernel = None
+_scale_kernels = {}
 
 
-def _scale_c(c_dev, count, beta, stream):
+def _scale_c(c_dev, count, beta, stream, precision="fp32"):
     """C = beta*C (beta == 0 writes zeros without reading C): K = 0 for rungs
-    whose host side cannot describe an empty K extent (TMA)."""
-    global _scale_kernel
-    if _scale_kernel is None:
-        _scale_kernel = compile("scale.cu", "scale_c")
+    whose host side cannot describe an empty K extent (TMA). ``precision``:
+    C's element type ("fp32", or "bf16" / "fp16" for a 16-bit C)."""
+    entry = "scale_c" if precision == "fp32" else f"scale_c_{precision}"
+    k = _scale_kernels.get(entry)
+    if k is None:
+        k = _scale_kernels[entry] = compile("scale.cu", entry)
     blocks = max(1, min((count + 255) // 256, 65535))
-    launch(_scale_kernel, blocks, 256, [c_dev, count, float(beta)], stream=stream)
+    launch(k, blocks, 256, [c_dev, count, float(beta)], stream=stream)
 
 
-def gemm(a, b, c=None, *, alpha=1.0, beta=0.0, kernel="auto", stream=None):
+def gemm(a, b, c=None, *, alpha=1.0, beta=0.0, kernel="auto", stream=None, out_dtype=None):
     """C = alpha * A @ B + beta * C with a registered rung.
 
     A (M x K) and B (K x N) are row-major float32 (fp32 / tf32 rungs),
-    float16 or bfloat16 (ml_dtypes); C (M x N) is float32. numpy in -> numpy
-    out (when ``c`` is given it is updated in place and returned); device
-    arrays in (DeviceArray, CuPy, PyTorch) -> the result stays on the device.
-    ``beta == 0`` never reads C. ``kernel``: a name from ``drvgemm.kernels()``
-    or "auto" (the fastest rung for the inputs' precision).
+    float16 or bfloat16 (ml_dtypes); C (M x N) is float32, or -- for rungs
+    that can write it (the Hopper bf16 / fp16 rungs) -- the inputs' own 16-bit
+    type: pass such a ``c``, or ``out_dtype`` when there is none. numpy in ->
+    numpy out (when ``c`` is given it is updated in place and returned);
+    device arrays in (DeviceArray, CuPy, PyTorch) -> the result stays on the
+    device. ``beta == 0`` never reads C. ``kernel``: a name from
+    ``drvgemm.kernels()`` or "auto" (the fastest rung for the inputs'
+    precision).
     """
     a_dev, a_shape, a_dt, a_obj = _operand(a, "A")
     b_dev, b_shape, b_dt, b_obj = _operand(b, "B")
@@ -156,13 +181,18 @@ def gemm(a, b, c=None, *, alpha=1.0, beta=0.0, kernel="auto", stream=None):
     k2, n = b_shape
     if k != k2:
         raise ValueError(f"A is {m}x{k} and B is {k2}x{n}: inner dimensions differ ({k} != {k2})")
+    out_dt = np.dtype(np.float32) if out_dtype is None else _dtype_of(out_dtype)
     if c is not None:
         c_dev, c_shape, c_dt, c_obj = _operand(c, "C")
         if c_shape != (m, n):
             raise ValueError(f"C must be {m}x{n} (M x N), got {c_shape[0]}x{c_shape[1]}")
-        if c_dt != np.float32:
-            raise TypeError(f"C must be float32, not {c_dt}")
-    else:
+        if out_dtype is not None and c_dt != out_dt:
+            raise TypeError(f"C is {c_dt} but out_dtype is {out_dt}")
+        out_dt = c_dt
+    if out_dt != np.float32 and out_dt != a_dt:
+        raise TypeError(f"C must be float32 or the inputs' own type ({a_dt}), not {out_dt}")
+    narrow = out_dt != np.float32
+    if c is None:
         c_dev = a_dev
         if beta != 0:
             raise ValueError("beta != 0 needs an input C")
@@ -177,39 +207,43 @@ def gemm(a, b, c=None, *, alpha=1.0, beta=0.0, kernel="auto", stream=None):
     if kernel == "auto":
         if not driver.has_gpu():
             raise driver.NoDeviceError("gemm", -1, "NO_GPU", driver.no_gpu_reason() or "no GPU")
-        r = _auto_rung(precision)
+        r = _auto_rung(precision, narrow_output=narrow)
     else:
         r = rung(kernel)
         if input_dtype(r.precision) != a_dt:
             raise TypeError(f"{r.name} takes {r.precision} inputs ({input_dtype(r.precision)}), "
                             f"but A and B are {a_dt}")
+        if narrow and not r.narrow_output:
+            raise TypeError(f"{r.name} writes a float32 C; a {out_dt} C needs a rung that can "
+                            f"write one ({', '.join(x.name for x in RUNGS if x.narrow_output)})")
 
     if m == 0 or n == 0:
         if c is not None:
             return c
-        return np.empty((m, n), np.float32) if not on_device else driver.empty((m, n), np.float32)
+        return np.empty((m, n), out_dt) if not on_device else driver.empty((m, n), out_dt)
 
     # Operands on the device.
     if on_device:
         A, B = a_obj, b_obj
-        C = c_obj if c is not None else driver.empty((m, n), np.float32)
+        C = c_obj if c is not None else driver.empty((m, n), out_dt)
     else:
         A = driver.to_device(a_obj)
         B = driver.to_device(b_obj)
         if c is not None and beta != 0:
             C = driver.to_device(c_obj)
         else:
-            C = driver.empty((m, n), np.float32)
+            C = driver.empty((m, n), out_dt)
     pa, pb, pc = (driver.device_pointer(x) for x in (A, B, C))
 
     if getattr(r, "host", "") == "tma":
         if k == 0:
-            _scale_c(C, m * n, beta, stream)
+            _scale_c(C, m * n, beta, stream, precision if narrow else "fp32")
         else:
             from .tma import wgmma_gemm_launch_config
-            cfg = wgmma_gemm_launch_config(r, A, B, C, m, n, k, alpha, beta, stream=stream)
-            launch(rung_kernel(r, True), cfg["grid"], cfg["block"], cfg["args"],
-                   smem=cfg["smem"], stream=stream, cluster=cfg.get("cluster"))
+            cfg = wgmma_gemm_launch_config(r, A, B, C, m, n, k, alpha, beta, stream=stream,
+                                           narrow_output=narrow)
+            launch(rung_kernel(r, True, narrow_output=narrow), cfg["grid"], cfg["block"],
+                   cfg["args"], smem=cfg["smem"], stream=stream, cluster=cfg.get("cluster"))
     else:
         v = r.vector
         aligned = (k % v == 0 and n % v == 0 and pa % 16 == 0 and pb % 16 == 0 and pc % 16 == 0)

@@ -38,6 +38,9 @@ class Rung:
     # hardware drops the low 13 mantissa bits (truncation, 2^-10) instead of rna (2^-11).
     input_roundoff: float = 0.0
     host: str = ""            # "tma": A and B go in as tensor maps (drvgemm/tma.py builds the launch)
+    # C may also be in the inputs' own 16-bit type (compiled with OUT_16=1),
+    # not only float32: gemm(..., out_dtype=...) or a 16-bit C picks it.
+    narrow_output: bool = False
 
     def grid(self, m: int, n: int) -> tuple:
         return ((n + self.tile_n - 1) // self.tile_n, (m + self.tile_m - 1) // self.tile_m, 1)
@@ -193,11 +196,11 @@ RUNGS: list[Rung] = [
     # over 4096^3 and 8192^3 against the best cuBLAS call): static grouped order (GROUP=16),
     # no clusters, direct fp32 stores; the counter scheduler and TMA-store epilogue measured
     # within noise of it and are kept as knobs.
-    _wgmma_rung("bf16", 1, tile_m=128, tile_n=256, vector=8,
+    _wgmma_rung("bf16", 1, tile_m=128, tile_n=256, vector=8, narrow_output=True,
                 summary="TMA loads into a 4-stage mbarrier ring, wgmma m64n256k16 from shared "
                         "memory, producer/consumer warpgroups, persistent grid in grouped "
                         "tile order"),
-    _wgmma_rung("fp16", 2, tile_m=128, tile_n=256, vector=8,
+    _wgmma_rung("fp16", 2, tile_m=128, tile_n=256, vector=8, narrow_output=True,
                 summary="the bf16 rung with f16 inputs"),
     _wgmma_rung("tf32", 3, tile_m=256, tile_n=128, vector=4, input_roundoff=2.0 ** -10,
                 summary="TF32 wgmma m64n256k8 on C^T = B^T A^T: A through TMA as wgmma's "

@@ -271,6 +271,7 @@ TILE_Y = 128          # wgmma M per block: 2 consumer warpgroups x 64
 TILE_X = 256          # wgmma N per block
 STAGE_BYTES = 16384 + 4 * 8192
 C_BOX = (64, 32)      # EPILOGUE=2: (rows, fp32 columns) per TMA store = one 8 KB staging buffer
+                      # (64 columns for a 16-bit C: the same 128-byte lines)
 STAGING_BYTES = 2 * 2 * 64 * 32 * 4   # two buffers per consumer warpgroup
 QUEUE_BYTES = 64      # the unit queue: 2 full + 2 empty mbarriers and 2 unit slots, padded
 
@@ -301,10 +302,10 @@ def wgmma_geometry(precision: str) -> Geometry:
     raise ValueError(f"the TMA + wgmma rung takes bf16, fp16 or tf32, not {precision!r}")
 
 
-def c_map_usable(address: int, n: int) -> bool:
-    """EPILOGUE=2 stores C through a tensor map: fp32 rows must be a multiple
-    of 16 bytes and C 16-byte aligned (the kernel checks the same)."""
-    return address % 16 == 0 and n % 4 == 0
+def c_map_usable(address: int, n: int, elem_bytes: int = 4) -> bool:
+    """EPILOGUE=2 stores C through a tensor map: rows must be a multiple of 16
+    bytes and C 16-byte aligned (the kernel checks the same)."""
+    return address % 16 == 0 and (n * elem_bytes) % 16 == 0
 
 
 def wgmma_work_units(geo: Geometry, m: int, n: int, cluster: int) -> int:
@@ -474,7 +475,8 @@ def check_register_budget(registers: int, warp_specialized: bool, name: str = "k
             "168 (65536 / 384, rounded down to 8).")
 
 
-def wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, *, stream=None) -> dict:
+def wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, *, stream=None,
+                             narrow_output=False) -> dict:
     """Launch of a ``host="tma"`` rung for C = alpha * A @ B + beta * C.
 
     a, b, c: device arrays (anything ``driver.device_pointer`` accepts) of the
@@ -486,6 +488,7 @@ def wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, *, stream=None
 
     Host-side defines of the rung: PERSISTENT (grid = resident blocks) and
     SM_LIMIT (at most that many blocks in a persistent grid; 0 = all SMs).
+    ``narrow_output``: C has the inputs' 16-bit type (the OUT_16 build).
     """
     m, n, k = int(m), int(n), int(k)
     if m < 1 or n < 1 or k < 1:
@@ -511,7 +514,7 @@ def wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, *, stream=None
 
     try:
         from .ladder import rung_kernel
-        res = rung_kernel(rung, True).resources
+        res = rung_kernel(rung, True, narrow_output=narrow_output).resources
     except Exception:   # compiling failed: the launch will say why
         res = None
     if res is not None:
@@ -544,8 +547,11 @@ def wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, *, stream=None
     map_c = UNUSED_MAP
     if epilogue == 2 and not geo.swapped:
         pc = driver.device_pointer(c, "C")
-        if c_map_usable(pc, n):
-            map_c = _cached_map(pc, "fp32", m, n, 4 * n, *C_BOX)
+        c_elem = es if narrow_output else 4
+        if c_map_usable(pc, n, c_elem):
+            # one 128-byte line per row: 32 fp32 or 64 16-bit columns
+            map_c = _cached_map(pc, dtype if narrow_output else "fp32", m, n, c_elem * n,
+                                C_BOX[0], 128 // c_elem)
     workspace = _sched_workspace(s) if sched else 0
 
     resident = _persistent_blocks(rung, cluster, block, smem, sm_limit) if persistent else None

@@ -60,3 +60,34 @@ def test_kernels_lists_the_ladder_in_order():
     assert names == [r.name for r in RUNGS]
     numbers = [int(n.split("_", 1)[0]) for n in names]
     assert numbers == sorted(numbers)
+
+
+def test_output_type_is_checked_before_the_gpu():
+    import ml_dtypes
+    bf = np.ones((4, 4), ml_dtypes.bfloat16)
+    f32 = np.ones((4, 4), np.float32)
+    with pytest.raises(TypeError, match="float32 or the inputs' own type"):
+        drvgemm.gemm(bf, bf, out_dtype=np.float16, kernel="12_mma_bf16")
+    with pytest.raises(TypeError, match="float32 or the inputs' own type"):
+        drvgemm.gemm(f32, f32, out_dtype="bf16", kernel=fp32_rung())
+    with pytest.raises(TypeError, match="12_mma_bf16 writes a float32 C.*20_tma_wgmma_bf16"):
+        drvgemm.gemm(bf, bf, out_dtype="bf16", kernel="12_mma_bf16")
+    with pytest.raises(TypeError, match="12_mma_bf16 writes a float32 C"):
+        drvgemm.gemm(bf, bf, np.zeros((4, 4), ml_dtypes.bfloat16), kernel="12_mma_bf16")
+    with pytest.raises(TypeError, match="C is float32 but out_dtype is bfloat16"):
+        drvgemm.gemm(bf, bf, np.zeros((4, 4), np.float32), out_dtype="bf16")
+    with pytest.raises(TypeError, match="not a dtype"):
+        drvgemm.gemm(bf, bf, out_dtype=object())
+
+
+def test_empty_product_has_the_requested_output_type():
+    import ml_dtypes
+    bf = np.ones((0, 4), ml_dtypes.bfloat16)
+    out = drvgemm.gemm(bf, np.ones((4, 3), ml_dtypes.bfloat16), out_dtype="bf16",
+                       kernel="20_tma_wgmma_bf16")
+    assert out.shape == (0, 3) and out.dtype == ml_dtypes.bfloat16
+
+
+def test_only_the_hopper_16bit_rungs_write_a_16bit_c():
+    assert {r.name for r in RUNGS if r.narrow_output} == {"20_tma_wgmma_bf16",
+                                                          "20_tma_wgmma_fp16"}

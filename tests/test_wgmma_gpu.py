@@ -308,3 +308,125 @@ def test_many_tiles_per_block(hopper):
             a, b, c = inputs(prec, m, n, k, 3, exact=True)
             out = run(r, a, b, np.full((m, n), np.nan, np.float32), 1.0, 0.0, blocks=6)
             check(out, a, b, c, 1.0, 0.0, prec, True, r.name)
+
+
+# ---------------------------------------------------------------------------
+# C in the inputs' own 16-bit type (OUT_16 builds of the bf16 / fp16 rungs)
+# ---------------------------------------------------------------------------
+U_OUT = {"bf16": 2.0**-8, "fp16": 2.0**-11}   # rounding of the result to C's type
+SENTINEL16 = np.uint16(0xBEEF)
+NAN16 = {"bf16": 0x7FC0, "fp16": 0x7E00}
+
+
+def guarded_c16(prec, c_init, offset=0):
+    """A 16-bit C inside a buffer with GUARD sentinel elements on each side
+    (``offset`` more before it: a C that is not 16-byte aligned)."""
+    m, n = c_init.shape
+    host = np.full(m * n + 2 * GUARD + offset, SENTINEL16, np.uint16)
+    host[GUARD + offset:GUARD + offset + m * n] = c_init.view(np.uint16).ravel()
+    buf = drvgemm.to_device(host)
+    view = DeviceArray((m, n), ladder.input_dtype(prec), ptr=buf.ptr + 2 * (GUARD + offset),
+                       owner=False)
+    return buf, view
+
+
+def read_guarded16(prec, buf, m, n, offset=0):
+    out = buf.to_host()
+    lo, hi = GUARD + offset, GUARD + offset + m * n
+    assert np.all(out[:lo] == SENTINEL16) and np.all(out[hi:] == SENTINEL16), "wrote outside C"
+    return out[lo:hi].view(ladder.input_dtype(prec)).reshape(m, n)
+
+
+def check16(out, a, b, c16, alpha, beta, prec, exact, what):
+    """The fp32 result rounded once to C's type: exact mode must equal the
+    exact result rounded to nearest even; random mode adds that rounding
+    (U_OUT) to the bound."""
+    m, k = a.shape
+    n = b.shape[1]
+    ref = reference(a, b, c16.astype(np.float32), alpha, beta)
+    got = out.astype(np.float64)
+    if exact:
+        want = ref.astype(np.float32).astype(out.dtype).astype(np.float64)
+        bad = got != want
+    else:
+        mag = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
+        bound = abs(alpha) * (2 * U_IN[prec] + (k + 2) * 2.0**-24) * mag
+        if beta != 0:
+            bound += 2.0**-22 * abs(beta) * np.abs(c16.astype(np.float64))
+        bound = bound * (1 + U_OUT[prec]) + U_OUT[prec] * np.abs(ref)
+        bad = ~(np.abs(got - ref) <= bound)
+    if bad.any():
+        i, j = np.argwhere(bad)[0]
+        raise AssertionError(f"{what}: M={m} N={n} K={k} alpha={alpha} beta={beta}: "
+                             f"{int(bad.sum())} bad elements; first C[{i},{j}] = {got[i, j]!r}, "
+                             f"expected {ref[i, j]!r}")
+
+
+@pytest.mark.parametrize("prec", ["bf16", "fp16"])
+@settings(SLOW, max_examples=25)
+@given(m=DIMS, n=DIMS, k=KS, seed=st.integers(0, 2**32 - 1), exact=st.booleans(),
+       beta=st.sampled_from([0.0, 0.0, 1.0, -0.5]))
+def test_registered_rung_16bit_c(hopper, prec, m, n, k, seed, exact, beta):
+    """drvgemm.gemm with a C of the inputs' type: the OUT_16 build, through
+    the TMA-store epilogue where N % 8 == 0, direct stores elsewhere."""
+    a, b, c = inputs(prec, m, n, k, seed, exact)
+    c16 = c.astype(ladder.input_dtype(prec))
+    alpha = 1.0 if exact else 0.75
+    if exact and beta == -0.5:
+        beta = -1.0
+    c_init = c16 if beta != 0 else np.full((m, n), NAN16[prec], np.uint16).view(c16.dtype)
+    buf, C = guarded_c16(prec, c_init)
+    A, B = drvgemm.to_device(a), drvgemm.to_device(b)
+    drvgemm.gemm(A, B, C, alpha=alpha, beta=beta, kernel=NAMES[prec])
+    drvgemm.synchronize()
+    check16(read_guarded16(prec, buf, m, n), a, b, c16, alpha, beta, prec, exact,
+            f"{NAMES[prec]} 16-bit C seed={seed} exact={exact}")
+
+
+@pytest.mark.parametrize("knob", ["direct", "tma_store", "cluster2_tma_store", "quads"])
+def test_16bit_c_epilogues(hopper, knob):
+    """Every epilogue with a 16-bit C, on edge shapes, beta 0 and not, C
+    aligned and one element off (which turns the TMA store off), few blocks
+    walking many tiles."""
+    defines = {"direct": dict(EPILOGUE=0), "tma_store": dict(EPILOGUE=2),
+               "cluster2_tma_store": dict(EPILOGUE=2, CLUSTER=2),
+               "quads": dict(EPILOGUE=1)}[knob]  # quads are fp32-only: direct stores
+    for prec in ("bf16", "fp16"):
+        r = variant(prec, **defines)
+        kern = ladder.rung_kernel(r, True, narrow_output=True)
+        for m, n, k, c_off, beta in [(300, 520, 777, 0, 0.0), (300, 520, 777, 1, 0.0),
+                                     (129, 257, 65, 0, 0.5), (1000, 1024, 96, 0, 0.0),
+                                     (1, 1, 1, 0, 0.0), (65, 8, 3, 0, -1.0)]:
+            a, b, c = inputs(prec, m, n, k, 13, exact=False)
+            c16 = c.astype(ladder.input_dtype(prec))
+            c_init = c16 if beta else np.full((m, n), NAN16[prec], np.uint16).view(c16.dtype)
+            buf, C = guarded_c16(prec, c_init, c_off)
+            A, B = drvgemm.to_device(a), drvgemm.to_device(b)
+            cfg = tma.wgmma_gemm_launch_config(r, A, B, C, m, n, k, 0.75, beta,
+                                               narrow_output=True)
+            tma_store = cfg["args"][2] is not tma.UNUSED_MAP
+            assert tma_store == (defines["EPILOGUE"] == 2 and c_off == 0 and n % 8 == 0)
+            cl = cfg["cluster"][0] if cfg["cluster"] else 1
+            launch(kern, (2 * cl, 1, 1), cfg["block"], cfg["args"], smem=cfg["smem"],
+                   cluster=cfg["cluster"])
+            drvgemm.synchronize()
+            del cfg
+            check16(read_guarded16(prec, buf, m, n, c_off), a, b, c16, 0.75, beta, prec, False,
+                    f"{r.name} 16-bit C {m}x{n}x{k} c_off={c_off}")
+
+
+def test_16bit_c_k_zero_and_errors(hopper):
+    """K = 0 gives C = beta * C in C's type; a 16-bit C on a rung that writes
+    float32 only, or of the other 16-bit type, is refused before any launch."""
+    a = np.zeros((5, 0), ladder.input_dtype("bf16"))
+    b = np.zeros((0, 7), ladder.input_dtype("bf16"))
+    c = (np.arange(35, dtype=np.float32).reshape(5, 7) - 17).astype(ladder.input_dtype("bf16"))
+    out = drvgemm.gemm(a, b, c.copy(), beta=-2.0, kernel=NAMES["bf16"])
+    assert np.array_equal(out.astype(np.float32), (-2.0 * c.astype(np.float32)))
+    a = np.ones((4, 4), ladder.input_dtype("bf16"))
+    with pytest.raises(TypeError, match="writes a float32 C"):
+        drvgemm.gemm(a, a, out_dtype="bf16", kernel="12_mma_bf16")
+    with pytest.raises(TypeError, match="float32 or the inputs' own type"):
+        drvgemm.gemm(a, a, out_dtype=np.float16)
+    got = drvgemm.gemm(a, a, out_dtype="bf16")
+    assert got.dtype == ladder.input_dtype("bf16") and np.all(got.astype(np.float32) == 4.0)
