@@ -71,17 +71,20 @@ def _record(kernel, precision, m, n, k, ms, err, baseline, **extra):
     return r
 
 
-def bench_rung(r: Rung, m, n, k, A, B, ref, *, reps=None):
-    """Time one rung on device operands A, B (C poisoned with NaN first)."""
+def bench_rung(r: Rung, m, n, k, A, B, ref, *, reps=None, narrow_output=False):
+    """Time one rung on device operands A, B (C poisoned with NaN first).
+    ``narrow_output``: C in the inputs' 16-bit type; the record's kernel is
+    then "<rung>.<type>_out"."""
     from .ladder import gemm
-    C = driver.to_device(np.full((m, n), np.nan, np.float32))
+    c_dt = input_dtype(r.precision) if narrow_output else np.dtype(np.float32)
+    C = driver.to_device(np.full((m, n), np.nan, np.float32).astype(c_dt))
 
     def run():
         gemm(A, B, C, alpha=1.0, beta=0.0, kernel=r.name)
 
     run()
     driver.synchronize()
-    err = rel_rmse(C.to_host(), ref)
+    err = rel_rmse(C.to_host().astype(np.float32), ref)
     t0 = time.perf_counter()
     run()
     driver.synchronize()
@@ -89,7 +92,10 @@ def bench_rung(r: Rung, m, n, k, A, B, ref, *, reps=None):
     from .timing import median_ms
     ms = median_ms(run, warmup=1, reps=reps or _reps_for(est))
     C.free()
-    return _record(r.name, r.precision, m, n, k, ms, err, False)
+    if narrow_output:
+        return _record(f"{r.name}.{r.precision}_out", r.precision, m, n, k, ms, err, False,
+                       out=r.precision)
+    return _record(r.name, r.precision, m, n, k, ms, err, False, out="fp32")
 
 
 def bench_torch(precision, m, n, k, a_host, b_host, ref, *, reps=None):
@@ -120,12 +126,14 @@ def bench_torch(precision, m, n, k, a_host, b_host, ref, *, reps=None):
         ms = median_ms(run, warmup=2, reps=reps or _reps_for(est))
     finally:
         torch.backends.cuda.matmul.allow_tf32 = prev
-    return _record("cublas", precision, m, n, k, ms, err, True, via="torch.matmul")
+    return _record("cublas", precision, m, n, k, ms, err, True, via="torch.matmul",
+                   out="fp32" if precision in ("fp32", "tf32") else precision)
 
 
-def bench_cublas_direct(precision, m, n, k, a_host, b_host, ref, *, reps=None):
+def bench_cublas_direct(precision, m, n, k, a_host, b_host, ref, *, reps=None, out_fp32=False):
     """cublasGemmEx through CuPy's bindings: 16-bit in, fp32 compute, output
-    in the input type (the call a Hopper kernel is measured against)."""
+    in the input type (the call a Hopper kernel is measured against), or in
+    fp32 with ``out_fp32`` (the same work as a rung writing a float32 C)."""
     if precision not in ("bf16", "fp16"):
         return None
     try:
@@ -136,23 +144,34 @@ def bench_cublas_direct(precision, m, n, k, a_host, b_host, ref, *, reps=None):
     cuda_t = {"bf16": 14, "fp16": 2}[precision]   # CUDA_R_16BF, CUDA_R_16F
     a = cupy.asarray(a_host.view(np.uint16))
     b = cupy.asarray(b_host.view(np.uint16))
-    c = cupy.empty((m, n), np.uint16)
+    c = cupy.empty((m, n), np.float32 if out_fp32 else np.uint16)
+    out_t = 0 if out_fp32 else cuda_t             # CUDA_R_32F
     alpha = np.array(1.0, np.float32)
     beta = np.array(0.0, np.float32)
     handle = cupy.cuda.device.get_cublas_handle()
     # Row-major C = A B is column-major C^T = B^T A^T: pass B first.
     def run():
         cublas.gemmEx(handle, 0, 0, n, m, k, alpha.ctypes.data, b.data.ptr, cuda_t, n,
-                      a.data.ptr, cuda_t, k, beta.ctypes.data, c.data.ptr, cuda_t, n,
+                      a.data.ptr, cuda_t, k, beta.ctypes.data, c.data.ptr, out_t, n,
                       68, 0)  # CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT
     run()
     cupy.cuda.runtime.deviceSynchronize()
-    host_c = cupy.asnumpy(c).view(input_dtype(precision)).astype(np.float32)
+    host_c = cupy.asnumpy(c)
+    if not out_fp32:
+        host_c = host_c.view(input_dtype(precision)).astype(np.float32)
     err = rel_rmse(host_c, ref)
     from .timing import median_ms
     ms = median_ms(run, warmup=2, reps=reps or 20,
                    stream=cupy.cuda.get_current_stream().ptr or None)
-    return _record("cublas_gemmex", precision, m, n, k, ms, err, True, via="cupy cublasGemmEx")
+    if out_fp32:
+        return _record("cublas_gemmex_f32out", precision, m, n, k, ms, err, True,
+                       via="cupy cublasGemmEx", out="fp32")
+    return _record("cublas_gemmex", precision, m, n, k, ms, err, True, via="cupy cublasGemmEx",
+                   out=precision)
+
+
+def bench_cublas_direct_f32out(precision, m, n, k, a_host, b_host, ref, *, reps=None):
+    return bench_cublas_direct(precision, m, n, k, a_host, b_host, ref, reps=reps, out_fp32=True)
 
 
 # ---------------------------------------------------------------------------
@@ -175,19 +194,22 @@ def run_bench(kernels=None, sizes=DEFAULT_SIZES, *, baseline=True, reps=None,
             A, B = driver.to_device(a), driver.to_device(b)
             for r in [r for r in rungs if r.precision == prec]:
                 done += 1
-                progress(f"[{done}/{total}] {r.name} {m}x{n}x{k} ...")
-                try:
-                    rec = bench_rung(r, m, n, k, A, B, ref, reps=reps)
-                except Exception as e:  # report and go on: one broken rung must not hide the rest
-                    progress(f"    {r.name} failed: {type(e).__name__}: {e}")
-                    if isinstance(e, driver.CudaError) and "ILLEGAL" in e.name:
-                        raise
-                    continue
-                records.append(rec)
-                progress(f"    {rec['median_ms']:.3f} ms, {rec['tflops']:.2f} TFLOP/s, "
-                         f"rel. RMSE {rec['rel_rmse']}")
+                # Rungs that can write C in the inputs' type run both ways.
+                for narrow in ((False, True) if r.narrow_output else (False,)):
+                    what = f"{r.name}{f' ({prec} C)' if narrow else ''}"
+                    progress(f"[{done}/{total}] {what} {m}x{n}x{k} ...")
+                    try:
+                        rec = bench_rung(r, m, n, k, A, B, ref, reps=reps, narrow_output=narrow)
+                    except Exception as e:  # report and go on: one broken rung must not hide the rest
+                        progress(f"    {what} failed: {type(e).__name__}: {e}")
+                        if isinstance(e, driver.CudaError) and "ILLEGAL" in e.name:
+                            raise
+                        continue
+                    records.append(rec)
+                    progress(f"    {rec['median_ms']:.3f} ms, {rec['tflops']:.2f} TFLOP/s, "
+                             f"rel. RMSE {rec['rel_rmse']}")
             if baseline:
-                for fn in (bench_torch, bench_cublas_direct):
+                for fn in (bench_torch, bench_cublas_direct, bench_cublas_direct_f32out):
                     try:
                         rec = fn(prec, m, n, k, a, b, ref, reps=reps)
                     except Exception as e:
