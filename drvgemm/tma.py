@@ -339,8 +339,13 @@ class _Scratch:
     padded to 16 bytes; freed (cuMemFreeAsync on the same stream) when this
     object goes away, which the caller arranges to be after the launch."""
 
-    def __init__(self, src: int, rows: int, cols: int, elem_size: int, stream: int):
+    def __init__(self, src: int, rows: int, cols: int, elem_size: int, stream: int,
+                 stream_owner=None):
         d = driver.bindings()
+        # The stream object (when there is one) stays alive as long as this
+        # buffer: freeing on a stream that was already destroyed crashes the
+        # driver, and a caller's locals may well go in that order.
+        self._stream_owner = stream_owner
         self.width = cols * elem_size
         self.pitch = -(-self.width // 16) * 16
         self.stream = stream
@@ -364,7 +369,12 @@ class _Scratch:
         if self.ptr:
             ptr, self.ptr = self.ptr, 0
             d = driver.bindings()
-            d.cuMemFreeAsync(ptr, d.CUstream(self.stream))
+            stream = self.stream
+            if isinstance(self._stream_owner, driver.Stream) and not self._stream_owner.ptr:
+                # Closed by its owner: wait for all work, free on the legacy stream.
+                driver.synchronize()
+                stream = 0
+            d.cuMemFreeAsync(ptr, d.CUstream(stream))
 
     def __del__(self):
         try:
@@ -529,7 +539,7 @@ def wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, *, stream=None
 
     def operand(ptr, rows, cols):
         if needs_staging(ptr, cols, es):
-            scratch = _Scratch(ptr, rows, cols, es, s)
+            scratch = _Scratch(ptr, rows, cols, es, s, stream)
             keep.append(scratch)
             return scratch.ptr, scratch.pitch
         return ptr, cols * es
