@@ -83,28 +83,21 @@ VARIANTS = {
                           "half the hand-overs, 4 stages"),
     # TF32, rungs 10 (PTX, fixed) and 11
     "10_ptx": Variant("10_mma_tf32_ptx", {}, 168, "hand-written PTX twin of 11_base"),
-    "11_base": Variant("11_mma_tf32", dict(BK=32, STAGES=3, B_VEC=0), 173,
-                       "as first measured (4-byte B loads)"),
-    "11_s4": Variant("11_mma_tf32", dict(BK=32, STAGES=4, B_VEC=0), 178, "4 stages"),
-    # Second round (B_VEC): B fragments of four n-tiles from one 16-byte load,
-    # by choosing which column of C each n-tile column stands for.
-    "11_bvec": Variant("11_mma_tf32", dict(BK=32, STAGES=3, B_VEC=1), 185,
-                       "16-byte B loads: 8 instead of 20 shared loads per k8 step"),
-    "11_bvec_s4": Variant("11_mma_tf32", dict(BK=32, STAGES=4, B_VEC=1), 188,
-                          "16-byte B loads, 4 stages"),
-    "11_bscalar_pipe": Variant("11_mma_tf32", dict(BK=32, STAGES=3, B_VEC=0, FRAG_PIPE=1), 200,
-                               "fragment double buffering (255 registers; may spill a little)",
-                               allow_spill=True),
-    "11_bvec_pipe": Variant("11_mma_tf32", dict(BK=32, STAGES=3, B_VEC=1, FRAG_PIPE=1), 205,
-                            "16-byte B loads + fragment double buffering (spills)",
-                            allow_spill=True),
-    "11_bvec_nocvt": Variant("11_mma_tf32", dict(BK=32, STAGES=3, B_VEC=1, CVT=0), 190,
-                             "measurement only: no cvt.rna (truncation), the cost of 32 "
-                             "conversions per k8 step"),
-    # Third round: 151 (bvec) vs 175 (bvec, no cvt) says the conversions
-    # cost ~15% there; the same for the 4-byte layout.
-    "11_nocvt": Variant("11_mma_tf32", dict(BK=32, STAGES=3, B_VEC=0, CVT=0), 195,
+    "11_base": Variant("11_mma_tf32", dict(BK=32, STAGES=3, ROUND_SMEM=0), 173,
+                       "as first measured: cvt.rna on every fragment load"),
+    "11_s4": Variant("11_mma_tf32", dict(BK=32, STAGES=4, ROUND_SMEM=0), 178, "4 stages"),
+    # Second round (measured 2026-11-29, same run, TFLOP/s): 16-byte B loads
+    # (B_VEC) 151.4 vs 175.9; fragment double buffering 163.5 (spills); both
+    # dropped from the source. No rounding at all (CVT=0): 199.5 vs 175.8.
+    "11_nocvt": Variant("11_mma_tf32", dict(BK=32, STAGES=3, ROUND_SMEM=0, CVT=0), 195,
                         "measurement only: no conversion at all (truncation)"),
+    # Third round: round each element once, in shared memory, by the thread
+    # that copied it, during the previous k-tile's MMAs.
+    "11_round_smem": Variant("11_mma_tf32", dict(BK=32, STAGES=3, ROUND_SMEM=1), 192,
+                             "rna once per element in shared memory (12 16-byte chunks "
+                             "per thread per k-tile) instead of 128 cvt per thread"),
+    "11_round_smem_s4": Variant("11_mma_tf32", dict(BK=32, STAGES=4, ROUND_SMEM=1), 194,
+                                "the same with 4 stages"),
 }
 CEILING_OF = {"tf32": "mma_tf32", "bf16": "mma_bf16", "fp16": "mma_fp16"}
 ELEMENT_BYTES = {"tf32": 4, "bf16": 2, "fp16": 2}

@@ -19,21 +19,32 @@
 // row g -- which is A[g][t]. So ldmatrix.x4 of (rows 0-7, k 0-3), (rows
 // 8-15, k 0-3), (rows 0-7, k 4-7), (rows 8-15, k 4-7) gives a0..a3.
 // B has no such trick: its fragment walks down a column of 32-bit values,
-// and ldmatrix.trans transposes 16-bit elements. But which column of C an
-// n-tile's column nn stands for is ours to choose, as long as the epilogue
-// agrees. B_VEC=1: warp wn owns columns 64 wn .. 64 wn + 63 as two
-// groups of 32, and in group q n-tile 4q + jj's column nn is column
-// 64 wn + 32 q + 4 nn + jj. Lane (g, t) then finds b0 of the group's four
-// n-tiles side by side, B[t][64 wn + 32 q + 4 g + 0..3]: one 16-byte load
-// (and b1 one more, 4 rows down), so a k8 step takes 4 loads for B instead
-// of 16. Conflict-free: of the 8 lanes one 16-byte load phase serves (g in
-// {0, 1}, t = 0..3), Tf32BSwizzle puts chunk g of row t at slot g ^ 2t, 8
-// different slots. In the accumulators lane (g, t) then holds columns
-// 8t .. 8t+7 of the group (c0 of the 4 n-tiles, then c1 of them): the
-// epilogue writes them with two 16-byte stores per row.
-// B_VEC=0 (default; 14% faster on the H200 than B_VEC=1, measured side by
-// side in benchmarks/mma_sweep.py): n-tile j of warp wn is columns 8 (wn + 4j) .. (dealt round-robin)
-// and each lane loads b0, b1 of each n-tile with two 4-byte loads.
+// and ldmatrix.trans transposes 16-bit elements. Each lane loads b0 and b1
+// with two 4-byte loads from the swizzled tile (conflict-free, see
+// Tf32BSwizzle), straight into the register pair the MMA reads. (Measured
+// and dropped: choosing the n-tiles' columns so that one 16-byte load brings
+// b0 of four n-tiles -- 8 instead of 20 shared loads per k8 step -- ran 14%
+// slower on the H200; and double-buffering the fragments in registers spills
+// at 255 registers. benchmarks/NOTES.md has the numbers.)
+//
+// Rounding to tf32. Each fp32 operand is read by several warps (A by the 4
+// warps of a block row, B by the 2 of a block column) and each read used to
+// round it again: 32 conversions (two instructions each in SASS) per k8 step
+// per thread, 13% of the run time (measured against no rounding at all).
+// ROUND_SMEM=1 (default) rounds each element once, in shared memory: the
+// thread that copied a chunk rounds it in place once its copy has landed
+// (a thread sees its own cp.async data after cp.async.wait_group, no barrier
+// needed), during the MMAs of the previous k-tile; the barrier at the top of
+// the next k-tile publishes the rounded tile. ROUND_SMEM=0: cvt.rna in
+// registers on every fragment load. CVT=0 (measurement only, never
+// registered): no rounding at all, the MMA truncates.
+//
+// Which n-tiles a warp owns: the block's 32 n-tiles (8 columns each) are
+// dealt round-robin, warp wn taking n-tiles wn, wn+4, ..., wn+28. The B
+// swizzle permutes 16-byte chunks by bits 1-2 of the chunk index, which
+// (two chunks per n-tile) are bits 0-1 of the n-tile index: the warp's,
+// fixed per lane. So a lane's 8 n-tiles are one base address plus
+// multiples of 128 bytes, and no address registers are spent per n-tile.
 #include "mma_common.cuh"
 
 #ifndef BM
@@ -48,20 +59,11 @@
 #ifndef GROUP_M
 #define GROUP_M 8
 #endif
-#ifndef B_VEC
-#define B_VEC 0
+#ifndef ROUND_SMEM
+#define ROUND_SMEM 1
 #endif
-// CVT=1: cvt.rna.tf32.f32 (in SASS a finiteness test and a predicated add of
-// half an ulp; the mask of the low 13 bits is left out, as the MMA ignores
-// them). CVT=0 (measurement only, never registered): the raw bits, truncated
-// by the MMA -- shows what the 32 conversions per k8 step cost.
 #ifndef CVT
 #define CVT 1
-#endif
-// FRAG_PIPE=1: two fragment sets in registers, the next k8 step's loads in
-// flight during this step's MMAs (32 more registers per thread).
-#ifndef FRAG_PIPE
-#define FRAG_PIPE 0
 #endif
 #define BN 256    // the n-tile dealing below assumes 4 warps x 8 n-tiles
 #define WM 64
@@ -82,10 +84,42 @@ typedef Tf32BSwizzle<B_ROW_BYTES> BLayout;   // B tile: BK rows of BN floats
 static_assert(BK % 8 == 0 && BM % WM == 0, "whole k8 steps and warp rows");
 static_assert(STAGES >= 2, "a pipeline needs at least two stages");
 
-DEVI unsigned operand(float x) { return CVT ? to_tf32(x) : __float_as_uint(x); }
-
-// B_VEC=0: column of C where n-tile j of warp wn starts.
+// Column of C where n-tile j of warp wn starts.
 DEVI int ntile_col(int wn, int j) { return 8 * (wn + WARPS_N * j); }
+
+// An operand as the fragment load hands it to the MMA.
+DEVI unsigned operand(float x) {
+    return (CVT && !ROUND_SMEM) ? to_tf32(x) : __float_as_uint(x);
+}
+
+// ROUND_SMEM: round to tf32 (rna) the chunks of a ROWS x COLS fp32 tile that
+// thread t copied with copy_tile<ROWS, COLS, 4, THREADS, Layout, VEC> -- the
+// same chunks, in the same order.
+template <int ROWS, int COLS, int THREADS, class Layout, bool VEC>
+DEVI void round_own_chunks(unsigned tile, int t) {
+    constexpr int CPR = COLS / 4;  // 16-byte chunks per row
+    constexpr int CHUNKS = ROWS * CPR;
+    auto round_chunk = [](unsigned addr) {
+        uint4 v = lds128(addr);
+        v.x = to_tf32(__uint_as_float(v.x));
+        v.y = to_tf32(__uint_as_float(v.y));
+        v.z = to_tf32(__uint_as_float(v.z));
+        v.w = to_tf32(__uint_as_float(v.w));
+        sts128(addr, v);
+    };
+    if constexpr (VEC) {
+        constexpr int ROW_STEP = THREADS / CPR;
+        const int c = t % CPR, r0 = t / CPR;
+#pragma unroll
+        for (int i = 0; i < CHUNKS / THREADS; ++i) round_chunk(tile + Layout::offset(r0 + i * ROW_STEP, c));
+    } else {
+#pragma unroll 1
+        for (int i = 0; i < CHUNKS / THREADS; ++i) {
+            const int q = t + i * THREADS;
+            round_chunk(tile + Layout::offset(q / CPR, q % CPR));
+        }
+    }
+}
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 mma_tf32_gemm(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
@@ -101,18 +135,14 @@ mma_tf32_gemm(const float* __restrict__ A, const float* __restrict__ B, float* _
     // Per-lane fragment addresses relative to a stage. A: ldmatrix rows
     // (lanes 0-15 rows 0-15 at the k-step's first 4-float chunk, lanes 16-31
     // the same rows at its second chunk), one base per k-step because the
-    // swizzle mixes the chunk index with the row: k-step kk's chunk 2 kk + h
-    // lands at (2 kk + h) ^ x = (h ^ x) ^ 2 kk, so its offset is step 0's
-    // XOR (kk << 5) -- one instruction per k-step instead of a register each.
-    // B: the k-step (8 rows), b1 (4 rows further) and the n-tile are plain
-    // offsets from one base.
-    const unsigned a_off0 = ALayout::offset(wm * WM + (lane & 15), lane >> 4);
-    // B_VEC: row t, chunk 16 wn + g (+8 for group 1: 128 bytes, untouched by
-    // the swizzle, which only flips chunk bits 1-2). Otherwise row t, the
-    // chunk of column ntile_col(wn, 0) + g, word g % 4.
-    const unsigned b_off = B_VEC ? A_BYTES + BLayout::offset(t, 16 * wn + g)
-                                 : A_BYTES + BLayout::offset(t, (ntile_col(wn, 0) + g) / 4) +
-                                       4 * (g & 3);
+    // swizzle mixes the chunk index with the row. B: row t, the chunk of
+    // column ntile_col(wn, 0) + g, word g % 4; the k-step (8 rows), b1 (4
+    // rows further) and the n-tile (128 bytes) are plain offsets.
+    unsigned a_off[BK / 8];
+#pragma unroll
+    for (int kk = 0; kk < BK / 8; ++kk)
+        a_off[kk] = ALayout::offset(wm * WM + (lane & 15), 2 * kk + (lane >> 4));
+    const unsigned b_off = A_BYTES + BLayout::offset(t, (ntile_col(wn, 0) + g) / 4) + 4 * (g & 3);
 
     float acc[MT][NT][4];
 #pragma unroll
@@ -142,29 +172,15 @@ mma_tf32_gemm(const float* __restrict__ A, const float* __restrict__ B, float* _
     // rounded to tf32 once, here.
     struct Fragments { unsigned a[MT][4], b[NT][2]; };
     auto load_fragments = [&](Fragments& f, unsigned stage, int kk) {
-        if (B_VEC) {
 #pragma unroll
-            for (int q = 0; q < NT / 4; ++q) {
-                const unsigned b = stage + b_off + kk * 8 * B_ROW_BYTES + q * 128;
-                const uint4 b0 = lds128(b), b1 = lds128(b + 4 * B_ROW_BYTES);
-                const unsigned v0[4] = {b0.x, b0.y, b0.z, b0.w}, v1[4] = {b1.x, b1.y, b1.z, b1.w};
-#pragma unroll
-                for (int jj = 0; jj < 4; ++jj) {
-                    f.b[4 * q + jj][0] = operand(__uint_as_float(v0[jj]));
-                    f.b[4 * q + jj][1] = operand(__uint_as_float(v1[jj]));
-                }
-            }
-        } else {
-#pragma unroll
-            for (int j = 0; j < NT; ++j) {
-                const unsigned b = stage + b_off + kk * 8 * B_ROW_BYTES + j * 128;
-                f.b[j][0] = operand(__uint_as_float(lds32(b)));
-                f.b[j][1] = operand(__uint_as_float(lds32(b + 4 * B_ROW_BYTES)));
-            }
+        for (int j = 0; j < NT; ++j) {
+            const unsigned b = stage + b_off + kk * 8 * B_ROW_BYTES + j * 128;
+            f.b[j][0] = operand(__uint_as_float(lds32(b)));
+            f.b[j][1] = operand(__uint_as_float(lds32(b + 4 * B_ROW_BYTES)));
         }
 #pragma unroll
         for (int i = 0; i < MT; ++i) {
-            ldmatrix_x4(f.a[i], stage + (a_off0 ^ (kk << 5)) + i * 16 * A_ROW_BYTES);
+            ldmatrix_x4(f.a[i], stage + a_off[kk] + i * 16 * A_ROW_BYTES);
 #pragma unroll
             for (int r = 0; r < 4; ++r) f.a[i][r] = operand(__uint_as_float(f.a[i][r]));
         }
@@ -176,42 +192,27 @@ mma_tf32_gemm(const float* __restrict__ A, const float* __restrict__ B, float* _
             for (int j = 0; j < NT; ++j) mma_tf32_16x8x8(acc[i][j], f.a[i], f.b[j]);
     };
 
-#if FRAG_PIPE
-    // Fragment double buffering, as in rung 12: while the MMAs of k8 step s
-    // run, the loads of step s+1 are in flight, across the k-tile boundary
-    // too (the barrier moves to the last step of a k-tile; see 12_mma_bf16.cu
-    // for why that order is safe).
-    constexpr int KSTEPS = BK / 8;
-    cp_async_wait<STAGES - 2>();
-    __syncthreads();
-    Fragments frag[2];
-    if (KT > 0) load_fragments(frag[0], smem, 0);
-    for (int kt = 0; kt < KT; ++kt) {
-        const unsigned stage = smem + (kt % STAGES) * STAGE_BYTES;
-#pragma unroll
-        for (int kk = 0; kk < KSTEPS; ++kk) {
-            if (kk < KSTEPS - 1) {
-                load_fragments(frag[(kk + 1) & 1], stage, kk + 1);
-            } else {
-                cp_async_wait<STAGES - 2>();
-                __syncthreads();
-                if (kt + 1 < KT) load_fragments(frag[0], smem + ((kt + 1) % STAGES) * STAGE_BYTES, 0);
-            }
-            if (kk == 0) {
-                const int pf = kt + STAGES - 1;
-                if (pf < KT) copy_stage(pf % STAGES, pf);
-                cp_async_commit();
-            }
-            mma_fragments(frag[kk & 1]);
-        }
+    // ROUND_SMEM: this thread's chunks of the k-tile in `stage`, rounded in place.
+    auto round_stage = [&](int stage) {
+        const unsigned base = smem + stage * STAGE_BYTES;
+        round_own_chunks<BM, BK, THREADS, ALayout, ALIGNED>(base, tid);
+        round_own_chunks<BK, BN, THREADS, BLayout, ALIGNED>(base + A_BYTES, tid);
+    };
+    if (ROUND_SMEM) {
+        // STAGES-1 groups are committed; with at most STAGES-2 pending,
+        // this thread's part of k-tile 0 has landed.
+        cp_async_wait<STAGES - 2>();
+        if (KT > 0) round_stage(0);
     }
-#else
+
     for (int kt = 0; kt < KT; ++kt) {
         // STAGES-1 + kt groups are committed; with at most STAGES-2 pending,
-        // this thread's part of k-tile kt has landed. The barrier makes every
-        // thread's part visible, and also says that all warps are done with
-        // the stage computed in the previous iteration: it is refilled next.
-        cp_async_wait<STAGES - 2>();
+        // this thread's part of k-tile kt has landed (with ROUND_SMEM that
+        // wait, and the rounding, happened during the previous k-tile). The
+        // barrier makes every thread's part visible, and also says that all
+        // warps are done with the stage computed in the previous iteration:
+        // it is refilled next.
+        if (!ROUND_SMEM) cp_async_wait<STAGES - 2>();
         __syncthreads();
         const int pf = kt + STAGES - 1;
         if (pf < KT) copy_stage(pf % STAGES, pf);
@@ -223,36 +224,26 @@ mma_tf32_gemm(const float* __restrict__ A, const float* __restrict__ B, float* _
             Fragments f;
             load_fragments(f, stage, kk);
             mma_fragments(f);
+            if (ROUND_SMEM && kk == 0) {
+                // STAGES + kt groups are committed: at most STAGES-2 pending
+                // means k-tile kt+1 has landed for this thread. Round it now,
+                // its loads and stores issuing behind this step's MMAs; the
+                // next barrier publishes it. (Its stage was last read STAGES-1
+                // k-tiles ago.)
+                cp_async_wait<STAGES - 2>();
+                if (kt + 1 < KT) round_stage((kt + 1) % STAGES);
+            }
         }
     }
-#endif
 
 #pragma unroll
     for (int i = 0; i < MT; ++i) {
         const int row = m0 + wm * WM + i * 16 + g;
-        if (B_VEC) {
 #pragma unroll
-            for (int q = 0; q < NT / 4; ++q) {
-                const int col = n0 + 64 * wn + 32 * q + 8 * t;
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {  // rows g (c0, c1) and g + 8 (c2, c3)
-                    const float (*a)[4] = &acc[i][4 * q];
-                    store_c4(C, M, N, row + 8 * h, col,
-                             make_float4(a[0][2 * h], a[1][2 * h], a[2][2 * h], a[3][2 * h]),
-                             alpha, beta);
-                    store_c4(C, M, N, row + 8 * h, col + 4,
-                             make_float4(a[0][2 * h + 1], a[1][2 * h + 1], a[2][2 * h + 1],
-                                         a[3][2 * h + 1]),
-                             alpha, beta);
-                }
-            }
-        } else {
-#pragma unroll
-            for (int j = 0; j < NT; ++j) {
-                const int col = n0 + ntile_col(wn, j) + 2 * t;
-                store_c2(C, M, N, row, col, acc[i][j][0], acc[i][j][1], alpha, beta);
-                store_c2(C, M, N, row + 8, col, acc[i][j][2], acc[i][j][3], alpha, beta);
-            }
+        for (int j = 0; j < NT; ++j) {
+            const int col = n0 + ntile_col(wn, j) + 2 * t;
+            store_c2(C, M, N, row, col, acc[i][j][0], acc[i][j][1], alpha, beta);
+            store_c2(C, M, N, row + 8, col, acc[i][j][2], acc[i][j][3], alpha, beta);
         }
     }
 }
