@@ -83,21 +83,15 @@ VARIANTS = {
                           "half the hand-overs, 4 stages"),
     # TF32, rungs 10 (PTX, fixed) and 11
     "10_ptx": Variant("10_mma_tf32_ptx", {}, 168, "hand-written PTX twin of 11_base"),
-    "11_base": Variant("11_mma_tf32", dict(BK=32, STAGES=3, ROUND_SMEM=0), 173,
+    "11_base": Variant("11_mma_tf32", dict(BK=32, STAGES=3), 173,
                        "as first measured: cvt.rna on every fragment load"),
-    "11_s4": Variant("11_mma_tf32", dict(BK=32, STAGES=4, ROUND_SMEM=0), 178, "4 stages"),
-    # Second round (measured 2026-11-29, same run, TFLOP/s): 16-byte B loads
-    # (B_VEC) 151.4 vs 175.9; fragment double buffering 163.5 (spills); both
-    # dropped from the source. No rounding at all (CVT=0): 199.5 vs 175.8.
-    "11_nocvt": Variant("11_mma_tf32", dict(BK=32, STAGES=3, ROUND_SMEM=0, CVT=0), 195,
+    "11_s4": Variant("11_mma_tf32", dict(BK=32, STAGES=4), 178, "4 stages"),
+    # Measured 2026-11-29 (same runs, TFLOP/s) and dropped from the source:
+    # 16-byte B loads through a chosen n-tile column order 151.4 vs 175.9;
+    # fragment double buffering 163.5 (spills); rounding once in shared memory
+    # 143.1 (3 stages) / 146.3 (4) vs 173.6.
+    "11_nocvt": Variant("11_mma_tf32", dict(BK=32, STAGES=3, CVT=0), 195,
                         "measurement only: no conversion at all (truncation)"),
-    # Third round: round each element once, in shared memory, by the thread
-    # that copied it, during the previous k-tile's MMAs.
-    "11_round_smem": Variant("11_mma_tf32", dict(BK=32, STAGES=3, ROUND_SMEM=1), 192,
-                             "rna once per element in shared memory (12 16-byte chunks "
-                             "per thread per k-tile) instead of 128 cvt per thread"),
-    "11_round_smem_s4": Variant("11_mma_tf32", dict(BK=32, STAGES=4, ROUND_SMEM=1), 194,
-                                "the same with 4 stages"),
 }
 CEILING_OF = {"tf32": "mma_tf32", "bf16": "mma_bf16", "fp16": "mma_fp16"}
 ELEMENT_BYTES = {"tf32": 4, "bf16": 2, "fp16": 2}

@@ -21,23 +21,17 @@
 // B has no such trick: its fragment walks down a column of 32-bit values,
 // and ldmatrix.trans transposes 16-bit elements. Each lane loads b0 and b1
 // with two 4-byte loads from the swizzled tile (conflict-free, see
-// Tf32BSwizzle), straight into the register pair the MMA reads. (Measured
-// and dropped: choosing the n-tiles' columns so that one 16-byte load brings
-// b0 of four n-tiles -- 8 instead of 20 shared loads per k8 step -- ran 14%
-// slower on the H200; and double-buffering the fragments in registers spills
-// at 255 registers. benchmarks/NOTES.md has the numbers.)
+// Tf32BSwizzle), straight into the register pair the MMA reads.
 //
-// Rounding to tf32. Each fp32 operand is read by several warps (A by the 4
-// warps of a block row, B by the 2 of a block column) and each read used to
-// round it again: 32 conversions (two instructions each in SASS) per k8 step
-// per thread, 13% of the run time (measured against no rounding at all).
-// ROUND_SMEM=1 (default) rounds each element once, in shared memory: the
-// thread that copied a chunk rounds it in place once its copy has landed
-// (a thread sees its own cp.async data after cp.async.wait_group, no barrier
-// needed), during the MMAs of the previous k-tile; the barrier at the top of
-// the next k-tile publishes the rounded tile. ROUND_SMEM=0: cvt.rna in
-// registers on every fragment load. CVT=0 (measurement only, never
-// registered): no rounding at all, the MMA truncates.
+// Measured on the H200 and dropped (benchmarks/NOTES.md has the numbers):
+// choosing the n-tiles' columns so that one 16-byte load brings b0 of four
+// n-tiles (8 instead of 20 shared loads per k8 step): 14% slower; double-
+// buffered fragments: spill at 255 registers, 7% slower; rounding each
+// element once in shared memory, by the thread that copied it, instead of
+// on every fragment load: 18% slower. The conversions do cost 13% (CVT=0).
+//
+// CVT=0 (measurement only, never registered): no cvt.rna, the MMA truncates
+// the raw fp32 bits.
 //
 // Which n-tiles a warp owns: the block's 32 n-tiles (8 columns each) are
 // dealt round-robin, warp wn taking n-tiles wn, wn+4, ..., wn+28. The B
@@ -58,9 +52,6 @@
 #endif
 #ifndef GROUP_M
 #define GROUP_M 8
-#endif
-#ifndef ROUND_SMEM
-#define ROUND_SMEM 1
 #endif
 #ifndef CVT
 #define CVT 1
@@ -88,38 +79,7 @@ static_assert(STAGES >= 2, "a pipeline needs at least two stages");
 DEVI int ntile_col(int wn, int j) { return 8 * (wn + WARPS_N * j); }
 
 // An operand as the fragment load hands it to the MMA.
-DEVI unsigned operand(float x) {
-    return (CVT && !ROUND_SMEM) ? to_tf32(x) : __float_as_uint(x);
-}
-
-// ROUND_SMEM: round to tf32 (rna) the chunks of a ROWS x COLS fp32 tile that
-// thread t copied with copy_tile<ROWS, COLS, 4, THREADS, Layout, VEC> -- the
-// same chunks, in the same order.
-template <int ROWS, int COLS, int THREADS, class Layout, bool VEC>
-DEVI void round_own_chunks(unsigned tile, int t) {
-    constexpr int CPR = COLS / 4;  // 16-byte chunks per row
-    constexpr int CHUNKS = ROWS * CPR;
-    auto round_chunk = [](unsigned addr) {
-        uint4 v = lds128(addr);
-        v.x = to_tf32(__uint_as_float(v.x));
-        v.y = to_tf32(__uint_as_float(v.y));
-        v.z = to_tf32(__uint_as_float(v.z));
-        v.w = to_tf32(__uint_as_float(v.w));
-        sts128(addr, v);
-    };
-    if constexpr (VEC) {
-        constexpr int ROW_STEP = THREADS / CPR;
-        const int c = t % CPR, r0 = t / CPR;
-#pragma unroll
-        for (int i = 0; i < CHUNKS / THREADS; ++i) round_chunk(tile + Layout::offset(r0 + i * ROW_STEP, c));
-    } else {
-#pragma unroll 1
-        for (int i = 0; i < CHUNKS / THREADS; ++i) {
-            const int q = t + i * THREADS;
-            round_chunk(tile + Layout::offset(q / CPR, q % CPR));
-        }
-    }
-}
+DEVI unsigned operand(float x) { return CVT ? to_tf32(x) : __float_as_uint(x); }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 mma_tf32_gemm(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
@@ -192,27 +152,12 @@ mma_tf32_gemm(const float* __restrict__ A, const float* __restrict__ B, float* _
             for (int j = 0; j < NT; ++j) mma_tf32_16x8x8(acc[i][j], f.a[i], f.b[j]);
     };
 
-    // ROUND_SMEM: this thread's chunks of the k-tile in `stage`, rounded in place.
-    auto round_stage = [&](int stage) {
-        const unsigned base = smem + stage * STAGE_BYTES;
-        round_own_chunks<BM, BK, THREADS, ALayout, ALIGNED>(base, tid);
-        round_own_chunks<BK, BN, THREADS, BLayout, ALIGNED>(base + A_BYTES, tid);
-    };
-    if (ROUND_SMEM) {
-        // STAGES-1 groups are committed; with at most STAGES-2 pending,
-        // this thread's part of k-tile 0 has landed.
-        cp_async_wait<STAGES - 2>();
-        if (KT > 0) round_stage(0);
-    }
-
     for (int kt = 0; kt < KT; ++kt) {
         // STAGES-1 + kt groups are committed; with at most STAGES-2 pending,
-        // this thread's part of k-tile kt has landed (with ROUND_SMEM that
-        // wait, and the rounding, happened during the previous k-tile). The
-        // barrier makes every thread's part visible, and also says that all
-        // warps are done with the stage computed in the previous iteration:
-        // it is refilled next.
-        if (!ROUND_SMEM) cp_async_wait<STAGES - 2>();
+        // this thread's part of k-tile kt has landed. The barrier makes every
+        // thread's part visible, and also says that all warps are done with
+        // the stage computed in the previous iteration: it is refilled next.
+        cp_async_wait<STAGES - 2>();
         __syncthreads();
         const int pf = kt + STAGES - 1;
         if (pf < KT) copy_stage(pf % STAGES, pf);
@@ -224,15 +169,6 @@ mma_tf32_gemm(const float* __restrict__ A, const float* __restrict__ B, float* _
             Fragments f;
             load_fragments(f, stage, kk);
             mma_fragments(f);
-            if (ROUND_SMEM && kk == 0) {
-                // STAGES + kt groups are committed: at most STAGES-2 pending
-                // means k-tile kt+1 has landed for this thread. Round it now,
-                // its loads and stores issuing behind this step's MMAs; the
-                // next barrier publishes it. (Its stage was last read STAGES-1
-                // k-tiles ago.)
-                cp_async_wait<STAGES - 2>();
-                if (kt + 1 < KT) round_stage((kt + 1) % STAGES);
-            }
         }
     }
 

@@ -51,10 +51,6 @@ DEVI void sts16(unsigned addr, u16 v) {
 DEVI void sts32(unsigned addr, unsigned v) {
     asm volatile("st.shared.b32 [%0], %1;" :: "r"(addr), "r"(v) : "memory");
 }
-DEVI void sts128(unsigned addr, uint4 v) {
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};"
-                 :: "r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
-}
 
 // ---------------------------------------------------------------------------
 // Global memory. Plain loads and stores; the wrappers exist so that every
