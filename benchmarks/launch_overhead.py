@@ -74,6 +74,7 @@ def path_bindings_prepacked():
         for _ in range(n):
             cu.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, stream, addr, 0)
     run.once = lambda: cu.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, stream, addr, 0)
+    run._keep = (vals, arr, x)   # the driver reads the parameters through addr
     return run
 
 
@@ -146,6 +147,7 @@ def path_bindings_like_runner():
         for _ in range(n):
             L(fn, 1, 1, 1, 32, 1, 1, 0, None, addr, 0)
     run.once = lambda: L(fn, 1, 1, 1, 32, 1, 1, 0, None, addr, 0)
+    run._keep = (vals, arr, x)   # the driver reads the parameters through addr
     return run
 
 
@@ -193,11 +195,14 @@ def pieces():
         "empty lambda": lambda: None,
     }
     # The other libraries' launches, timed the same way.
+    keep = []
     for name, make in PATHS:
         if name.startswith("drvgemm"):
             continue
         try:
-            steps[name] = make().once
+            path = make()
+            keep.append(path)
+            steps[name] = path.once
         except Exception as e:
             print(f"({name}: {type(e).__name__}: {e})")
     # Rounds over all steps in rotated order, so a machine whose speed drifts
