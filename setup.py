@@ -1,13 +1,16 @@
-"""Copies the kernel folders cu/ and ptx/ into the wheel as drvgemm/_kernels/.
+"""Copies the kernel folders cu/ and ptx/ into the wheel as drvgemm/_kernels/,
+and builds drvgemm._fastlaunch, the C fast path of drvgemm.launch.
 
-A checkout (and an editable install) reads them from the repository root;
-an installed wheel reads them from the package. drvgemm/sources.py looks in
-both places.
+A checkout (and an editable install) reads the kernels from the repository
+root; an installed wheel reads them from the package. drvgemm/sources.py
+looks in both places. The extension is optional: where no C compiler (or no
+Python headers) is found the build goes on without it and drvgemm.launch
+stays in Python (drvgemm.launch_path() says which one is in use).
 """
 import shutil
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import Extension, setup
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
@@ -27,4 +30,11 @@ class BuildPyWithKernels(build_py):
                             ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
 
 
-setup(cmdclass={"build_py": BuildPyWithKernels})
+FAST_LAUNCH = Extension(
+    "drvgemm._fastlaunch", ["drvgemm/_fastlaunch.c"],
+    py_limited_api=True,          # one build for every CPython >= 3.10 (abi3)
+    extra_compile_args=["-O2"],
+    optional=True,                # no compiler: drvgemm works without it
+)
+
+setup(cmdclass={"build_py": BuildPyWithKernels}, ext_modules=[FAST_LAUNCH])

@@ -113,14 +113,28 @@ def path_cupy():
     return run
 
 
+def path_drvgemm_python():
+    """drvgemm's launch in Python alone (what drvgemm.launch is when the C
+    fast path is not built)."""
+    from drvgemm.launch import launch_py
+    k = drvgemm.compile("saxpy.cu", "empty_kernel")
+    x = drvgemm.empty(16, np.float32)
+
+    def run(n):
+        for _ in range(n):
+            launch_py(k, 1, 32, (x, 16))
+    run.once = lambda: launch_py(k, 1, 32, (x, 16))
+    return run
+
+
 def path_drvgemm_runner():
     """drvgemm's cached launcher for this shape, called directly: the launch
     minus launch()'s own dispatch (stream, cache lookup)."""
     import _thread
-    from drvgemm.launch import launch as dl
+    from drvgemm.launch import launch_py
     k = drvgemm.compile("saxpy.cu", "empty_kernel")
     x = drvgemm.empty(16, np.float32)
-    dl(k, 1, 32, (x, 16))
+    launch_py(k, 1, 32, (x, 16))
     run = k._runners[1, 32, 0, 0, _thread.get_ident()]
     args = (x, 16)
 
@@ -152,7 +166,8 @@ def path_bindings_like_runner():
 
 
 PATHS = [("drvgemm.launch", path_drvgemm),
-         ("drvgemm launcher called directly", path_drvgemm_runner),
+         ("drvgemm.launch, Python path (launch_py)", path_drvgemm_python),
+         ("drvgemm launch_py's launcher called directly", path_drvgemm_runner),
          ("cuda.bindings cuLaunchKernel, stream None, pre-packed", path_bindings_like_runner),
          ("cuda.bindings cuLaunchKernel, (values, types) tuples", path_bindings_tuples),
          ("cuda.bindings cuLaunchKernel, pre-packed void**", path_bindings_prepacked),
@@ -166,11 +181,13 @@ def pieces():
     import _thread
     import struct
     from cuda.bindings import driver as cu
-    from drvgemm.launch import launch as dl
+    from drvgemm.launch import launch as dl, launch_py
     k = drvgemm.compile("saxpy.cu", "empty_kernel")
     x = drvgemm.empty(16, np.float32)
     dl(k, 1, 32, (x, 16))
+    launch_py(k, 1, 32, (x, 16))
     drvgemm.synchronize()
+    print(f"drvgemm.launch path: {drvgemm.launch_path()}")
     ident = _thread.get_ident()
     run = k._runners[1, 32, 0, 0, ident]
     pk = k._packers[ident]
@@ -190,7 +207,8 @@ def pieces():
         "cuLaunchKernel raw (bindings' array)": lambda: L(fn, 1, 1, 1, 32, 1, 1, 0, None, addr, 0),
         "cuLaunchKernel raw (drvgemm's array)": lambda: L(fn, 1, 1, 1, 32, 1, 1, 0, None,
                                                           pk.array_addr, 0),
-        "drvgemm launcher": lambda: run(args),
+        "drvgemm launch_py's launcher": lambda: run(args),
+        "drvgemm.launch_py": lambda: launch_py(k, 1, 32, args),
         "drvgemm.launch": lambda: dl(k, 1, 32, args),
         "empty lambda": lambda: None,
     }
@@ -244,7 +262,8 @@ def main(argv=None):
     if args.pieces:
         pieces()
         return 0
-    print(f"{drvgemm.device()}; {args.launches} launches per path, median of 3")
+    print(f"{drvgemm.device()}; drvgemm.launch path: {drvgemm.launch_path()}; "
+          f"{args.launches} launches per path, median of 3")
     rows = []
     # Measured twice in alternating order so a drifting machine shows up.
     for rnd in range(2):

@@ -7,6 +7,7 @@ from .driver import (DeviceArray, Event, Stream, device, empty, has_gpu,  # noqa
                      no_gpu_reason, synchronize, to_device)
 from .kernel import Kernel, compile  # noqa: E402
 from .launch import launch  # noqa: E402
+from .launch import fast_path as launch_path  # noqa: E402
 from . import occupancy  # noqa: E402  (callable: drvgemm.occupancy(kernel, block, smem))
 
 
@@ -36,4 +37,5 @@ def kernels(precision=None):
 
 __all__ = ["CompileError", "CudaError", "NoDeviceError", "DeviceArray", "Event", "Stream",
            "Kernel", "compile", "device", "empty", "gemm", "has_gpu", "kernels", "launch",
+           "launch_path",
            "no_gpu_reason", "occupancy", "softmax", "synchronize", "to_device"]

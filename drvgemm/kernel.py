@@ -133,6 +133,7 @@ class Kernel:
         self._max_threads = None
         self._runners = {}        # (grid, block, smem, stream handle, thread) -> launcher
         self._packers = {}        # thread -> argument buffer and packer
+        self._fast = {}           # (grid, block, smem, stream) -> C launcher (drvgemm._fastlaunch)
 
     @property
     def resources(self) -> Resources | None:

@@ -19,7 +19,7 @@ from . import driver
 from .driver import DeviceArray
 from .kernel import Kernel, Param
 
-__all__ = ["launch"]
+__all__ = ["launch", "launch_py", "fast_path"]
 
 _FORMATS = {"u8": "B", "s8": "b", "b8": "B", "u16": "H", "s16": "h", "b16": "H",
             "u32": "I", "s32": "i", "b32": "I", "f32": "f",
@@ -53,6 +53,7 @@ class _Packer:
                 fmt += _FORMATS[p.ptx_type]
             offset += p.size
         self.fmt = struct.Struct(fmt)
+        self.offsets = tuple(offsets)
         self.buf = ctypes.create_string_buffer(max(offset, 1))
         base = ctypes.addressof(self.buf)
         self.array = (ctypes.c_void_p * max(len(params), 1))(*[base + o for o in offsets])
@@ -267,12 +268,14 @@ def _runner(kernel: Kernel, grid, block, smem, handle, thread):
     return run
 
 
-def launch(kernel: Kernel, grid, block, args, *, smem=0, stream=None, cluster=None,
-           attributes=()):
-    """Launch ``kernel`` on ``grid`` x ``block`` with ``args`` (a sequence
+_LAUNCH_DOC = """Launch ``kernel`` on ``grid`` x ``block`` with ``args`` (a sequence
     matching the kernel's parameters) and ``smem`` bytes of dynamic shared
     memory, on ``stream`` (default: the legacy default stream). ``cluster``
     (x, y, z) launches thread-block clusters through cuLaunchKernelEx."""
+
+
+def launch_py(kernel: Kernel, grid, block, args, *, smem=0, stream=None, cluster=None,
+              attributes=()):
     # The common case costs one dict lookup and one call: the launcher for
     # this (grid, block, smem, stream) was built and checked on first use.
     if stream is None:
@@ -305,6 +308,116 @@ def launch(kernel: Kernel, grid, block, args, *, smem=0, stream=None, cluster=No
                                   attributes=attributes)
     if err != 0:
         _raise(kernel, grid, block, smem, err)
+
+
+launch_py.__doc__ = _LAUNCH_DOC + """
+
+    The Python implementation: every launch when drvgemm._fastlaunch (C) is
+    not built, and in any case the first launch of each shape, cluster and
+    attribute launches, streams given as objects, and any launch whose
+    arguments the C path does not take as they are."""
+
+
+# ---------------------------------------------------------------------------
+# The C fast path (drvgemm/_fastlaunch.c): for a (grid, block, smem, stream)
+# that launched once through launch_py, a Launcher that packs the arguments
+# and calls the driver's cuLaunchKernel from C. Slot kinds it packs itself:
+_FAST_KINDS = {"u64": 0, "s64": 0, "b64": 0, "s32": 1, "u32": 2, "b32": 2, "f32": 3, "f64": 4}
+
+
+def _driver_launch_address() -> int:
+    """The driver's cuLaunchKernel, from cuda.bindings' cuGetProcAddress,
+    with the default-stream semantics cuda.bindings itself uses."""
+    import os
+    d = driver.bindings()
+    flags = d.CUdriverProcAddress_flags
+    per_thread = os.environ.get("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", "0") not in ("", "0")
+    flag = (flags.CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM if per_thread
+            else flags.CU_GET_PROC_ADDRESS_LEGACY_STREAM)
+    res = d.cuGetProcAddress(b"cuLaunchKernel", 12000, flag)
+    err, pfn = res[0], res[1]
+    if err != 0 or not pfn:
+        return 0
+    return int(pfn)
+
+
+_fast_address = None
+
+
+def _fast_launcher(kernel: Kernel, grid, block, smem, stream):
+    """A C Launcher for a shape that has just launched through launch_py, or
+    None where the C path cannot serve it."""
+    global _fast_address
+    if _fastlaunch is None:
+        return None
+    kinds = [_FAST_KINDS.get(p.ptx_type) for p in kernel.params]
+    if any(k is None for k in kinds):
+        return None  # by-value structs or narrow scalars: the Python path
+    if _fast_address is None:
+        _fast_address = _driver_launch_address()
+    if not _fast_address:
+        return None
+    handle = 0 if stream is None else int(stream)
+    cfg = _check_config(kernel, grid, block, smem)
+    packer = _Packer(kernel.params)
+    def slow_pack(args):
+        vals = packer.convert(args)
+        try:
+            return packer.fmt.pack(*vals)
+        except Exception:
+            packer._explain(vals)
+            raise
+
+    return _fastlaunch.Launcher(_fast_address, kernel._function_int, cfg[:6], cfg[6], handle,
+                                kinds, packer.offsets, packer.fmt.size, DeviceArray, slow_pack)
+
+
+def _first_launch(kernel, grid, block, args, *, smem=0, stream=None, cluster=None,
+                  attributes=()):
+    """A shape the C path has not seen: launch through Python (which checks
+    everything), then keep a C Launcher for the next time."""
+    launch_py(kernel, grid, block, args, smem=smem, stream=stream, cluster=cluster,
+              attributes=attributes)
+    if cluster is None and not attributes and (stream is None or type(stream) is int):
+        try:
+            hash((grid, block, smem, stream))
+        except TypeError:
+            return
+        fast = kernel._fast
+        if len(fast) >= _MAX_RUNNERS:
+            fast.clear()
+        fast[grid, block, smem, stream] = _fast_launcher(kernel, grid, block, smem, stream)
+
+
+def _fast_failed(err, kernel, grid, block, smem):
+    """A C-path launch returned ``err``: a thread with no current context
+    gets one (the C path then retries through Python); anything else raises."""
+    _cuLaunchKernel()
+    if err == _INVALID_CONTEXT:
+        driver.ensure_context()
+        return
+    _raise(kernel, grid, block, smem, err)
+
+
+try:
+    import os as _os
+    if _os.environ.get("DRVGEMM_NO_FASTLAUNCH"):
+        raise ImportError("disabled by DRVGEMM_NO_FASTLAUNCH")
+    from . import _fastlaunch
+except ImportError:
+    _fastlaunch = None
+
+if _fastlaunch is not None:
+    _fastlaunch.bind(launch_py, _first_launch, _fast_failed)
+    launch = _fastlaunch.launch
+else:
+    launch = launch_py
+
+
+def fast_path() -> str:
+    """Which launch path drvgemm.launch takes: 'C' (drvgemm._fastlaunch)
+    or 'Python' (not built, or DRVGEMM_NO_FASTLAUNCH set)."""
+    return "C" if _fastlaunch is not None else "Python"
 
 
 def _raise(kernel, grid, block, smem, err):

@@ -170,3 +170,126 @@ def test_closed_stream_is_refused_not_replaced_by_the_default_stream():
     s.ptr = 0
     with pytest.raises(ValueError, match="stream was closed"):
         stream_handle(s)
+
+
+# ---------------------------------------------------------------------------
+# The C fast path (drvgemm._fastlaunch), driven with a stand-in for the
+# driver's cuLaunchKernel: a ctypes callback that records what it was given.
+# ---------------------------------------------------------------------------
+import ctypes  # noqa: E402
+
+_LAUNCH_T = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *([ctypes.c_uint] * 7),
+                             ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)
+
+
+class FakeDriver:
+    """cuLaunchKernel's stand-in: reads saxpy's four slots (f32, u64, u64,
+    s32) through the parameter array, as the driver would."""
+
+    def __init__(self, result=0):
+        self.calls, self.result = [], result
+        self.fn = _LAUNCH_T(self._launch)
+        self.address = ctypes.cast(self.fn, ctypes.c_void_p).value
+
+    def _launch(self, f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        slot = lambda i, t: ctypes.cast(params[i], ctypes.POINTER(t)).contents.value  # noqa: E731
+        self.calls.append((f, (gx, gy, gz), (bx, by, bz), smem, stream,
+                           (slot(0, ctypes.c_float), slot(1, ctypes.c_uint64),
+                            slot(2, ctypes.c_uint64), slot(3, ctypes.c_int32))))
+        return self.result
+
+
+def _fast():
+    from drvgemm import launch as _  # noqa: F401  (the module binds the C path)
+    import sys
+    fl = sys.modules["drvgemm.launch"]._fastlaunch
+    if fl is None:
+        pytest.skip("drvgemm._fastlaunch is not built here (no C compiler)")
+    return fl
+
+
+def _saxpy_launcher(saxpy, driver_fn, grid=(3, 2, 1), block=(128, 1, 1), smem=4096,
+                    stream=0x55):
+    import sys
+    lm = sys.modules["drvgemm.launch"]
+    pk = _Packer(saxpy.params)
+
+    def slow_pack(args):
+        vals = pk.convert(args)
+        try:
+            return pk.fmt.pack(*vals)
+        except Exception:
+            pk._explain(vals)
+            raise
+
+    kinds = [lm._FAST_KINDS[p.ptx_type] for p in saxpy.params]
+    return _fast().Launcher(driver_fn.address, 0x1234, grid + block, smem, stream, kinds,
+                            pk.offsets, pk.fmt.size, DeviceArray, slow_pack)
+
+
+def test_c_launcher_packs_every_kind_and_calls_the_driver(saxpy):
+    drv = FakeDriver()
+    run = _saxpy_launcher(saxpy, drv)
+    assert run((0.5, fake_ptr(0x1000), 0x2000, -9)) == 0
+    assert run([2, fake_ptr(0x10), FakeCai(), 2**31 - 1]) == 0   # int -> f32; a foreign array
+    (f, g, b, smem, stream, vals), second = drv.calls
+    assert (f, g, b, smem, stream) == (0x1234, (3, 2, 1), (128, 1, 1), 4096, 0x55)
+    assert vals == (0.5, 0x1000, 0x2000, -9)
+    assert second[5] == (2.0, 0x10, 0xABC0, 2**31 - 1)
+
+
+@pytest.mark.parametrize("args, exc, match", [
+    ((1.0, 0, 0), TypeError, "takes 4 arguments"),
+    ((1.0, 0.5, 0, 1), TypeError, "parameter 1 'x'.*device pointer"),
+    ((1.0, 0, 0, 2**31), ValueError, "parameter 3 'n'.*out of range"),
+    ((1e40, 0, 0, 1), ValueError, "overflows float32"),
+    ((1.0, 0, 0, 3.0), TypeError, "expects an integer, got float"),
+    ((1.0, np.zeros(4, np.float32), 0, 1), TypeError, "host \\(numpy\\) array"),
+])
+def test_c_launcher_names_the_bad_argument_and_does_not_launch(saxpy, args, exc, match):
+    drv = FakeDriver()
+    with pytest.raises(exc, match=match):
+        _saxpy_launcher(saxpy, drv)(args)
+    assert drv.calls == []
+
+
+def test_c_launch_dispatch_hit_miss_and_failure(saxpy):
+    """drvgemm.launch in C: a cached shape launches from C; a new shape, a
+    cluster launch or a stream object go to Python; a failed launch reports
+    through the Python error path."""
+    import sys
+    lm = sys.modules["drvgemm.launch"]
+    fl = _fast()
+    seen = []
+
+    class K:  # only what the C path reads
+        _fast = {}
+
+    kern = K()
+    drv = FakeDriver()
+    kern._fast[(3, 2, 1), (128, 1, 1), 4096, None] = _saxpy_launcher(saxpy, drv)
+    try:
+        fl.bind(lambda *a, **k: seen.append(("slow", k)),
+                lambda *a, **k: seen.append(("first", k)),
+                lambda err, *a: seen.append(("failed", err)))
+        args = (0.25, fake_ptr(0x40), 0x80, 7)
+        assert fl.launch(kern, (3, 2, 1), (128, 1, 1), args, smem=4096) is None
+        assert drv.calls[-1][5] == (0.25, 0x40, 0x80, 7) and seen == []
+        fl.launch(kern, (3, 2, 1), (128, 1, 1), args, smem=0)            # new shape
+        fl.launch(kern, (3, 2, 1), (128, 1, 1), args, smem=4096, cluster=(2, 1, 1))
+        fl.launch(kern, (3, 2, 1), (128, 1, 1), args, smem=4096, stream=object())
+        assert [s[0] for s in seen] == ["first", "slow", "slow"]
+        assert len(drv.calls) == 1
+        drv.result = 700                                                  # ILLEGAL_ADDRESS
+        seen.clear()
+        fl.launch(kern, (3, 2, 1), (128, 1, 1), args, smem=4096)
+        assert seen[0] == ("failed", 700) and seen[1][0] == "slow"
+    finally:
+        fl.bind(lm.launch_py, lm._first_launch, lm._fast_failed)
+
+
+def test_launch_is_the_c_path_when_built():
+    assert drvgemm.launch_path() in ("C", "Python")
+    if drvgemm.launch_path() == "C":
+        assert drvgemm.launch.__module__ in (None, "drvgemm._fastlaunch") or \
+            type(drvgemm.launch).__name__ == "builtin_function_or_method"
