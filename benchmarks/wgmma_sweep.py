@@ -115,7 +115,14 @@ TF32_VARIANTS = {
     "tf32_static_inflight0": Variant(dict(INFLIGHT=0), "one fragment set, stage released at "
                                      "once", (315, 0)),
     "tf32_nonpersistent": Variant(dict(PERSISTENT=0), "one block per tile", (315, 0)),
+    # The transposed TMA-store epilogue (measured with its small spill: ptxas
+    # keeps a few more registers live over the mainloop at the 168 cap).
+    "tf32_static_tmastore": Variant(dict(EPILOGUE=2), "C through shared memory and TMA "
+                                    "stores (24 B spill)", (330, 0)),
+    "tf32_static_tmastore_inflight0": Variant(dict(EPILOGUE=2, INFLIGHT=0), "the same with one "
+                                              "fragment set (8 B spill)", (328, 0)),
 }
+ALLOW_SPILLS = {"tf32_static_tmastore", "tf32_static_tmastore_inflight0"}
 RUNG = {"bf16": "20_tma_wgmma_bf16", "tf32": "20_tma_wgmma_tf32"}
 CHECK_SHAPE = (1999, 2100, 520)
 # Errors after which the context is unusable.
@@ -188,6 +195,8 @@ def compile_all(rungs):
 def resources_ok(r, res):
     if "error" in res:
         return False, res["error"].splitlines()[0]
+    if (res["spills"] or res["stack"]) and r.name.split("[")[-1].rstrip("]") in ALLOW_SPILLS:
+        return True, f"{res['registers']} regs, spills {res['spills']} B (measured anyway)"
     if res["spills"] or res["stack"]:
         return False, f"spills {res['spills']} B, stack {res['stack']} B"
     if res["serialized"]:
