@@ -117,9 +117,10 @@ TF32_VARIANTS = {
     "tf32_nonpersistent": Variant(dict(PERSISTENT=0), "one block per tile", (315, 0)),
     # The transposed TMA-store epilogue (measured with its small spill: ptxas
     # keeps a few more registers live over the mainloop at the 168 cap).
-    "tf32_static_tmastore": Variant(dict(EPILOGUE=2), "C through shared memory and TMA "
+    "tf32_static_tmastore": Variant(dict(EPILOGUE=2, TF32_EPILOGUE=2), "C through shared memory and TMA "
                                     "stores (24 B spill)", (330, 0)),
-    "tf32_static_tmastore_inflight0": Variant(dict(EPILOGUE=2, INFLIGHT=0), "the same with one "
+    "tf32_static_tmastore_inflight0": Variant(dict(EPILOGUE=2, TF32_EPILOGUE=2, INFLIGHT=0),
+                                              "the same with one "
                                               "fragment set (8 B spill)", (328, 0)),
 }
 ALLOW_SPILLS = {"tf32_static_tmastore", "tf32_static_tmastore_inflight0"}

@@ -64,9 +64,9 @@
 //             swap halves (shfl) so each thread stores 16 bytes; 2: each
 //             consumer warpgroup stages boxes of 64 rows x one 128-byte line
 //             of C in shared memory (double-buffered; tf32 transposes into
-//             them) and the copy engine stores them (TMA store), so the
-//             stores drain while the next tile's mainloop runs. 1 applies to
-//             an fp32 C of bf16/fp16; 2 needs beta == 0, rows of C a multiple
+//             them, with TF32_EPILOGUE=2) and the copy engine stores them (TMA
+//             store), so the stores drain while the next tile's mainloop runs.
+//             1 applies to an fp32 C of bf16/fp16; 2 needs beta == 0, rows of C a multiple
 //             of 16 bytes and C 16-byte aligned, else the kernel falls back
 //             to 0 at run time.
 #include "wgmma_common.cuh"
@@ -95,6 +95,13 @@
 #ifndef EPILOGUE
 #define EPILOGUE 0
 #endif
+// TF32_EPILOGUE=2 (with EPILOGUE=2, which reserves the staging buffers): the
+// tf32 tile transposes into the staging buffers and stores by TMA too. A
+// measurement knob: at the 168-register cap ptxas then spills 8-32 bytes in
+// the mainloop, so the registered tf32 rung stores directly (0).
+#ifndef TF32_EPILOGUE
+#define TF32_EPILOGUE 0
+#endif
 #ifndef OUT_16
 #define OUT_16 0  // 1: the bf16 / fp16 entries write C in their input type (half the bytes)
 #endif
@@ -119,6 +126,8 @@ static_assert(SCHED == 0 || (SCHED == 1 && WARP_SPECIALIZED && CLUSTER == 1),
 static_assert(INFLIGHT == 0 || INFLIGHT == 1, "INFLIGHT must be 0 or 1");
 static_assert(EPILOGUE >= 0 && EPILOGUE <= 2, "EPILOGUE must be 0, 1 or 2");
 static_assert(OUT_16 == 0 || OUT_16 == 1, "OUT_16 must be 0 or 1");
+static_assert(TF32_EPILOGUE == 0 || (TF32_EPILOGUE == 2 && EPILOGUE == 2),
+              "TF32_EPILOGUE=2 needs EPILOGUE=2 (the staging buffers)");
 static_assert(!(OUT_16 && WGMMA_ELEM == 3), "tf32 writes an fp32 C: OUT_16 is for bf16 / fp16");
 
 constexpr int CONSUMERS = 2;
@@ -153,8 +162,9 @@ template <int ELEM>
 struct Elem {
     static constexpr bool SWAP = ELEM == ELEM_TF32;
     static constexpr int K_TILE = SWAP ? 32 : 64;  // k per stage: one 128-byte line
-    // 16-byte quads (EPILOGUE 1) are for the fp32 C of a bf16 / fp16 tile only
-    static constexpr int EPI = (SWAP || OUT_16) && EPILOGUE == 1 ? 0 : EPILOGUE;
+    // 16-byte quads (EPILOGUE 1) are for the fp32 C of a bf16 / fp16 tile only;
+    // tf32 stores directly unless TF32_EPILOGUE asks for the TMA path
+    static constexpr int EPI = SWAP ? TF32_EPILOGUE : OUT_16 && EPILOGUE == 1 ? 0 : EPILOGUE;
     // C's element: fp32, or with OUT_16 the input's 16-bit type
     static constexpr bool NARROW = OUT_16 && !SWAP;
     static constexpr int C_BOX_COLS = NARROW ? 64 : 32;
