@@ -115,15 +115,11 @@ TF32_VARIANTS = {
     "tf32_static_inflight0": Variant(dict(INFLIGHT=0), "one fragment set, stage released at "
                                      "once", (315, 0)),
     "tf32_nonpersistent": Variant(dict(PERSISTENT=0), "one block per tile", (315, 0)),
-    # The transposed TMA-store epilogue (measured with its small spill: ptxas
-    # keeps a few more registers live over the mainloop at the 168 cap).
-    "tf32_static_tmastore": Variant(dict(EPILOGUE=2, TF32_EPILOGUE=2), "C through shared memory and TMA "
-                                    "stores (24 B spill)", (330, 0)),
-    "tf32_static_tmastore_inflight0": Variant(dict(EPILOGUE=2, TF32_EPILOGUE=2, INFLIGHT=0),
-                                              "the same with one "
-                                              "fragment set (8 B spill)", (328, 0)),
+    # Measured 2026-11-29 and dropped from the source: the transposed tile
+    # through TMA stores (staged 64 x 32 boxes, two per step) ran at 259-261
+    # TFLOP/s against 317 for direct stores, with an 8-32 B spill at the
+    # 168-register cap.
 }
-ALLOW_SPILLS = {"tf32_static_tmastore", "tf32_static_tmastore_inflight0"}
 RUNG = {"bf16": "20_tma_wgmma_bf16", "tf32": "20_tma_wgmma_tf32"}
 CHECK_SHAPE = (1999, 2100, 520)
 # Errors after which the context is unusable.
@@ -196,8 +192,6 @@ def compile_all(rungs):
 def resources_ok(r, res):
     if "error" in res:
         return False, res["error"].splitlines()[0]
-    if (res["spills"] or res["stack"]) and r.name.split("[")[-1].rstrip("]") in ALLOW_SPILLS:
-        return True, f"{res['registers']} regs, spills {res['spills']} B (measured anyway)"
     if res["spills"] or res["stack"]:
         return False, f"spills {res['spills']} B, stack {res['stack']} B"
     if res["serialized"]:

@@ -62,13 +62,11 @@
 //             tensor cores busy meanwhile).
 //   EPILOGUE  0: 8-byte stores straight from the accumulators; 1: lane pairs
 //             swap halves (shfl) so each thread stores 16 bytes; 2: each
-//             consumer warpgroup stages boxes of 64 rows x one 128-byte line
-//             of C in shared memory (double-buffered; tf32 transposes into
-//             them, with TF32_EPILOGUE=2) and the copy engine stores them (TMA
-//             store), so the stores drain while the next tile's mainloop runs.
-//             1 applies to an fp32 C of bf16/fp16; 2 needs beta == 0, rows of C a multiple
-//             of 16 bytes and C 16-byte aligned, else the kernel falls back
-//             to 0 at run time.
+//             consumer warpgroup stages 64 x 32 fp32 chunks in shared memory
+//             (double-buffered) and the copy engine stores them (TMA store),
+//             so the stores drain while the next tile's mainloop runs. 1 and 2
+//             apply to bf16/fp16; 2 needs beta == 0, N % 4 == 0 and C 16-byte
+//             aligned, else the kernel falls back to 0 at run time.
 #include "wgmma_common.cuh"
 
 #ifndef WARP_SPECIALIZED
@@ -95,13 +93,6 @@
 #ifndef EPILOGUE
 #define EPILOGUE 0
 #endif
-// TF32_EPILOGUE=2 (with EPILOGUE=2, which reserves the staging buffers): the
-// tf32 tile transposes into the staging buffers and stores by TMA too. A
-// measurement knob: at the 168-register cap ptxas then spills 8-32 bytes in
-// the mainloop, so the registered tf32 rung stores directly (0).
-#ifndef TF32_EPILOGUE
-#define TF32_EPILOGUE 0
-#endif
 #ifndef OUT_16
 #define OUT_16 0  // 1: the bf16 / fp16 entries write C in their input type (half the bytes)
 #endif
@@ -126,8 +117,6 @@ static_assert(SCHED == 0 || (SCHED == 1 && WARP_SPECIALIZED && CLUSTER == 1),
 static_assert(INFLIGHT == 0 || INFLIGHT == 1, "INFLIGHT must be 0 or 1");
 static_assert(EPILOGUE >= 0 && EPILOGUE <= 2, "EPILOGUE must be 0, 1 or 2");
 static_assert(OUT_16 == 0 || OUT_16 == 1, "OUT_16 must be 0 or 1");
-static_assert(TF32_EPILOGUE == 0 || (TF32_EPILOGUE == 2 && EPILOGUE == 2),
-              "TF32_EPILOGUE=2 needs EPILOGUE=2 (the staging buffers)");
 static_assert(!(OUT_16 && WGMMA_ELEM == 3), "tf32 writes an fp32 C: OUT_16 is for bf16 / fp16");
 
 constexpr int CONSUMERS = 2;
@@ -162,9 +151,8 @@ template <int ELEM>
 struct Elem {
     static constexpr bool SWAP = ELEM == ELEM_TF32;
     static constexpr int K_TILE = SWAP ? 32 : 64;  // k per stage: one 128-byte line
-    // 16-byte quads (EPILOGUE 1) are for the fp32 C of a bf16 / fp16 tile only;
-    // tf32 stores directly unless TF32_EPILOGUE asks for the TMA path
-    static constexpr int EPI = SWAP ? TF32_EPILOGUE : OUT_16 && EPILOGUE == 1 ? 0 : EPILOGUE;
+    // the transposed tf32 tile stores directly; 16-byte quads are fp32 only
+    static constexpr int EPI = SWAP || (OUT_16 && EPILOGUE == 1) ? 0 : EPILOGUE;
     // C's element: fp32, or with OUT_16 the input's 16-bit type
     static constexpr bool NARROW = OUT_16 && !SWAP;
     static constexpr int C_BOX_COLS = NARROW ? 64 : 32;
@@ -181,8 +169,6 @@ struct Ring {
     u32 qfull;      // QUEUE_SLOTS barriers: the producer posted a unit (SCHED 1)
     u32 qempty;     // QUEUE_SLOTS barriers: every consumer thread read it
     u32 qunit;      // QUEUE_SLOTS ints
-    u32 cmap;       // 8 bytes: the generic address of mapC (EPILOGUE 2), kept here
-                    // rather than in a register the whole mainloop long
     __device__ u32 stage(int s) const { return base + s * STAGE_BYTES; }
     __device__ u32 full_bar(int s) const { return full + 8 * s; }
     __device__ u32 empty_bar(int s) const { return empty + 8 * s; }
@@ -647,81 +633,13 @@ __device__ __forceinline__ void epilogue_tma(const float (&acc)[128], const TmaM
     }
 }
 
-// EPILOGUE 2 for the transposed tf32 tile: wgmma row R of warpgroup c is C
-// column y0 + 64c + R, wgmma column X is C row x0 + X, so the warpgroup owns a
-// 256-row x 64-column block of C: 4 x 2 boxes of 64 rows x 32 columns (one
-// 128-byte line per row). Box (rb, cb) holds wgmma rows 32cb .. 32cb+31, which
-// are warps 2cb and 2cb+1: warps 0-1 fill box (rb, 0) in buffer 0 while warps
-// 2-3 fill box (rb, 1) in buffer 1, and one thread stores both. The element
-// (X, R) goes to line X - 64rb, column R - 32cb of its box, swizzled (chunk
-// q of line r at q ^ (r % 8)); for each store instruction the 32 lanes hit
-// 8 different chunks of 4 consecutive words: no bank conflicts.
-__device__ __forceinline__ void epilogue_tma_transposed(const float (&acc)[128], const TmaMap* mapC,
-                                                        const Ring& ring, const Problem& p, int y0,
-                                                        int x0, int c, float alpha) {
-    const int tid = threadIdx.x & 127;
-    const int lane = tid & 31;
-    const int w = tid >> 5;
-    const int g = lane >> 2, t = lane & 3;
-    const int col0 = y0 + c * 64;            // this warpgroup's first column of C
-    if (col0 >= p.N) return;                 // uniform over the warpgroup
-    const u32 bufs = ring.staging + c * 2 * C_BOX_BYTES;
-    const u32 bar = 1 + c;
-    const int cb = w >> 1;                   // the box column this warp fills
-    const u32 buf = bufs + cb * C_BOX_BYTES;
-    // Line 8jj + 2t + e and column 16(w&1) + g + 8h of the box: the swizzle
-    // depends on the line only through 2t + e, so the four (h, e) offsets are
-    // fixed per lane and jj adds 1024 bytes.
-    u32 offset[2][2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-            const int col = 16 * (w & 1) + g + 8 * h, r = 2 * t + e;
-            offset[h][e] = r * 128 + ((((col >> 2) ^ r) & 7) << 4) + (col & 3) * 4;
-        }
-#pragma unroll
-    for (int rb = 0; rb < TILE_X / 64; ++rb) {
-        const int row0 = x0 + 64 * rb;
-        if (row0 >= p.M) break;              // uniform
-        // Both buffers were read by the previous pair of stores (or, for the
-        // first pair, by the previous tile's): wait for those reads.
-        if (tid == 0) bulk_wait_group_read<0>();
-        named_barrier_sync(bar, 128);
-#pragma unroll
-        for (int jj = 0; jj < 8; ++jj) {
-            const int j = 8 * rb + jj;
-#pragma unroll
-            for (int h = 0; h < 2; ++h)
-#pragma unroll
-                for (int e = 0; e < 2; ++e)
-                    asm volatile("st.shared.f32 [%0], %1;"
-                                 :: "r"(buf + offset[h][e] + jj * 1024),
-                                    "f"(alpha * acc[4 * j + 2 * h + e]) : "memory");
-        }
-        fence_proxy_async_smem();
-        named_barrier_sync(bar, 128);
-        if (tid == 0) {
-            tma_store_2d(mapC, bufs, col0, row0);
-            if (col0 + 32 < p.N) tma_store_2d(mapC, bufs + C_BOX_BYTES, col0 + 32, row0);
-            bulk_commit_group();
-        }
-    }
-}
-
 template <int ELEM>
-__device__ __forceinline__ void epilogue(const float (&acc)[128], void* C, const Ring& ring,
-                                         const Problem& p, int y0, int x0, int c, float alpha,
-                                         float beta, bool c_tma) {
+__device__ __forceinline__ void epilogue(const float (&acc)[128], const TmaMap* mapC, void* C,
+                                         const Ring& ring, const Problem& p, int y0, int x0,
+                                         int c, float alpha, float beta, bool c_tma) {
     if constexpr (Elem<ELEM>::EPI == 2) {
         if (c_tma) {
-            unsigned long long map_address;
-            asm volatile("ld.shared.u64 %0, [%1];" : "=l"(map_address) : "r"(ring.cmap) : "memory");
-            const TmaMap* mapC = reinterpret_cast<const TmaMap*>(map_address);
-            if constexpr (Elem<ELEM>::SWAP)
-                epilogue_tma_transposed(acc, mapC, ring, p, y0, x0, c, alpha);
-            else
-                epilogue_tma<ELEM>(acc, mapC, ring, p, y0, x0, c, alpha);
+            epilogue_tma<ELEM>(acc, mapC, ring, p, y0, x0, c, alpha);
             return;
         }
     }
@@ -795,7 +713,7 @@ __device__ __forceinline__ void producer_loop(const TmaMap* mapA, const TmaMap* 
 // One unit of a consumer warpgroup: the mainloop over k, then the epilogue.
 template <int ELEM>
 __device__ __forceinline__ void consume_unit(float (&acc)[128], u32 (&frag0)[4][4],
-                                             u32 (&frag1)[4][4], void* C,
+                                             u32 (&frag1)[4][4], const TmaMap* mapC, void* C,
                                              const Ring& ring, const Problem& p, int u, int c,
                                              u32 rank, float alpha, float beta, bool c_tma,
                                              Cursor& cur) {
@@ -829,11 +747,11 @@ __device__ __forceinline__ void consume_unit(float (&acc)[128], u32 (&frag0)[4][
 #pragma unroll
         for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
     }
-    epilogue<ELEM>(acc, C, ring, p, y0, x0, c, alpha, beta, c_tma);
+    epilogue<ELEM>(acc, mapC, C, ring, p, y0, x0, c, alpha, beta, c_tma);
 }
 
 template <int ELEM>
-__device__ __forceinline__ void consumer_loop(void* C, const Ring& ring,
+__device__ __forceinline__ void consumer_loop(const TmaMap* mapC, void* C, const Ring& ring,
                                               const Problem& p, int c, u32 rank, float alpha,
                                               float beta, bool c_tma) {
     float acc[128];
@@ -841,7 +759,7 @@ __device__ __forceinline__ void consumer_loop(void* C, const Ring& ring,
     Cursor cur;
     if constexpr (Elem<ELEM>::DYNAMIC == 0) {
         for (int u = blockIdx.x / CLUSTER; u < p.units; u += gridDim.x / CLUSTER)
-            consume_unit<ELEM>(acc, frag0, frag1, C, ring, p, u, c, rank, alpha, beta,
+            consume_unit<ELEM>(acc, frag0, frag1, mapC, C, ring, p, u, c, rank, alpha, beta,
                                c_tma, cur);
     } else {
         Cursor q;
@@ -852,7 +770,7 @@ __device__ __forceinline__ void consumer_loop(void* C, const Ring& ring,
             mbar_arrive(ring.qempty + 8 * q.s);
             q.next<QUEUE_SLOTS>();
             if (u >= p.units) break;
-            consume_unit<ELEM>(acc, frag0, frag1, C, ring, p, u, c, rank, alpha, beta,
+            consume_unit<ELEM>(acc, frag0, frag1, mapC, C, ring, p, u, c, rank, alpha, beta,
                                c_tma, cur);
         }
     }
@@ -866,7 +784,7 @@ __device__ __forceinline__ void consumer_loop(void* C, const Ring& ring,
 // stage it just drained (after the other warpgroup has drained it too).
 template <int ELEM>
 __device__ __forceinline__ void single_role_loop(const TmaMap* mapA, const TmaMap* mapB,
-                                                 void* C, const Ring& ring,
+                                                 const TmaMap* mapC, void* C, const Ring& ring,
                                                  const Problem& p, int c, float alpha, float beta,
                                                  bool c_tma) {
     float acc[128];
@@ -903,7 +821,7 @@ __device__ __forceinline__ void single_role_loop(const TmaMap* mapA, const TmaMa
 #pragma unroll
             for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
         }
-        epilogue<ELEM>(acc, C, ring, p, y0, x0, c, alpha, beta, c_tma);
+        epilogue<ELEM>(acc, mapC, C, ring, p, y0, x0, c, alpha, beta, c_tma);
     }
     if constexpr (Elem<ELEM>::EPI == 2) {
         if ((threadIdx.x & 127) == 0) bulk_wait_group<0>();
@@ -923,7 +841,6 @@ __device__ __forceinline__ void gemm_tma_wgmma(const TmaMap* mapA, const TmaMap*
     ring.qfull = ring.empty + 8 * STAGES;
     ring.qempty = ring.qfull + 8 * QUEUE_SLOTS;
     ring.qunit = ring.qempty + 8 * QUEUE_SLOTS;
-    ring.cmap = ring.qunit + 4 * QUEUE_SLOTS;   // 8-byte aligned: 1024 + 16 * (...) + 8
 
     const Problem p = make_problem<ELEM>(M, N, K);
     u32 rank = 0;
@@ -952,8 +869,6 @@ __device__ __forceinline__ void gemm_tma_wgmma(const TmaMap* mapA, const TmaMap*
         tma_prefetch_map(mapA);
         tma_prefetch_map(mapB);
         if (c_tma) tma_prefetch_map(mapC);
-        asm volatile("st.shared.u64 [%0], %1;"
-                     :: "r"(ring.cmap), "l"(reinterpret_cast<unsigned long long>(mapC)) : "memory");
     }
     // Every barrier of the cluster is initialised before anyone uses one.
     if constexpr (CLUSTER > 1)
@@ -968,14 +883,14 @@ __device__ __forceinline__ void gemm_tma_wgmma(const TmaMap* mapA, const TmaMap*
         if (threadIdx.x == 0) producer_loop<ELEM>(mapA, mapB, ring, p, rank, sched);
     } else {
         setmaxnreg_inc<CONSUMER_REGS>();
-        consumer_loop<ELEM>(C, ring, p, wg - 1, rank, alpha, beta, c_tma);
+        consumer_loop<ELEM>(mapC, C, ring, p, wg - 1, rank, alpha, beta, c_tma);
     }
     // No block may leave while a peer can still multicast into its shared
     // memory or arrive on its barriers.
     if constexpr (CLUSTER > 1) cluster_sync();
 #else
     (void)sched;
-    single_role_loop<ELEM>(mapA, mapB, C, ring, p, wg, alpha, beta, c_tma);
+    single_role_loop<ELEM>(mapA, mapB, mapC, C, ring, p, wg, alpha, beta, c_tma);
 #endif
 }
 

@@ -555,11 +555,7 @@ def wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, *, stream=None
         map_b = _cached_map(b_ptr, dtype, k, n, b_pitch, *geo.b_box)
 
     map_c = UNUSED_MAP
-    # The kernel stores C by TMA exactly when it was built to (EPILOGUE 2; for
-    # the transposed tf32 tile also TF32_EPILOGUE 2) and C allows it; the map
-    # must then be real, as the kernel decides with the same test.
-    tma_c = epilogue == 2 and (not geo.swapped or int(defines.get("TF32_EPILOGUE", 0)) == 2)
-    if tma_c:
+    if epilogue == 2 and not geo.swapped:
         pc = driver.device_pointer(c, "C")
         c_elem = es if narrow_output else 4
         if c_map_usable(pc, n, c_elem):

@@ -430,20 +430,3 @@ def test_16bit_c_k_zero_and_errors(hopper):
         drvgemm.gemm(a, a, out_dtype=np.float16)
     got = drvgemm.gemm(a, a, out_dtype="bf16")
     assert got.dtype == ladder.input_dtype("bf16") and np.all(got.astype(np.float32) == 4.0)
-
-
-def test_tf32_transposed_tma_store_epilogue(hopper):
-    """TF32_EPILOGUE=2: the transposed tf32 tile through the staging buffers
-    and TMA stores (C with N % 4 == 0, 16-byte aligned, beta == 0), direct
-    stores otherwise; exact integers and random inputs, few blocks walking
-    many tiles."""
-    for inflight in (1, 0):
-        r = variant("tf32", EPILOGUE=2, TF32_EPILOGUE=2, INFLIGHT=inflight)
-        for m, n, k, beta, exact in [(300, 520, 777, 0.0, False), (129, 256, 65, 0.0, True),
-                                     (1000, 1028, 96, 0.0, True), (257, 131, 70, 0.0, True),
-                                     (300, 520, 77, 0.5, False), (1, 4, 1, 0.0, True)]:
-            a, b, c = inputs("tf32", m, n, k, 17, exact=exact)
-            c_init = c if beta else np.full((m, n), np.nan, np.float32)
-            out = run(r, a, b, c_init, 1.0 if exact else 0.75, beta, blocks=3)
-            check(out, a, b, c, 1.0 if exact else 0.75, beta, "tf32", exact,
-                  f"{r.name} {m}x{n}x{k}")
