@@ -49,36 +49,30 @@ if have bench; then
   timeout ${BENCH_TIMEOUT:-500} python3 -m drvgemm bench ${BENCH_ARGS:-} --json "$OUT/h200.json" --plot "$OUT/h200-roofline.png" 2> "$OUT/bench_progress.log" \
     | tee "$OUT/bench_report.txt" | tail -60
 fi
-if have sweep; then
-  stamp sweep
-  timeout 120 python3 benchmarks/occupancy_sweep.py --plot "$OUT/occupancy_sweep.png" --json "$OUT/occupancy_sweep.json" 2>&1 | tail -45
-fi
-if have autotune; then
-  stamp autotune
-  timeout ${AUTOTUNE_TIMEOUT:-400} python3 benchmarks/autotune_warp_tiled.py --json "$OUT/autotune_warp_tiled.json" ${AUTOTUNE_ARGS:-} 2>&1 | tail -30
-fi
-if have wgmma; then
-  stamp wgmma
-  timeout ${WGMMA_TIMEOUT:-300} python3 benchmarks/wgmma_steps.py --json "$OUT/wgmma_steps.json" ${WGMMA_ARGS:-} 2>&1 | tail -40
-fi
+# A phase that runs one Python script: script_phase NAME TIMEOUT TAIL SCRIPT ARGS...
+script_phase() {
+  local name=$1 limit=$2 lines=$3; shift 3
+  if have "$name"; then
+    stamp "$name"
+    timeout "$limit" python3 "$@" 2>&1 | tail -"$lines"
+  fi
+}
+script_phase sweep 120 45 benchmarks/occupancy_sweep.py --plot "$OUT/occupancy_sweep.png" \
+  --json "$OUT/occupancy_sweep.json"
+script_phase autotune "${AUTOTUNE_TIMEOUT:-400}" 30 benchmarks/autotune_warp_tiled.py \
+  --json "$OUT/autotune_warp_tiled.json" ${AUTOTUNE_ARGS:-}
+script_phase wgmma "${WGMMA_TIMEOUT:-300}" 40 benchmarks/wgmma_steps.py \
+  --json "$OUT/wgmma_steps.json" ${WGMMA_ARGS:-}
 if have profile; then
   stamp profile
   for k in ${PROFILE_RUNGS:-08_warp_tiled 12_mma_bf16}; do
     timeout 120 python3 -m drvgemm profile $k --size 4096 2>&1 | tee "$OUT/profile_$k.txt" | tail -25
   done
 fi
-if have mma; then
-  stamp mma
-  timeout ${MMA_TIMEOUT:-400} python3 benchmarks/mma_sweep.py --json "$OUT/mma_sweep.json" ${MMA_ARGS:-} 2>&1 | tail -30
-fi
-if have wgsweep; then
-  stamp wgsweep
-  timeout ${WGSWEEP_TIMEOUT:-400} python3 benchmarks/wgmma_sweep.py --json "$OUT/wgmma_sweep.json" ${WGSWEEP_ARGS:-} 2>&1 | tail -40
-fi
-if have ncu; then
-  stamp ncu
-  timeout ${NCU_TIMEOUT:-300} python3 benchmarks/ncu_compare.py --raw "$OUT/ncu_compare.csv" ${NCU_ARGS:-} 2>&1 | tail -45
-fi
+script_phase mma "${MMA_TIMEOUT:-400}" 30 benchmarks/mma_sweep.py --json "$OUT/mma_sweep.json" ${MMA_ARGS:-}
+script_phase wgsweep "${WGSWEEP_TIMEOUT:-400}" 40 benchmarks/wgmma_sweep.py \
+  --json "$OUT/wgmma_sweep.json" ${WGSWEEP_ARGS:-}
+script_phase ncu "${NCU_TIMEOUT:-300}" 45 benchmarks/ncu_compare.py --raw "$OUT/ncu_compare.csv" ${NCU_ARGS:-}
 if have memory; then
   stamp memory
   timeout 300 python3 -m drvgemm bench --memory --json "$OUT/h200_memory.json" 2>&1 | tail -30

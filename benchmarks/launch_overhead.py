@@ -60,7 +60,9 @@ def path_bindings_tuples():
     return run
 
 
-def path_bindings_prepacked():
+def path_bindings_prepacked(stream_none=False):
+    """cuda.bindings' cuLaunchKernel with a pre-packed parameter array, on
+    CUstream(0) -- or on None, as drvgemm's launcher calls it."""
     from cuda.bindings import driver as cu
     k = drvgemm.compile("saxpy.cu", "empty_kernel")
     fn = k.function
@@ -68,15 +70,15 @@ def path_bindings_prepacked():
     vals = [ctypes.c_void_p(x.ptr), ctypes.c_int(16)]
     arr = (ctypes.c_void_p * 2)(*[ctypes.addressof(v) for v in vals])
     addr = ctypes.addressof(arr)
-    stream = cu.CUstream(0)
+    stream = None if stream_none else cu.CUstream(0)
+    L = cu.cuLaunchKernel
 
     def run(n):
         for _ in range(n):
-            cu.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, stream, addr, 0)
-    run.once = lambda: cu.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, stream, addr, 0)
+            L(fn, 1, 1, 1, 32, 1, 1, 0, stream, addr, 0)
+    run.once = lambda: L(fn, 1, 1, 1, 32, 1, 1, 0, stream, addr, 0)
     run._keep = (vals, arr, x)   # the driver reads the parameters through addr
     return run
-
 
 def path_cuda_core():
     try:
@@ -145,30 +147,11 @@ def path_drvgemm_runner():
     return loop
 
 
-def path_bindings_like_runner():
-    """The call drvgemm's launcher makes, made directly: cuda.bindings'
-    cuLaunchKernel with stream None and a pre-packed parameter array."""
-    from cuda.bindings import driver as cu
-    k = drvgemm.compile("saxpy.cu", "empty_kernel")
-    fn = k.function
-    x = drvgemm.empty(16, np.float32)
-    vals = [ctypes.c_void_p(x.ptr), ctypes.c_int(16)]
-    arr = (ctypes.c_void_p * 2)(*[ctypes.addressof(v) for v in vals])
-    addr = ctypes.addressof(arr)
-    L = cu.cuLaunchKernel
-
-    def run(n):
-        for _ in range(n):
-            L(fn, 1, 1, 1, 32, 1, 1, 0, None, addr, 0)
-    run.once = lambda: L(fn, 1, 1, 1, 32, 1, 1, 0, None, addr, 0)
-    run._keep = (vals, arr, x)   # the driver reads the parameters through addr
-    return run
-
-
 PATHS = [("drvgemm.launch", path_drvgemm),
          ("drvgemm.launch, Python path (launch_py)", path_drvgemm_python),
          ("drvgemm launch_py's launcher called directly", path_drvgemm_runner),
-         ("cuda.bindings cuLaunchKernel, stream None, pre-packed", path_bindings_like_runner),
+         ("cuda.bindings cuLaunchKernel, stream None, pre-packed",
+          lambda: path_bindings_prepacked(stream_none=True)),
          ("cuda.bindings cuLaunchKernel, (values, types) tuples", path_bindings_tuples),
          ("cuda.bindings cuLaunchKernel, pre-packed void**", path_bindings_prepacked),
          ("cuda.core launch()", path_cuda_core),

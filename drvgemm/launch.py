@@ -103,6 +103,16 @@ class _Packer:
         self.source = "\n".join(lines)
         return scope["make_runner"]
 
+    def packed(self, args) -> bytes:
+        """``args`` packed into a new parameter block (the C fast path's
+        checked fallback); a wrong argument raises naming the parameter."""
+        vals = self.convert(args)
+        try:
+            return self.fmt.pack(*vals)
+        except Exception:
+            self._explain(vals)
+            raise
+
     def pack(self, args):
         """Pack ``args`` into the buffer."""
         vals = self.convert(args)
@@ -360,16 +370,8 @@ def _fast_launcher(kernel: Kernel, grid, block, smem, stream):
     handle = 0 if stream is None else int(stream)
     cfg = _check_config(kernel, grid, block, smem)
     packer = _Packer(kernel.params)
-    def slow_pack(args):
-        vals = packer.convert(args)
-        try:
-            return packer.fmt.pack(*vals)
-        except Exception:
-            packer._explain(vals)
-            raise
-
     return _fastlaunch.Launcher(_fast_address, kernel._function_int, cfg[:6], cfg[6], handle,
-                                kinds, packer.offsets, packer.fmt.size, DeviceArray, slow_pack)
+                                kinds, packer.offsets, packer.fmt.size, DeviceArray, packer.packed)
 
 
 def _first_launch(kernel, grid, block, args, *, smem=0, stream=None, cluster=None,

@@ -213,18 +213,9 @@ def _saxpy_launcher(saxpy, driver_fn, grid=(3, 2, 1), block=(128, 1, 1), smem=40
     import sys
     lm = sys.modules["drvgemm.launch"]
     pk = _Packer(saxpy.params)
-
-    def slow_pack(args):
-        vals = pk.convert(args)
-        try:
-            return pk.fmt.pack(*vals)
-        except Exception:
-            pk._explain(vals)
-            raise
-
     kinds = [lm._FAST_KINDS[p.ptx_type] for p in saxpy.params]
     return _fast().Launcher(driver_fn.address, 0x1234, grid + block, smem, stream, kinds,
-                            pk.offsets, pk.fmt.size, DeviceArray, slow_pack)
+                            pk.offsets, pk.fmt.size, DeviceArray, pk.packed)
 
 
 def test_c_launcher_packs_every_kind_and_calls_the_driver(saxpy):
