@@ -49,6 +49,7 @@ def cmd_device(args) -> int:
     print(d)
     for k, v in vars(d).items():
         print(f"  {k}: {v}")
+    print(f"  drvgemm.launch path: {drvgemm.launch_path()}")
     return 0
 
 

@@ -284,3 +284,15 @@ def test_launch_is_the_c_path_when_built():
     if drvgemm.launch_path() == "C":
         assert drvgemm.launch.__module__ in (None, "drvgemm._fastlaunch") or \
             type(drvgemm.launch).__name__ == "builtin_function_or_method"
+
+
+def test_fast_path_can_be_switched_off():
+    """DRVGEMM_NO_FASTLAUNCH=1: drvgemm.launch is the Python implementation."""
+    import os
+    env = dict(os.environ, DRVGEMM_NO_FASTLAUNCH="1")
+    code = ("import drvgemm, drvgemm.launch as _; import sys; lm = sys.modules['drvgemm.launch']; "
+            "print(drvgemm.launch_path(), drvgemm.launch is lm.launch_py)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["Python", "True"]
