@@ -10,6 +10,7 @@ to say which one is wrong and why.
 from __future__ import annotations
 
 import ctypes
+import os
 import struct
 from _thread import get_ident as _get_ident
 
@@ -338,7 +339,6 @@ _FAST_KINDS = {"u64": 0, "s64": 0, "b64": 0, "s32": 1, "u32": 2, "b32": 2, "f32"
 def _driver_launch_address() -> int:
     """The driver's cuLaunchKernel, from cuda.bindings' cuGetProcAddress,
     with the default-stream semantics cuda.bindings itself uses."""
-    import os
     d = driver.bindings()
     flags = d.CUdriverProcAddress_flags
     per_thread = os.environ.get("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", "0") not in ("", "0")
@@ -369,7 +369,9 @@ def _fast_launcher(kernel: Kernel, grid, block, smem, stream):
         return None
     handle = 0 if stream is None else int(stream)
     cfg = _check_config(kernel, grid, block, smem)
-    packer = _Packer(kernel.params)
+    # This thread's packer (launch_py just used it): its layout and its checked
+    # packing serve the C launcher's fallback, which leaves the buffer alone.
+    packer = _packer(kernel, _get_ident())
     return _fastlaunch.Launcher(_fast_address, kernel._function_int, cfg[:6], cfg[6], handle,
                                 kinds, packer.offsets, packer.fmt.size, DeviceArray, packer.packed)
 
@@ -394,7 +396,6 @@ def _first_launch(kernel, grid, block, args, *, smem=0, stream=None, cluster=Non
 def _fast_failed(err, kernel, grid, block, smem):
     """A C-path launch returned ``err``: a thread with no current context
     gets one (the C path then retries through Python); anything else raises."""
-    _cuLaunchKernel()
     if err == _INVALID_CONTEXT:
         driver.ensure_context()
         return
@@ -402,8 +403,7 @@ def _fast_failed(err, kernel, grid, block, smem):
 
 
 try:
-    import os as _os
-    if _os.environ.get("DRVGEMM_NO_FASTLAUNCH"):
+    if os.environ.get("DRVGEMM_NO_FASTLAUNCH"):
         raise ImportError("disabled by DRVGEMM_NO_FASTLAUNCH")
     from . import _fastlaunch
 except ImportError:
@@ -433,12 +433,12 @@ _launch_fn = None
 def _cuLaunchKernel():
     """cuda.bindings' cuLaunchKernel: with the parameter array passed as an
     address it builds no per-argument Python objects."""
-    global _launch_fn, _INVALID_CONTEXT
+    global _launch_fn
     if _launch_fn is None:
-        d = driver.bindings()
-        _INVALID_CONTEXT = d.CUresult.CUDA_ERROR_INVALID_CONTEXT
-        _launch_fn = d.cuLaunchKernel
+        _launch_fn = driver.bindings().cuLaunchKernel
     return _launch_fn
 
 
+# CUDA_ERROR_INVALID_CONTEXT: a thread with no current context (CUresult is
+# an int enum, so the driver's result compares equal to it).
 _INVALID_CONTEXT = 201
