@@ -50,11 +50,12 @@ if have bench; then
     | tee "$OUT/bench_report.txt" | tail -60
 fi
 # A phase that runs one Python script: script_phase NAME TIMEOUT TAIL SCRIPT ARGS...
+# (its whole output in $OUT/NAME.log, the last TAIL lines on the console)
 script_phase() {
   local name=$1 limit=$2 lines=$3; shift 3
   if have "$name"; then
     stamp "$name"
-    timeout "$limit" python3 "$@" 2>&1 | tail -"$lines"
+    timeout "$limit" python3 "$@" 2>&1 | tee "$OUT/$name.log" | tail -"$lines"
   fi
 }
 script_phase sweep 120 45 benchmarks/occupancy_sweep.py --plot "$OUT/occupancy_sweep.png" \

@@ -90,6 +90,13 @@ VARIANTS = {
     # 16-byte B loads through a chosen n-tile column order 151.4 vs 175.9;
     # fragment double buffering 163.5 (spills); rounding once in shared memory
     # 143.1 (3 stages) / 146.3 (4) vs 173.6.
+    # 16 warps of 64 x 32: twice the warps per scheduler to hide the fragment
+    # loads, but 1.5x the shared loads and conversions per MMA (24 instead of
+    # 16 shared wavefronts, 3 instead of 2 conversions per MMA), 128 registers.
+    "11_wn32": Variant("11_mma_tf32", dict(BK=32, STAGES=3, WN=32), 185,
+                       "16 warps of 64 x 32: latency hiding vs shared traffic"),
+    "11_wn32_s4": Variant("11_mma_tf32", dict(BK=32, STAGES=4, WN=32), 188,
+                          "16 warps, 4 stages"),
     "11_nocvt": Variant("11_mma_tf32", dict(BK=32, STAGES=3, CVT=0), 195,
                         "measurement only: no conversion at all (truncation)"),
 }
@@ -117,8 +124,9 @@ def variant_rung(name):
     bn = d.get("BN", base.tile_n)
     smem = stages * (bm * bk + bk * bn) * ELEMENT_BYTES[base.precision]
     block = base.block
-    if "PRODUCER_WARPS" in d:
-        block = ((bm // d["WM"]) * (bn // d["WN"]) * 32 + d["PRODUCER_WARPS"] * 32, 1, 1)
+    if "WN" in d:   # consumer warps of WM x WN (rung 11: WM = 64), plus producers
+        block = ((bm // d.get("WM", 64)) * (bn // d["WN"]) * 32
+                 + d.get("PRODUCER_WARPS", 0) * 32, 1, 1)
     return dataclasses.replace(base, name=f"{base.name}[{name}]", defines=d, smem=smem,
                                block=block)
 

@@ -25,7 +25,10 @@ defines:
    median over `reps` batches of `batch` back-to-back launches between two
    events, L2 flushed before each batch. An entry's time is the median of its
    round medians (its spread is printed). Every entry's output is compared
-   with a float64 reference on a subset of rows before it is timed.
+   with a float64 reference on a subset of rows before it is timed. Next to
+   the ratio of medians, the paired ratio: per round, best cuBLAS time /
+   variant time, its median and range over the rounds (drift of the clocks
+   over the run cancels in it).
 4. Follow-up (unless --no-followup): the best variant (geometric mean over the
    square shapes of best-cuBLAS time / variant time), the registered default
    and the non-persistent step at 4096x4096x4100 and 8191x8193x4096 (operands
@@ -478,6 +481,14 @@ def records_of(prec, m, n, k, entries):
             if not r["baseline"]:
                 r["vs_best_cublas"] = round(best["median_ms"] / r["median_ms"], 4)
                 r["best_cublas"] = f"{best['kernel']} ({best.get('via')}, out {best.get('out')})"
+                # Paired by round: both times of a round were taken minutes
+                # apart at most, so clock and thermal drift across the run
+                # (the first round is often the fastest for every entry)
+                # cancels in the ratio.
+                ratios = [b / x for b, x in zip(best["round_ms"], r["round_ms"])]
+                if ratios:
+                    r["vs_best_cublas_paired"] = round(statistics.median(ratios), 4)
+                    r["paired_range"] = [round(min(ratios), 4), round(max(ratios), 4)]
     return recs
 
 
@@ -485,13 +496,15 @@ def print_table(recs, title):
     if not recs:
         return
     print(f"\n{title}")
-    print(f"  {'entry':34s} {'ms':>8s} {'TFLOP/s':>8s} {'vs best':>8s} {'pred':>6s} "
-          f"{'spread':>7s}  rel.RMSE")
+    print(f"  {'entry':34s} {'ms':>8s} {'TFLOP/s':>8s} {'vs best':>8s} {'paired':>19s} "
+          f"{'pred':>6s} {'spread':>7s}  rel.RMSE")
     for r in sorted(recs, key=lambda r: r["median_ms"]):
         name = r.get("variant") or f"{r['kernel']} [{r.get('via')}, out {r.get('out')}]"
         vs = f"{r['vs_best_cublas']:.3f}" if "vs_best_cublas" in r else "base"
+        paired = (f"{r['vs_best_cublas_paired']:.3f} [{r['paired_range'][0]:.3f}-"
+                  f"{r['paired_range'][1]:.3f}]" if "vs_best_cublas_paired" in r else "")
         pred = r.get("predicted_tflops")
-        print(f"  {name:34s} {r['median_ms']:8.4f} {r['tflops']:8.1f} {vs:>8s} "
+        print(f"  {name:34s} {r['median_ms']:8.4f} {r['tflops']:8.1f} {vs:>8s} {paired:>19s} "
               f"{pred if pred is not None else '':>6} {100 * r['spread']:6.1f}%  {r['rel_rmse']}")
     sys.stdout.flush()
 

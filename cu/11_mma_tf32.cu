@@ -37,8 +37,12 @@
 // dealt round-robin, warp wn taking n-tiles wn, wn+4, ..., wn+28. The B
 // swizzle permutes 16-byte chunks by bits 1-2 of the chunk index, which
 // (two chunks per n-tile) are bits 0-1 of the n-tile index: the warp's,
-// fixed per lane. So a lane's 8 n-tiles are one base address plus
-// multiples of 128 bytes, and no address registers are spent per n-tile.
+// fixed per lane. So a lane's n-tiles are one base address plus multiples
+// of 32 * WARPS_N bytes, and no address registers are spent per n-tile.
+//
+// WN=32 (measurement knob): 16 warps of 64 x 32, 4 per scheduler instead of
+// 2 to hide the fragment loads' latency, at the price of 1.5x the shared
+// loads and conversions per MMA and a 128-register cap.
 #include "mma_common.cuh"
 
 #ifndef BM
@@ -56,9 +60,11 @@
 #ifndef CVT
 #define CVT 1
 #endif
-#define BN 256    // the n-tile dealing below assumes 4 warps x 8 n-tiles
+#ifndef WN
+#define WN 64     // 64: 8 warps (2 x 4), 128 accumulators; 32: 16 warps (2 x 8), 64
+#endif
+#define BN 256
 #define WM 64
-#define WN 64
 
 enum Tile : int {
     WARPS_N = BN / WN,
@@ -74,6 +80,7 @@ typedef XorSwizzle<A_ROW_BYTES> ALayout;     // A tile: BM rows of BK floats
 typedef Tf32BSwizzle<B_ROW_BYTES> BLayout;   // B tile: BK rows of BN floats
 static_assert(BK % 8 == 0 && BM % WM == 0, "whole k8 steps and warp rows");
 static_assert(STAGES >= 2, "a pipeline needs at least two stages");
+static_assert(WN == 64 || WN == 32, "the n-tile dealing below needs 4 or 8 warps along N");
 
 // Column of C where n-tile j of warp wn starts.
 DEVI int ntile_col(int wn, int j) { return 8 * (wn + WARPS_N * j); }
@@ -134,7 +141,7 @@ mma_tf32_gemm(const float* __restrict__ A, const float* __restrict__ B, float* _
     auto load_fragments = [&](Fragments& f, unsigned stage, int kk) {
 #pragma unroll
         for (int j = 0; j < NT; ++j) {
-            const unsigned b = stage + b_off + kk * 8 * B_ROW_BYTES + j * 128;
+            const unsigned b = stage + b_off + kk * 8 * B_ROW_BYTES + j * 32 * WARPS_N;
             f.b[j][0] = operand(__uint_as_float(lds32(b)));
             f.b[j][1] = operand(__uint_as_float(lds32(b + 4 * B_ROW_BYTES)));
         }

@@ -142,11 +142,11 @@ RUNGS: list[Rung] = [
         smem=STAGES * (BM * BK + BK * BN) * 4,  # 3 x (A [128][32] + B [32][256]) fp32
         vector=4,  # the 16-byte path is chosen at run time: a .ptx takes no -D
         summary="TF32 mma.sync.m16n8k8 in hand-written PTX: the twin of rung 11"))(),
-    (lambda BM=128, BN=256, BK=32, STAGES=3: Rung(
+    (lambda BM=128, BN=256, BK=32, WN=64, STAGES=3: Rung(
         name="11_mma_tf32", source="11_mma_tf32.cu", entry="mma_tf32_gemm", precision="tf32",
-        block=(256, 1, 1), tile_m=BM, tile_n=BN,
+        block=((BM // 64) * (BN // WN) * 32, 1, 1), tile_m=BM, tile_n=BN,
         smem=STAGES * (BM * BK + BK * BN) * 4,  # A [BM][BK], B [BK][BN] fp32, swizzled
-        defines=dict(BM=BM, BK=BK, STAGES=STAGES),
+        defines=dict(BM=BM, BK=BK, WN=WN, STAGES=STAGES),
         vector=4,
         summary="TF32 mma.sync.m16n8k8 (cvt.rna), 3-stage cp.async commit groups, "
                 "XOR-swizzled shared memory, ldmatrix for A"))(),
