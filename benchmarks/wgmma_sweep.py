@@ -118,6 +118,15 @@ TF32_VARIANTS = {
     "tf32_static_inflight0": Variant(dict(INFLIGHT=0), "one fragment set, stage released at "
                                      "once", (315, 0)),
     "tf32_nonpersistent": Variant(dict(PERSISTENT=0), "one block per tile", (315, 0)),
+    # ncu (results/h200-ncu-tf32.csv): tensor pipe 76.6% vs cuBLAS's 88.2%,
+    # issue slots 32% vs 19%, ALU the busiest pipe by instructions. A stage's
+    # fragment loads take 148 SASS instructions per thread, ~50 of them
+    # recomputing 16 swizzled addresses, 48 the rounding; TF32_FRAG=2 takes
+    # 105 (4 addresses, loads with immediate offsets, 2-instruction rounding).
+    "tf32_static_frag2": Variant(dict(TF32_FRAG=2), "4 fragment addresses per stage, "
+                                 "rounding without the mask (105 vs 148 instructions)", (335, 0)),
+    "tf32_static_inflight0_frag2": Variant(dict(INFLIGHT=0, TF32_FRAG=2),
+                                           "one fragment set + TF32_FRAG=2", (330, 0)),
     # Measured 2026-11-29 and dropped from the source: the transposed tile
     # through TMA stores (staged 64 x 32 boxes, two per step) ran at 259-261
     # TFLOP/s against 317 for direct stores, with an 8-32 B spill at the

@@ -96,6 +96,9 @@
 #ifndef OUT_16
 #define OUT_16 0  // 1: the bf16 / fp16 entries write C in their input type (half the bytes)
 #endif
+#ifndef TF32_FRAG
+#define TF32_FRAG 1  // how tf32 consumers load their register fragments (see mma_stage)
+#endif
 #ifndef WGMMA_ELEM
 #define WGMMA_ELEM 0  // 0: compile all three entries; 1 bf16, 2 fp16, 3 tf32: only that one
 #endif
@@ -117,6 +120,7 @@ static_assert(SCHED == 0 || (SCHED == 1 && WARP_SPECIALIZED && CLUSTER == 1),
 static_assert(INFLIGHT == 0 || INFLIGHT == 1, "INFLIGHT must be 0 or 1");
 static_assert(EPILOGUE >= 0 && EPILOGUE <= 2, "EPILOGUE must be 0, 1 or 2");
 static_assert(OUT_16 == 0 || OUT_16 == 1, "OUT_16 must be 0 or 1");
+static_assert(TF32_FRAG == 1 || TF32_FRAG == 2, "TF32_FRAG must be 1 or 2");
 static_assert(!(OUT_16 && WGMMA_ELEM == 3), "tf32 writes an fp32 C: OUT_16 is for bf16 / fp16");
 
 constexpr int CONSUMERS = 2;
@@ -321,23 +325,48 @@ __device__ __forceinline__ void mma_stage(float (&acc)[128], u32 (&frag)[4][4], 
         // columns g, g+8 at k = t, t+4 of each k8 step. They live in B box
         // 2c + w/2 (32 columns x 32 k-lines of 128 bytes, swizzled: 16-byte
         // chunk q of line k sits at chunk q ^ (k % 8)).
+        //
+        // TF32_FRAG 1: each of the 16 addresses computed as written below,
+        // rounded by cvt.rna (3 SASS instructions); 2: the swizzled chunk
+        // depends on k only through k % 8 = t + 4h, so 4 offsets per thread
+        // serve all four k8 steps (+1024 bytes each, an immediate of the
+        // load), and the rounding skips the mask (to_tf32_operand, 2).
         const int lane = threadIdx.x & 31;
         const int w = (threadIdx.x >> 5) & 3;
         const int g = lane >> 2, t = lane & 3;
         const u32 box = ybase + (2 * c + (w >> 1)) * (Y_BYTES / 4);
         const int n0 = (w & 1) * 16 + g;
+        if constexpr (TF32_FRAG == 2) {
 #pragma unroll
-        for (int ks = 0; ks < 4; ++ks) {
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {        // k = t, t + 4
-                const int k = ks * 8 + t + 4 * h;
+            for (int h = 0; h < 2; ++h) {        // k % 8 = t, t + 4
+                const int k8 = t + 4 * h;
 #pragma unroll
                 for (int v = 0; v < 2; ++v) {    // column g, g + 8
                     const int n = n0 + 8 * v;
-                    const u32 addr = box + k * 128 + ((((n >> 2) ^ k) & 7) << 4) + (n & 3) * 4;
-                    float x;
-                    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(x) : "r"(addr) : "memory");
-                    frag[ks][2 * h + v] = to_tf32(x);
+                    const u32 addr = box + k8 * 128 + ((((n >> 2) ^ k8) & 7) << 4) + (n & 3) * 4;
+#pragma unroll
+                    for (int ks = 0; ks < 4; ++ks) {
+                        float x;
+                        asm volatile("ld.shared.f32 %0, [%1];"
+                                     : "=f"(x) : "r"(addr + ks * 1024) : "memory");
+                        frag[ks][2 * h + v] = to_tf32_operand(x);
+                    }
+                }
+            }
+        } else {
+#pragma unroll
+            for (int ks = 0; ks < 4; ++ks) {
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {        // k = t, t + 4
+                    const int k = ks * 8 + t + 4 * h;
+#pragma unroll
+                    for (int v = 0; v < 2; ++v) {    // column g, g + 8
+                        const int n = n0 + 8 * v;
+                        const u32 addr = box + k * 128 + ((((n >> 2) ^ k) & 7) << 4) + (n & 3) * 4;
+                        float x;
+                        asm volatile("ld.shared.f32 %0, [%1];" : "=f"(x) : "r"(addr) : "memory");
+                        frag[ks][2 * h + v] = to_tf32(x);
+                    }
                 }
             }
         }
