@@ -60,7 +60,7 @@ sys.path.insert(1, os.path.dirname(_HERE))      # drvgemm, when not installed
 # Defines common to every variant: the rung as first measured (persistent,
 # static walk, direct stores). Each variant overrides some of them.
 BASE = dict(WARP_SPECIALIZED=1, PERSISTENT=1, CLUSTER=1, STAGES=4, SCHED=0, GROUP=16, RASTER=0,
-            INFLIGHT=1, EPILOGUE=0)
+            INFLIGHT=1, EPILOGUE=0, TF32_FRAG=1)
 
 
 @dataclasses.dataclass(frozen=True)

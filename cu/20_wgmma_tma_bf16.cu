@@ -60,6 +60,9 @@
 //             its wgmmas and releases the stage at once (one more stage of
 //             look-ahead for the producer; the other warpgroup keeps the
 //             tensor cores busy meanwhile).
+//   TF32_FRAG 1: tf32 fragment loads with each address computed in full and
+//             cvt.rna rounding; 2 (registered): 4 addresses per stage and the
+//             rounding without its mask (mma_stage has the details).
 //   EPILOGUE  0: 8-byte stores straight from the accumulators; 1: lane pairs
 //             swap halves (shfl) so each thread stores 16 bytes; 2: each
 //             consumer warpgroup stages 64 x 32 fp32 chunks in shared memory
@@ -97,7 +100,7 @@
 #define OUT_16 0  // 1: the bf16 / fp16 entries write C in their input type (half the bytes)
 #endif
 #ifndef TF32_FRAG
-#define TF32_FRAG 1  // how tf32 consumers load their register fragments (see mma_stage)
+#define TF32_FRAG 2  // how tf32 consumers load their register fragments (see mma_stage)
 #endif
 #ifndef WGMMA_ELEM
 #define WGMMA_ELEM 0  // 0: compile all three entries; 1 bf16, 2 fp16, 3 tf32: only that one

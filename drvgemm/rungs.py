@@ -52,17 +52,18 @@ class Rung:
 
 
 def _wgmma_rung(precision, elem, *, tile_m, tile_n, vector, summary, STAGES=4, EPILOGUE=0,
-                **extra) -> Rung:
+                TF32_FRAG=2, **extra) -> Rung:
     """One entry of cu/20_wgmma_tma_bf16.cu (WGMMA_ELEM 1/2/3 = bf16/fp16/tf32) with the
-    registered knobs; smem = STAGES x 48 KiB ring + 32 KiB of C staging (EPILOGUE=2) +
-    16 B of mbarriers per stage + 64 B unit queue + 1 KiB for 1024-B alignment."""
+    registered knobs (TF32_FRAG only changes the tf32 entry); smem = STAGES x 48 KiB
+    ring + 32 KiB of C staging (EPILOGUE=2) + 16 B of mbarriers per stage + 64 B unit
+    queue + 1 KiB for 1024-B alignment."""
     return Rung(
         f"20_tma_wgmma_{precision}", "20_wgmma_tma_bf16.cu", f"gemm_tma_wgmma_{precision}",
         precision, block=(384, 1, 1), tile_m=tile_m, tile_n=tile_n,
         smem=STAGES * 49152 + (32768 if EPILOGUE == 2 else 0) + 16 * STAGES + 64 + 1024,
         defines={"WGMMA_ELEM": elem, "WARP_SPECIALIZED": 1, "PERSISTENT": 1, "CLUSTER": 1,
                  "STAGES": STAGES, "SCHED": 0, "GROUP": 16, "RASTER": 0, "INFLIGHT": 1,
-                 "EPILOGUE": EPILOGUE},
+                 "EPILOGUE": EPILOGUE, "TF32_FRAG": TF32_FRAG},
         vector=vector, arch="sm_90a", host="tma", summary=summary, **extra)
 
 
