@@ -123,6 +123,22 @@ def test_sass_shows_what_the_rung_is_about(case):
         assert not any(op.startswith("BAR.ARV") for op in ops)
 
 
+@pytest.mark.parametrize("aligned", (0, 1))
+def test_rung11_sixteen_warp_knob_builds(aligned):
+    """WN=32 (16 warps of 64 x 32, measured slower and kept as a knob):
+    512 threads fit the register file only at <= 128 registers, without
+    spills, with 4 x 4 MMAs per warp per k8 step."""
+    r = by_name()["11_mma_tf32"]
+    b = compile_binary(r.source, r.entry, defines=dict(r.defines, WN=32, ALIGNED=aligned),
+                       arch="sm_90")
+    res = parse_resources(b.log)[b.entry]
+    assert (res.spill_stores, res.spill_loads, res.stack) == (0, 0, 0)
+    assert res.registers <= 128
+    assert kernel_max_threads(b.ptx, b.entry) == 512
+    hmma = Counter(re.findall(OPCODE_RE, sass.disassemble(b.cubin)))[HMMA["tf32"]]
+    assert hmma > 0 and hmma % (4 * 4 * (r.defines["BK"] // 8)) == 0
+
+
 def test_tile_twins_share_their_tiles():
     t = by_name()
     ptx, cpp = t["10_mma_tf32_ptx"], t["11_mma_tf32"]

@@ -38,11 +38,13 @@ STEPS = {"tma_only": {"WARP_SPECIALIZED": 0},
                                      "INFLIGHT": 0, "RASTER": 1, "GROUP": 8},
          "cluster2_tma_store": {"WARP_SPECIALIZED": 1, "CLUSTER": 2, "EPILOGUE": 2},
          "tma_only_tma_store": {"WARP_SPECIALIZED": 0, "EPILOGUE": 2},
-         "dynamic_tma_store_3": {"WARP_SPECIALIZED": 1, "SCHED": 1, "EPILOGUE": 2, "STAGES": 3}}
+         "dynamic_tma_store_3": {"WARP_SPECIALIZED": 1, "SCHED": 1, "EPILOGUE": 2, "STAGES": 3},
+         "tf32_frag1": {"WARP_SPECIALIZED": 1, "TF32_FRAG": 1}}
 CASES = ([("bf16", step) for step in STEPS]
          + [("fp16", "cluster2"), ("fp16", "dynamic_tma_store"), ("tf32", "tma_only"),
             ("tf32", "cluster2"), ("tf32", "dynamic_tma_store"),
-            ("tf32", "dynamic_quads_inflight0")])
+            ("tf32", "dynamic_quads_inflight0"), ("tf32", "warp_specialized"),
+            ("tf32", "tf32_frag1")])
 
 _built = {}
 
@@ -114,6 +116,20 @@ def test_sass_uses_hopper_units(prec, step):
     assert ("ATOMG.E.ADD" in sass) == dynamic
     if STEPS[step].get("EPILOGUE", 0) == 1 and prec != "tf32":
         assert ops["SHFL"] >= 64 and "STG.E.128" in sass, "16-byte stores after lane swaps"
+
+
+def test_tf32_fragments_rounded_without_the_mask():
+    """TF32_FRAG 2 (registered) rounds the register fragments in two
+    instructions, leaving the low 13 bits to the tensor cores, which ignore
+    them; TF32_FRAG 1 is cvt.rna, whose mask (LOP3 with 0xffffe000) follows
+    every add. Both load 16 values per stage; the new path from 4 addresses."""
+    mask = re.compile(r"LOP3\.LUT R\d+, R\d+, 0xffffe000")
+    _, new = build("tf32", "warp_specialized")
+    _, old = build("tf32", "tf32_frag1")
+    assert len(mask.findall(old)) >= 16 and not mask.findall(new)
+    assert opcode_counts(new)["LDS"] == opcode_counts(old)["LDS"] > 0
+    # Loads at immediate offsets of one base: the four k8 steps 1 KB apart.
+    assert re.search(r"LDS R\d+, \[R\d+\+0xc00\]", new)
 
 
 def test_kernel_takes_tensor_maps_by_value():
