@@ -110,6 +110,18 @@ VARIANTS = {
     "dyn_g16_tmastore_s3": Variant(dict(SCHED=1, EPILOGUE=2, STAGES=3), "3 stages", (745, 785)),
     "dyn_g8_tmastore": Variant(dict(SCHED=1, EPILOGUE=2, GROUP=8), "bands of 8 + TMA stores",
                                (763, 803)),
+    # (4) a 16-bit C (as cuBLAS's fastest call writes) and the grid size.
+    # Measured with --extra in one run (TFLOP/s at 4096 / 8192): out16tma
+    # 660.7 / 650.2, the same on 128 blocks 663.8 / 661.5. 512 and 2048 tiles
+    # take 4 and 16 rounds on 132 SMs as on 128; BALANCE=1 picks the fewest
+    # blocks for the same rounds (128 here, 96 at 3072) and the idle SMs'
+    # power goes to the others' clocks.
+    "out16tma": Variant(dict(EPILOGUE=2, OUT_16=1), "bf16 C through TMA stores (registered "
+                        "bf16_out)", (661, 650)),
+    "out16tma_bal": Variant(dict(EPILOGUE=2, OUT_16=1, BALANCE=1), "+ balanced persistent "
+                            "grid", (667, 657)),
+    "static_g16_tmastore_bal": Variant(dict(EPILOGUE=2, BALANCE=1), "fp32 C, balanced grid",
+                                       (645, 648)),
 }
 # tf32 (follow-up, 4096): SCHED and EPILOGUE 1/2 do not apply to it.
 TF32_VARIANTS = {
@@ -127,6 +139,8 @@ TF32_VARIANTS = {
                                  "rounding without the mask (105 vs 148 instructions)", (335, 0)),
     "tf32_static_inflight0_frag2": Variant(dict(INFLIGHT=0, TF32_FRAG=2),
                                            "one fragment set + TF32_FRAG=2", (330, 0)),
+    "tf32_static_frag2_bal": Variant(dict(TF32_FRAG=2, BALANCE=1), "registered tf32 + balanced "
+                                     "grid (512 tiles: 128 blocks)", (338, 0)),
     # Measured 2026-11-29 and dropped from the source: the transposed tile
     # through TMA stores (staged 64 x 32 boxes, two per step) ran at 259-261
     # TFLOP/s against 317 for direct stores, with an 8-32 B spill at the

@@ -106,8 +106,8 @@
 #define WGMMA_ELEM 0  // 0: compile all three entries; 1 bf16, 2 fp16, 3 tf32: only that one
 #endif
 // ALIGNED (passed to every rung) does not apply: loads are TMA's, and the
-// epilogue checks its own alignment at run time. PERSISTENT and SM_LIMIT are
-// read by the host only (they choose the grid).
+// epilogue checks its own alignment at run time. PERSISTENT, SM_LIMIT and
+// BALANCE are read by the host only (they choose the grid).
 
 #define ELEM_BF16 1
 #define ELEM_FP16 2

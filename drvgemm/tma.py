@@ -317,15 +317,26 @@ def wgmma_work_units(geo: Geometry, m: int, n: int, cluster: int) -> int:
     return -(-tiles_y // cluster) * tiles_x
 
 
-def wgmma_grid_blocks(geo: Geometry, m: int, n: int, cluster: int, resident=None) -> int:
+def wgmma_grid_blocks(geo: Geometry, m: int, n: int, cluster: int, resident=None,
+                      balanced: bool = False) -> int:
     """Blocks to launch: one per tile, or with ``resident`` (blocks that fit
     on the device at once: a persistent grid) no more than that, rounded down
     to whole clusters; every block then walks tiles blockIdx.x/cluster,
-    += gridDim.x/cluster."""
+    += gridDim.x/cluster.
+
+    ``balanced``: the fewest blocks that still finish in the same number of
+    rounds, so that every block walks the same number of tiles (or one
+    fewer): 512 tiles on 132 SMs take 4 rounds either way, on 128 blocks
+    with none idle in the last. The SMs left out draw no power, which the
+    others' clocks can use."""
     units = wgmma_work_units(geo, m, n, cluster)
     if resident is None:
         return units * cluster
-    return max(1, min(units, resident // cluster)) * cluster
+    blocks = max(1, min(units, resident // cluster))
+    if balanced:
+        rounds = -(-units // blocks)
+        blocks = -(-units // rounds)
+    return blocks * cluster
 
 
 def needs_staging(address: int, cols: int, elem_size: int) -> bool:
@@ -496,8 +507,9 @@ def wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, *, stream=None
     scratch copies of misaligned operands, which must outlive the enqueueing
     of the launch (dropping the dict afterwards frees them stream-ordered).
 
-    Host-side defines of the rung: PERSISTENT (grid = resident blocks) and
-    SM_LIMIT (at most that many blocks in a persistent grid; 0 = all SMs).
+    Host-side defines of the rung: PERSISTENT (grid = resident blocks),
+    SM_LIMIT (at most that many blocks in a persistent grid; 0 = all SMs) and
+    BALANCE (1: as few of those as finish in the same number of rounds).
     ``narrow_output``: C has the inputs' 16-bit type (the OUT_16 build).
     """
     m, n, k = int(m), int(n), int(k)
@@ -513,6 +525,7 @@ def wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, *, stream=None
     epilogue = int(defines.get("EPILOGUE", 0))
     sched = int(defines.get("SCHED", 0))
     sm_limit = int(defines.get("SM_LIMIT", 0))
+    balance = bool(int(defines.get("BALANCE", 0)))
     block = (384 if ws else 256, 1, 1)
     if tuple(rung.block) + (1,) * (3 - len(rung.block)) != block:
         raise ValueError(f"{rung.name}: block {rung.block} does not match "
@@ -565,7 +578,7 @@ def wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, *, stream=None
     workspace = _sched_workspace(s) if sched else 0
 
     resident = _persistent_blocks(rung, cluster, block, smem, sm_limit) if persistent else None
-    blocks = wgmma_grid_blocks(geo, m, n, cluster, resident)
+    blocks = wgmma_grid_blocks(geo, m, n, cluster, resident, balanced=balance)
     return {
         "grid": (blocks, 1, 1),
         "block": block,

@@ -289,15 +289,20 @@ def schedule(geo, m, n, cluster, blocks, group=16, raster=0, dynamic=False):
 @given(m=st.integers(1, 9000), n=st.integers(1, 9000), prec=st.sampled_from(["bf16", "tf32"]),
        cluster=st.sampled_from([1, 2]), resident=st.sampled_from([None, 2, 8, 128, 132]),
        group=st.sampled_from([1, 3, 8, 16, 33]), raster=st.sampled_from([0, 1]),
-       dynamic=st.booleans())
-def test_every_tile_computed_exactly_once(m, n, prec, cluster, resident, group, raster, dynamic):
+       dynamic=st.booleans(), balanced=st.booleans())
+def test_every_tile_computed_exactly_once(m, n, prec, cluster, resident, group, raster, dynamic,
+                                          balanced):
     if dynamic and cluster > 1:
         cluster = 1    # the dynamic scheduler feeds single blocks only
     geo = tma.wgmma_geometry(prec)
-    blocks = tma.wgmma_grid_blocks(geo, m, n, cluster, resident)
+    blocks = tma.wgmma_grid_blocks(geo, m, n, cluster, resident, balanced=balanced)
     assert blocks % cluster == 0 and blocks >= cluster
     if resident is not None:
         assert blocks <= max(resident, cluster)
+        # Balancing never adds a round of tiles.
+        units = tma.wgmma_work_units(geo, m, n, cluster)
+        full = tma.wgmma_grid_blocks(geo, m, n, cluster, resident) // cluster
+        assert -(-units // (blocks // cluster)) == -(-units // full)
     seen, tiles_y, tiles_x = schedule(geo, m, n, cluster, blocks, group, raster, dynamic)
     live = [(y, x) for y, x in seen if y < tiles_y * tma.TILE_Y]
     assert len(live) == len(set(live)) == tiles_y * tiles_x
@@ -466,6 +471,20 @@ def test_launch_config_sm_limit(fake_driver):
     assert cfg["grid"] == (128, 1, 1)
     small = tma.wgmma_gemm_launch_config(capped, 0x1000, 0x2000, 0x3000, 300, 300, 64, 1, 0)
     assert small["grid"] == (3 * 2, 1, 1)     # fewer tiles than the cap: one block per tile
+
+
+@pytest.mark.parametrize("m,n,cluster,blocks", [
+    (4096, 4096, 1, 128),    # 512 tiles: 4 rounds on 132 SMs, on 128 blocks none idle
+    (8192, 8192, 1, 128),    # 2048 tiles: 16 rounds
+    (3072, 3072, 1, 96),     # 288 tiles: 3 rounds
+    (8191, 8193, 1, 132),    # 2112 tiles: 16 rounds need all 132
+    (1536, 2816, 1, 132),    # 132 tiles: one round, one block each
+    (300, 300, 1, 6),        # fewer tiles than SMs
+    (4096, 4096, 2, 128),    # clusters: 256 units of 2 tiles on 66 clusters -> 64
+])
+def test_balanced_grid(m, n, cluster, blocks):
+    geo = tma.wgmma_geometry("bf16")
+    assert tma.wgmma_grid_blocks(geo, m, n, cluster, 132, balanced=True) == blocks
 
 
 def test_launch_config_stages_unaligned_operands(fake_driver):
