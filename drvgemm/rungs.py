@@ -52,7 +52,7 @@ class Rung:
 
 
 def _wgmma_rung(precision, elem, *, tile_m, tile_n, vector, summary, STAGES=4, EPILOGUE=0,
-                TF32_FRAG=2, **extra) -> Rung:
+                TF32_FRAG=2, BALANCE=0, **extra) -> Rung:
     """One entry of cu/20_wgmma_tma_bf16.cu (WGMMA_ELEM 1/2/3 = bf16/fp16/tf32) with the
     registered knobs (TF32_FRAG only changes the tf32 entry); smem = STAGES x 48 KiB
     ring + 32 KiB of C staging (EPILOGUE=2) + 16 B of mbarriers per stage + 64 B unit
@@ -63,7 +63,7 @@ def _wgmma_rung(precision, elem, *, tile_m, tile_n, vector, summary, STAGES=4, E
         smem=STAGES * 49152 + (32768 if EPILOGUE == 2 else 0) + 16 * STAGES + 64 + 1024,
         defines={"WGMMA_ELEM": elem, "WARP_SPECIALIZED": 1, "PERSISTENT": 1, "CLUSTER": 1,
                  "STAGES": STAGES, "SCHED": 0, "GROUP": 16, "RASTER": 0, "INFLIGHT": 1,
-                 "EPILOGUE": EPILOGUE, "TF32_FRAG": TF32_FRAG},
+                 "EPILOGUE": EPILOGUE, "TF32_FRAG": TF32_FRAG, "BALANCE": BALANCE},
         vector=vector, arch="sm_90a", host="tma", summary=summary, **extra)
 
 
@@ -199,12 +199,17 @@ RUNGS: list[Rung] = [
     # put the direct stores' fixed cost at ~18 us per launch against ~8 us for the TMA
     # stores (whole 128-byte lines instead of 32-byte pieces of 8 rows, all SMs storing at
     # once); the mainloops run at the same rate.
+    # BALANCE=1 (bf16/fp16): the persistent grid shrinks to the fewest blocks
+    # that take as many rounds of tiles (128 at 4096 and 8192, 96 at 3072);
+    # measured +3.4% at 3072, +0.6% / +1.8% at 4096 / 8192 with a 16-bit C,
+    # within noise for tf32, which keeps all SMs (benchmarks/NOTES.md).
     _wgmma_rung("bf16", 1, tile_m=128, tile_n=256, vector=8, narrow_output=True, EPILOGUE=2,
+                BALANCE=1,
                 summary="TMA loads into a 4-stage mbarrier ring, wgmma m64n256k16 from shared "
-                        "memory, producer/consumer warpgroups, persistent grid in grouped "
-                        "tile order, C through TMA stores"),
+                        "memory, producer/consumer warpgroups, balanced persistent grid in "
+                        "grouped tile order, C through TMA stores"),
     _wgmma_rung("fp16", 2, tile_m=128, tile_n=256, vector=8, narrow_output=True, EPILOGUE=2,
-                summary="the bf16 rung with f16 inputs"),
+                BALANCE=1, summary="the bf16 rung with f16 inputs"),
     _wgmma_rung("tf32", 3, tile_m=256, tile_n=128, vector=4, input_roundoff=2.0 ** -10,
                 summary="TF32 wgmma m64n256k8 on C^T = B^T A^T: A through TMA as wgmma's "
                         "K-major B, B from shared memory into register fragments (32-bit "
