@@ -339,37 +339,29 @@ __device__ __forceinline__ void mma_stage(float (&acc)[128], u32 (&frag)[4][4], 
         const int g = lane >> 2, t = lane & 3;
         const u32 box = ybase + (2 * c + (w >> 1)) * (Y_BYTES / 4);
         const int n0 = (w & 1) * 16 + g;
-        if constexpr (TF32_FRAG == 2) {
+        // Per (h, v), the address of the first k8 step (TF32_FRAG 2 only).
+        u32 start[2][2];
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {        // k % 8 = t, t + 4
-                const int k8 = t + 4 * h;
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int v = 0; v < 2; ++v) {
+                const int k8 = t + 4 * h, n = n0 + 8 * v;
+                start[h][v] = box + k8 * 128 + ((((n >> 2) ^ k8) & 7) << 4) + (n & 3) * 4;
+            }
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {        // k = t, t + 4
+                const int k = ks * 8 + t + 4 * h;
 #pragma unroll
                 for (int v = 0; v < 2; ++v) {    // column g, g + 8
                     const int n = n0 + 8 * v;
-                    const u32 addr = box + k8 * 128 + ((((n >> 2) ^ k8) & 7) << 4) + (n & 3) * 4;
-#pragma unroll
-                    for (int ks = 0; ks < 4; ++ks) {
-                        float x;
-                        asm volatile("ld.shared.f32 %0, [%1];"
-                                     : "=f"(x) : "r"(addr + ks * 1024) : "memory");
-                        frag[ks][2 * h + v] = to_tf32_operand(x);
-                    }
-                }
-            }
-        } else {
-#pragma unroll
-            for (int ks = 0; ks < 4; ++ks) {
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {        // k = t, t + 4
-                    const int k = ks * 8 + t + 4 * h;
-#pragma unroll
-                    for (int v = 0; v < 2; ++v) {    // column g, g + 8
-                        const int n = n0 + 8 * v;
-                        const u32 addr = box + k * 128 + ((((n >> 2) ^ k) & 7) << 4) + (n & 3) * 4;
-                        float x;
-                        asm volatile("ld.shared.f32 %0, [%1];" : "=f"(x) : "r"(addr) : "memory");
-                        frag[ks][2 * h + v] = to_tf32(x);
-                    }
+                    const u32 addr =
+                        TF32_FRAG == 2 ? start[h][v] + ks * 1024
+                                       : box + k * 128 + ((((n >> 2) ^ k) & 7) << 4) + (n & 3) * 4;
+                    float x;
+                    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(x) : "r"(addr) : "memory");
+                    frag[ks][2 * h + v] = TF32_FRAG == 2 ? to_tf32_operand(x) : to_tf32(x);
                 }
             }
         }
