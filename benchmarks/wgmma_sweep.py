@@ -189,6 +189,9 @@ def _compile_job(job):
     except Exception as e:   # report, never raise across the pool
         return {"error": f"{type(e).__name__}: {e}"[:2000]}
     res = parse_resources(b.log).get(entry)
+    if res is None:   # say what the compiler did say rather than guess
+        return {"error": f"no ptxas resource report for {entry} in the compile log: "
+                         f"{b.log.strip()[:300]!r}"}
     log_l = b.log.lower()
     return {"registers": res.registers if res else None,
             "spills": (res.spill_stores + res.spill_loads) if res else None,
