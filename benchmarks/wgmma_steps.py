@@ -1,4 +1,4 @@
-"""Each build step of the TMA + wgmma rung (cu/20_wgmma_tma_bf16.cu) side by
+"""Each build step of the TMA + wgmma rung (cu/gemm/20_tma_wgmma.cu) side by
 side in one run, against cuBLAS called two ways:
 
     python benchmarks/wgmma_steps.py [--precision bf16 tf32 fp16]

@@ -1,4 +1,4 @@
-"""Candidate configurations of the TMA + wgmma rung (cu/20_wgmma_tma_bf16.cu)
+"""Candidate configurations of the TMA + wgmma rung (cu/gemm/20_tma_wgmma.cu)
 side by side in one run, against cuBLAS, to choose the rung's registered
 defines:
 

@@ -53,12 +53,12 @@ class Rung:
 
 def _wgmma_rung(precision, elem, *, tile_m, tile_n, vector, summary, STAGES=4, EPILOGUE=0,
                 TF32_FRAG=2, BALANCE=0, **extra) -> Rung:
-    """One entry of cu/20_wgmma_tma_bf16.cu (WGMMA_ELEM 1/2/3 = bf16/fp16/tf32) with the
+    """One entry of cu/gemm/20_tma_wgmma.cu (WGMMA_ELEM 1/2/3 = bf16/fp16/tf32) with the
     registered knobs (TF32_FRAG only changes the tf32 entry); smem = STAGES x 48 KiB
     ring + 32 KiB of C staging (EPILOGUE=2) + 16 B of mbarriers per stage + 64 B unit
     queue + 1 KiB for 1024-B alignment."""
     return Rung(
-        f"20_tma_wgmma_{precision}", "20_wgmma_tma_bf16.cu", f"gemm_tma_wgmma_{precision}",
+        f"20_tma_wgmma_{precision}", "20_tma_wgmma.cu", f"gemm_tma_wgmma_{precision}",
         precision, block=(384, 1, 1), tile_m=tile_m, tile_n=tile_n,
         smem=STAGES * 49152 + (32768 if EPILOGUE == 2 else 0) + 16 * STAGES + 64 + 1024,
         defines={"WGMMA_ELEM": elem, "WARP_SPECIALIZED": 1, "PERSISTENT": 1, "CLUSTER": 1,
@@ -68,7 +68,7 @@ def _wgmma_rung(precision, elem, *, tile_m, tile_n, vector, summary, STAGES=4, E
 
 
 RUNGS: list[Rung] = [
-    # ---- fp32 SIMT ladder (cu/01 .. cu/08) ----
+    # ---- fp32 SIMT ladder (cu/gemm/01 .. 08) ----
     # Each entry names its tile constants once, as the defaults of a lambda:
     # block shape, tile and shared-memory size are computed from them, and
     # the same numbers reach the kernel as -D defines.
@@ -128,7 +128,7 @@ RUNGS: list[Rung] = [
         summary="warp tiles of 4x8 threads, double-buffered fragments, __launch_bounds__"))(),
     # ---- tensor cores: mma.sync / WMMA ----
     # Shared memory is STAGES x (A tile + B tile). Rungs 12-14 share one block
-    # tile (cu/mma_bf16_block.cuh) so that 12 and 14 differ only in who copies.
+    # tile (cu/gemm/mma_bf16_block.cuh) so that 12 and 14 differ only in who copies.
     (lambda BM=128, BN=128, WM=64, WN=32, BK=32, STAGES=2, A_LD=32 + 16, B_LD=128 + 16: Rung(
         name="09_wmma_fp16", source="09_wmma_fp16.cu", entry="wmma_fp16_gemm", precision="fp16",
         block=((BM // WM) * (BN // WN) * 32, 1, 1), tile_m=BM, tile_n=BN,
@@ -152,7 +152,7 @@ RUNGS: list[Rung] = [
         summary="TF32 mma.sync.m16n8k8 (cvt.rna), 3-stage cp.async commit groups, "
                 "XOR-swizzled shared memory, ldmatrix for A"))(),
     (lambda BM=128, BN=256, BK=64, WM=64, WN=64, STAGES=3, FRAG_PIPE=1: Rung(
-        name="12_mma_bf16", source="12_mma_bf16.cu", entry="mma_bf16_gemm", precision="bf16",
+        name="12_mma_bf16", source="12_mma_bf16_fp16.cu", entry="mma_bf16_gemm", precision="bf16",
         block=((BM // WM) * (BN // WN) * 32, 1, 1), tile_m=BM, tile_n=BN,
         smem=STAGES * (BM * BK + BK * BN) * 2,  # A [BM][BK], B [BK][BN] bf16, swizzled
         defines=dict(BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, STAGES=STAGES, FRAG_PIPE=FRAG_PIPE),
@@ -161,7 +161,7 @@ RUNGS: list[Rung] = [
                 "memory, 3-stage cp.async of 64-wide k-tiles, fragments double-buffered "
                 "in registers"))(),
     (lambda BM=128, BN=256, BK=64, WM=64, WN=64, STAGES=3, FRAG_PIPE=1: Rung(
-        name="13_mma_fp16", source="12_mma_bf16.cu", entry="mma_fp16_gemm", precision="fp16",
+        name="13_mma_fp16", source="12_mma_bf16_fp16.cu", entry="mma_fp16_gemm", precision="fp16",
         block=((BM // WM) * (BN // WN) * 32, 1, 1), tile_m=BM, tile_n=BN,
         smem=STAGES * (BM * BK + BK * BN) * 2,
         defines=dict(BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, STAGES=STAGES, FRAG_PIPE=FRAG_PIPE,

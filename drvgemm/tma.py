@@ -1,5 +1,5 @@
 """Tensor maps for the copy engine (TMA) and the host side of the TMA + wgmma
-rung (cu/20_wgmma_tma_bf16.cu).
+rung (cu/gemm/20_tma_wgmma.cu).
 
 Part of the driver layer: with driver.py, the only module that calls
 ``cuda.bindings.driver``.
@@ -265,7 +265,7 @@ def _as_int(v, what) -> int:
 
 
 # ---------------------------------------------------------------------------
-# The rung's geometry: mirrors the constants of cu/20_wgmma_tma_bf16.cu
+# The rung's geometry: mirrors the constants of cu/gemm/20_tma_wgmma.cu
 # ---------------------------------------------------------------------------
 TILE_Y = 128          # wgmma M per block: 2 consumer warpgroups x 64
 TILE_X = 256          # wgmma N per block

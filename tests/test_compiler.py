@@ -50,7 +50,7 @@ def test_arch_default_is_sm90_without_gpu_and_sm90a_accepted(cache):
 
 def test_kernel_files_found_by_name_and_path(cache):
     by_name = drvgemm.compile("saxpy.cu", "saxpy")
-    by_path = drvgemm.compile(os.path.join(compiler.sources.kernel_root(), "cu", "saxpy.cu"),
+    by_path = drvgemm.compile(os.path.join(compiler.sources.kernel_root(), "cu", "tools", "saxpy.cu"),
                               "saxpy")
     assert by_name.cubin == by_path.cubin
     with pytest.raises(FileNotFoundError, match="no_such.cu"):

@@ -355,7 +355,7 @@ def test_cli_custom_spec(no_gpu, capsys):
 
 
 def test_cli_kernel_file(no_gpu, capsys):
-    path = str(ROOT / "cu" / "copy_occupancy.cu")
+    path = str(ROOT / "cu" / "memory" / "copy_occupancy.cu")
     rc, out, _ = _cli([path, "--entry", "copy_occupancy", "--block", "64", "--smem", "7K"],
                       capsys)
     assert rc == 0

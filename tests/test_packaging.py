@@ -25,9 +25,10 @@ def wheel(tmp_path_factory):
 def test_wheel_carries_every_kernel_source(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     for folder in ("cu", "ptx"):
-        for src in (ROOT / folder).iterdir():
-            if src.suffix in (".cu", ".cuh", ".ptx"):
-                assert f"drvgemm/_kernels/{folder}/{src.name}" in names
+        sources = [s for s in (ROOT / folder).rglob("*") if s.suffix in (".cu", ".cuh", ".ptx")]
+        assert any(s.parent != ROOT / folder for s in sources), "the kernels live in subfolders"
+        for src in sources:
+            assert f"drvgemm/_kernels/{src.relative_to(ROOT).as_posix()}" in names
 
 
 def test_installed_wheel_compiles_from_its_own_sources(wheel, tmp_path):

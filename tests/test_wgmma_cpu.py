@@ -24,7 +24,7 @@ def with_knobs(name, **knobs):
     return dataclasses.replace(r, defines=defines, smem=smem)
 from drvgemm.sass import disassemble, opcode_counts
 
-SOURCE = "20_wgmma_tma_bf16.cu"
+SOURCE = "20_tma_wgmma.cu"
 ENTRIES = {"bf16": ("gemm_tma_wgmma_bf16", 1), "fp16": ("gemm_tma_wgmma_fp16", 2),
            "tf32": ("gemm_tma_wgmma_tf32", 3)}
 # Each build step of the rung, compiled as the benchmark compiles it, and the

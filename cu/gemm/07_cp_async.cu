@@ -19,7 +19,7 @@
 // chunk is four 4-byte cp.async.ca, each zero-filled on its own when it
 // falls outside the matrix (src-size operand 0: nothing is read, zeros are
 // written), so any M, N, K works.
-#include "gemm_common.cuh"
+#include "simt_common.cuh"
 
 #ifndef BM
 #define BM 128

@@ -11,7 +11,7 @@
 // (2-way conflict). A pad of 4 rather than 1 keeps each row 16-byte
 // aligned, so a thread's reads of 4 consecutive k still merge into one
 // LDS.128.
-#include "gemm_common.cuh"
+#include "simt_common.cuh"
 
 #ifndef TILE
 #define TILE 32      // rows and columns of C per block

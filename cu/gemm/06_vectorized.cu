@@ -16,7 +16,7 @@
 //   cover the 32 banks once, where contiguous 8-wide micro-tiles would put
 //   threads tx and tx + 4 on the same banks (a 2-way conflict on every
 //   read of B).
-#include "gemm_common.cuh"
+#include "simt_common.cuh"
 
 #ifndef BM
 #define BM 128

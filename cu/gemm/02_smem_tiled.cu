@@ -6,7 +6,7 @@
 // warp is one row of the block (blockDim.x == TILE == 32), so As[ty][kk] is
 // one broadcast address and Bs[kk][tx] is 32 consecutive words in 32
 // different banks: no conflicts on the reads, nor on the stores.
-#include "gemm_common.cuh"
+#include "simt_common.cuh"
 
 #ifndef TILE
 #define TILE 32

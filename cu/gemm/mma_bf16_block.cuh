@@ -1,5 +1,5 @@
 // The 16-bit block tile shared by rung 12/13 (multistage cp.async,
-// cu/12_mma_bf16.cu) and rung 14 (warp-specialised, cu/14_...): tile
+// cu/gemm/12_mma_bf16_fp16.cu) and rung 14 (warp-specialised, cu/gemm/14_...): tile
 // constants, shared-memory layouts, the copy of one pipeline stage, one
 // k-tile of warp MMAs, and the epilogue. The two rungs differ only in who
 // copies and how the stages are handed over, so timing them side by side

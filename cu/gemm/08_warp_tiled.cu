@@ -26,7 +26,7 @@
 // - __launch_bounds__(THREADS, MIN_BLOCKS) caps registers so MIN_BLOCKS
 //   blocks fit on an SM (2 x 256 threads at <= 128 registers by default).
 // Tile constants are -D defines: benchmarks/autotune_warp_tiled.py sweeps them.
-#include "gemm_common.cuh"
+#include "simt_common.cuh"
 
 #ifndef BM
 #define BM 128

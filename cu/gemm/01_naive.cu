@@ -4,7 +4,7 @@
 // consecutive floats of a row of B (one coalesced 128-byte request) and all
 // read the same element of A (one broadcast). Nothing is reused on chip
 // beyond what L1/L2 happen to keep: each multiply-add needs two loads.
-#include "gemm_common.cuh"
+#include "simt_common.cuh"
 
 #ifndef BM
 #define BM 16  // rows of C per block (threadIdx.y)

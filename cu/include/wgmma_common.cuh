@@ -1,7 +1,7 @@
 // Hopper building blocks for the TMA + wgmma rung (sm_90a): tensor-map
 // parameters, mbarriers, bulk tensor copies, shared-memory matrix descriptors
 // and the warpgroup MMA instructions themselves, each as a thin inline-PTX
-// wrapper. Nothing here allocates or schedules; 20_wgmma_tma_bf16.cu does.
+// wrapper. Nothing here allocates or schedules; gemm/20_tma_wgmma.cu does.
 #pragma once
 
 typedef unsigned int u32;

@@ -8,7 +8,7 @@
 // buffer. Two buffers need only one __syncthreads per k-tile: the barrier
 // after storing tile t+1 both publishes it and proves that every thread has
 // finished reading the buffer that the store after next will overwrite.
-#include "gemm_common.cuh"
+#include "simt_common.cuh"
 
 #ifndef BM
 #define BM 128

@@ -7,7 +7,7 @@
 // 16-fold against rung 2, and the FMAs are independent, so they issue
 // back to back instead of waiting on each other. Global loads use the
 // linear thread id, so every warp reads whole 64- or 128-byte row segments.
-#include "gemm_common.cuh"
+#include "simt_common.cuh"
 
 #ifndef BM
 #define BM 128  // rows of C per block (TS in the seed)
