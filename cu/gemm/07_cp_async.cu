@@ -19,6 +19,8 @@
 // chunk is four 4-byte cp.async.ca, each zero-filled on its own when it
 // falls outside the matrix (src-size operand 0: nothing is read, zeros are
 // written), so any M, N, K works.
+#include "cp_async.cuh"
+#include "ld_st.cuh"
 #include "simt_common.cuh"
 
 #ifndef BM
@@ -60,10 +62,6 @@ static_assert(LDA % 8 == 4, "As row length == 4 mod 8 words: aligned and conflic
 static_assert(A_CHUNKS * 4 * THREADS == BM * BK && B_CHUNKS * 4 * THREADS == BK * BN,
               "tile loads must divide evenly among threads");
 
-__device__ __forceinline__ unsigned shared_address(const void* p) {
-    return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-
 // Copy the quad src[0..3], of which only the first `valid` exist, to dst.
 // `fallback` is any valid address of the same matrix: with src-size 0
 // nothing is read, but the operand still names memory that exists.
@@ -71,29 +69,16 @@ __device__ __forceinline__ void copy_quad_async(float* dst, const float* src, in
                                                 const float* fallback) {
 #if ALIGNED
     const bool in = valid > 0;  // a quad is entirely inside or entirely outside
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst)),
-                 "l"(__cvta_generic_to_global(in ? src : fallback)), "r"(in ? 16 : 0)
-                 : "memory");
+    cp_async_16_global(smem_addr(dst), __cvta_generic_to_global(in ? src : fallback),
+                       in ? 16 : 0);
 #else
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
         const bool in = c < valid;
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(shared_address(dst + c)),
-                     "l"(__cvta_generic_to_global(in ? src + c : fallback)), "r"(in ? 4 : 0)
-                     : "memory");
+        cp_async_4_global(smem_addr(dst + c), __cvta_generic_to_global(in ? src + c : fallback),
+                          in ? 4 : 0);
     }
 #endif
-}
-
-// Close the group of every cp.async this thread issued since the last commit.
-__device__ __forceinline__ void cp_async_commit() {
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-// Wait until at most N of this thread's committed groups are still pending.
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 __device__ __forceinline__ float component(const float4& v, int c) {

@@ -13,6 +13,7 @@
 // multiples of 32 bytes because wmma.load wants every fragment row to start
 // on a 32-byte boundary.
 #include "mma_common.cuh"
+#include "wmma.cuh"
 
 #ifndef BM
 #define BM 128

@@ -43,6 +43,8 @@
 // WN=32 (measurement knob): 16 warps of 64 x 32, 4 per scheduler instead of
 // 2 to hide the fragment loads' latency, at the price of 1.5x the shared
 // loads and conversions per MMA and a 128-register cap.
+#include "ldmatrix.cuh"
+#include "mma.cuh"
 #include "mma_common.cuh"
 
 #ifndef BM

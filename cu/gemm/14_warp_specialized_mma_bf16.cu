@@ -36,6 +36,7 @@
 // sm_90a, the wgmma world), which the consumers fit by keeping their
 // addresses out of registers (see lane_offsets in mma_bf16_block.cuh).
 #include "mma_bf16_block.cuh"
+#include "named_barrier.cuh"
 
 // The consumers load each k16 step's fragments just before its MMAs
 // (FRAG_PIPE=0): two fragment sets next to 128 accumulators do not fit in

@@ -70,7 +70,13 @@
 //             so the stores drain while the next tile's mainloop runs. 1 and 2
 //             apply to bf16/fp16; 2 needs beta == 0, N % 4 == 0 and C 16-byte
 //             aligned, else the kernel falls back to 0 at run time.
-#include "wgmma_common.cuh"
+#include "cluster.cuh"
+#include "ld_st.cuh"
+#include "mbarrier.cuh"
+#include "mma.cuh"
+#include "named_barrier.cuh"
+#include "tma.cuh"
+#include "wgmma.cuh"
 
 #ifndef WARP_SPECIALIZED
 #define WARP_SPECIALIZED 1
@@ -858,7 +864,7 @@ __device__ __forceinline__ void gemm_tma_wgmma(const TmaMap* mapA, const TmaMap*
                                                float alpha, float beta, int* sched) {
     extern __shared__ unsigned char smem_raw[];
     Ring ring;
-    ring.base = (smem_u32(smem_raw) + 1023u) & ~1023u;
+    ring.base = (smem_addr(smem_raw) + 1023u) & ~1023u;
     ring.staging = ring.base + STAGES * STAGE_BYTES;
     ring.full = ring.staging + STAGING_BYTES;
     ring.empty = ring.full + 8 * STAGES;

@@ -21,6 +21,8 @@
 // yields a0..a3 directly; ldmatrix.x4.trans of the k-major B tile yields
 // b0, b1 for two neighbouring n-tiles.
 #pragma once
+#include "ldmatrix.cuh"
+#include "mma.cuh"
 #include "mma_common.cuh"
 
 #ifndef USE_FP16

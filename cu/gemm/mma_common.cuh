@@ -1,9 +1,11 @@
-// What the tensor-core rungs (cu/09 .. cu/14) share: the block-index order,
+// What the tensor-core rungs (cu/gemm/09 .. 14) share: the block-index order,
 // the shared-memory layouts (XOR swizzles), the guarded global -> shared
 // tile copy, and the epilogue. The PTX rung ptx/10_mma_tf32_ptx.ptx spells
-// out the same pieces by hand.
+// out the same pieces by hand. The instructions themselves are wrapped in
+// cu/include/, one header per instruction family.
 #pragma once
-#include "mma_primitives.cuh"
+#include "cp_async.cuh"
+#include "ld_st.cuh"
 
 // ALIGNED=1 is only compiled in when K and N are multiples of the rung's
 // vector width (16 bytes of input elements) and A, B, C are 16-byte aligned:

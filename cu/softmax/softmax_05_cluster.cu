@@ -15,6 +15,8 @@
 // b of row r. VEC as in rung 04.
 // Parameters: x, y are rows x cols, row-major, contiguous; any rows >= 1,
 // 1 <= cols <= CLUSTER * THREADS * ELEMS.
+#include "cluster.cuh"
+#include "ld_st.cuh"
 #include "softmax_common.cuh"
 
 #ifndef THREADS
@@ -37,36 +39,11 @@ static_assert(THREADS % 32 == 0 && THREADS <= 1024, "THREADS: a multiple of 32 u
 static_assert(ELEMS % VEC == 0, "ELEMS must be a multiple of VEC");
 static_assert(CLUSTER >= 1 && CLUSTER <= 8, "CLUSTER: 1..8 (portable cluster sizes)");
 
-__device__ __forceinline__ unsigned cluster_rank() {
-    unsigned r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return r;
-}
-
-// Release on arrive / acquire on wait: shared-memory writes made before the
-// barrier are visible to every block of the cluster after it.
-__device__ __forceinline__ void cluster_sync() {
-    asm volatile("barrier.cluster.arrive.release.aligned;\n\t"
-                 "barrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-
-// Split barrier for the exit: "I have finished reading the others' shared
-// memory" (arrive, relaxed: it orders nothing of ours), then later wait until
-// every block has said so, since a block's shared memory disappears when it
-// exits.
-__device__ __forceinline__ void cluster_arrive_relaxed() {
-    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-}
-__device__ __forceinline__ void cluster_wait() {
-    asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
-}
-
 __device__ __forceinline__ MaxSum load_remote_pair(const MaxSum* local, unsigned rank) {
-    const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(local));
-    unsigned remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
+    const float2 v = ld_shared_cluster_f32x2(mapa_shared(smem_addr(local), rank));
     MaxSum p;
-    asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];" : "=f"(p.m), "=f"(p.l) : "r"(remote) : "memory");
+    p.m = v.x;
+    p.l = v.y;
     return p;
 }
 
@@ -77,7 +54,7 @@ softmax_05_cluster(const elem_t* __restrict__ x, elem_t* __restrict__ y, int row
     __shared__ MaxSum part[THREADS / 32];
     __shared__ __align__(8) MaxSum block_pair;
 
-    const unsigned rank = cluster_rank();
+    const unsigned rank = cluster_ctarank();
     const long long row = blockIdx.x / CLUSTER;
     // Every block of a launched cluster belongs to a real row (grid = rows * CLUSTER);
     // the guard only keeps a wrong grid from reading out of bounds.
@@ -90,13 +67,13 @@ softmax_05_cluster(const elem_t* __restrict__ x, elem_t* __restrict__ y, int row
     const MaxSum mine = slice_exp<ELEMS>(v);
     const MaxSum blk = block_merge<THREADS>(mine, part);
     if (threadIdx.x == 0) block_pair = blk;
-    cluster_sync();
+    cluster_sync_aligned();
 
     MaxSum r = load_remote_pair(&block_pair, 0);
 #pragma unroll
     for (unsigned b = 1; b < CLUSTER; ++b) r = merge(r, load_remote_pair(&block_pair, b));
-    cluster_arrive_relaxed();
+    cluster_arrive_relaxed_aligned();
 
     slice_store<ITEMS, VEC, THREADS>(y + base, first, cols, live, threadIdx.x, v, slice_scale(mine.m, r));
-    cluster_wait();
+    cluster_wait_aligned();
 }

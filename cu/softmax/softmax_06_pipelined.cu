@@ -40,7 +40,11 @@
 // Parameters: x, y are rows x cols, row-major, contiguous; any rows >= 1,
 // 1 <= cols <= CLUSTER * THREADS * ELEMS; grid = nclusters * CLUSTER blocks
 // for any nclusters >= 1 (the dispatcher uses the number that fit at once).
+#include "cluster.cuh"
+#include "ld_st.cuh"
+#include "mbarrier.cuh"
 #include "softmax_common.cuh"
+#include "tma.cuh"
 
 #ifndef THREADS
 #define THREADS 512
@@ -64,13 +68,6 @@
 #ifndef EVICT_FIRST
 #define EVICT_FIRST 0
 #endif
-// A wait that outlasts this many nanoseconds is a deadlock (a phase or byte
-// count that can never complete): trap, so the launch fails with an error
-// instead of hanging the process. 0 disables the check.
-#ifndef WATCHDOG_NS
-#define WATCHDOG_NS 10000000000ull
-#endif
-
 static_assert(THREADS % 32 == 0 && THREADS <= 1024, "THREADS: a multiple of 32 up to 1024");
 static_assert(ELEMS % VEC == 0, "ELEMS must be a multiple of VEC");
 static_assert(CLUSTER >= 1 && CLUSTER <= 16, "CLUSTER: 1..16 (above 8 is a non-portable size)");
@@ -91,30 +88,17 @@ constexpr bool BULK = VEC * sizeof(elem_t) == 16;
 // An mbarrier phase counts at most 2^20 - 1 bytes in flight.
 static_assert(!BULK || SLICE * sizeof(elem_t) < (1u << 20), "slice too large for one mbarrier phase");
 
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-    return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-
 // ---------------------------------------------------------------------------
-// mbarriers: a phase completes when its pending arrivals and its transaction
-// count (bytes announced by expect_tx, retired by the copies) both reach 0.
+// mbarrier waits: a phase completes when its pending arrivals and its
+// transaction count (bytes announced by expect_tx, retired by the copies)
+// both reach 0. A wait longer than MBAR_WATCHDOG_NS (mbarrier.cuh) traps.
 // ---------------------------------------------------------------------------
-__device__ __forceinline__ void mbar_init(unsigned bar, unsigned arrivals) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(arrivals) : "memory");
-}
-
-__device__ __forceinline__ void mbar_arrive_expect_tx(unsigned bar, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
-                 :: "r"(bar), "r"(bytes) : "memory");
-}
-
 __device__ __forceinline__ void watchdog(unsigned long long& start) {
-    if constexpr (WATCHDOG_NS != 0) {
-        unsigned long long now;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    if constexpr (MBAR_WATCHDOG_NS != 0) {
+        const unsigned long long now = globaltimer_ns();
         if (start == 0) {
             start = now;
-        } else if (now - start > WATCHDOG_NS) {
+        } else if (now - start > MBAR_WATCHDOG_NS) {
             __trap();
         }
     }
@@ -122,64 +106,32 @@ __device__ __forceinline__ void watchdog(unsigned long long& start) {
 
 // Wait for the phase of the given parity. Default (CTA-scope acquire) suits
 // the bulk copies this block issued into its own shared memory.
-__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+__device__ __forceinline__ void wait_phase(unsigned bar, unsigned parity) {
     unsigned long long start = 0;
-    while (true) {
-        unsigned done;
-        asm volatile("{\n\t.reg .pred p;\n\t"
-                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-                     "selp.u32 %0, 1, 0, p;\n\t}"
-                     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-        if (done) return;
-        watchdog(start);
-    }
+    while (!mbar_try_wait(bar, parity)) watchdog(start);
 }
 
 // The same at cluster scope: the bytes were stored by other blocks.
-__device__ __forceinline__ void mbar_wait_cluster(unsigned bar, unsigned parity) {
+__device__ __forceinline__ void wait_phase_cluster(unsigned bar, unsigned parity) {
     unsigned long long start = 0;
-    while (true) {
-        unsigned done;
-        asm volatile("{\n\t.reg .pred p;\n\t"
-                     "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n\t"
-                     "selp.u32 %0, 1, 0, p;\n\t}"
-                     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-        if (done) return;
-        watchdog(start);
-    }
+    while (!mbar_try_wait_cluster(bar, parity)) watchdog(start);
 }
 
 // One row slice, global -> this block's shared memory, completing `bytes` on
 // `bar` (announced by the same thread just before).
-__device__ __forceinline__ void bulk_load(unsigned dst, const elem_t* src, unsigned bytes,
-                                          unsigned bar) {
+__device__ __forceinline__ void load_slice(unsigned dst, const elem_t* src, unsigned bytes,
+                                           unsigned bar) {
 #if EVICT_FIRST
-    unsigned long long policy;
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
-                 " [%0], [%1], %2, [%3], %4;"
-                 :: "r"(dst), "l"(src), "r"(bytes), "r"(bar), "l"(policy) : "memory");
+    bulk_load_evict_first(dst, src, bytes, bar);
 #else
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
-                 " [%0], [%1], %2, [%3];"
-                 :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
+    bulk_load(dst, src, bytes, bar);
 #endif
-}
-
-__device__ __forceinline__ unsigned cluster_rank() {
-    unsigned r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return r;
 }
 
 // Store a (max, sum) pair at `slot` in block `peer`'s shared memory and count
 // its 8 bytes on that block's mbarrier at the offset of `bar`.
 __device__ __forceinline__ void send_pair(unsigned peer, unsigned slot, unsigned bar, MaxSum p) {
-    asm volatile("{\n\t.reg .b32 rs, rb;\n\t"
-                 "mapa.shared::cluster.u32 rs, %0, %2;\n\t"
-                 "mapa.shared::cluster.u32 rb, %1, %2;\n\t"
-                 "st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [rs], {%3, %4}, [rb];\n\t}"
-                 :: "r"(slot), "r"(bar), "r"(peer), "f"(p.m), "f"(p.l) : "memory");
+    st_async_peer_f32x2(peer, slot, bar, p.m, p.l);
 }
 
 // The slice of one row from a landing buffer into registers, in the layout of
@@ -228,7 +180,7 @@ softmax_06_pipelined(const elem_t* __restrict__ x, elem_t* __restrict__ y, int r
     __shared__ MaxSum part[2][WARPS];
 
     const int lane = threadIdx.x;
-    const unsigned rank = CLUSTER > 1 ? cluster_rank() : 0u;
+    const unsigned rank = CLUSTER > 1 ? cluster_ctarank() : 0u;
     const long long first_row = blockIdx.x / CLUSTER;
     const long long row_step = gridDim.x / CLUSTER;
     const int first = static_cast<int>(rank) * SLICE;
@@ -247,15 +199,14 @@ softmax_06_pipelined(const elem_t* __restrict__ x, elem_t* __restrict__ y, int r
         // one must not use cluster-scope instructions at all: the driver then
         // insists on a cluster launch and refuses every shape of it.
         if constexpr (CLUSTER > 1) {
-            asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+            fence_barrier_init();
         } else {
-            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            fence_proxy_async_smem();
         }
     }
     if constexpr (CLUSTER > 1) {
         // No block may send a pair before every peer has initialised its barriers.
-        asm volatile("barrier.cluster.arrive.release.aligned;\n\t"
-                     "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+        cluster_sync_aligned();
     } else {
         __syncthreads();
     }
@@ -265,7 +216,7 @@ softmax_06_pipelined(const elem_t* __restrict__ x, elem_t* __restrict__ y, int r
         const unsigned bar = smem_addr(&full[s]);
         mbar_arrive_expect_tx(bar, slice_bytes);
         if (slice_bytes) {
-            bulk_load(smem_addr(buffers + s * SLICE), x + row * cols + first, slice_bytes, bar);
+            load_slice(smem_addr(buffers + s * SLICE), x + row * cols + first, slice_bytes, bar);
         }
     };
     if constexpr (BULK) {
@@ -285,7 +236,7 @@ softmax_06_pipelined(const elem_t* __restrict__ x, elem_t* __restrict__ y, int r
         const int set = k & 1;
         float v[ELEMS];
         if constexpr (BULK) {
-            mbar_wait(smem_addr(&full[stage]), phase);
+            wait_phase(smem_addr(&full[stage]), phase);
             buffer_load(buffers + stage * SLICE, count, lane, v);
         } else {
             slice_load<ITEMS, VEC, THREADS>(x + row * cols, first, cols, true, lane, v);
@@ -310,7 +261,7 @@ softmax_06_pipelined(const elem_t* __restrict__ x, elem_t* __restrict__ y, int r
             const unsigned bar = smem_addr(&pairs_in[set]);
             if (threadIdx.x == 0) mbar_arrive_expect_tx(bar, CLUSTER * sizeof(MaxSum));
             if (threadIdx.x < CLUSTER) send_pair(threadIdx.x, smem_addr(&pairs[set][rank]), bar, r);
-            mbar_wait_cluster(bar, (k >> 1) & 1);
+            wait_phase_cluster(bar, (k >> 1) & 1);
             r = fold_pairs<CLUSTER>(pairs[set], lane & 31);
         }
         slice_store<ITEMS, VEC, THREADS>(y + row * cols, first, cols, true, lane, v,
@@ -320,7 +271,7 @@ softmax_06_pipelined(const elem_t* __restrict__ x, elem_t* __restrict__ y, int r
     if constexpr (CLUSTER > 1) {
         // Every st.async aimed at a block lands before that block passes its
         // last wait; exit only once all blocks have passed theirs.
-        asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\t"
-                     "barrier.cluster.wait.aligned;" ::: "memory");
+        cluster_arrive_relaxed_aligned();
+        cluster_wait_aligned();
     }
 }

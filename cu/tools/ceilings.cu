@@ -13,7 +13,7 @@
 // The loop count and operands are kernel arguments and the result is only
 // stored when `store` is non-zero (the launcher passes 0): the compiler can
 // neither fold the arithmetic nor drop it.
-#include "mma_primitives.cuh"
+#include "mma.cuh"
 
 #define CHAINS 4
 
