@@ -90,13 +90,8 @@ VARIANTS = {
     # 16-byte B loads through a chosen n-tile column order 151.4 vs 175.9;
     # fragment double buffering 163.5 (spills); rounding once in shared memory
     # 143.1 (3 stages) / 146.3 (4) vs 173.6.
-    # 16 warps of 64 x 32: twice the warps per scheduler to hide the fragment
-    # loads, but 1.5x the shared loads and conversions per MMA (24 instead of
-    # 16 shared wavefronts, 3 instead of 2 conversions per MMA), 128 registers.
-    "11_wn32": Variant("11_mma_tf32", dict(BK=32, STAGES=3, WN=32), 185,
-                       "16 warps of 64 x 32: latency hiding vs shared traffic"),
-    "11_wn32_s4": Variant("11_mma_tf32", dict(BK=32, STAGES=4, WN=32), 188,
-                          "16 warps, 4 stages"),
+    # 16 warps of 64 x 32 (WN=32): measured 150.1 / 147.2 (3 / 4 stages) vs
+    # 173.3 and removed (benchmarks/notes/removed-knobs.md).
     "11_nocvt": Variant("11_mma_tf32", dict(BK=32, STAGES=3, CVT=0), 195,
                         "measurement only: no conversion at all (truncation)"),
 }

@@ -37,10 +37,10 @@ from drvgemm import driver, ladder, tma
 from drvgemm.bench import _device_json, make_inputs, reference, rel_rmse
 from drvgemm.launch import launch
 
-# The steps as first built: static walk over tiles, stores straight from the
-# accumulators (the tuning knobs of benchmarks/wgmma_sweep.py at their
-# original settings).
-_PLAIN = dict(SCHED=0, EPILOGUE=0, INFLIGHT=1, GROUP=16, RASTER=0, STAGES=4)
+# The steps as first built, starting from the registered entry: stores
+# straight from the accumulators, all SMs (the choices of
+# benchmarks/wgmma_sweep.py at their original settings).
+_PLAIN = dict(EPILOGUE=0, BALANCE=0, GROUP=16, STAGES=4)
 STEPS = {
     "tma_only": dict(_PLAIN, WARP_SPECIALIZED=0, PERSISTENT=0, CLUSTER=1),
     "warp_specialized": dict(_PLAIN, WARP_SPECIALIZED=1, PERSISTENT=0, CLUSTER=1),
@@ -74,7 +74,7 @@ def step_rung(prec, step, extra_defines):
     block = (384 if d["WARP_SPECIALIZED"] else 256, 1, 1)
     tag = step + "".join(f",{k}={v}" for k, v in sorted(extra_defines.items()))
     return dataclasses.replace(base, name=f"{base.name}[{tag}]", defines=d, block=block,
-                               smem=tma.wgmma_smem_bytes(d["STAGES"], d.get("EPILOGUE", 0)))
+                               smem=tma.wgmma_smem_bytes(d["STAGES"], d["EPILOGUE"]))
 
 
 def bench_step(prec, step, extra, m, n, k, A, B, ref, batch, reps):

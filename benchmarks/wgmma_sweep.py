@@ -7,7 +7,7 @@ defines:
         [--no-followup] [--json PATH] [--list]
 
 --extra adds a variant on the spot (its defines over the common base, e.g.
-"dyn_g4:SCHED=1,EPILOGUE=2,GROUP=4"); --list shows the named ones.
+"tmastore_g4:EPILOGUE=2,GROUP=4"); --list shows the named ones.
 
 1. Every variant is compiled (in parallel processes) and its resources
    checked: no spills, no local memory, and 168 registers at entry for the
@@ -16,8 +16,7 @@ defines:
 2. Every variant is checked for exact results (small-integer inputs) at an
    odd shape, 1999 x 2100 x 520 (edge tiles in both directions, more tiles
    than SMs, a ring that wraps mid-tile), once with its own grid and once with
-   5 blocks walking all 144 tiles; for SCHED=1 the second launch also checks
-   that the tile counters came back to zero. The checks run in a child
+   5 blocks walking all 144 tiles. The checks run in a child
    process, so a variant that faults cannot take the others down.
 3. At each square shape, the variants that passed and the cuBLAS calls
    (torch.matmul; cublasGemmEx with bf16 and with fp32 output) are timed
@@ -57,10 +56,11 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, _HERE)                       # wgmma_steps (the cuBLAS calls)
 sys.path.insert(1, os.path.dirname(_HERE))      # drvgemm, when not installed
 
-# Defines common to every variant: the rung as first measured (persistent,
-# static walk, direct stores). Each variant overrides some of them.
-BASE = dict(WARP_SPECIALIZED=1, PERSISTENT=1, CLUSTER=1, STAGES=4, SCHED=0, GROUP=16, RASTER=0,
-            INFLIGHT=1, EPILOGUE=0, TF32_FRAG=1)
+# Every variant starts from the registered entry of its precision and
+# overrides some of its defines. BASE sets the ones the references below
+# were first measured with (direct stores, all SMs), so that a variant names
+# everything it changes from that starting point.
+BASE = dict(EPILOGUE=0, BALANCE=0, OUT_16=0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,9 +75,10 @@ class Variant:
 # cuBLAS best 808 / 798. The loss of the static persistent walk at 8192 but
 # not at 4096 (16 vs 4 tiles per block) points at the walk itself: blocks
 # drift apart, so the tiles in flight spread over more of C (less L2 sharing),
-# and the slowest block's fixed share sets the end. SCHED=1 hands tiles out
-# in order (the window in flight stays compact, slow blocks take fewer); the
-# TMA-store epilogue lets the next tile's mainloop start while C drains.
+# and the slowest block's fixed share sets the end. An atomic tile counter
+# (SCHED=1, since removed: benchmarks/notes/removed-knobs.md) measured within
+# noise of the static walk; the TMA-store epilogue lets the next tile's
+# mainloop start while C drains.
 VARIANTS = {
     # references: the measured steps
     "nonpersistent": Variant(dict(PERSISTENT=0), "one block per tile (measured 734/788)",
@@ -89,27 +90,16 @@ VARIANTS = {
     "static_g8": Variant(dict(GROUP=8), "static walk, narrower bands", (740, 712)),
     "static_g16_sm128": Variant(dict(SM_LIMIT=128), "static walk on 128 blocks: 2048 tiles "
                                 "= 16 each exactly, no 15/16 split", (740, 745)),
-    "dyn_g16": Variant(dict(SCHED=1), "tiles from an atomic counter", (748, 795)),
-    "dyn_g8": Variant(dict(SCHED=1, GROUP=8), "counter, bands of 8 tile rows", (746, 792)),
-    "dyn_cols8": Variant(dict(SCHED=1, RASTER=1, GROUP=8), "counter, bands of 8 tile columns",
-                         (746, 793)),
     # (2) the epilogue
-    "dyn_g16_quads": Variant(dict(SCHED=1, EPILOGUE=1), "counter + 16-byte stores after "
-                             "lane swaps", (750, 796)),
-    "dyn_g16_tmastore": Variant(dict(SCHED=1, EPILOGUE=2), "counter + C through shared "
-                                "memory and TMA stores (registered default)", (765, 805)),
     "static_g16_tmastore": Variant(dict(EPILOGUE=2), "static walk + TMA stores", (760, 715)),
     "nonpersistent_tmastore": Variant(dict(PERSISTENT=0, EPILOGUE=2), "one block per tile "
                                       "+ TMA stores", (738, 790)),
     "cluster2_tmastore": Variant(dict(CLUSTER=2, EPILOGUE=2), "clusters + TMA stores",
                                 (750, 715)),
     # (3) the pipeline
-    "dyn_g16_tmastore_inflight0": Variant(dict(SCHED=1, EPILOGUE=2, INFLIGHT=0),
-                                          "+ release each stage at once (one more stage of "
-                                          "look-ahead)", (765, 805)),
-    "dyn_g16_tmastore_s3": Variant(dict(SCHED=1, EPILOGUE=2, STAGES=3), "3 stages", (745, 785)),
-    "dyn_g8_tmastore": Variant(dict(SCHED=1, EPILOGUE=2, GROUP=8), "bands of 8 + TMA stores",
-                               (763, 803)),
+    "static_g16_tmastore_s3": Variant(dict(EPILOGUE=2, STAGES=3), "3 stages", (745, 785)),
+    "static_g8_tmastore": Variant(dict(EPILOGUE=2, GROUP=8), "bands of 8 + TMA stores",
+                                  (763, 803)),
     # (4) a 16-bit C (as cuBLAS's fastest call writes) and the grid size.
     # Measured with --extra in one run (TFLOP/s at 4096 / 8192): out16tma
     # 660.7 / 650.2, the same on 128 blocks 663.8 / 661.5. 512 and 2048 tiles
@@ -123,24 +113,13 @@ VARIANTS = {
     "static_g16_tmastore_bal": Variant(dict(EPILOGUE=2, BALANCE=1), "fp32 C, balanced grid",
                                        (645, 648)),
 }
-# tf32 (follow-up, 4096): SCHED and EPILOGUE 1/2 do not apply to it.
+# tf32 (follow-up, 4096): the TMA-store epilogue does not apply to it.
 TF32_VARIANTS = {
     "tf32_cluster2": Variant(dict(CLUSTER=2), "the registered tf32 rung", (320, 0)),
     "tf32_static": Variant({}, "persistent, no clusters", (320, 0)),
-    "tf32_static_inflight0": Variant(dict(INFLIGHT=0), "one fragment set, stage released at "
-                                     "once", (315, 0)),
     "tf32_nonpersistent": Variant(dict(PERSISTENT=0), "one block per tile", (315, 0)),
-    # ncu (results/h200-ncu-tf32.csv): tensor pipe 76.6% vs cuBLAS's 88.2%,
-    # issue slots 32% vs 19%, ALU the busiest pipe by instructions. A stage's
-    # fragment loads take 148 SASS instructions per thread, ~50 of them
-    # recomputing 16 swizzled addresses, 48 the rounding; TF32_FRAG=2 takes
-    # 105 (4 addresses, loads with immediate offsets, 2-instruction rounding).
-    "tf32_static_frag2": Variant(dict(TF32_FRAG=2), "4 fragment addresses per stage, "
-                                 "rounding without the mask (105 vs 148 instructions)", (335, 0)),
-    "tf32_static_inflight0_frag2": Variant(dict(INFLIGHT=0, TF32_FRAG=2),
-                                           "one fragment set + TF32_FRAG=2", (330, 0)),
-    "tf32_static_frag2_bal": Variant(dict(TF32_FRAG=2, BALANCE=1), "registered tf32 + balanced "
-                                     "grid (512 tiles: 128 blocks)", (338, 0)),
+    "tf32_static_bal": Variant(dict(BALANCE=1), "registered tf32 + balanced "
+                               "grid (512 tiles: 128 blocks)", (338, 0)),
     # Measured 2026-11-29 and dropped from the source: the transposed tile
     # through TMA stores (staged 64 x 32 boxes, two per step) ran at 259-261
     # TFLOP/s against 317 for direct stores, with an 8-32 B spill at the
@@ -164,7 +143,7 @@ def variant_rung(prec, name, defines):
     own name, so its compiled kernel is cached separately)."""
     from drvgemm import ladder, tma
     base = ladder.rung(RUNG[prec])
-    d = {"WGMMA_ELEM": base.defines["WGMMA_ELEM"], **BASE, **defines}
+    d = {**base.defines, **BASE, **defines}
     block = (384 if d["WARP_SPECIALIZED"] else 256, 1, 1)
     return dataclasses.replace(base, name=f"{base.name}[{name}]", defines=d, block=block,
                                smem=tma.wgmma_smem_bytes(d["STAGES"], d["EPILOGUE"]))

@@ -52,18 +52,21 @@ class Rung:
 
 
 def _wgmma_rung(precision, elem, *, tile_m, tile_n, vector, summary, STAGES=4, EPILOGUE=0,
-                TF32_FRAG=2, BALANCE=0, **extra) -> Rung:
+                BALANCE=0, **extra) -> Rung:
     """One entry of cu/gemm/20_tma_wgmma.cu (WGMMA_ELEM 1/2/3 = bf16/fp16/tf32) with the
-    registered knobs (TF32_FRAG only changes the tf32 entry); smem = STAGES x 48 KiB
-    ring + 32 KiB of C staging (EPILOGUE=2) + 16 B of mbarriers per stage + 64 B unit
-    queue + 1 KiB for 1024-B alignment."""
+    registered knobs. BM x BN is the block's tile of C and BK the k per stage (one
+    128-byte line: 64 16-bit or 32 fp32 elements); the kernel checks them against its
+    wgmma tile (128 x 256, transposed for tf32). smem = STAGES x 48 KiB ring + 32 KiB of
+    C staging (EPILOGUE=2) + 16 B of mbarriers per stage + 64 B (unit-queue barriers the
+    kernel still initialises) + 1 KiB for 1024-B alignment."""
     return Rung(
         f"20_tma_wgmma_{precision}", "20_tma_wgmma.cu", f"gemm_tma_wgmma_{precision}",
         precision, block=(384, 1, 1), tile_m=tile_m, tile_n=tile_n,
         smem=STAGES * 49152 + (32768 if EPILOGUE == 2 else 0) + 16 * STAGES + 64 + 1024,
-        defines={"WGMMA_ELEM": elem, "WARP_SPECIALIZED": 1, "PERSISTENT": 1, "CLUSTER": 1,
-                 "STAGES": STAGES, "SCHED": 0, "GROUP": 16, "RASTER": 0, "INFLIGHT": 1,
-                 "EPILOGUE": EPILOGUE, "TF32_FRAG": TF32_FRAG, "BALANCE": BALANCE},
+        defines={"WGMMA_ELEM": elem, "BM": tile_m, "BN": tile_n, "BK": 32 if elem == 3 else 64,
+                 "WARP_SPECIALIZED": 1, "PERSISTENT": 1, "CLUSTER": 1, "STAGES": STAGES,
+                 "GROUP": 16, "EPILOGUE": EPILOGUE, "OUT_16": 0, "BALANCE": BALANCE,
+                 "SM_LIMIT": 0},
         vector=vector, arch="sm_90a", host="tma", summary=summary, **extra)
 
 
@@ -133,7 +136,7 @@ RUNGS: list[Rung] = [
         name="09_wmma_fp16", source="09_wmma_fp16.cu", entry="wmma_fp16_gemm", precision="fp16",
         block=((BM // WM) * (BN // WN) * 32, 1, 1), tile_m=BM, tile_n=BN,
         smem=STAGES * (BM * A_LD + BK * B_LD) * 2,  # padded A [BM][BK+16], B [BK][BN+16]
-        defines=dict(BM=BM, BN=BN, WM=WM, WN=WN),
+        defines=dict(BM=BM, BN=BN, WM=WM, WN=WN, BK=BK, STAGES=STAGES, GROUP_M=8),
         vector=8,
         summary="tensor cores through WMMA: 16x16x16 fp16 fragments, fp32 accumulators, "
                 "opaque layouts (epilogue via shared memory)"))(),
@@ -147,7 +150,7 @@ RUNGS: list[Rung] = [
         name="11_mma_tf32", source="11_mma_tf32.cu", entry="mma_tf32_gemm", precision="tf32",
         block=((BM // 64) * (BN // WN) * 32, 1, 1), tile_m=BM, tile_n=BN,
         smem=STAGES * (BM * BK + BK * BN) * 4,  # A [BM][BK], B [BK][BN] fp32, swizzled
-        defines=dict(BM=BM, BK=BK, WN=WN, STAGES=STAGES),
+        defines=dict(BM=BM, BK=BK, WN=WN, STAGES=STAGES, GROUP_M=8, CVT=1),
         vector=4,
         summary="TF32 mma.sync.m16n8k8 (cvt.rna), 3-stage cp.async commit groups, "
                 "XOR-swizzled shared memory, ldmatrix for A"))(),
@@ -155,7 +158,8 @@ RUNGS: list[Rung] = [
         name="12_mma_bf16", source="12_mma_bf16_fp16.cu", entry="mma_bf16_gemm", precision="bf16",
         block=((BM // WM) * (BN // WN) * 32, 1, 1), tile_m=BM, tile_n=BN,
         smem=STAGES * (BM * BK + BK * BN) * 2,  # A [BM][BK], B [BK][BN] bf16, swizzled
-        defines=dict(BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, STAGES=STAGES, FRAG_PIPE=FRAG_PIPE),
+        defines=dict(BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, STAGES=STAGES, GROUP_M=8,
+                     FRAG_PIPE=FRAG_PIPE, USE_FP16=0),
         vector=8,
         summary="bf16 mma.sync.m16n8k16, ldmatrix.x4 (.trans for B) from swizzled shared "
                 "memory, 3-stage cp.async of 64-wide k-tiles, fragments double-buffered "
@@ -164,8 +168,8 @@ RUNGS: list[Rung] = [
         name="13_mma_fp16", source="12_mma_bf16_fp16.cu", entry="mma_fp16_gemm", precision="fp16",
         block=((BM // WM) * (BN // WN) * 32, 1, 1), tile_m=BM, tile_n=BN,
         smem=STAGES * (BM * BK + BK * BN) * 2,
-        defines=dict(BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, STAGES=STAGES, FRAG_PIPE=FRAG_PIPE,
-                     USE_FP16=1),
+        defines=dict(BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, STAGES=STAGES, GROUP_M=8,
+                     FRAG_PIPE=FRAG_PIPE, USE_FP16=1),
         vector=8,
         summary="rung 12 with fp16 inputs"))(),
     # 12-13: BK=64 with 3 stages (144 KiB) still fits an A100 block (164 KiB).
@@ -179,30 +183,24 @@ RUNGS: list[Rung] = [
         entry="ws_mma_bf16_gemm", precision="bf16",
         block=((BM // WM) * (BN // WN) * 32 + PRODUCER_WARPS * 32, 1, 1), tile_m=BM, tile_n=BN,
         smem=STAGES * (BM * BK + BK * BN) * 2,
-        defines=dict(BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, STAGES=STAGES,
+        defines=dict(BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, STAGES=STAGES, GROUP_M=8,
                      PRODUCER_WARPS=PRODUCER_WARPS),
         vector=8,
         summary="rung 12 warp-specialised: 4 producer warps copy, 8 consumer warps compute, "
                 "stages handed over with named barriers"))(),
     # ---- Hopper: TMA + wgmma ----
     # One source, three entries. The kernel's signature is (mapA, mapB, mapC, C, M, N, K,
-    # alpha, beta, sched); grid, block, shared memory and arguments come from
+    # alpha, beta, unused); grid, block, shared memory and arguments come from
     # tma.wgmma_gemm_launch_config. Build steps (benchmarks/wgmma_steps.py): WARP_SPECIALIZED=0
     # (TMA + wgmma only), WARP_SPECIALIZED=1 (+ producer warpgroup, setmaxnreg), PERSISTENT=1
     # (grid = SMs, host side only), CLUSTER=2 (+ 2-block clusters multicasting the shared
-    # 256-wide operand). Tuning knobs (benchmarks/wgmma_sweep.py): SCHED (1: units handed out
-    # by an atomic counter), GROUP/RASTER (unit order), INFLIGHT, EPILOGUE (2: TMA stores
-    # from shared memory), STAGES, SM_LIMIT (host side).
-    # Registered knobs: the best of benchmarks/wgmma_sweep.py on the H200 (geometric mean
+    # 256-wide operand). Choices benchmarks/wgmma_sweep.py compares: GROUP (unit order),
+    # EPILOGUE (2: TMA stores from shared memory), STAGES, SM_LIMIT and BALANCE (host side).
+    # Registered: the best of benchmarks/wgmma_sweep.py on the H200 (geometric mean
     # against the best cuBLAS call): static grouped order (GROUP=16), no clusters, C through
-    # shared memory and TMA stores (EPILOGUE=2). Timing 4096x4096xK for K = 2048 .. 8192
-    # put the direct stores' fixed cost at ~18 us per launch against ~8 us for the TMA
-    # stores (whole 128-byte lines instead of 32-byte pieces of 8 rows, all SMs storing at
-    # once); the mainloops run at the same rate.
-    # BALANCE=1 (bf16/fp16): the persistent grid shrinks to the fewest blocks
-    # that take as many rounds of tiles (128 at 4096 and 8192, 96 at 3072);
-    # measured +3.4% at 3072, +0.6% / +1.8% at 4096 / 8192 with a 16-bit C,
-    # within noise for tf32, which keeps all SMs (benchmarks/NOTES.md).
+    # shared memory and TMA stores (EPILOGUE=2) for bf16/fp16, a balanced persistent grid
+    # (BALANCE=1) for bf16/fp16. The measurements are in benchmarks/NOTES.md; the knobs
+    # that lost, in benchmarks/notes/removed-knobs.md.
     _wgmma_rung("bf16", 1, tile_m=128, tile_n=256, vector=8, narrow_output=True, EPILOGUE=2,
                 BALANCE=1,
                 summary="TMA loads into a 4-stage mbarrier ring, wgmma m64n256k16 from shared "

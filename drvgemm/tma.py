@@ -518,14 +518,13 @@ def wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, *, stream=None
                          "handles empty products")
     geo = wgmma_geometry(rung.precision)
     defines = dict(rung.defines)
-    ws = int(defines.get("WARP_SPECIALIZED", 1))
-    cluster = int(defines.get("CLUSTER", 1))
-    stages = int(defines.get("STAGES", 4))
-    persistent = int(defines.get("PERSISTENT", 1))
-    epilogue = int(defines.get("EPILOGUE", 0))
-    sched = int(defines.get("SCHED", 0))
-    sm_limit = int(defines.get("SM_LIMIT", 0))
-    balance = bool(int(defines.get("BALANCE", 0)))
+    ws = int(defines["WARP_SPECIALIZED"])
+    cluster = int(defines["CLUSTER"])
+    stages = int(defines["STAGES"])
+    persistent = int(defines["PERSISTENT"])
+    epilogue = int(defines["EPILOGUE"])
+    sm_limit = int(defines["SM_LIMIT"])
+    balance = bool(int(defines["BALANCE"]))
     block = (384 if ws else 256, 1, 1)
     if tuple(rung.block) + (1,) * (3 - len(rung.block)) != block:
         raise ValueError(f"{rung.name}: block {rung.block} does not match "
@@ -575,7 +574,7 @@ def wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, *, stream=None
             # one 128-byte line per row: 32 fp32 or 64 16-bit columns
             map_c = _cached_map(pc, dtype if narrow_output else "fp32", m, n, c_elem * n,
                                 C_BOX[0], 128 // c_elem)
-    workspace = _sched_workspace(s) if sched else 0
+    workspace = 0   # the kernel's last parameter is unused (the dynamic scheduler is gone)
 
     resident = _persistent_blocks(rung, cluster, block, smem, sm_limit) if persistent else None
     blocks = wgmma_grid_blocks(geo, m, n, cluster, resident, balanced=balance)

@@ -18,6 +18,7 @@ import pytest
 
 from drvgemm import sass, sources
 from drvgemm.compiler import compile_binary, parse_resources
+from drvgemm.errors import CompileError
 from drvgemm.occupancy import SPECS, kernel_max_threads, model
 from drvgemm.rungs import RUNGS, by_name
 
@@ -123,20 +124,23 @@ def test_sass_shows_what_the_rung_is_about(case):
         assert not any(op.startswith("BAR.ARV") for op in ops)
 
 
-@pytest.mark.parametrize("aligned", (0, 1))
-def test_rung11_sixteen_warp_knob_builds(aligned):
-    """WN=32 (16 warps of 64 x 32, measured slower and kept as a knob):
-    512 threads fit the register file only at <= 128 registers, without
-    spills, with 4 x 4 MMAs per warp per k8 step."""
+def test_rung11_takes_only_its_warp_tile():
+    """16 warps of 64 x 32 (WN=32) measured slower and were removed: the
+    kernel refuses any warp tile but the registered one."""
     r = by_name()["11_mma_tf32"]
-    b = compile_binary(r.source, r.entry, defines=dict(r.defines, WN=32, ALIGNED=aligned),
-                       arch="sm_90")
-    res = parse_resources(b.log)[b.entry]
-    assert (res.spill_stores, res.spill_loads, res.stack) == (0, 0, 0)
-    assert res.registers <= 128
-    assert kernel_max_threads(b.ptx, b.entry) == 512
-    hmma = Counter(re.findall(OPCODE_RE, sass.disassemble(b.cubin)))[HMMA["tf32"]]
-    assert hmma > 0 and hmma % (4 * 4 * (r.defines["BK"] // 8)) == 0
+    with pytest.raises(CompileError, match="WN"):
+        compile_binary(r.source, r.entry, defines=dict(r.defines, WN=32, ALIGNED=1), arch="sm_90")
+
+
+def test_a_missing_define_fails_the_compile():
+    """One source of truth: a kernel does not fall back on a default of its own."""
+    for name, missing in (("08_warp_tiled", "KT_UNROLL"), ("12_mma_bf16", "BK"),
+                          ("20_tma_wgmma_bf16", "STAGES")):
+        r = by_name()[name]
+        defines = {k: v for k, v in r.defines.items() if k != missing}
+        with pytest.raises(CompileError, match=missing):
+            compile_binary(r.source, r.entry, defines=dict(defines, ALIGNED=1), arch=r.arch
+                           if r.arch.endswith("a") else "sm_90")
 
 
 def test_tile_twins_share_their_tiles():

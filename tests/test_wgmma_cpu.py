@@ -29,22 +29,19 @@ ENTRIES = {"bf16": ("gemm_tma_wgmma_bf16", 1), "fp16": ("gemm_tma_wgmma_fp16", 2
            "tf32": ("gemm_tma_wgmma_tf32", 3)}
 # Each build step of the rung, compiled as the benchmark compiles it, and the
 # tuning knobs of benchmarks/wgmma_sweep.py.
-STEPS = {"tma_only": {"WARP_SPECIALIZED": 0},
-         "warp_specialized": {"WARP_SPECIALIZED": 1},
-         "cluster2": {"WARP_SPECIALIZED": 1, "CLUSTER": 2},
-         "dynamic": {"WARP_SPECIALIZED": 1, "SCHED": 1},
-         "dynamic_tma_store": {"WARP_SPECIALIZED": 1, "SCHED": 1, "EPILOGUE": 2},
-         "dynamic_quads_inflight0": {"WARP_SPECIALIZED": 1, "SCHED": 1, "EPILOGUE": 1,
-                                     "INFLIGHT": 0, "RASTER": 1, "GROUP": 8},
+# Each build starts from the registered entry (every define the kernel needs)
+# and overrides what the step changes; EPILOGUE is pinned per step.
+STEPS = {"tma_only": {"WARP_SPECIALIZED": 0, "EPILOGUE": 0},
+         "warp_specialized": {"WARP_SPECIALIZED": 1, "EPILOGUE": 0},
+         "cluster2": {"WARP_SPECIALIZED": 1, "CLUSTER": 2, "EPILOGUE": 0},
+         "tma_store": {"WARP_SPECIALIZED": 1, "EPILOGUE": 2},
+         "tma_store_group8": {"WARP_SPECIALIZED": 1, "EPILOGUE": 2, "GROUP": 8},
          "cluster2_tma_store": {"WARP_SPECIALIZED": 1, "CLUSTER": 2, "EPILOGUE": 2},
          "tma_only_tma_store": {"WARP_SPECIALIZED": 0, "EPILOGUE": 2},
-         "dynamic_tma_store_3": {"WARP_SPECIALIZED": 1, "SCHED": 1, "EPILOGUE": 2, "STAGES": 3},
-         "tf32_frag1": {"WARP_SPECIALIZED": 1, "TF32_FRAG": 1}}
+         "tma_store_3": {"WARP_SPECIALIZED": 1, "EPILOGUE": 2, "STAGES": 3}}
 CASES = ([("bf16", step) for step in STEPS]
-         + [("fp16", "cluster2"), ("fp16", "dynamic_tma_store"), ("tf32", "tma_only"),
-            ("tf32", "cluster2"), ("tf32", "dynamic_tma_store"),
-            ("tf32", "dynamic_quads_inflight0"), ("tf32", "warp_specialized"),
-            ("tf32", "tf32_frag1")])
+         + [("fp16", "cluster2"), ("fp16", "tma_store"), ("tf32", "tma_only"),
+            ("tf32", "cluster2"), ("tf32", "tma_store"), ("tf32", "warp_specialized")])
 
 _built = {}
 
@@ -52,9 +49,10 @@ _built = {}
 def build(prec, step):
     key = (prec, step)
     if key not in _built:
-        entry, elem = ENTRIES[prec]
+        entry, _ = ENTRIES[prec]
+        r = by_name()[f"20_tma_wgmma_{prec}"]
         b = compile_binary(SOURCE, entry, arch="sm_90a",
-                           defines={"WGMMA_ELEM": elem, "ALIGNED": 1, **STEPS[step]})
+                           defines={**r.defines, "ALIGNED": 1, **STEPS[step]})
         _built[key] = (b, disassemble(b.cubin))
     return _built[key]
 
@@ -111,23 +109,18 @@ def test_sass_uses_hopper_units(prec, step):
     # tf32 tile always stores directly).
     tma_store = STEPS[step].get("EPILOGUE", 0) == 2 and prec != "tf32"
     assert (ops["UTMASTG"] > 0) == tma_store
-    # SCHED 1 takes units from a global counter (16-bit inputs; tf32 walks statically).
-    dynamic = STEPS[step].get("SCHED", 0) == 1 and prec != "tf32"
-    assert ("ATOMG.E.ADD" in sass) == dynamic
-    if STEPS[step].get("EPILOGUE", 0) == 1 and prec != "tf32":
-        assert ops["SHFL"] >= 64 and "STG.E.128" in sass, "16-byte stores after lane swaps"
+    # Every block walks its units statically: no tile counter in global memory.
+    assert "ATOMG" not in sass
 
 
 def test_tf32_fragments_rounded_without_the_mask():
-    """TF32_FRAG 2 (registered) rounds the register fragments in two
-    instructions, leaving the low 13 bits to the tensor cores, which ignore
-    them; TF32_FRAG 1 is cvt.rna, whose mask (LOP3 with 0xffffe000) follows
-    every add. Both load 16 values per stage; the new path from 4 addresses."""
+    """The tf32 register fragments are rounded in two instructions, leaving
+    the low 13 bits to the tensor cores, which ignore them: no cvt.rna mask
+    (LOP3 with 0xffffe000). 16 values per stage, loaded from 4 addresses."""
     mask = re.compile(r"LOP3\.LUT R\d+, R\d+, 0xffffe000")
     _, new = build("tf32", "warp_specialized")
-    _, old = build("tf32", "tf32_frag1")
-    assert len(mask.findall(old)) >= 16 and not mask.findall(new)
-    assert opcode_counts(new)["LDS"] == opcode_counts(old)["LDS"] > 0
+    assert not mask.findall(new)
+    assert opcode_counts(new)["LDS"] > 0
     # Loads at immediate offsets of one base: the four k8 steps 1 KB apart.
     assert re.search(r"LDS R\d+, \[R\d+\+0xc00\]", new)
 
@@ -148,8 +141,8 @@ def test_registered_rungs_match_the_kernel():
         assert r.entry == ENTRIES[prec][0] and r.defines["WGMMA_ELEM"] == ENTRIES[prec][1]
         assert r.smem == tma.wgmma_smem_bytes(r.defines["STAGES"], r.defines["EPILOGUE"])
         assert r.threads == (384 if r.defines["WARP_SPECIALIZED"] else 256)
-        # The dynamic scheduler cannot feed a cluster.
-        assert not (r.defines["SCHED"] == 1 and r.defines["CLUSTER"] > 1)
+        # The block's tile of C, as the host builds its maps from it.
+        assert (r.defines["BM"], r.defines["BN"]) == (r.tile_m, r.tile_n)
     # The largest configuration (4 stages + C staging) must fit the H200's
     # 227 KB opt-in limit, with 1 KB reserved per block.
     assert tma.wgmma_smem_bytes(4, 2) + 1024 <= 233472
@@ -235,65 +228,37 @@ def test_encode_without_driver_is_a_cuda_error():
 # ---------------------------------------------------------------------------
 # Grid and tile scheduler
 # ---------------------------------------------------------------------------
-def unit_origin(u, rank, cluster, units_y, tiles_x, group, raster):
+def unit_origin(u, rank, cluster, units_y, tiles_x, group):
     """The kernel's unit_origin: unit -> (y0, x0)."""
-    if raster == 0:
-        g = u // (group * tiles_x)
-        first = g * group
-        rows = min(units_y - first, group)
-        local = u - g * group * tiles_x
-        uy, tx = first + local % rows, local // rows
-    else:
-        g = u // (group * units_y)
-        first = g * group
-        cols = min(tiles_x - first, group)
-        local = u - g * group * units_y
-        tx, uy = first + local % cols, local // cols
+    g = u // (group * tiles_x)
+    first = g * group
+    rows = min(units_y - first, group)
+    local = u - g * group * tiles_x
+    uy, tx = first + local % rows, local // rows
     return (uy * cluster + rank) * tma.TILE_Y, tx * tma.TILE_X
 
 
-def schedule(geo, m, n, cluster, blocks, group=16, raster=0, dynamic=False):
+def schedule(geo, m, n, cluster, blocks, group=16):
     """The kernel's walk over units for every block: returns the (y0, x0)
-    tile origins computed. Static: block b takes units b, b + G, ...; dynamic:
-    block b takes unit b, then tickets grid, grid + 1, ... in whatever order
-    the blocks ask (simulated here with a shuffled order of requests)."""
+    tile origins computed. Block b takes units b, b + G, ... (in clusters)."""
     y_ext, x_ext = (n, m) if geo.swapped else (m, n)
     tiles_y = -(-y_ext // tma.TILE_Y)
     tiles_x = -(-x_ext // tma.TILE_X)
     units_y = -(-tiles_y // cluster)
     units = units_y * tiles_x
     seen = []
-    if dynamic:
-        import random
-        rng = random.Random(m * 9001 + n)
-        taken = [b for b in range(blocks) if b < units]
-        ticket = blocks
-        active = list(taken)
-        while active:                      # blocks ask for their next unit in random order
-            rng.shuffle(active)
-            b = active.pop()
-            if ticket < units:
-                taken.append(ticket)
-                active.append(b)
-            ticket += 1
-        units_walked = [(u, 0) for u in taken]
-    else:
-        units_walked = [(u, b % cluster) for b in range(blocks)
-                        for u in range(b // cluster, units, blocks // cluster)]
+    units_walked = [(u, b % cluster) for b in range(blocks)
+                    for u in range(b // cluster, units, blocks // cluster)]
     for u, rank in units_walked:
-        seen.append(unit_origin(u, rank, cluster, units_y, tiles_x, group, raster))
+        seen.append(unit_origin(u, rank, cluster, units_y, tiles_x, group))
     return seen, tiles_y, tiles_x
 
 
 @settings(max_examples=150)
 @given(m=st.integers(1, 9000), n=st.integers(1, 9000), prec=st.sampled_from(["bf16", "tf32"]),
        cluster=st.sampled_from([1, 2]), resident=st.sampled_from([None, 2, 8, 128, 132]),
-       group=st.sampled_from([1, 3, 8, 16, 33]), raster=st.sampled_from([0, 1]),
-       dynamic=st.booleans(), balanced=st.booleans())
-def test_every_tile_computed_exactly_once(m, n, prec, cluster, resident, group, raster, dynamic,
-                                          balanced):
-    if dynamic and cluster > 1:
-        cluster = 1    # the dynamic scheduler feeds single blocks only
+       group=st.sampled_from([1, 3, 8, 16, 33]), balanced=st.booleans())
+def test_every_tile_computed_exactly_once(m, n, prec, cluster, resident, group, balanced):
     geo = tma.wgmma_geometry(prec)
     blocks = tma.wgmma_grid_blocks(geo, m, n, cluster, resident, balanced=balanced)
     assert blocks % cluster == 0 and blocks >= cluster
@@ -303,7 +268,7 @@ def test_every_tile_computed_exactly_once(m, n, prec, cluster, resident, group, 
         units = tma.wgmma_work_units(geo, m, n, cluster)
         full = tma.wgmma_grid_blocks(geo, m, n, cluster, resident) // cluster
         assert -(-units // (blocks // cluster)) == -(-units // full)
-    seen, tiles_y, tiles_x = schedule(geo, m, n, cluster, blocks, group, raster, dynamic)
+    seen, tiles_y, tiles_x = schedule(geo, m, n, cluster, blocks, group)
     live = [(y, x) for y, x in seen if y < tiles_y * tma.TILE_Y]
     assert len(live) == len(set(live)) == tiles_y * tiles_x
     # The only extra tiles are the second halves of clusters past the edge.
@@ -319,8 +284,6 @@ def test_unit_order_is_compact():
     rows = {y for y, _ in first}
     cols = {x for _, x in first}
     assert len(rows) == 16 and len(cols) == 9
-    by_cols = schedule(geo, 8192, 8192, 1, 2048, group=8, raster=1)[0][:132]
-    assert len({x for _, x in by_cols}) == 8 and len({y for y, _ in by_cols}) == 17
 
 
 def test_geometry_matches_the_kernel():
@@ -402,7 +365,7 @@ def fake_driver(monkeypatch):
 
 
 def test_launch_config_bf16(fake_driver):
-    r = with_knobs("20_tma_wgmma_bf16", EPILOGUE=2, SCHED=1)
+    r = with_knobs("20_tma_wgmma_bf16", EPILOGUE=2)
     pa, pb, pc = 0x7f0000000000, 0x7f0010000000, 0x7f0020000000
     m, n, k = 4096, 4096, 4096
     cfg = tma.wgmma_gemm_launch_config(r, pa, pb, pc, m, n, k, 1.0, 0.0)
@@ -424,25 +387,20 @@ def test_launch_config_bf16(fake_driver):
     assert cfg["grid"] == (128, 1, 1)
     args = cfg["args"]
     assert all(len(a.param_bytes) == 128 for a in args[:3])
-    (ws, nbytes), = fake_driver.workspaces
-    assert nbytes >= 8
-    assert fake_driver.memsets == [(ws, 0, nbytes, 0)]   # zeroed on the launch's stream
-    assert args[3:] == [pc, m, n, k, 1.0, 0.0, ws]
+    # The last parameter (the removed dynamic scheduler's counters) is unused: 0.
+    assert args[3:] == [pc, m, n, k, 1.0, 0.0, 0]
+    assert not fake_driver.workspaces and not fake_driver.memsets
     assert not fake_driver.allocs and not cfg["keepalive"]
-    # Same buffers, same stream again: the maps and the counters are reused.
-    again = tma.wgmma_gemm_launch_config(r, pa, pb, pc, m, n, k, 1.0, 0.0)
-    assert len(fake_driver.maps) == 3 and again["args"][-1] == ws
-    # Another stream (whose launches may overlap these) gets counters of its own.
-    other = tma.wgmma_gemm_launch_config(r, pa, pb, pc, m, n, k, 1.0, 0.0, stream=0x1234)
-    assert other["args"][-1] != ws and len(fake_driver.workspaces) == 2
-    assert fake_driver.memsets[-1][3] == 0x1234
+    # Same buffers again: the maps are reused.
+    tma.wgmma_gemm_launch_config(r, pa, pb, pc, m, n, k, 1.0, 0.0)
+    assert len(fake_driver.maps) == 3
 
 
 def test_launch_config_c_map_only_when_usable(fake_driver):
     """EPILOGUE=2 encodes a map over C only when the copy engine can take it
     (N % 4 == 0, C 16-byte aligned), the same test the kernel makes before
     using it; otherwise the slot holds zeros the kernel never reads."""
-    r = with_knobs("20_tma_wgmma_bf16", EPILOGUE=2, SCHED=1)
+    r = with_knobs("20_tma_wgmma_bf16", EPILOGUE=2)
     pa, pb = 0x7f0000000000, 0x7f0010000000
     for pc, n, usable in [(0x7f0020000000, 4096, True), (0x7f0020000008, 4096, False),
                           (0x7f0020000000, 4098, False), (0x7f0020000000, 8193, False)]:
@@ -454,8 +412,7 @@ def test_launch_config_c_map_only_when_usable(fake_driver):
         if not usable:
             assert cfg["args"][2] is tma.UNUSED_MAP and cfg["args"][2].param_bytes == bytes(128)
     import dataclasses
-    direct = dataclasses.replace(r, name="direct", defines={**r.defines, "EPILOGUE": 0,
-                                                            "SCHED": 0},
+    direct = dataclasses.replace(r, name="direct", defines={**r.defines, "EPILOGUE": 0},
                                  smem=tma.wgmma_smem_bytes(4, 0))
     cfg = tma.wgmma_gemm_launch_config(direct, pa, pb, 0x7f0030000000, 300, 4096, 64, 1.0, 0.0)
     assert cfg["args"][2] is tma.UNUSED_MAP and cfg["args"][-1] == 0
@@ -527,7 +484,7 @@ def test_launch_config_steps(fake_driver):
     base = by_name()["20_tma_wgmma_bf16"]
     single = dataclasses.replace(base, name="x", block=(256, 1, 1),
                                  defines={**base.defines, "WARP_SPECIALIZED": 0,
-                                          "PERSISTENT": 0, "CLUSTER": 1, "SCHED": 0})
+                                          "PERSISTENT": 0, "CLUSTER": 1})
     cfg = tma.wgmma_gemm_launch_config(single, 0x1000, 0x2000, 0x3000, 4096, 4096, 64, 1, 0)
     assert cfg["grid"] == (32 * 16, 1, 1) and cfg["block"] == (256, 1, 1)
     assert cfg["cluster"] is None

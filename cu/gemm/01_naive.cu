@@ -6,11 +6,13 @@
 // beyond what L1/L2 happen to keep: each multiply-add needs two loads.
 #include "simt_common.cuh"
 
+// BM: rows of C per block (threadIdx.y)
 #ifndef BM
-#define BM 16  // rows of C per block (threadIdx.y)
+#error "BM must be defined (the registry passes it)"
 #endif
+// BN: columns of C per block (threadIdx.x)
 #ifndef BN
-#define BN 16  // columns of C per block (threadIdx.x)
+#error "BN must be defined (the registry passes it)"
 #endif
 
 extern "C" __global__ void __launch_bounds__(BM * BN)

@@ -9,7 +9,7 @@
 #include "simt_common.cuh"
 
 #ifndef TILE
-#define TILE 32
+#error "TILE must be defined (the registry passes it)"
 #endif
 
 extern "C" __global__ void __launch_bounds__(TILE * TILE)

@@ -13,17 +13,21 @@
 // LDS.128.
 #include "simt_common.cuh"
 
+// TILE: rows and columns of C per block
 #ifndef TILE
-#define TILE 32      // rows and columns of C per block
+#error "TILE must be defined (the registry passes it)"
 #endif
+// BK: k-extent of a shared-memory tile
 #ifndef BK
-#define BK 32        // k-extent of a shared-memory tile
+#error "BK must be defined (the registry passes it)"
 #endif
+// COARSEN: outputs per thread along each dimension
 #ifndef COARSEN
-#define COARSEN 2    // outputs per thread along each dimension
+#error "COARSEN must be defined (the registry passes it)"
 #endif
+// APAD: padding of an As row, in floats (a multiple of 4: aligned rows)
 #ifndef APAD
-#define APAD 4       // padding of an As row, in floats (a multiple of 4: aligned rows)
+#error "APAD must be defined (the registry passes it)"
 #endif
 
 constexpr int TD = TILE / COARSEN;  // threads along each dimension

@@ -9,20 +9,25 @@
 // linear thread id, so every warp reads whole 64- or 128-byte row segments.
 #include "simt_common.cuh"
 
+// BM: rows of C per block (TS in the seed)
 #ifndef BM
-#define BM 128  // rows of C per block (TS in the seed)
+#error "BM must be defined (the registry passes it)"
 #endif
+// BN: columns of C per block
 #ifndef BN
-#define BN 128  // columns of C per block
+#error "BN must be defined (the registry passes it)"
 #endif
+// BK: k-extent of a shared-memory tile (the seed's block_size)
 #ifndef BK
-#define BK 16   // k-extent of a shared-memory tile (the seed's block_size)
+#error "BK must be defined (the registry passes it)"
 #endif
+// TM: micro-tile rows per thread (MB in the seed)
 #ifndef TM
-#define TM 8    // micro-tile rows per thread (MB in the seed)
+#error "TM must be defined (the registry passes it)"
 #endif
+// TN: micro-tile columns per thread
 #ifndef TN
-#define TN 8    // micro-tile columns per thread
+#error "TN must be defined (the registry passes it)"
 #endif
 
 constexpr int TX = BN / TN, TY = BM / TM;  // threads along columns, rows

@@ -11,22 +11,23 @@
 #include "simt_common.cuh"
 
 #ifndef BM
-#define BM 128
+#error "BM must be defined (the registry passes it)"
 #endif
 #ifndef BN
-#define BN 128
+#error "BN must be defined (the registry passes it)"
 #endif
 #ifndef BK
-#define BK 16
+#error "BK must be defined (the registry passes it)"
 #endif
 #ifndef TM
-#define TM 8
+#error "TM must be defined (the registry passes it)"
 #endif
 #ifndef TN
-#define TN 8
+#error "TN must be defined (the registry passes it)"
 #endif
+// MIN_BLOCKS: keep registers <= 128 so two blocks share an SM
 #ifndef MIN_BLOCKS
-#define MIN_BLOCKS 2  // keep registers <= 128 so two blocks share an SM
+#error "MIN_BLOCKS must be defined (the registry passes it)"
 #endif
 
 constexpr int TX = BN / TN, TY = BM / TM;

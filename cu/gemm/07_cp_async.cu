@@ -24,28 +24,30 @@
 #include "simt_common.cuh"
 
 #ifndef BM
-#define BM 128
+#error "BM must be defined (the registry passes it)"
 #endif
 #ifndef BN
-#define BN 128
+#error "BN must be defined (the registry passes it)"
 #endif
 #ifndef BK
-#define BK 16
+#error "BK must be defined (the registry passes it)"
 #endif
 #ifndef TM
-#define TM 8
+#error "TM must be defined (the registry passes it)"
 #endif
 #ifndef TN
-#define TN 8
+#error "TN must be defined (the registry passes it)"
 #endif
+// STAGES: shared-memory stages: STAGES - 1 tiles in flight during the math
 #ifndef STAGES
-#define STAGES 3  // shared-memory stages: STAGES - 1 tiles in flight during the math
+#error "STAGES must be defined (the registry passes it)"
 #endif
+// APAD: floats of padding per As row
 #ifndef APAD
-#define APAD 4    // floats of padding per As row
+#error "APAD must be defined (the registry passes it)"
 #endif
 #ifndef MIN_BLOCKS
-#define MIN_BLOCKS 2
+#error "MIN_BLOCKS must be defined (the registry passes it)"
 #endif
 
 constexpr int TX = BN / TN, TY = BM / TM;  // 16 x 16 threads

@@ -29,34 +29,40 @@
 #include "simt_common.cuh"
 
 #ifndef BM
-#define BM 128
+#error "BM must be defined (the registry passes it)"
 #endif
 #ifndef BN
-#define BN 128
+#error "BN must be defined (the registry passes it)"
 #endif
 #ifndef BK
-#define BK 8
+#error "BK must be defined (the registry passes it)"
 #endif
+// WM: rows of a warp tile
 #ifndef WM
-#define WM 32   // rows of a warp tile
+#error "WM must be defined (the registry passes it)"
 #endif
+// WN: columns of a warp tile
 #ifndef WN
-#define WN 64   // columns of a warp tile
+#error "WN must be defined (the registry passes it)"
 #endif
+// TM: rows of a thread micro-tile (a multiple of 4)
 #ifndef TM
-#define TM 8    // rows of a thread micro-tile (a multiple of 4)
+#error "TM must be defined (the registry passes it)"
 #endif
+// TN: columns of a thread micro-tile (a multiple of 4)
 #ifndef TN
-#define TN 8    // columns of a thread micro-tile (a multiple of 4)
+#error "TN must be defined (the registry passes it)"
 #endif
+// APAD: floats of padding per row of the transposed A tile
 #ifndef APAD
-#define APAD 4  // floats of padding per row of the transposed A tile
+#error "APAD must be defined (the registry passes it)"
 #endif
 #ifndef MIN_BLOCKS
-#define MIN_BLOCKS 2
+#error "MIN_BLOCKS must be defined (the registry passes it)"
 #endif
+// KT_UNROLL: k-tiles per main-loop trip: 1, or 2 (constant buffer addresses)
 #ifndef KT_UNROLL
-#define KT_UNROLL 1  // k-tiles per main-loop trip: 1, or 2 (constant buffer addresses)
+#error "KT_UNROLL must be defined (the registry passes it)"
 #endif
 
 constexpr int WARPS_M = BM / WM, WARPS_N = BN / WN;

@@ -16,22 +16,25 @@
 #include "wmma.cuh"
 
 #ifndef BM
-#define BM 128
+#error "BM must be defined (the registry passes it)"
 #endif
 #ifndef BN
-#define BN 128
+#error "BN must be defined (the registry passes it)"
 #endif
 #ifndef WM
-#define WM 64
+#error "WM must be defined (the registry passes it)"
 #endif
 #ifndef WN
-#define WN 32
+#error "WN must be defined (the registry passes it)"
 #endif
 #ifndef GROUP_M
-#define GROUP_M 8
+#error "GROUP_M must be defined (the registry passes it)"
 #endif
-#define BK 32       // two k16 steps; the padded A row below assumes it
-#define STAGES 2    // the loop below is written for double buffering
+#if !defined(BK) || !defined(STAGES)
+#error "BK and STAGES must be defined (the registry passes them)"
+#endif
+static_assert(BK == 32, "two k16 steps; the padded A row below assumes it");
+static_assert(STAGES == 2, "the loop below is written for double buffering");
 
 enum Tile : int {
     WARPS_N = BN / WN,

@@ -35,16 +35,17 @@
 // 16384 / 96 -> 168 registers per thread (no setmaxnreg here: that is
 // sm_90a, the wgmma world), which the consumers fit by keeping their
 // addresses out of registers (see lane_offsets in mma_bf16_block.cuh).
+// bf16 only (the fp16 twin never made the ladder), and no FRAG_PIPE: the
+// consumers load each k16 step's fragments just before its MMAs, as two
+// fragment sets next to 128 accumulators do not fit in the 168 registers
+// that 12 warps per block leave. Both are properties of this rung, not knobs.
+#define USE_FP16 0
+#define FRAG_PIPE 0
 #include "mma_bf16_block.cuh"
 #include "named_barrier.cuh"
 
-// The consumers load each k16 step's fragments just before its MMAs
-// (FRAG_PIPE=0): two fragment sets next to 128 accumulators do not fit in
-// the 168 registers that 12 warps per block leave.
-static_assert(!FRAG_PIPE, "rung 14 has no register room for FRAG_PIPE");
-
 #ifndef PRODUCER_WARPS
-#define PRODUCER_WARPS 4
+#error "PRODUCER_WARPS must be defined (the registry passes it)"
 #endif
 
 enum WarpRoles : int {
@@ -56,16 +57,9 @@ static_assert(2 * STAGES + 1 <= 16, "two named barriers per stage among ids 1..1
 DEVI unsigned full_barrier(int stage) { return 1 + stage; }
 DEVI unsigned empty_barrier(int stage) { return 1 + STAGES + stage; }
 
-#if USE_FP16
-extern "C" __global__ void __launch_bounds__(THREADS, 1)
-ws_mma_fp16_gemm(const u16* __restrict__ A, const u16* __restrict__ B, float* __restrict__ C,
-                 int M, int N, int K, float alpha, float beta)
-#else
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 ws_mma_bf16_gemm(const u16* __restrict__ A, const u16* __restrict__ B, float* __restrict__ C,
-                 int M, int N, int K, float alpha, float beta)
-#endif
-{
+                 int M, int N, int K, float alpha, float beta) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const BlockCoord blk = grouped_block_order(GROUP_M);
     const int m0 = blk.m * BM, n0 = blk.n * BN;

@@ -9,9 +9,9 @@
 //   extern "C" __global__ void gemm_tma_wgmma_{bf16,fp16,tf32}(
 //       const __grid_constant__ TmaMap mapA,   // A, M x K row-major
 //       const __grid_constant__ TmaMap mapB,   // B, K x N row-major
-//       const __grid_constant__ TmaMap mapC,   // C, M x N fp32 (EPILOGUE 2 only)
+//       const __grid_constant__ TmaMap mapC,   // C, M x N (EPILOGUE 2 only)
 //       void* C, int M, int N, int K, float alpha, float beta,
-//       int* sched)                            // 2 ints, zero between launches (SCHED 1 only)
+//       int* unused)   // the former dynamic scheduler's counters; the host passes 0
 // C = alpha * A @ B + beta * C, C row-major M x N, fp32 -- or, built with
 // OUT_16=1, the inputs' own 16-bit type (bf16 / fp16 entries; the fp32
 // result rounded to nearest even, as cuBLAS writes a bf16 C); beta == 0 never
@@ -44,72 +44,57 @@
 //   CLUSTER=2           + clusters of 2 blocks along the 128-row direction that
 //                       share the 256-wide operand: each block loads half of it
 //                       and multicasts to both
-// and tuning knobs (benchmarks/wgmma_sweep.py measures them side by side):
-//   SCHED     0: block b computes units b, b + G, b + 2G, ... (G = grid size);
-//             1: the producer takes the next unit from a global counter
-//                (atomicAdd), so the units in flight are always the lowest
-//                not yet taken (a compact window of C) and a block that runs
-//                slow takes fewer of them. Needs the producer warpgroup and
-//                CLUSTER=1. bf16/fp16 only: tf32 keeps the static walk.
-//   GROUP, RASTER  order of the units: RASTER 0 sweeps GROUP unit rows (along
-//             M) column by column; RASTER 1 sweeps GROUP tile columns (along
-//             N) row by row. Either way the blocks running at one time cover a
-//             compact block of C and share its A rows and B columns in L2.
-//   INFLIGHT  1: a consumer keeps one stage of wgmmas in flight while issuing
-//             the next (a stage is released one stage late); 0: it waits for
-//             its wgmmas and releases the stage at once (one more stage of
-//             look-ahead for the producer; the other warpgroup keeps the
-//             tensor cores busy meanwhile).
-//   TF32_FRAG 1: tf32 fragment loads with each address computed in full and
-//             cvt.rna rounding; 2 (registered): 4 addresses per stage and the
-//             rounding without its mask (mma_stage has the details).
-//   EPILOGUE  0: 8-byte stores straight from the accumulators; 1: lane pairs
-//             swap halves (shfl) so each thread stores 16 bytes; 2: each
+// and two choices benchmarks/wgmma_sweep.py measures side by side:
+//   GROUP     tile order: GROUP unit rows (along M) are swept column by
+//             column, so the blocks running at one time cover a compact block
+//             of C and share its A rows and B columns in L2.
+//   EPILOGUE  0: 8-byte stores straight from the accumulators; 2: each
 //             consumer warpgroup stages 64 x 32 fp32 chunks in shared memory
 //             (double-buffered) and the copy engine stores them (TMA store),
-//             so the stores drain while the next tile's mainloop runs. 1 and 2
-//             apply to bf16/fp16; 2 needs beta == 0, N % 4 == 0 and C 16-byte
-//             aligned, else the kernel falls back to 0 at run time.
+//             so the stores drain while the next tile's mainloop runs. 2
+//             applies to bf16/fp16 and needs beta == 0, N % 4 == 0 and C
+//             16-byte aligned, else the kernel falls back to 0 at run time.
+// A consumer keeps one stage of wgmmas in flight while issuing the next (a
+// stage is released one stage late), and tf32 consumers load their register
+// fragments from 4 addresses per stage, rounded without cvt.rna's mask
+// (mma_stage). The experiments these replaced are in
+// benchmarks/notes/removed-knobs.md.
 #include "cluster.cuh"
 #include "ld_st.cuh"
 #include "mbarrier.cuh"
-#include "mma.cuh"
 #include "named_barrier.cuh"
 #include "tma.cuh"
 #include "wgmma.cuh"
 
 #ifndef WARP_SPECIALIZED
-#define WARP_SPECIALIZED 1
+#error "WARP_SPECIALIZED must be defined (the registry passes it)"
 #endif
 #ifndef CLUSTER
-#define CLUSTER 1
+#error "CLUSTER must be defined (the registry passes it)"
 #endif
 #ifndef STAGES
-#define STAGES 4
+#error "STAGES must be defined (the registry passes it)"
 #endif
+// GROUP: unit rows swept together
 #ifndef GROUP
-#define GROUP 16     // unit rows (RASTER 0) or tile columns (RASTER 1) swept together
-#endif
-#ifndef RASTER
-#define RASTER 0
-#endif
-#ifndef SCHED
-#define SCHED 0
-#endif
-#ifndef INFLIGHT
-#define INFLIGHT 1
+#error "GROUP must be defined (the registry passes it)"
 #endif
 #ifndef EPILOGUE
-#define EPILOGUE 0
+#error "EPILOGUE must be defined (the registry passes it)"
 #endif
+// OUT_16: 1: the bf16 / fp16 entries write C in their input type (half the bytes)
 #ifndef OUT_16
-#define OUT_16 0  // 1: the bf16 / fp16 entries write C in their input type (half the bytes)
+#error "OUT_16 must be defined (the registry passes it)"
 #endif
-#ifndef TF32_FRAG
-#define TF32_FRAG 2  // how tf32 consumers load their register fragments (see mma_stage)
-#endif
+// WGMMA_ELEM: the entry to build, 1 bf16, 2 fp16, 3 tf32 (one per
+// instantiation: BM, BN and BK below are that entry's)
 #ifndef WGMMA_ELEM
-#define WGMMA_ELEM 0  // 0: compile all three entries; 1 bf16, 2 fp16, 3 tf32: only that one
+#error "WGMMA_ELEM must be defined (the registry passes it)"
+#endif
+// BM x BN: the block's tile of C; BK: k per stage. The host derives its
+// tensor-map boxes from the same registered values.
+#if !defined(BM) || !defined(BN) || !defined(BK)
+#error "BM, BN and BK must be defined (the registry passes them)"
 #endif
 // ALIGNED (passed to every rung) does not apply: loads are TMA's, and the
 // epilogue checks its own alignment at run time. PERSISTENT, SM_LIMIT and
@@ -123,13 +108,9 @@ static_assert(CLUSTER == 1 || CLUSTER == 2, "CLUSTER must be 1 or 2");
 static_assert(CLUSTER == 1 || WARP_SPECIALIZED, "clusters need the producer warpgroup");
 static_assert(STAGES >= 2 && STAGES <= 4, "4 stages of 48 KB fill the 227 KB of shared memory");
 static_assert(GROUP >= 1, "GROUP must be positive");
-static_assert(RASTER == 0 || RASTER == 1, "RASTER must be 0 or 1");
-static_assert(SCHED == 0 || (SCHED == 1 && WARP_SPECIALIZED && CLUSTER == 1),
-              "the dynamic scheduler (SCHED 1) needs the producer warpgroup and CLUSTER 1");
-static_assert(INFLIGHT == 0 || INFLIGHT == 1, "INFLIGHT must be 0 or 1");
-static_assert(EPILOGUE >= 0 && EPILOGUE <= 2, "EPILOGUE must be 0, 1 or 2");
+static_assert(EPILOGUE == 0 || EPILOGUE == 2, "EPILOGUE must be 0 (direct) or 2 (TMA store)");
+static_assert(WGMMA_ELEM >= 1 && WGMMA_ELEM <= 3, "WGMMA_ELEM must be 1, 2 or 3");
 static_assert(OUT_16 == 0 || OUT_16 == 1, "OUT_16 must be 0 or 1");
-static_assert(TF32_FRAG == 1 || TF32_FRAG == 2, "TF32_FRAG must be 1 or 2");
 static_assert(!(OUT_16 && WGMMA_ELEM == 3), "tf32 writes an fp32 C: OUT_16 is for bf16 / fp16");
 
 constexpr int CONSUMERS = 2;
@@ -163,15 +144,18 @@ constexpr int CONSUMER_REGS = 232;
 template <int ELEM>
 struct Elem {
     static constexpr bool SWAP = ELEM == ELEM_TF32;
-    static constexpr int K_TILE = SWAP ? 32 : 64;  // k per stage: one 128-byte line
-    // the transposed tf32 tile stores directly; 16-byte quads are fp32 only
-    static constexpr int EPI = SWAP || (OUT_16 && EPILOGUE == 1) ? 0 : EPILOGUE;
+    static constexpr int K_TILE = BK;  // k per stage
+    // One 128-byte swizzled line of k per row of a stage, and the wgmma tile
+    // (TILE_Y along wgmma M, TILE_X along N) is the block's tile of C, seen
+    // transposed for tf32.
+    static_assert(BK * (SWAP ? 4 : 2) == 128, "BK: one 128-byte line of k");
+    static_assert((SWAP ? BN : BM) == TILE_Y && (SWAP ? BM : BN) == TILE_X,
+                  "BM x BN must be the 128 x 256 wgmma tile (256 x 128 for tf32)");
+    // the transposed tf32 tile stores directly
+    static constexpr int EPI = SWAP ? 0 : EPILOGUE;
     // C's element: fp32, or with OUT_16 the input's 16-bit type
     static constexpr bool NARROW = OUT_16 && !SWAP;
     static constexpr int C_BOX_COLS = NARROW ? 64 : 32;
-    // tf32 consumers hold two fragment sets besides the accumulators and have
-    // no registers left for the unit queue: they keep the static walk.
-    static constexpr int DYNAMIC = SWAP ? 0 : SCHED;
 };
 
 struct Ring {
@@ -179,9 +163,13 @@ struct Ring {
     u32 staging;    // EPILOGUE 2 buffers
     u32 full;       // STAGES barriers: the stage's bytes have landed
     u32 empty;      // STAGES barriers: every consumer is done with the stage
-    u32 qfull;      // QUEUE_SLOTS barriers: the producer posted a unit (SCHED 1)
-    u32 qempty;     // QUEUE_SLOTS barriers: every consumer thread read it
-    u32 qunit;      // QUEUE_SLOTS ints
+    // A unit queue (QUEUE_SLOTS full/empty barriers and unit slots) from the
+    // removed dynamic scheduler: no code waits on it, but its barriers are
+    // still initialised, so the registered kernels' machine code is the one
+    // that was measured. It goes with the host's unused `sched` argument.
+    u32 qfull;
+    u32 qempty;
+    u32 qunit;
     __device__ u32 stage(int s) const { return base + s * STAGE_BYTES; }
     __device__ u32 full_bar(int s) const { return full + 8 * s; }
     __device__ u32 empty_bar(int s) const { return empty + 8 * s; }
@@ -199,57 +187,7 @@ struct Cursor {  // position in a ring: slot index and the parity of its current
     }
 };
 
-// The problem seen from the wgmma tile: the Y direction is wgmma's M
-// (TILE_Y per block), X is wgmma's N (TILE_X).
-struct Problem {
-    int M, N, K;
-    int y_ext, x_ext;        // extents along Y and X
-    int tiles_x, units_y;    // units: a cluster's worth of tiles along Y
-    int units, k_tiles;
-};
-
-template <int ELEM>
-__device__ __forceinline__ Problem make_problem(int M, int N, int K) {
-    Problem p;
-    p.M = M;
-    p.N = N;
-    p.K = K;
-    p.y_ext = Elem<ELEM>::SWAP ? N : M;
-    p.x_ext = Elem<ELEM>::SWAP ? M : N;
-    const int tiles_y = (p.y_ext + TILE_Y - 1) / TILE_Y;
-    p.tiles_x = (p.x_ext + TILE_X - 1) / TILE_X;
-    p.units_y = (tiles_y + CLUSTER - 1) / CLUSTER;
-    p.units = p.units_y * p.tiles_x;
-    p.k_tiles = (K + Elem<ELEM>::K_TILE - 1) / Elem<ELEM>::K_TILE;
-    return p;
-}
-
-// Work unit -> tile origin. Units are numbered along a band of GROUP unit
-// rows (RASTER 0) or GROUP tile columns (RASTER 1), crossing the band before
-// moving along it, so consecutive units - the ones in flight together - form
-// a compact block of C whose A rows and B columns stay in L2.
-__device__ __forceinline__ void unit_origin(const Problem& p, int u, u32 rank, int& y0, int& x0) {
-    int uy, tx;
-    if constexpr (RASTER == 0) {
-        const int per_group = GROUP * p.tiles_x;
-        const int g = u / per_group;
-        const int first = g * GROUP;
-        const int rows = min(p.units_y - first, GROUP);
-        const int local = u - g * per_group;
-        uy = first + local % rows;
-        tx = local / rows;
-    } else {
-        const int per_group = GROUP * p.units_y;
-        const int g = u / per_group;
-        const int first = g * GROUP;
-        const int cols = min(p.tiles_x - first, GROUP);
-        const int local = u - g * per_group;
-        tx = first + local % cols;
-        uy = local / cols;
-    }
-    y0 = (uy * CLUSTER + static_cast<int>(rank)) * TILE_Y;
-    x0 = tx * TILE_X;
-}
+#include "20_tma_wgmma/scheduler.cuh"
 
 // ---------------------------------------------------------------------------
 // Producer: one thread fills one stage. Boxes that lie wholly outside the
@@ -335,17 +273,18 @@ __device__ __forceinline__ void mma_stage(float (&acc)[128], u32 (&frag)[4][4], 
         // 2c + w/2 (32 columns x 32 k-lines of 128 bytes, swizzled: 16-byte
         // chunk q of line k sits at chunk q ^ (k % 8)).
         //
-        // TF32_FRAG 1: each of the 16 addresses computed as written below,
-        // rounded by cvt.rna (3 SASS instructions); 2: the swizzled chunk
-        // depends on k only through k % 8 = t + 4h, so 4 offsets per thread
-        // serve all four k8 steps (+1024 bytes each, an immediate of the
-        // load), and the rounding skips the mask (to_tf32_operand, 2).
+        // The swizzled chunk depends on k only through k % 8 = t + 4h, so 4
+        // offsets per thread serve all four k8 steps (+1024 bytes each, an
+        // immediate of the load): the 168-register budget has no room to keep
+        // 16 addresses, and recomputing them cost ~50 instructions per stage.
+        // The rounding skips cvt.rna's mask (to_tf32_operand: 2 SASS
+        // instructions instead of 3), as the tensor cores ignore those bits.
         const int lane = threadIdx.x & 31;
         const int w = (threadIdx.x >> 5) & 3;
         const int g = lane >> 2, t = lane & 3;
         const u32 box = ybase + (2 * c + (w >> 1)) * (Y_BYTES / 4);
         const int n0 = (w & 1) * 16 + g;
-        // Per (h, v), the address of the first k8 step (TF32_FRAG 2 only).
+        // Per (h, v), the address of the first k8 step.
         u32 start[2][2];
 #pragma unroll
         for (int h = 0; h < 2; ++h)
@@ -358,16 +297,12 @@ __device__ __forceinline__ void mma_stage(float (&acc)[128], u32 (&frag)[4][4], 
         for (int ks = 0; ks < 4; ++ks) {
 #pragma unroll
             for (int h = 0; h < 2; ++h) {        // k = t, t + 4
-                const int k = ks * 8 + t + 4 * h;
 #pragma unroll
                 for (int v = 0; v < 2; ++v) {    // column g, g + 8
-                    const int n = n0 + 8 * v;
-                    const u32 addr =
-                        TF32_FRAG == 2 ? start[h][v] + ks * 1024
-                                       : box + k * 128 + ((((n >> 2) ^ k) & 7) << 4) + (n & 3) * 4;
+                    const u32 addr = start[h][v] + ks * 1024;
                     float x;
                     asm volatile("ld.shared.f32 %0, [%1];" : "=f"(x) : "r"(addr) : "memory");
-                    frag[ks][2 * h + v] = TF32_FRAG == 2 ? to_tf32_operand(x) : to_tf32(x);
+                    frag[ks][2 * h + v] = to_tf32_operand(x);
                 }
             }
         }
@@ -397,287 +332,7 @@ __device__ __forceinline__ void release_stage(const Ring& ring, int s) {
     }
 }
 
-// ---------------------------------------------------------------------------
-// Epilogues: registers -> C. Accumulator i of lane (g, t) of warp w sits at
-// wgmma row 16w + g + 8*((i/2)%2), column 8*(i/4) + 2t + i%2.
-// ---------------------------------------------------------------------------
-// C's elements: fp32, or (NARROW) bf16 / fp16 bits, converted with
-// round-to-nearest-even. Two adjacent columns pack into one 32-bit word, the
-// lower column in the low half.
-template <int ELEM>
-__device__ __forceinline__ u32 pack_pair(float lo, float hi) {
-    u32 r;
-    if constexpr (ELEM == ELEM_BF16)
-        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    else
-        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-}
-
-template <int ELEM>
-__device__ __forceinline__ float narrow_to_float(unsigned short bits) {
-    if constexpr (ELEM == ELEM_BF16) return __uint_as_float(static_cast<u32>(bits) << 16);
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(bits));
-    return f;
-}
-
-__device__ __forceinline__ void store1_f32(float* C, int N, int row, int col, float v,
-                                           float alpha, float beta) {
-    float* p = C + static_cast<size_t>(row) * N + col;
-    *p = (beta == 0.0f) ? alpha * v : alpha * v + beta * *p;
-}
-
-template <int ELEM>
-__device__ __forceinline__ void store1(void* C, int N, int row, int col, float v, float alpha,
-                                       float beta) {
-    const size_t i = static_cast<size_t>(row) * N + col;
-    if constexpr (Elem<ELEM>::NARROW) {
-        unsigned short* p = static_cast<unsigned short*>(C) + i;
-        const float out = (beta == 0.0f) ? alpha * v : alpha * v + beta * narrow_to_float<ELEM>(*p);
-        *p = static_cast<unsigned short>(pack_pair<ELEM>(out, 0.0f) & 0xffffu);
-    } else {
-        store1_f32(static_cast<float*>(C), N, row, col, v, alpha, beta);
-    }
-}
-
-// Columns col, col + 1 of a row (col even), with one 8-byte (fp32) or 4-byte
-// (16-bit) store; the caller checked alignment and col + 1 < N.
-template <int ELEM>
-__device__ __forceinline__ void store_pair(void* C, size_t i, float v0, float v1, float alpha,
-                                           float beta) {
-    if constexpr (Elem<ELEM>::NARROW) {
-        u32* q = reinterpret_cast<u32*>(static_cast<unsigned short*>(C) + i);
-        float o0 = alpha * v0, o1 = alpha * v1;
-        if (beta != 0.0f) {
-            const u32 old = *q;
-            o0 += beta * narrow_to_float<ELEM>(static_cast<unsigned short>(old & 0xffffu));
-            o1 += beta * narrow_to_float<ELEM>(static_cast<unsigned short>(old >> 16));
-        }
-        *q = pack_pair<ELEM>(o0, o1);
-    } else {
-        float2* q = reinterpret_cast<float2*>(static_cast<float*>(C) + i);
-        float2 out = make_float2(alpha * v0, alpha * v1);
-        if (beta != 0.0f) {
-            const float2 old = *q;
-            out.x += beta * old.x;
-            out.y += beta * old.y;
-        }
-        *q = out;
-    }
-}
-
-// EPILOGUE 0 (and every tf32 tile): each thread stores its own values.
-// One row (H = 0) or the row 8 below (H = 1) of the thread's accumulators;
-// split by H at compile time so that the only loop left is the one over
-// columns, which the compiler reliably unrolls (a loop it keeps would index
-// the accumulators at run time and move them all to local memory).
-template <int ELEM, int H>
-__device__ __forceinline__ void epilogue_direct_half(const float (&acc)[128], void* C,
-                                                     const Problem& p, int r, int x0, int t,
-                                                     float alpha, float beta) {
-    if constexpr (!Elem<ELEM>::SWAP) {
-        // Row r of C; columns in pairs (the column is even): one store per
-        // pair where the row's pairs are aligned to the pair's size, which
-        // with N odd is every other row.
-        const int row = r;
-        if (row >= p.M) return;
-        constexpr size_t PAIR_BYTES = Elem<ELEM>::NARROW ? 4 : 8;
-        const bool pairs = ((reinterpret_cast<size_t>(C) & (PAIR_BYTES - 1)) == 0) &&
-                           ((static_cast<size_t>(row) * p.N) & 1) == 0;
-        const size_t row_start = static_cast<size_t>(row) * p.N;
-#pragma unroll
-        for (int j = 0; j < 32; ++j) {
-            const int col = x0 + 8 * j + 2 * t;
-            const float v0 = acc[4 * j + 2 * H], v1 = acc[4 * j + 2 * H + 1];
-            if (pairs && col + 1 < p.N) {
-                store_pair<ELEM>(C, row_start + col, v0, v1, alpha, beta);
-            } else {
-                if (col < p.N) store1<ELEM>(C, p.N, row, col, v0, alpha, beta);
-                if (col + 1 < p.N) store1<ELEM>(C, p.N, row, col + 1, v1, alpha, beta);
-            }
-        }
-    } else {
-        // Transposed tile: wgmma row r = column of C, wgmma column = row of C.
-        // Per store, 8 lanes g write 8 consecutive floats of one row of C.
-        const int col = r;
-        if (col >= p.N) return;
-#pragma unroll
-        for (int j = 0; j < 32; ++j) {
-            const int row = x0 + 8 * j + 2 * t;
-            if (row < p.M) store1<ELEM>(C, p.N, row, col, acc[4 * j + 2 * H], alpha, beta);
-            if (row + 1 < p.M)
-                store1<ELEM>(C, p.N, row + 1, col, acc[4 * j + 2 * H + 1], alpha, beta);
-        }
-    }
-}
-
-template <int ELEM>
-__device__ __forceinline__ void epilogue_direct(const float (&acc)[128], void* C,
-                                                const Problem& p, int y0, int x0, int c,
-                                                float alpha, float beta) {
-    const int lane = threadIdx.x & 31;
-    const int w = (threadIdx.x >> 5) & 3;
-    const int g = lane >> 2, t = lane & 3;
-    const int r0 = y0 + c * 64 + w * 16 + g;  // wgmma row of acc[0]
-    epilogue_direct_half<ELEM, 0>(acc, C, p, r0, x0, t, alpha, beta);
-    epilogue_direct_half<ELEM, 1>(acc, C, p, r0 + 8, x0, t, alpha, beta);
-}
-
-// EPILOGUE 1: lanes t and t^1 swap one pair, so that the even lane holds
-// four consecutive columns of row g and the odd lane four of row g + 8:
-// 32 16-byte stores per thread instead of 64 8-byte ones. The column loop is
-// unrolled by template recursion: left to the compiler it stays a loop, and
-// the accumulators, indexed at run time, go to local memory.
-struct QuadArgs {
-    float* C;
-    int M, N, row, x0, t;
-    bool odd, quads;
-    float alpha, beta;
-};
-
-template <int J>
-__device__ __forceinline__ void quad_store(const float (&acc)[128], const QuadArgs& q) {
-    const float a0 = acc[4 * J], a1 = acc[4 * J + 1];      // row g, columns 2t, 2t+1
-    const float b0 = acc[4 * J + 2], b1 = acc[4 * J + 3];  // row g+8
-    const float r0 = __shfl_xor_sync(0xffffffffu, q.odd ? a0 : b0, 1);
-    const float r1 = __shfl_xor_sync(0xffffffffu, q.odd ? a1 : b1, 1);
-    if (q.row >= q.M) return;
-    const int col = q.x0 + 8 * J + 2 * (q.t & 2);
-    const float4 v = q.odd ? make_float4(r0, r1, b0, b1) : make_float4(a0, a1, r0, r1);
-    float* dst = q.C + static_cast<size_t>(q.row) * q.N + col;
-    const float alpha = q.alpha, beta = q.beta;
-    if (q.quads && col + 3 < q.N) {
-        float4 out = make_float4(alpha * v.x, alpha * v.y, alpha * v.z, alpha * v.w);
-        if (beta != 0.0f) {
-            const float4 old = *reinterpret_cast<const float4*>(dst);
-            out.x += beta * old.x;
-            out.y += beta * old.y;
-            out.z += beta * old.z;
-            out.w += beta * old.w;
-        }
-        *reinterpret_cast<float4*>(dst) = out;
-    } else {
-        if (col < q.N) store1_f32(q.C, q.N, q.row, col, v.x, alpha, beta);
-        if (col + 1 < q.N) store1_f32(q.C, q.N, q.row, col + 1, v.y, alpha, beta);
-        if (col + 2 < q.N) store1_f32(q.C, q.N, q.row, col + 2, v.z, alpha, beta);
-        if (col + 3 < q.N) store1_f32(q.C, q.N, q.row, col + 3, v.w, alpha, beta);
-    }
-}
-
-template <int J>
-struct QuadColumns {
-    static __device__ __forceinline__ void run(const float (&acc)[128], const QuadArgs& q) {
-        quad_store<J>(acc, q);
-        QuadColumns<J + 1>::run(acc, q);
-    }
-};
-template <>
-struct QuadColumns<32> {
-    static __device__ __forceinline__ void run(const float (&)[128], const QuadArgs&) {}
-};
-
-__device__ __forceinline__ void epilogue_quads(const float (&acc)[128], float* C, const Problem& p,
-                                               int y0, int x0, int c, float alpha, float beta) {
-    const int lane = threadIdx.x & 31;
-    const int w = (threadIdx.x >> 5) & 3;
-    const int g = lane >> 2, t = lane & 3;
-    QuadArgs q;
-    q.C = C;
-    q.M = p.M;
-    q.N = p.N;
-    q.odd = t & 1;
-    q.row = y0 + c * 64 + w * 16 + g + (q.odd ? 8 : 0);
-    q.x0 = x0;
-    q.t = t;
-    q.quads = ((p.N & 3) == 0) && ((reinterpret_cast<size_t>(C) & 15) == 0);
-    q.alpha = alpha;
-    q.beta = beta;
-    QuadColumns<0>::run(acc, q);
-}
-
-// EPILOGUE 2: warpgroup c writes its 64 x 256 block of C through shared
-// memory, one 128-byte line per row at a time (32 fp32 or 64 16-bit
-// columns), into two alternating 8 KB buffers laid out as the copy engine's
-// 128-byte swizzle expects (16-byte chunk q of row r at chunk q ^ (r % 8));
-// one thread hands each filled buffer to a TMA store, which clips rows >= M
-// and columns >= N. Whole 128-byte lines reach L2, and the stores of the
-// last chunks drain while the warpgroup goes on to its next tile. Only
-// beta == 0.
-template <int ELEM>
-__device__ __forceinline__ void epilogue_tma(const float (&acc)[128], const TmaMap* mapC,
-                                             const Ring& ring, const Problem& p, int y0, int x0,
-                                             int c, float alpha) {
-    constexpr int BOX_COLS = Elem<ELEM>::C_BOX_COLS;
-    const int tid = threadIdx.x & 127;
-    const int lane = tid & 31;
-    const int w = tid >> 5;
-    const int g = lane >> 2, t = lane & 3;
-    const int row0 = y0 + c * 64;
-    if (row0 >= p.M) return;  // the whole warpgroup: uniform
-    const u32 bufs = ring.staging + c * 2 * C_BOX_BYTES;
-    const u32 bar = 1 + c;    // hardware barrier of this warpgroup
-#pragma unroll
-    for (int i = 0; i < TILE_X / BOX_COLS; ++i) {
-        const int col0 = x0 + BOX_COLS * i;
-        if (col0 >= p.N) break;  // uniform
-        const u32 buf = bufs + (i & 1) * C_BOX_BYTES;
-        // The store issued from this buffer two chunks ago has finished
-        // reading it; chunk 0 waits for every earlier store, as the previous
-        // tile may have ended on either buffer.
-        if (tid == 0) {
-            if (i == 0)
-                bulk_wait_group_read<0>();
-            else
-                bulk_wait_group_read<1>();
-        }
-        named_barrier_sync(bar, 128);
-        // Accumulator pair j (columns 8j + 2t, +1) of rows g and g + 8.
-#pragma unroll
-        for (int jj = 0; jj < BOX_COLS / 8; ++jj) {
-            const int j = (BOX_COLS / 8) * i + jj;
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int r = w * 16 + g + 8 * h;
-                const float v0 = alpha * acc[4 * j + 2 * h], v1 = alpha * acc[4 * j + 2 * h + 1];
-                if constexpr (Elem<ELEM>::NARROW) {
-                    // 8 columns = one 16-byte chunk; the pair is word t of it
-                    const u32 addr = buf + r * 128 + ((jj ^ (r & 7)) << 4) + t * 4;
-                    asm volatile("st.shared.b32 [%0], %1;"
-                                 :: "r"(addr), "r"(pack_pair<ELEM>(v0, v1)) : "memory");
-                } else {
-                    // 8 columns = two chunks; the pair is half t & 1 of chunk t >> 1
-                    const int chunk = (2 * jj + (t >> 1)) ^ (r & 7);
-                    const u32 addr = buf + r * 128 + chunk * 16 + (t & 1) * 8;
-                    asm volatile("st.shared.v2.f32 [%0], {%1, %2};"
-                                 :: "r"(addr), "f"(v0), "f"(v1) : "memory");
-                }
-            }
-        }
-        fence_proxy_async_smem();   // every writer: its stores, visible to the copy engine
-        named_barrier_sync(bar, 128);
-        if (tid == 0) {
-            tma_store_2d(mapC, buf, col0, row0);
-            bulk_commit_group();
-        }
-    }
-}
-
-template <int ELEM>
-__device__ __forceinline__ void epilogue(const float (&acc)[128], const TmaMap* mapC, void* C,
-                                         const Ring& ring, const Problem& p, int y0, int x0,
-                                         int c, float alpha, float beta, bool c_tma) {
-    if constexpr (Elem<ELEM>::EPI == 2) {
-        if (c_tma) {
-            epilogue_tma<ELEM>(acc, mapC, ring, p, y0, x0, c, alpha);
-            return;
-        }
-    }
-    if constexpr (Elem<ELEM>::EPI == 1)
-        epilogue_quads(acc, static_cast<float*>(C), p, y0, x0, c, alpha, beta);
-    else
-        epilogue_direct<ELEM>(acc, C, p, y0, x0, c, alpha, beta);
-}
+#include "20_tma_wgmma/epilogue.cuh"
 
 __device__ __forceinline__ void fence_accumulators(float (&acc)[128]) {
 #pragma unroll
@@ -702,42 +357,14 @@ __device__ __forceinline__ void produce_unit(const TmaMap* mapA, const TmaMap* m
     }
 }
 
+// Block b walks units b, b + G, b + 2G, ... (G = grid size, in clusters):
+// the same walk in the producer and the consumers, with no communication.
 template <int ELEM>
 __device__ __forceinline__ void producer_loop(const TmaMap* mapA, const TmaMap* mapB,
-                                              const Ring& ring, const Problem& p, u32 rank,
-                                              int* sched) {
+                                              const Ring& ring, const Problem& p, u32 rank) {
     Cursor cur;
-    if constexpr (Elem<ELEM>::DYNAMIC == 0) {
-        (void)sched;
-        for (int u = blockIdx.x / CLUSTER; u < p.units; u += gridDim.x / CLUSTER)
-            produce_unit<ELEM>(mapA, mapB, ring, p, u, rank, cur);
-    } else {
-        // The first unit of block b is b; after that, tickets from sched[0]
-        // numbered on from the grid size. Each unit is posted to the
-        // consumers through a 2-slot queue; a unit >= units tells them to stop.
-        Cursor q;
-        int u = blockIdx.x;
-        for (;;) {
-            int next = p.units;
-            // Take the following ticket now: the atomic's round trip hides
-            // behind this unit's loads.
-            if (u < p.units) next = static_cast<int>(gridDim.x) + atomicAdd(sched, 1);
-            mbar_wait(ring.qempty + 8 * q.s, q.phase ^ 1);
-            asm volatile("st.shared.u32 [%0], %1;" :: "r"(ring.qunit + 4 * q.s), "r"(u) : "memory");
-            mbar_arrive(ring.qfull + 8 * q.s);  // release: the consumers' wait sees the unit
-            q.next<QUEUE_SLOTS>();
-            if (u >= p.units) break;
-            produce_unit<ELEM>(mapA, mapB, ring, p, u, rank, cur);
-            u = next;
-        }
-        // Every ticket this block will take is taken. The last block to get
-        // here zeroes both counters for the next launch on the stream.
-        __threadfence();
-        if (atomicAdd(sched + 1, 1) == static_cast<int>(gridDim.x) - 1) {
-            atomicExch(sched, 0);
-            atomicExch(sched + 1, 0);
-        }
-    }
+    for (int u = first_unit(); u < p.units; u += unit_stride())
+        produce_unit<ELEM>(mapA, mapB, ring, p, u, rank, cur);
 }
 
 // One unit of a consumer warpgroup: the mainloop over k, then the epilogue.
@@ -754,24 +381,19 @@ __device__ __forceinline__ void consume_unit(float (&acc)[128], u32 (&frag0)[4][
         mbar_wait(ring.full_bar(cur.s), cur.phase);
         // tf32 with a stage in flight: alternate fragment sets, the previous
         // one may still be read
-        if (Elem<ELEM>::SWAP && INFLIGHT && (kt & 1))
+        if (Elem<ELEM>::SWAP && (kt & 1))
             mma_stage<ELEM>(acc, frag1, ring.stage(cur.s), c, false);
         else
             mma_stage<ELEM>(acc, frag0, ring.stage(cur.s), c, kt == 0);
-        if constexpr (INFLIGHT) {
-            wgmma_wait<1>();
-            if (prev >= 0) release_stage(ring, prev);
-            prev = cur.s;
-        } else {
-            wgmma_wait<0>();
-            release_stage(ring, cur.s);
-        }
+        // Keep this stage's wgmmas in flight while the next is issued; the
+        // stage before it is done and goes back to the producer.
+        wgmma_wait<1>();
+        if (prev >= 0) release_stage(ring, prev);
+        prev = cur.s;
         cur.next();
     }
-    if constexpr (INFLIGHT) {
-        wgmma_wait<0>();
-        if (prev >= 0) release_stage(ring, prev);
-    }
+    wgmma_wait<0>();
+    if (prev >= 0) release_stage(ring, prev);
     fence_accumulators(acc);
     if (p.k_tiles == 0) {
 #pragma unroll
@@ -787,23 +409,9 @@ __device__ __forceinline__ void consumer_loop(const TmaMap* mapC, void* C, const
     float acc[128];
     u32 frag0[4][4], frag1[4][4];
     Cursor cur;
-    if constexpr (Elem<ELEM>::DYNAMIC == 0) {
-        for (int u = blockIdx.x / CLUSTER; u < p.units; u += gridDim.x / CLUSTER)
-            consume_unit<ELEM>(acc, frag0, frag1, mapC, C, ring, p, u, c, rank, alpha, beta,
-                               c_tma, cur);
-    } else {
-        Cursor q;
-        for (;;) {
-            mbar_wait(ring.qfull + 8 * q.s, q.phase);
-            int u;
-            asm volatile("ld.shared.u32 %0, [%1];" : "=r"(u) : "r"(ring.qunit + 4 * q.s) : "memory");
-            mbar_arrive(ring.qempty + 8 * q.s);
-            q.next<QUEUE_SLOTS>();
-            if (u >= p.units) break;
-            consume_unit<ELEM>(acc, frag0, frag1, mapC, C, ring, p, u, c, rank, alpha, beta,
-                               c_tma, cur);
-        }
-    }
+    for (int u = first_unit(); u < p.units; u += unit_stride())
+        consume_unit<ELEM>(acc, frag0, frag1, mapC, C, ring, p, u, c, rank, alpha, beta, c_tma,
+                           cur);
     if constexpr (Elem<ELEM>::EPI == 2) {
         // Shared memory must outlive the copy engine's reads of it.
         if ((threadIdx.x & 127) == 0) bulk_wait_group<0>();
@@ -821,7 +429,7 @@ __device__ __forceinline__ void single_role_loop(const TmaMap* mapA, const TmaMa
     u32 frag[4][4];
     Cursor cons, prod;
     const bool producer = threadIdx.x == 0;
-    for (int u = blockIdx.x; u < p.units; u += gridDim.x) {
+    for (int u = first_unit(); u < p.units; u += unit_stride()) {
         int y0, x0;
         unit_origin(p, u, 0, y0, x0);
         if (producer) {
@@ -861,7 +469,7 @@ __device__ __forceinline__ void single_role_loop(const TmaMap* mapA, const TmaMa
 template <int ELEM>
 __device__ __forceinline__ void gemm_tma_wgmma(const TmaMap* mapA, const TmaMap* mapB,
                                                const TmaMap* mapC, void* C, int M, int N, int K,
-                                               float alpha, float beta, int* sched) {
+                                               float alpha, float beta) {
     extern __shared__ unsigned char smem_raw[];
     Ring ring;
     ring.base = (smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -910,7 +518,7 @@ __device__ __forceinline__ void gemm_tma_wgmma(const TmaMap* mapA, const TmaMap*
 #if WARP_SPECIALIZED
     if (wg == 0) {
         setmaxnreg_dec<PRODUCER_REGS>();
-        if (threadIdx.x == 0) producer_loop<ELEM>(mapA, mapB, ring, p, rank, sched);
+        if (threadIdx.x == 0) producer_loop<ELEM>(mapA, mapB, ring, p, rank);
     } else {
         setmaxnreg_inc<CONSUMER_REGS>();
         consumer_loop<ELEM>(mapC, C, ring, p, wg - 1, rank, alpha, beta, c_tma);
@@ -919,7 +527,6 @@ __device__ __forceinline__ void gemm_tma_wgmma(const TmaMap* mapA, const TmaMap*
     // memory or arrive on its barriers.
     if constexpr (CLUSTER > 1) cluster_sync();
 #else
-    (void)sched;
     single_role_loop<ELEM>(mapA, mapB, mapC, C, ring, p, wg, alpha, beta, c_tma);
 #endif
 }
@@ -930,16 +537,14 @@ __device__ __forceinline__ void gemm_tma_wgmma(const TmaMap* mapA, const TmaMap*
     extern "C" __global__ void __launch_bounds__(THREADS, 1)                                 \
     NAME(const __grid_constant__ TmaMap mapA, const __grid_constant__ TmaMap mapB,           \
          const __grid_constant__ TmaMap mapC, void* C, int M, int N, int K, float alpha,     \
-         float beta, int* sched) {                                                            \
-        gemm_tma_wgmma<ELEM>(&mapA, &mapB, &mapC, C, M, N, K, alpha, beta, sched);            \
+         float beta, int* /* unused */) {                                                     \
+        gemm_tma_wgmma<ELEM>(&mapA, &mapB, &mapC, C, M, N, K, alpha, beta);                   \
     }
 
-#if WGMMA_ELEM == 0 || WGMMA_ELEM == ELEM_BF16
+#if WGMMA_ELEM == ELEM_BF16
 GEMM_ENTRY(gemm_tma_wgmma_bf16, ELEM_BF16)
-#endif
-#if WGMMA_ELEM == 0 || WGMMA_ELEM == ELEM_FP16
+#elif WGMMA_ELEM == ELEM_FP16
 GEMM_ENTRY(gemm_tma_wgmma_fp16, ELEM_FP16)
-#endif
-#if WGMMA_ELEM == 0 || WGMMA_ELEM == ELEM_TF32
+#elif WGMMA_ELEM == ELEM_TF32
 GEMM_ENTRY(gemm_tma_wgmma_tf32, ELEM_TF32)
 #endif

@@ -26,28 +26,28 @@
 #include "mma_common.cuh"
 
 #ifndef USE_FP16
-#define USE_FP16 0
+#error "USE_FP16 must be defined (the registry passes it)"
 #endif
 #ifndef BM
-#define BM 128
+#error "BM must be defined (the registry passes it)"
 #endif
 #ifndef BN
-#define BN 256
+#error "BN must be defined (the registry passes it)"
 #endif
 #ifndef BK
-#define BK 32
+#error "BK must be defined (the registry passes it)"
 #endif
 #ifndef WM
-#define WM 64
+#error "WM must be defined (the registry passes it)"
 #endif
 #ifndef WN
-#define WN 64
+#error "WN must be defined (the registry passes it)"
 #endif
 #ifndef STAGES
-#define STAGES 4
+#error "STAGES must be defined (the registry passes it)"
 #endif
 #ifndef GROUP_M
-#define GROUP_M 8
+#error "GROUP_M must be defined (the registry passes it)"
 #endif
 // FRAG_PIPE=1: two fragment sets in registers. While the MMAs of k16 step s
 // run, the ldmatrix of step s+1 are already in flight -- including across
@@ -56,7 +56,7 @@
 // latency nor the barrier leaves the tensor pipe idle. Costs 4 MT + 2 NT =
 // 32 more registers per thread.
 #ifndef FRAG_PIPE
-#define FRAG_PIPE 0
+#error "FRAG_PIPE must be defined (the registry passes it)"
 #endif
 
 enum Tile : int {

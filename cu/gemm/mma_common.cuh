@@ -12,7 +12,7 @@
 // a 16-byte chunk that starts at a multiple of the vector width inside a row
 // is then entirely inside the matrix or entirely outside it.
 #ifndef ALIGNED
-#define ALIGNED 0
+#error "ALIGNED must be defined (the registry passes it)"
 #endif
 
 DEVI int imin(int a, int b) { return a < b ? a : b; }
@@ -50,13 +50,6 @@ DEVI BlockCoord grouped_block_order(int group_m) {
 // row's chunks are only permuted within aligned groups of eight, so writes
 // along a row stay conflict-free too. No padding, no wasted bytes.
 // ---------------------------------------------------------------------------
-// -DSWIZZLE=0 turns both swizzles off (plain rows), to measure what they
-// are worth: ncu's l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld
-// then counts the conflicts they remove.
-#ifndef SWIZZLE
-#define SWIZZLE 1
-#endif
-
 template <int ROW_BYTES>
 struct XorSwizzle {
     static_assert(ROW_BYTES == 64 || ROW_BYTES % 128 == 0,
@@ -65,7 +58,7 @@ struct XorSwizzle {
         // 64-byte rows: two rows share a line, so rows r and r+1 already use
         // different halves; XOR with bits 1-2 of the row separates the four
         // pairs. Longer rows: XOR with bits 0-2 of the row.
-        const int x = !SWIZZLE ? 0 : ROW_BYTES == 64 ? (row >> 1) & 3 : row & 7;
+        const int x = ROW_BYTES == 64 ? (row >> 1) & 3 : row & 7;
         return row * ROW_BYTES + ((chunk ^ x) << 4);
     }
 };
@@ -80,7 +73,7 @@ template <int ROW_BYTES>
 struct Tf32BSwizzle {
     static_assert(ROW_BYTES % 128 == 0, "rows of a multiple of 128 bytes");
     static DEVI unsigned offset(int row, int chunk) {
-        const int x = SWIZZLE ? (row & 3) << 1 : 0;
+        const int x = (row & 3) << 1;
         return row * ROW_BYTES + ((chunk ^ x) << 4);
     }
 };

@@ -7,7 +7,7 @@
 // aligned: then a quad of 4 consecutive floats starting at a multiple of 4
 // inside a row is either entirely inside the matrix or entirely outside it.
 #ifndef ALIGNED
-#define ALIGNED 0
+#error "ALIGNED must be defined (the registry passes it)"
 #endif
 
 // One output element. With beta == 0, C is never read: it may hold NaN or

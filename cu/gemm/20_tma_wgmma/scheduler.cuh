@@ -1,0 +1,52 @@
+// Rung 20's tile scheduler: the problem seen from the wgmma tile, the order
+// of the work units (a cluster's worth of tiles) and the persistent walk
+// over them. Part of 20_tma_wgmma.cu, included after its constants (TILE_Y,
+// TILE_X, CLUSTER, GROUP) and Elem<>.
+#pragma once
+
+// The problem seen from the wgmma tile: the Y direction is wgmma's M
+// (TILE_Y per block), X is wgmma's N (TILE_X).
+struct Problem {
+    int M, N, K;
+    int y_ext, x_ext;        // extents along Y and X
+    int tiles_x, units_y;    // units: a cluster's worth of tiles along Y
+    int units, k_tiles;
+};
+
+template <int ELEM>
+__device__ __forceinline__ Problem make_problem(int M, int N, int K) {
+    Problem p;
+    p.M = M;
+    p.N = N;
+    p.K = K;
+    p.y_ext = Elem<ELEM>::SWAP ? N : M;
+    p.x_ext = Elem<ELEM>::SWAP ? M : N;
+    const int tiles_y = (p.y_ext + TILE_Y - 1) / TILE_Y;
+    p.tiles_x = (p.x_ext + TILE_X - 1) / TILE_X;
+    p.units_y = (tiles_y + CLUSTER - 1) / CLUSTER;
+    p.units = p.units_y * p.tiles_x;
+    p.k_tiles = (K + Elem<ELEM>::K_TILE - 1) / Elem<ELEM>::K_TILE;
+    return p;
+}
+
+// Work unit -> tile origin. Units are numbered along a band of GROUP unit
+// rows, crossing the band before moving along it, so consecutive units - the ones in flight together - form
+// a compact block of C whose A rows and B columns stay in L2.
+__device__ __forceinline__ void unit_origin(const Problem& p, int u, u32 rank, int& y0, int& x0) {
+    const int per_group = GROUP * p.tiles_x;
+    const int g = u / per_group;
+    const int first = g * GROUP;
+    const int rows = min(p.units_y - first, GROUP);
+    const int local = u - g * per_group;
+    const int uy = first + local % rows;
+    const int tx = local / rows;
+    y0 = (uy * CLUSTER + static_cast<int>(rank)) * TILE_Y;
+    x0 = tx * TILE_X;
+}
+
+// The persistent walk: block b (cluster b / CLUSTER) takes units b, b + G,
+// b + 2G, ... where G is the grid in clusters. Producer and consumers walk the
+// same sequence, so no unit number ever has to pass between them. (The
+// stride stays unsigned, as gridDim is: the loops add it as written.)
+__device__ __forceinline__ int first_unit() { return blockIdx.x / CLUSTER; }
+__device__ __forceinline__ u32 unit_stride() { return gridDim.x / CLUSTER; }
