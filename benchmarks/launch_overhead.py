@@ -118,7 +118,7 @@ def path_cupy():
 def path_drvgemm_python():
     """drvgemm's launch in Python alone (what drvgemm.launch is when the C
     fast path is not built)."""
-    from drvgemm.launch import launch_py
+    from drvgemm.runtime.launch import launch_py
     k = drvgemm.compile("saxpy.cu", "empty_kernel")
     x = drvgemm.empty(16, np.float32)
 
@@ -133,7 +133,7 @@ def path_drvgemm_runner():
     """drvgemm's cached launcher for this shape, called directly: the launch
     minus launch()'s own dispatch (stream, cache lookup)."""
     import _thread
-    from drvgemm.launch import launch_py
+    from drvgemm.runtime.launch import launch_py
     k = drvgemm.compile("saxpy.cu", "empty_kernel")
     x = drvgemm.empty(16, np.float32)
     launch_py(k, 1, 32, (x, 16))
@@ -164,7 +164,7 @@ def pieces():
     import _thread
     import struct
     from cuda.bindings import driver as cu
-    from drvgemm.launch import launch as dl, launch_py
+    from drvgemm.runtime.launch import launch as dl, launch_py
     k = drvgemm.compile("saxpy.cu", "empty_kernel")
     x = drvgemm.empty(16, np.float32)
     dl(k, 1, 32, (x, 16))

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import drvgemm
-from drvgemm import driver
-from drvgemm.compiler import arch_number
-from drvgemm.occupancy import (SPECS, DeviceSpec, available_dynamic_smem, kernel_max_threads,
+from drvgemm.runtime import driver
+from drvgemm.runtime.compiler import arch_number
+from drvgemm.analysis.occupancy import (SPECS, DeviceSpec, available_dynamic_smem, kernel_max_threads,
                                max_potential_block_size, model)
-from drvgemm.rungs import RUNGS
+from drvgemm.ladders.gemm.registry import RUNGS
 
 pytestmark = pytest.mark.gpu
 
@@ -236,7 +236,7 @@ def test_every_rung_agrees(gpu, rung):
         pytest.skip(f"{rung.name} needs {rung.arch}; the device is {arch}")
     if rung.arch.endswith("a"):
         arch = rung.arch
-    from drvgemm.ladder import rung_kernel
+    from drvgemm.ladders.gemm.registry import rung_kernel
     k = rung_kernel(rung, True, arch=arch)
     res = drvgemm.occupancy(k, rung.block, rung.smem)
     assert res.driver_error is None, res.driver_error
@@ -249,7 +249,8 @@ def test_cluster_occupancy_from_the_driver(gpu):
     384-thread block per SM, so at most sm_count / 2 clusters (fewer when the
     GPCs' SM counts are odd)."""
     import drvgemm
-    from drvgemm.ladder import rung, rung_kernel
+    from drvgemm.ladders.gemm.dispatch import rung
+    from drvgemm.ladders.gemm.registry import rung_kernel
     if gpu.cc != (9, 0):
         pytest.skip("needs sm_90a")
     r = rung("20_tma_wgmma_bf16")

@@ -50,6 +50,3 @@ def main(argv=None) -> int:
         print(f"drvgemm: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -74,6 +74,7 @@ def gemmex_call(prec, m, n, k, a, b, out_fp32=False):
     alpha = np.array(1.0, np.float32)
     beta = np.array(0.0, np.float32)
     handle = cupy.cuda.device.get_cublas_handle()
+    cupy.cuda.Stream.null.use()   # the legacy default stream, which drvgemm's events time
 
     def enqueue():
         cublas.gemmEx(handle, 0, 0, n, m, k, alpha.ctypes.data, cb.data.ptr, in_t, n,

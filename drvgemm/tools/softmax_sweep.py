@@ -14,7 +14,8 @@ from ..ladders.softmax import dispatch as sm
 from ..ladders.softmax.registry import SoftmaxConfig, pipelined
 from ..runtime import driver
 from ..runtime.launch import launch
-from .memory_bench import (_max_rel_err, _median_ms, _progress, _sample_rows, _with_copy,
+from .memory_bench import (_cluster_note, _max_rel_err, _median_ms, _progress, _sample_rows,
+                           _with_copy,
                            measure_copy, softmax_inputs)
 from .records import memory_record
 
