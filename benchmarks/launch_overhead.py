@@ -137,7 +137,7 @@ def path_drvgemm_runner():
     k = drvgemm.compile("saxpy.cu", "empty_kernel")
     x = drvgemm.empty(16, np.float32)
     launch_py(k, 1, 32, (x, 16))
-    run = k._runners[1, 32, 0, 0, _thread.get_ident()]
+    run = k.runners[1, 32, 0, 0, _thread.get_ident()]
     args = (x, 16)
 
     def loop(n):
@@ -172,8 +172,8 @@ def pieces():
     drvgemm.synchronize()
     print(f"drvgemm.launch path: {drvgemm.launch_path()}")
     ident = _thread.get_ident()
-    run = k._runners[1, 32, 0, 0, ident]
-    pk = k._packers[ident]
+    run = k.runners[1, 32, 0, 0, ident]
+    pk = k.packers[ident]
     fn = k.function
     vals = [ctypes.c_void_p(x.ptr), ctypes.c_int(16)]
     arr = (ctypes.c_void_p * 2)(*[ctypes.addressof(v) for v in vals])
@@ -186,7 +186,7 @@ def pieces():
         "pack_into, ctypes buffer": lambda: pk.fmt.pack_into(pk.buf, 0, x.ptr, 16),
         "pack_into, bytearray": lambda: fmt.pack_into(ba, 0, x.ptr, 16),
         "get_ident": _thread.get_ident,
-        "runner cache lookup": lambda: k._runners[1, 32, 0, 0, ident],
+        "runner cache lookup": lambda: k.runners[1, 32, 0, 0, ident],
         "cuLaunchKernel raw (bindings' array)": lambda: L(fn, 1, 1, 1, 32, 1, 1, 0, None, addr, 0),
         "cuLaunchKernel raw (drvgemm's array)": lambda: L(fn, 1, 1, 1, 32, 1, 1, 0, None,
                                                           pk.array_addr, 0),

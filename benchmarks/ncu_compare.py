@@ -42,7 +42,6 @@ KERNEL_FILTER = "regex:gemm|sm90|nvjet|cutlass|xmma|Kernel2"
 
 def child(args):
     """The profiled program: each GEMM once to warm up, once more measured."""
-    import drvgemm
     from drvgemm.ladders.gemm import dispatch, hopper, registry
     from drvgemm.runtime import driver
     from drvgemm.runtime.launch import launch
