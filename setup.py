@@ -1,8 +1,8 @@
 """Copies the kernel folders cu/ and ptx/ into the wheel as drvgemm/_kernels/,
-and builds drvgemm._fastlaunch, the C fast path of drvgemm.launch.
+and builds drvgemm.runtime._fastlaunch, the C fast path of drvgemm.launch.
 
 A checkout (and an editable install) reads the kernels from the repository
-root; an installed wheel reads them from the package. drvgemm/sources.py
+root; an installed wheel reads them from the package. drvgemm/runtime/sources.py
 looks in both places. The extension is optional: where no C compiler (or no
 Python headers) is found the build goes on without it and drvgemm.launch
 stays in Python (drvgemm.launch_path() says which one is in use).
@@ -31,7 +31,7 @@ class BuildPyWithKernels(build_py):
 
 
 FAST_LAUNCH = Extension(
-    "drvgemm._fastlaunch", ["drvgemm/_fastlaunch.c"],
+    "drvgemm.runtime._fastlaunch", ["drvgemm/runtime/_fastlaunch.c"],
     py_limited_api=True,          # one build for every CPython >= 3.10 (abi3)
     extra_compile_args=["-O2"],
     optional=True,                # no compiler: drvgemm works without it

@@ -15,7 +15,7 @@ when torch is installed, and written as JSON.
 With no GPU it compiles every variant for sm_90 and prints registers,
 spills, shared memory and blocks per SM (the occupancy model), then exits.
 To adopt a winner, change the defaults of the 08_warp_tiled lambda in
-drvgemm/rungs.py to its constants.
+drvgemm/ladders/gemm/registry.py to its constants.
 """
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ import time
 import numpy as np
 
 import drvgemm
-from drvgemm import driver, timing
-from drvgemm.rungs import by_name
+from drvgemm.runtime import driver, timing
+from drvgemm.ladders.gemm.registry import by_name
 
 RUNG = by_name()["08_warp_tiled"]
 

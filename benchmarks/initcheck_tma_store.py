@@ -15,30 +15,32 @@ import sys
 import numpy as np
 
 import drvgemm
-from drvgemm import ladder, tma
-from drvgemm.launch import launch
+from drvgemm.ladders.gemm import dispatch, hopper, registry
+from drvgemm.runtime import tensormap
+from drvgemm.runtime.launch import launch
 
 
 def main(epilogue: int) -> int:
-    base = ladder.rung("20_tma_wgmma_bf16")
+    base = dispatch.rung("20_tma_wgmma_bf16")
     d = {**base.defines, "EPILOGUE": epilogue}
     r = dataclasses.replace(base, name=f"{base.name}[EPILOGUE={epilogue}]", defines=d,
-                            smem=tma.wgmma_smem_bytes(d["STAGES"], epilogue))
+                            smem=hopper.wgmma_smem_bytes(d["STAGES"], epilogue))
     m, n, k = 70, 136, 40
     # A fresh seed per run: memory left over from an earlier run of the same
     # product cannot pass for this one's result.
     rng = np.random.default_rng()
-    a = rng.integers(-4, 5, (m, k)).astype(np.float32).astype(ladder.input_dtype("bf16"))
-    b = rng.integers(-4, 5, (k, n)).astype(np.float32).astype(ladder.input_dtype("bf16"))
+    a = rng.integers(-4, 5, (m, k)).astype(np.float32).astype(dispatch.input_dtype("bf16"))
+    b = rng.integers(-4, 5, (k, n)).astype(np.float32).astype(dispatch.input_dtype("bf16"))
     A, B = drvgemm.to_device(a), drvgemm.to_device(b)
     C = drvgemm.empty((m, n), np.float32)          # never written by the host
-    cfg = tma.wgmma_gemm_launch_config(r, A, B, C, m, n, k, 1.0, 0.0)
-    launch(ladder.rung_kernel(r, True), cfg["grid"], cfg["block"], cfg["args"],
+    kern = registry.rung_kernel(r, True)
+    cfg = hopper.wgmma_gemm_launch_config(r, A, B, C, m, n, k, 1.0, 0.0, kernel=kern)
+    launch(kern, cfg["grid"], cfg["block"], cfg["args"],
            smem=cfg["smem"], cluster=cfg["cluster"])
     drvgemm.synchronize()
     got = C.to_host()
     exact = np.array_equal(got.astype(np.float64), a.astype(np.float64) @ b.astype(np.float64))
-    print(f"EPILOGUE={epilogue}: TMA-store path {'on' if cfg['args'][2] is not tma.UNUSED_MAP else 'off'}, "
+    print(f"EPILOGUE={epilogue}: TMA-store path {'on' if cfg['args'][2] is not tensormap.UNUSED_MAP else 'off'}, "
           f"result {'exact' if exact else 'WRONG'}", flush=True)
     return 0 if exact else 1
 

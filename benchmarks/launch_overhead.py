@@ -118,7 +118,7 @@ def path_cupy():
 def path_drvgemm_python():
     """drvgemm's launch in Python alone (what drvgemm.launch is when the C
     fast path is not built)."""
-    from drvgemm.launch import launch_py
+    from drvgemm.runtime.launch import launch_py
     k = drvgemm.compile("saxpy.cu", "empty_kernel")
     x = drvgemm.empty(16, np.float32)
 
@@ -133,11 +133,11 @@ def path_drvgemm_runner():
     """drvgemm's cached launcher for this shape, called directly: the launch
     minus launch()'s own dispatch (stream, cache lookup)."""
     import _thread
-    from drvgemm.launch import launch_py
+    from drvgemm.runtime.launch import launch_py
     k = drvgemm.compile("saxpy.cu", "empty_kernel")
     x = drvgemm.empty(16, np.float32)
     launch_py(k, 1, 32, (x, 16))
-    run = k._runners[1, 32, 0, 0, _thread.get_ident()]
+    run = k.runners[1, 32, 0, 0, _thread.get_ident()]
     args = (x, 16)
 
     def loop(n):
@@ -164,7 +164,7 @@ def pieces():
     import _thread
     import struct
     from cuda.bindings import driver as cu
-    from drvgemm.launch import launch as dl, launch_py
+    from drvgemm.runtime.launch import launch as dl, launch_py
     k = drvgemm.compile("saxpy.cu", "empty_kernel")
     x = drvgemm.empty(16, np.float32)
     dl(k, 1, 32, (x, 16))
@@ -172,8 +172,8 @@ def pieces():
     drvgemm.synchronize()
     print(f"drvgemm.launch path: {drvgemm.launch_path()}")
     ident = _thread.get_ident()
-    run = k._runners[1, 32, 0, 0, ident]
-    pk = k._packers[ident]
+    run = k.runners[1, 32, 0, 0, ident]
+    pk = k.packers[ident]
     fn = k.function
     vals = [ctypes.c_void_p(x.ptr), ctypes.c_int(16)]
     arr = (ctypes.c_void_p * 2)(*[ctypes.addressof(v) for v in vals])
@@ -186,7 +186,7 @@ def pieces():
         "pack_into, ctypes buffer": lambda: pk.fmt.pack_into(pk.buf, 0, x.ptr, 16),
         "pack_into, bytearray": lambda: fmt.pack_into(ba, 0, x.ptr, 16),
         "get_ident": _thread.get_ident,
-        "runner cache lookup": lambda: k._runners[1, 32, 0, 0, ident],
+        "runner cache lookup": lambda: k.runners[1, 32, 0, 0, ident],
         "cuLaunchKernel raw (bindings' array)": lambda: L(fn, 1, 1, 1, 32, 1, 1, 0, None, addr, 0),
         "cuLaunchKernel raw (drvgemm's array)": lambda: L(fn, 1, 1, 1, 32, 1, 1, 0, None,
                                                           pk.array_addr, 0),

@@ -109,7 +109,7 @@ def variant_rung(name):
     """The registered rung with the variant's defines; its own name keeps its
     compiled kernels apart in ladder's cache. Shared memory and the block
     follow the tile constants."""
-    from drvgemm.rungs import by_name
+    from drvgemm.ladders.gemm.registry import by_name
     v = VARIANTS[name]
     base = by_name()[v.rung]
     if base.source.endswith(".ptx"):
@@ -131,7 +131,7 @@ def variant_rung(name):
 # ---------------------------------------------------------------------------
 def _compile_job(job):
     source, entry, defines, arch = job
-    from drvgemm.compiler import compile_binary, parse_resources
+    from drvgemm.runtime.compiler import compile_binary, parse_resources
     try:
         b = compile_binary(source, entry, defines=defines, arch=arch)
     except Exception as e:   # report, never raise across the pool
@@ -180,17 +180,18 @@ def compile_all(names, arch):
 # 2. correctness, 3. timing
 # ---------------------------------------------------------------------------
 def run_gemm(r, aligned, A, B, C, m, n, k, arch):
-    from drvgemm import ladder
-    from drvgemm.launch import launch
-    kern = ladder.rung_kernel(r, aligned, arch=arch)
+    from drvgemm.ladders.gemm import registry
+    from drvgemm.runtime.launch import launch
+    kern = registry.rung_kernel(r, aligned, arch=arch)
     launch(kern, r.grid(m, n), r.block, [A, B, C, m, n, k, 1.0, 0.0], smem=r.smem)
 
 
 def check(r, arch):
     """(ok, detail): exact at the odd shape with ALIGNED=0, within the
     precision's bound at 1024^3 with ALIGNED=1."""
-    from drvgemm import driver, ladder
-    dt = ladder.input_dtype(r.precision)
+    from drvgemm.ladders.gemm import dispatch
+    from drvgemm.runtime import driver
+    dt = dispatch.input_dtype(r.precision)
     rng = np.random.default_rng(7)
     m, n, k = ODD_SHAPE
     a = rng.integers(-8, 9, (m, k)).astype(dt)
@@ -226,8 +227,9 @@ def check(r, arch):
 
 
 def time_variant(r, size, reps, arch):
-    from drvgemm import driver, ladder, timing
-    dt = ladder.input_dtype(r.precision)
+    from drvgemm.ladders.gemm import dispatch
+    from drvgemm.runtime import driver, timing
+    dt = dispatch.input_dtype(r.precision)
     rng = np.random.default_rng(1)
     A = driver.to_device(rng.standard_normal((size, size), dtype=np.float32).astype(dt))
     B = driver.to_device(rng.standard_normal((size, size), dtype=np.float32).astype(dt))
@@ -254,7 +256,7 @@ def main(argv=None) -> int:
         p.error(f"unknown variants {unknown}; --list shows them")
 
     import drvgemm
-    from drvgemm import ceilings
+    from drvgemm.tools import ceilings
     dev = drvgemm.device()
     arch = f"sm_{dev.cc[0]}{dev.cc[1]}"
     t0 = time.time()

@@ -16,13 +16,13 @@ DRAM throughput, issue activity, the top stalls) and writes ncu's full CSV to
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import os
 import subprocess
 import sys
 
 import numpy as np
+
+from drvgemm.tools import ncu
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, _HERE)
@@ -42,21 +42,21 @@ KERNEL_FILTER = "regex:gemm|sm90|nvjet|cutlass|xmma|Kernel2"
 
 def child(args):
     """The profiled program: each GEMM once to warm up, once more measured."""
-    import drvgemm
-    from drvgemm import driver, ladder, rungs, tma
-    from drvgemm.launch import launch
-    import wgmma_steps as steps
+    from drvgemm.ladders.gemm import dispatch, hopper, registry
+    from drvgemm.runtime import driver
+    from drvgemm.runtime.launch import launch
+    from drvgemm.tools import cublas
     import wgmma_sweep as sweep
 
     prec, n = args.prec, args.size
     rng = np.random.default_rng(1)
-    dt = ladder.input_dtype(prec)
+    dt = dispatch.input_dtype(prec)
     a = rng.standard_normal((n, n), dtype=np.float32).astype(dt)
     b = rng.standard_normal((n, n), dtype=np.float32).astype(dt)
     A, B = driver.to_device(a), driver.to_device(b)
     C = driver.empty((n, n), np.float32)
     calls = []
-    reg = rungs.by_name()[f"20_tma_wgmma_{prec}"]
+    reg = registry.by_name()[f"20_tma_wgmma_{prec}"]
     variants = [("registered", reg)]
     for spec in args.extra or []:
         name, _, kv = spec.partition(":")
@@ -64,17 +64,17 @@ def child(args):
         variants.append((name, sweep.variant_rung(prec, name, {**reg.defines, **d})))
     C16 = driver.empty((n, n), dt) if prec != "tf32" else None
     for name, r in variants:
-        kern = ladder.rung_kernel(r, True)
+        kern = registry.rung_kernel(r, True)
         narrow = bool(r.defines.get("OUT_16"))   # C in the inputs' type
-        cfg = tma.wgmma_gemm_launch_config(r, A, B, C16 if narrow else C, n, n, n, 1.0, 0.0,
+        cfg = hopper.wgmma_gemm_launch_config(r, A, B, C16 if narrow else C, n, n, n, 1.0, 0.0, kernel=kern,
                                            narrow_output=narrow)
         calls.append((f"rung {name}", lambda k=kern, c=cfg: launch(
             k, c["grid"], c["block"], c["args"], smem=c["smem"], cluster=c["cluster"])))
-    t = steps.torch_call(prec, a, b)
+    t = cublas.torch_matmul_call(prec, a, b)
     if t:
         calls.append(("torch.matmul", t[0]))
     for out_fp32 in (False, True):
-        g = steps.gemmex_call(prec, n, n, n, a, b, out_fp32)
+        g = cublas.gemmex_call(prec, n, n, n, a, b, out_fp32)
         if g:
             calls.append((g[3], g[0]))
     for label, fn in calls:
@@ -88,10 +88,8 @@ def child(args):
 
 def parse(csv_text):
     """[(kernel name, {metric: (value, unit)})] in launch order."""
-    start = csv_text.find('"ID"')
-    rows = list(csv.DictReader(io.StringIO(csv_text[start:])))
     kernels, order = {}, []
-    for r in rows:
+    for r in ncu.metric_rows(csv_text):
         key = r["ID"]
         if key not in kernels:
             kernels[key] = (r["Kernel Name"], {})
@@ -110,12 +108,11 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.child:
         return child(args)
-    from drvgemm.profile import find_ncu
-    ncu = find_ncu()
-    if ncu is None:
+    exe = ncu.find_ncu()
+    if exe is None:
         print("ncu not found")
         return 1
-    cmd = [ncu, "--clock-control", "none", "--csv", "--page", "details",
+    cmd = [exe, "--clock-control", "none", "--csv", "--page", "details",
            "--kernel-name", KERNEL_FILTER, "--launch-skip", "0"]
     for s in SECTIONS:
         cmd += ["--section", s]

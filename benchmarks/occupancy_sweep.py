@@ -19,16 +19,17 @@ With no GPU it prints the planned points (the model's numbers) and exits.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 
 import numpy as np
 
 import drvgemm
-from drvgemm import driver, timing
-from drvgemm.occupancy import (SPECS, DeviceSpec, available_dynamic_smem, bytes_in_flight,
-                               format_size, model)
+from drvgemm.runtime import driver, timing
+from drvgemm.analysis.occupancy import (SPECS, DeviceSpec, available_dynamic_smem, format_size,
+                                        model)
+from drvgemm.analysis.roofline import bytes_in_flight
+from drvgemm.tools.records import device_json as _device_json
 
 SOURCE = "copy_occupancy.cu"
 SEED_EXAMPLE = dict(latency_cycles=800, clock_hz=2.175e9, bandwidth=360e9)
@@ -97,7 +98,7 @@ def run(args):
             print(f"note: no ptxas figures for {k.entry} (log starts {k.log[:200]!r}); "
                   "using the driver's attributes", file=sys.stderr)
             a = k.attributes()
-            from drvgemm.compiler import Resources
+            from drvgemm.runtime.compiler import Resources
             res = Resources(registers=a["num_regs"], spill_stores=0, spill_loads=0,
                             stack=a["local_size_bytes"], static_smem=a["shared_size_bytes"])
         for blocks, pad, point in plan(spec, res, block):
@@ -195,10 +196,6 @@ def plot(records, best, copy_gbps, path, name, ns):
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     print(f"plot written to {path}")
-
-
-def _device_json(dev):
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(dev).items()}
 
 
 def show_plan(args, reason):

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 
 import drvgemm
-from drvgemm.ladder import input_dtype, rung
+from drvgemm.ladders.gemm.dispatch import input_dtype, rung
 
 # N = 136 and 264 are multiples of 8: C through the TMA-store epilogue of the
 # Hopper rungs (fp32 and 16-bit C); the others take the direct stores.
@@ -24,8 +24,7 @@ SOFTMAX_SHAPES = [(1, 1), (3, 1000), (5, 4099), (2, 33000), (1, 131072)]
 
 def main_softmax(names):
     """Each softmax rung (and auto) at odd shapes; rows must sum to 1."""
-    import importlib
-    sm = importlib.import_module("drvgemm.softmax")
+    from drvgemm.ladders.softmax import registry as sm
     names = names or sm.kernels() + ["auto"]
     bad = 0
     for name in names:

@@ -5,7 +5,7 @@ side in one run, against cuBLAS called two ways:
         [--shapes 4096 8192 4096x4096x4100 8191x8193x4096] [--steps ...]
         [--define GROUP=8 ...] [--batch 10] [--reps 7] [--json PATH]
 
-Steps (compile-time defines of the one source; tma.py derives the launch):
+Steps (compile-time defines of the one source; drvgemm/ladders/gemm/hopper.py derives the launch):
   tma_only          TMA into a 4-stage mbarrier ring + wgmma, 2 consumer
                     warpgroups, thread 0 refills the ring between its MMAs
   warp_specialized  + a producer warpgroup (setmaxnreg 40 / 232), consumers
@@ -33,9 +33,13 @@ import sys
 import numpy as np
 
 import drvgemm
-from drvgemm import driver, ladder, tma
-from drvgemm.bench import _device_json, make_inputs, reference, rel_rmse
-from drvgemm.launch import launch
+from drvgemm.ladders.gemm import dispatch, hopper, registry
+from drvgemm.runtime import driver
+from drvgemm.tools.bench import make_inputs, reference, rel_rmse
+from drvgemm.tools.cublas import gemmex_call, torch_matmul_call
+from drvgemm.tools.records import device_json as _device_json
+from drvgemm.tools.records import gemm_record
+from drvgemm.runtime.launch import launch
 
 # The steps as first built, starting from the registered entry: stores
 # straight from the accumulators, all SMs (the choices of
@@ -55,33 +59,29 @@ def log(msg):
 
 
 def batch_ms(enqueue, batch, reps, sync):
-    from drvgemm.timing import batch_median_ms
+    from drvgemm.runtime.timing import batch_median_ms
     return batch_median_ms(enqueue, batch, reps, sync)
 
 
 def record(kernel, prec, m, n, k, ms, err, baseline, **extra):
-    r = {"kernel": kernel, "precision": prec, "m": m, "n": n, "k": k,
-         "median_ms": round(ms, 5), "tflops": round(2.0 * m * n * k / (ms * 1e-3) / 1e12, 2),
-         "rel_rmse": float(f"{err:.3g}") if err == err else None, "baseline": baseline,
-         "timing": "batch"}
-    r.update(extra)
-    return r
+    return gemm_record(kernel, prec, m, n, k, ms, err, baseline, timing="batch",
+                       tflops_digits=2, **extra)
 
 
 def step_rung(prec, step, extra_defines):
-    base = ladder.rung(RUNG[prec])
+    base = dispatch.rung(RUNG[prec])
     d = {**base.defines, **STEPS[step], **extra_defines}
     block = (384 if d["WARP_SPECIALIZED"] else 256, 1, 1)
     tag = step + "".join(f",{k}={v}" for k, v in sorted(extra_defines.items()))
     return dataclasses.replace(base, name=f"{base.name}[{tag}]", defines=d, block=block,
-                               smem=tma.wgmma_smem_bytes(d["STAGES"], d["EPILOGUE"]))
+                               smem=hopper.wgmma_smem_bytes(d["STAGES"], d["EPILOGUE"]))
 
 
 def bench_step(prec, step, extra, m, n, k, A, B, ref, batch, reps):
     r = step_rung(prec, step, extra)
-    kern = ladder.rung_kernel(r, True)
+    kern = registry.rung_kernel(r, True)
     C = driver.to_device(np.full((m, n), np.nan, np.float32))
-    cfg = tma.wgmma_gemm_launch_config(r, A, B, C, m, n, k, 1.0, 0.0)
+    cfg = hopper.wgmma_gemm_launch_config(r, A, B, C, m, n, k, 1.0, 0.0, kernel=kern)
     grid, block, args, smem, cluster = (cfg["grid"], cfg["block"], cfg["args"], cfg["smem"],
                                         cfg["cluster"])
 
@@ -103,85 +103,8 @@ def bench_step(prec, step, extra, m, n, k, A, B, ref, batch, reps):
     return rec
 
 
-def torch_call(prec, a, b):
-    """cuBLAS through torch.matmul: (enqueue, result as float32 ndarray, sync,
-    restore), or None without torch/CUDA. TF32 is switched on for "tf32" until
-    restore() is called."""
-    try:
-        import torch
-        if not torch.cuda.is_available():
-            return None
-    except ImportError:
-        return None
-    tdt = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32}[prec]
-    prev = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
-    ta = torch.from_numpy(a.astype(np.float32)).cuda().to(tdt)
-    tb = torch.from_numpy(b.astype(np.float32)).cuda().to(tdt)
-    out = {}
-
-    def enqueue():
-        # The TF32 switch is global: set it for every call, as the calls of
-        # several precisions may interleave.
-        torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
-        out["c"] = torch.matmul(ta, tb)
-
-    def result():
-        torch.cuda.synchronize()
-        return out["c"].float().cpu().numpy()
-
-    def restore():
-        torch.backends.cuda.matmul.allow_tf32 = prev
-
-    return enqueue, result, torch.cuda.synchronize, restore
-
-
-def gemmex_call(prec, m, n, k, a, b, out_fp32):
-    """cublasGemmEx through CuPy on row-major operands (column-major C^T =
-    B^T A^T): (enqueue, result as float32 ndarray, sync, name, out type), or
-    None without CuPy."""
-    try:
-        import cupy
-        from cupy_backends.cuda.libs import cublas
-    except ImportError:
-        return None
-    CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF = 0, 2, 14
-    COMPUTE_32F, COMPUTE_32F_FAST_TF32 = 68, 77
-    if prec == "tf32":
-        in_t, compute = CUDA_R_32F, COMPUTE_32F_FAST_TF32
-        ca, cb = cupy.asarray(a), cupy.asarray(b)
-    else:
-        in_t = CUDA_R_16BF if prec == "bf16" else CUDA_R_16F
-        compute = COMPUTE_32F
-        ca, cb = cupy.asarray(a.view(np.uint16)), cupy.asarray(b.view(np.uint16))
-    if out_fp32 or prec == "tf32":
-        out_t, cc = CUDA_R_32F, cupy.empty((m, n), np.float32)
-    else:
-        out_t, cc = in_t, cupy.empty((m, n), np.uint16)
-    alpha = np.array(1.0, np.float32)
-    beta = np.array(0.0, np.float32)
-    handle = cupy.cuda.device.get_cublas_handle()
-    cupy.cuda.Stream.null.use()
-
-    def enqueue():
-        cublas.gemmEx(handle, 0, 0, n, m, k, alpha.ctypes.data, cb.data.ptr, in_t, n,
-                      ca.data.ptr, in_t, k, beta.ctypes.data, cc.data.ptr, out_t, n,
-                      compute, 0)
-
-    def result():
-        cupy.cuda.runtime.deviceSynchronize()
-        host = cupy.asnumpy(cc)
-        if out_t != CUDA_R_32F:
-            host = host.view(ladder.input_dtype(prec)).astype(np.float32)
-        return host
-
-    name = "cublas_gemmex" if out_t != CUDA_R_32F or prec == "tf32" else "cublas_gemmex_f32out"
-    out = "fp32" if out_t == CUDA_R_32F else prec
-    return enqueue, result, cupy.cuda.runtime.deviceSynchronize, name, out
-
-
 def bench_torch(prec, m, n, k, a, b, ref, batch, reps):
-    call = torch_call(prec, a, b)
+    call = torch_matmul_call(prec, a, b)
     if call is None:
         return None
     enqueue, result, sync, restore = call
@@ -198,7 +121,7 @@ def bench_gemmex(prec, m, n, k, a, b, ref, batch, reps, out_fp32):
     call = gemmex_call(prec, m, n, k, a, b, out_fp32)
     if call is None:
         return None
-    enqueue, result, sync, name, out = call
+    enqueue, result, sync, name, out, _ = call
     enqueue()
     err = rel_rmse(result(), ref)
     ms = batch_ms(enqueue, batch, reps, sync)

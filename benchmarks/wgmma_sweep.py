@@ -141,27 +141,27 @@ def log(msg=""):
 def variant_rung(prec, name, defines):
     """The registered rung of this precision with the variant's defines (its
     own name, so its compiled kernel is cached separately)."""
-    from drvgemm import ladder, tma
-    base = ladder.rung(RUNG[prec])
+    from drvgemm.ladders.gemm import dispatch, hopper
+    base = dispatch.rung(RUNG[prec])
     d = {**base.defines, **BASE, **defines}
     block = (384 if d["WARP_SPECIALIZED"] else 256, 1, 1)
     return dataclasses.replace(base, name=f"{base.name}[{name}]", defines=d, block=block,
-                               smem=tma.wgmma_smem_bytes(d["STAGES"], d["EPILOGUE"]))
+                               smem=hopper.wgmma_smem_bytes(d["STAGES"], d["EPILOGUE"]))
 
 
 def registered(prec):
-    from drvgemm import ladder
-    return ladder.rung(RUNG[prec])
+    from drvgemm.ladders.gemm import dispatch
+    return dispatch.rung(RUNG[prec])
 
 
 # ---------------------------------------------------------------------------
 # 1. compile
 # ---------------------------------------------------------------------------
 def _compile_job(job):
-    """Worker: compile one rung exactly as ladder.rung_kernel does (same
+    """Worker: compile one rung exactly as dispatch.rung_kernel does (same
     defines, arch and options: the parent then hits the disk cache)."""
     source, entry, defines, arch, options = job
-    from drvgemm.compiler import compile_binary, parse_resources
+    from drvgemm.runtime.compiler import compile_binary, parse_resources
     t = time.time()
     try:
         b = compile_binary(source, entry, defines=defines, arch=arch, options=options)
@@ -216,13 +216,14 @@ def check_child(spec):
     """Child process: check each (prec, name, defines) and print one JSON
     line per variant as soon as it is known."""
     import drvgemm
-    from drvgemm import driver, ladder, tma
-    from drvgemm.launch import launch
+    from drvgemm.ladders.gemm import dispatch, hopper, registry
+    from drvgemm.runtime import driver
+    from drvgemm.runtime.launch import launch
     m, n, k = CHECK_SHAPE
     out = {}
     for prec in sorted({p for p, _, _ in spec}):
         rng = np.random.default_rng(20)
-        dt = ladder.input_dtype(prec)
+        dt = dispatch.input_dtype(prec)
         a = rng.integers(-8, 9, (m, k)).astype(dt)
         b = rng.integers(-8, 9, (k, n)).astype(dt)
         ref = a.astype(np.float64) @ b.astype(np.float64)
@@ -230,18 +231,18 @@ def check_child(spec):
     print(json.dumps({"ready": True}), flush=True)
     for prec, name, defines in spec:
         A, B, ref = out[prec]
-        dt = ladder.input_dtype(prec)
+        dt = dispatch.input_dtype(prec)
         r = variant_rung(prec, name, defines)
         detail = []
         ok = True
         try:
-            kern = ladder.rung_kernel(r, True)
+            kern = registry.rung_kernel(r, True)
             narrow = bool(r.defines.get("OUT_16"))
             # A 16-bit C holds the exact result rounded to nearest even.
             want = ref.astype(np.float32).astype(dt).astype(np.float64) if narrow else ref
             for blocks in (None, 5):
                 C = driver.to_device(np.full((m, n), np.nan, dt if narrow else np.float32))
-                cfg = tma.wgmma_gemm_launch_config(r, A, B, C, m, n, k, 1.0, 0.0,
+                cfg = hopper.wgmma_gemm_launch_config(r, A, B, C, m, n, k, 1.0, 0.0, kernel=kern,
                                                    narrow_output=narrow)
                 grid = cfg["grid"]
                 if blocks is not None:
@@ -318,7 +319,7 @@ def check_all(spec, timeout=300):
 # 3. timing
 # ---------------------------------------------------------------------------
 def batch_ms(enqueue, batch, reps, sync):
-    from drvgemm.timing import batch_median_ms
+    from drvgemm.runtime.timing import batch_median_ms
     return batch_median_ms(enqueue, batch, reps, sync)
 
 
@@ -335,13 +336,14 @@ class Entry:
 
 
 def rung_entry(prec, name, r, m, n, k, A, B, pred):
-    from drvgemm import driver, ladder, tma
-    from drvgemm.launch import launch
-    kern = ladder.rung_kernel(r, True)
+    from drvgemm.ladders.gemm import dispatch, hopper, registry
+    from drvgemm.runtime import driver
+    from drvgemm.runtime.launch import launch
+    kern = registry.rung_kernel(r, True)
     narrow = bool(r.defines.get("OUT_16"))   # C in the inputs' type (OUT_16 build)
-    C = driver.to_device(np.full((m, n), np.nan, ladder.input_dtype(prec) if narrow
+    C = driver.to_device(np.full((m, n), np.nan, dispatch.input_dtype(prec) if narrow
                                  else np.float32))
-    cfg = tma.wgmma_gemm_launch_config(r, A, B, C, m, n, k, 1.0, 0.0, narrow_output=narrow)
+    cfg = hopper.wgmma_gemm_launch_config(r, A, B, C, m, n, k, 1.0, 0.0, kernel=kern, narrow_output=narrow)
     staged = len(cfg["keepalive"])
     if staged:
         # Operands the copy engine cannot take are copied on every call, as
@@ -349,7 +351,7 @@ def rung_entry(prec, name, r, m, n, k, A, B, pred):
         del cfg
 
         def enqueue():
-            c = tma.wgmma_gemm_launch_config(r, A, B, C, m, n, k, 1.0, 0.0,
+            c = hopper.wgmma_gemm_launch_config(r, A, B, C, m, n, k, 1.0, 0.0, kernel=kern,
                                              narrow_output=narrow)
             launch(kern, c["grid"], c["block"], c["args"], smem=c["smem"], cluster=c["cluster"])
         grid = None
@@ -371,18 +373,18 @@ def rung_entry(prec, name, r, m, n, k, A, B, pred):
 
 
 def baseline_entries(prec, m, n, k, a, b):
-    import wgmma_steps as steps
+    from drvgemm.tools import cublas
     out = []
-    call = steps.torch_call(prec, a, b)
+    call = cublas.torch_matmul_call(prec, a, b)
     if call:
         enqueue, result, sync, restore = call
         out.append(Entry("cublas", True, enqueue, result, sync,
                          extra={"via": "torch.matmul", "out": prec if prec != "tf32" else "fp32"},
                          cleanup=restore))
     for out_fp32 in ((False,) if prec == "tf32" else (False, True)):
-        call = steps.gemmex_call(prec, m, n, k, a, b, out_fp32)
+        call = cublas.gemmex_call(prec, m, n, k, a, b, out_fp32)
         if call:
-            enqueue, result, sync, name, otype = call
+            enqueue, result, sync, name, otype, _ = call
             out.append(Entry(name, True, enqueue, result, sync,
                              extra={"via": "cupy cublasGemmEx", "out": otype}))
     return out
@@ -405,8 +407,8 @@ def run_shape(prec, m, n, k, variants, args, tol):
     """Time the given [(name, rung, pred)] and the cuBLAS calls at one shape.
     ``tol`` only catches garbage (a bf16-output cuBLAS call is ~2e-3 off);
     exactness was checked before."""
-    from drvgemm import driver
-    from drvgemm.bench import make_inputs, rel_rmse
+    from drvgemm.runtime import driver
+    from drvgemm.tools.bench import make_inputs, rel_rmse
     log(f"== {prec} {m}x{n}x{k}")
     t0 = time.time()
     a, b = make_inputs(prec, m, n, k, seed=m + n + k)
@@ -577,9 +579,9 @@ def main(argv=None):
         ap.error(f"unknown variants {unknown}; see --list")
 
     import drvgemm
-    from drvgemm.bench import _device_json
+    from drvgemm.tools.records import device_json as _device_json
     if not drvgemm.has_gpu():
-        log(f"no GPU: {drvgemm.driver.no_gpu_reason()}")
+        log(f"no GPU: {drvgemm.no_gpu_reason()}")
         return 2
     t_start = time.time()
 
@@ -673,7 +675,7 @@ def main(argv=None):
     if best:
         d = {k: v for k, v in passed[("bf16", best)].defines.items()}
         print(f"\nbest bf16 variant: {best} (geometric mean {geo[best]:.4f} x best cuBLAS)")
-        print("register in drvgemm/rungs.py (20_tma_wgmma_bf16 and _fp16, WGMMA_ELEM 1 / 2):")
+        print("register in drvgemm/ladders/gemm/registry.py (20_tma_wgmma_bf16 and _fp16, WGMMA_ELEM 1 / 2):")
         print("  defines=" + json.dumps(d))
         print(f"  smem={passed[('bf16', best)].smem}  block={passed[('bf16', best)].block}")
         for s in args.shapes:

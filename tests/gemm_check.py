@@ -2,7 +2,7 @@
 lets a failure be replayed (rung, M, N, K, seed, the worst element)."""
 import numpy as np
 
-from drvgemm.ladder import input_dtype
+from drvgemm.ladders.gemm.dispatch import input_dtype
 
 # Unit roundoff of the inputs as the rung consumes them, and of the fp32
 # accumulator. TF32 rounds fp32 inputs to 10 explicit mantissa bits (rna).

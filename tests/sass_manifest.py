@@ -46,10 +46,9 @@ def sass_digest(sass: str, entry: str | None = None) -> str:
 
 def instantiations():
     """(key, source, entry, defines, arch) of every registered instantiation."""
-    import importlib
-    softmax = importlib.import_module("drvgemm.softmax")   # the module, not drvgemm.softmax()
-    membench = importlib.import_module("drvgemm.membench")
-    from drvgemm.rungs import RUNGS
+    from drvgemm.ladders.gemm.registry import RUNGS
+    from drvgemm.ladders.memory import registry as memory
+    from drvgemm.ladders.softmax import registry as softmax
     out = []
     for r in RUNGS:
         arch = r.arch if r.arch.endswith("a") else "sm_90"
@@ -72,7 +71,7 @@ def instantiations():
                 for vec in sorted({c.vec(itemsize), 1}):
                     out.append((f"softmax/{c.describe(vec)}/{precision}/{arch}", r.source,
                                 c.entry, c.defines(precision, vec), arch))
-    for mk in membench.MEM_KERNELS:
+    for mk in memory.MEM_KERNELS:
         out.append((f"memory/{mk.name}/sm_90", mk.source, mk.entry, None, "sm_90"))
     for e in ("scale_c", "scale_c_bf16", "scale_c_fp16"):
         out.append((f"helper/{e}/sm_90", "scale.cu", e, None, "sm_90"))
@@ -81,7 +80,7 @@ def instantiations():
 
 def compute(progress=False) -> dict:
     import drvgemm
-    from drvgemm import sass
+    from drvgemm.runtime import sass
     table = {}
     for key, source, entry, defines, arch in instantiations():
         k = drvgemm.compile(source, entry, defines=defines, arch=arch)

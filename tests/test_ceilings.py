@@ -10,9 +10,10 @@ from collections import Counter
 
 import pytest
 
-from drvgemm import ceilings, sass, sources
-from drvgemm.compiler import compile_binary, parse_resources
-from drvgemm.roofline import get_spec
+from drvgemm.runtime import sass, sources
+from drvgemm.tools import ceilings
+from drvgemm.runtime.compiler import compile_binary, parse_resources
+from drvgemm.analysis.roofline import get_spec
 
 OPCODE = {"ffma_fp32": "FFMA", "mma_tf32": "HMMA.1688.F32.TF32",
           "mma_bf16": "HMMA.16816.F32.BF16", "mma_fp16": "HMMA.16816.F32"}
@@ -28,25 +29,9 @@ def function_sass(text: str, entry: str) -> str:
 
 
 def loop_ops(text: str) -> Counter:
-    """Opcodes of the hottest loop: the longest run between a label and the
-    branch back to it."""
-    labels, ins = {}, []
-    for line in text.splitlines():
-        m = re.match(r"^\s*(\.L_x_\d+):", line)
-        if m:
-            labels[m.group(1)] = len(ins)
-            continue
-        m = re.search(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)[^;]*?"
-                      r"(?:`\((\.L_x_\d+)\))?\s*;", line)
-        if m:
-            ins.append((m.group(1), m.group(2)))
-    best = []
-    for i, (op, target) in enumerate(ins):
-        if op.startswith("BRA") and target in labels and labels[target] <= i:
-            body = [o for o, _ in ins[labels[target]:i]]
-            if len(body) > len(best):
-                best = body
-    return Counter(best)
+    """Opcodes (with modifiers) of the hottest loop: the longest run between
+    a label and the branch back to it, the branch left out."""
+    return Counter(op + mods for op, mods in sass.hottest_loop(text)[:-1])
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
@@ -89,7 +74,8 @@ def test_roofline_peaks_feed_the_roofline():
 
 
 def test_cli_without_gpu_says_so(monkeypatch, capsys):
-    from drvgemm import cli, driver
+    from drvgemm import cli
+    from drvgemm.runtime import driver
     monkeypatch.setattr(driver, "no_gpu_reason", lambda: "no CUDA driver (test)")
     args = cli.build_parser().parse_args(["ceilings"])
     assert args.func(args) == 1

@@ -5,8 +5,8 @@ import time
 import pytest
 
 import drvgemm
-from drvgemm import compiler
-from drvgemm.compiler import Resources, parse_resources
+from drvgemm.runtime import compiler
+from drvgemm.runtime.compiler import Resources, parse_resources
 
 SAXPY = """
 extern "C" __global__ void k(float a, const float* x, float* y, int n)
@@ -160,7 +160,7 @@ def test_warm_start_of_the_whole_kernel_set_is_under_a_second(tmp_path):
     that asks for all of them again: every one must come from the cache."""
     import subprocess
     import sys
-    code = ("import time; from drvgemm.bench import compile_report\n"
+    code = ("import time; from drvgemm.tools.bench import compile_report\n"
             "t = time.perf_counter(); r = compile_report(progress=lambda m: None)\n"
             "print(time.perf_counter() - t); assert 'FAILED' not in r, r")
     env = dict(os.environ, DRVGEMM_CACHE_DIR=str(tmp_path / "c"))

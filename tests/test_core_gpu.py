@@ -108,7 +108,7 @@ def test_cupy_or_torch_array_passed_straight_to_launch(kernels):
 
 
 def test_no_device_memory_growth_over_10000_launches(kernels):
-    from drvgemm import driver
+    from drvgemm.runtime import driver
     x = drvgemm.empty(1024, np.float32)
     y = drvgemm.to_device(np.zeros(1024, np.float32))
     for _ in range(100):  # warm up allocations the driver makes once
@@ -122,7 +122,7 @@ def test_no_device_memory_growth_over_10000_launches(kernels):
 
 
 def test_device_arrays_free_deterministically(gpu):
-    from drvgemm import driver
+    from drvgemm.runtime import driver
     free0 = driver.memory_info()[0]
     for _ in range(5):
         with drvgemm.empty((256, 1 << 20), np.float32):  # 1 GiB each
@@ -164,8 +164,8 @@ except drvgemm.CudaError as e:
 def test_c_and_python_launch_paths_agree(kernels):
     """The same launches through drvgemm.launch (C fast path when built) and
     launch_py give the same results; the second launch of a shape is served
-    from the C launcher (kernel._fast) when the C path is built."""
-    from drvgemm.launch import launch_py
+    from the C launcher (kernel.fast_launchers) when the C path is built."""
+    from drvgemm.runtime.launch import launch_py
     k = kernels["cu"]
     n = 5000
     x = np.arange(n, dtype=np.float32)
@@ -179,7 +179,7 @@ def test_c_and_python_launch_paths_agree(kernels):
     np.testing.assert_array_equal(outs[0], outs[1])
     np.testing.assert_array_equal(outs[0], 1 + 3 * 0.5 * x)
     if drvgemm.launch_path() == "C":
-        assert ((n + 255) // 256, 256, 0, None) in k._fast
+        assert ((n + 255) // 256, 256, 0, None) in k.fast_launchers
 
 
 def test_launches_from_many_threads_at_once(kernels):

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import drvgemm
-from drvgemm.rungs import RUNGS
+from drvgemm.ladders.gemm.registry import RUNGS
 
 
 def fp32_rung():

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import drvgemm
-from drvgemm.rungs import RUNGS
+from drvgemm.ladders.gemm import dispatch as ladder
+from drvgemm.ladders.gemm.registry import RUNGS
 
 from gemm_check import check, inputs
 
@@ -39,13 +40,13 @@ def run(r, m, n, k, seed, mode, alpha, beta, on_device):
 
 
 def runnable(r):
-    from drvgemm.ladder import _device_arch_ok
+    from drvgemm.ladders.gemm.dispatch import device_arch_ok as _device_arch_ok
     return _device_arch_ok(r)
 
 
 @pytest.mark.parametrize("name", [r.name for r in RUNGS])
 def test_rung_property(gpu, name, request):
-    r = drvgemm.ladder.rung(name)
+    r = ladder.rung(name)
     if not runnable(r):
         pytest.skip(f"{name} needs {r.arch}, device is {gpu.arch}")
 
@@ -66,7 +67,7 @@ def test_rung_property(gpu, name, request):
 @pytest.mark.parametrize("name", [r.name for r in RUNGS])
 @pytest.mark.parametrize("shape", [(1024, 1024, 1024), (1031, 977, 1500), (2048, 257, 4099)])
 def test_rung_large_shapes(gpu, name, shape):
-    r = drvgemm.ladder.rung(name)
+    r = ladder.rung(name)
     if not runnable(r):
         pytest.skip(f"{name} needs {r.arch}")
     m, n, k = shape
@@ -75,10 +76,10 @@ def test_rung_large_shapes(gpu, name, shape):
 
 @pytest.mark.parametrize("name", [r.name for r in RUNGS])
 def test_k_zero_gives_beta_c_and_empty_outputs(gpu, name):
-    r = drvgemm.ladder.rung(name)
+    r = ladder.rung(name)
     if not runnable(r):
         pytest.skip(f"{name} needs {r.arch}")
-    dt = drvgemm.ladder.input_dtype(r.precision)
+    dt = ladder.input_dtype(r.precision)
     c0 = np.arange(35, dtype=np.float32).reshape(5, 7)
     out = drvgemm.gemm(np.zeros((5, 0), dt), np.zeros((0, 7), dt), c0.copy(), beta=3.0,
                        kernel=name)

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 import drvgemm
-from drvgemm.driver import DeviceArray
-from drvgemm.kernel import parse_params
-from drvgemm.launch import _Packer
+from drvgemm.runtime.driver import DeviceArray
+from drvgemm.runtime.kernel import parse_params
+from drvgemm.runtime.launch import _Packer
 
 
 @pytest.fixture(scope="module")
@@ -153,7 +153,7 @@ def test_generated_launcher_names_the_bad_argument_and_does_not_launch(saxpy, ar
 
 def test_each_thread_packs_into_its_own_buffer(saxpy):
     import threading
-    from drvgemm.launch import _packer
+    from drvgemm.runtime.launch import _packer
     k = drvgemm.compile("saxpy.cu", "saxpy", arch="sm_90")
     main = _packer(k, threading.get_ident())
     assert _packer(k, threading.get_ident()) is main
@@ -165,7 +165,7 @@ def test_each_thread_packs_into_its_own_buffer(saxpy):
 
 
 def test_closed_stream_is_refused_not_replaced_by_the_default_stream():
-    from drvgemm.driver import Stream, stream_handle
+    from drvgemm.runtime.driver import Stream, stream_handle
     s = Stream.__new__(Stream)
     s.ptr = 0
     with pytest.raises(ValueError, match="stream was closed"):
@@ -200,18 +200,18 @@ class FakeDriver:
 
 
 def _fast():
-    from drvgemm import launch as _  # noqa: F401  (the module binds the C path)
+    from drvgemm.runtime import launch as _  # noqa: F401  (the module binds the C path)
     import sys
-    fl = sys.modules["drvgemm.launch"]._fastlaunch
+    fl = sys.modules["drvgemm.runtime.launch"]._fastlaunch
     if fl is None:
-        pytest.skip("drvgemm._fastlaunch is not built here (no C compiler)")
+        pytest.skip("drvgemm.runtime._fastlaunch is not built here (no C compiler)")
     return fl
 
 
 def _saxpy_launcher(saxpy, driver_fn, grid=(3, 2, 1), block=(128, 1, 1), smem=4096,
                     stream=0x55):
     import sys
-    lm = sys.modules["drvgemm.launch"]
+    lm = sys.modules["drvgemm.runtime.launch"]
     pk = _Packer(saxpy.params)
     kinds = [lm._FAST_KINDS[p.ptx_type] for p in saxpy.params]
     return _fast().Launcher(driver_fn.address, 0x1234, grid + block, smem, stream, kinds,
@@ -249,16 +249,16 @@ def test_c_launch_dispatch_hit_miss_and_failure(saxpy):
     cluster launch or a stream object go to Python; a failed launch reports
     through the Python error path."""
     import sys
-    lm = sys.modules["drvgemm.launch"]
+    lm = sys.modules["drvgemm.runtime.launch"]
     fl = _fast()
     seen = []
 
     class K:  # only what the C path reads
-        _fast = {}
+        fast_launchers = {}
 
     kern = K()
     drv = FakeDriver()
-    kern._fast[(3, 2, 1), (128, 1, 1), 4096, None] = _saxpy_launcher(saxpy, drv)
+    kern.fast_launchers[(3, 2, 1), (128, 1, 1), 4096, None] = _saxpy_launcher(saxpy, drv)
     try:
         fl.bind(lambda *a, **k: seen.append(("slow", k)),
                 lambda *a, **k: seen.append(("first", k)),
@@ -282,7 +282,7 @@ def test_c_launch_dispatch_hit_miss_and_failure(saxpy):
 def test_launch_is_the_c_path_when_built():
     assert drvgemm.launch_path() in ("C", "Python")
     if drvgemm.launch_path() == "C":
-        assert drvgemm.launch.__module__ in (None, "drvgemm._fastlaunch") or \
+        assert drvgemm.launch.__module__ in (None, "drvgemm.runtime._fastlaunch") or \
             type(drvgemm.launch).__name__ == "builtin_function_or_method"
 
 
@@ -290,7 +290,7 @@ def test_fast_path_can_be_switched_off():
     """DRVGEMM_NO_FASTLAUNCH=1: drvgemm.launch is the Python implementation."""
     import os
     env = dict(os.environ, DRVGEMM_NO_FASTLAUNCH="1")
-    code = ("import drvgemm, drvgemm.launch as _; import sys; lm = sys.modules['drvgemm.launch']; "
+    code = ("import drvgemm, drvgemm.runtime.launch as _; import sys; lm = sys.modules['drvgemm.runtime.launch']; "
             "print(drvgemm.launch_path(), drvgemm.launch is lm.launch_py)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          timeout=120)

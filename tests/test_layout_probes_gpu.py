@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import drvgemm
-from drvgemm import layouts as L
+from drvgemm.analysis import layouts as L
 
 pytestmark = pytest.mark.gpu
 

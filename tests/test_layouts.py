@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from drvgemm import layouts as L
-from drvgemm.compiler import compile_binary
-from drvgemm.kernel import parse_params
-from drvgemm.sass import disassemble, opcode_counts
+from drvgemm.analysis import layouts as L
+from drvgemm.cli import layout as layout_cli
+from drvgemm.runtime.compiler import compile_binary
+from drvgemm.runtime.kernel import parse_params
+from drvgemm.runtime.sass import disassemble, opcode_counts
 
 MMA_CASES = [(s, t) for s, ts in L.MMA_TYPES.items() for t in ts]
 
@@ -246,7 +247,7 @@ def test_picture_ldmatrix_and_wgmma():
 
 def _run_cli(argv, capsys):
     parser = argparse.ArgumentParser(prog="drvgemm")
-    L.add_cli(parser.add_subparsers(dest="command"))
+    layout_cli.add(parser.add_subparsers(dest="command"))
     args = parser.parse_args(argv)
     rc = args.func(args)
     out = capsys.readouterr()

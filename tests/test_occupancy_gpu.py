@@ -10,11 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import drvgemm
-from drvgemm import driver
-from drvgemm.compiler import arch_number
-from drvgemm.occupancy import (SPECS, DeviceSpec, available_dynamic_smem, kernel_max_threads,
+from drvgemm.runtime import driver
+from drvgemm.runtime.compiler import arch_number
+from drvgemm.analysis.occupancy import (SPECS, DeviceSpec, available_dynamic_smem, kernel_max_threads,
                                max_potential_block_size, model)
-from drvgemm.rungs import RUNGS
+from drvgemm.ladders.gemm.registry import RUNGS
 
 pytestmark = pytest.mark.gpu
 
@@ -80,14 +80,10 @@ def probe(variant):
                         defines=dict(LIVE=live, STATIC_SMEM=static, BAR_ID=bar,
                                      MAX_THREADS=bound),
                         options=(f"--maxrregcount={cap}",) if cap else ())
-    fn = k.function
     # Let the kernel take every byte a block may have, as drvgemm.launch does
     # on demand: the driver answers for the kernel's current limit, the model
     # for the launch that would happen.
-    most = drvgemm.device().smem_per_block_optin - driver.function_attribute(
-        fn, "SHARED_SIZE_BYTES")
-    driver.set_function_attribute(fn, "MAX_DYNAMIC_SHARED_SIZE_BYTES", most)
-    k._dynamic_smem_limit = most
+    k.set_max_dynamic_smem(drvgemm.device().smem_per_block_optin - k.static_smem)
     return k
 
 
@@ -236,7 +232,7 @@ def test_every_rung_agrees(gpu, rung):
         pytest.skip(f"{rung.name} needs {rung.arch}; the device is {arch}")
     if rung.arch.endswith("a"):
         arch = rung.arch
-    from drvgemm.ladder import rung_kernel
+    from drvgemm.ladders.gemm.registry import rung_kernel
     k = rung_kernel(rung, True, arch=arch)
     res = drvgemm.occupancy(k, rung.block, rung.smem)
     assert res.driver_error is None, res.driver_error
@@ -249,7 +245,8 @@ def test_cluster_occupancy_from_the_driver(gpu):
     384-thread block per SM, so at most sm_count / 2 clusters (fewer when the
     GPCs' SM counts are odd)."""
     import drvgemm
-    from drvgemm.ladder import rung, rung_kernel
+    from drvgemm.ladders.gemm.dispatch import rung
+    from drvgemm.ladders.gemm.registry import rung_kernel
     if gpu.cc != (9, 0):
         pytest.skip("needs sm_90a")
     r = rung("20_tma_wgmma_bf16")
@@ -259,3 +256,13 @@ def test_cluster_occupancy_from_the_driver(gpu):
     assert res.driver_active_clusters is not None
     assert gpu.sm_count // 4 <= res.driver_active_clusters <= gpu.sm_count // 2
     assert "clusters of 2x1x1 blocks" in str(res)
+
+
+def test_occupancy_leaves_the_kernel_smem_limit_alone(gpu):
+    """Asking the driver raises the opt-in limit only for the query."""
+    k = drvgemm.compile("copy_occupancy.cu", "copy_occupancy")
+    before = k.max_dynamic_smem
+    r = drvgemm.occupancy(k, 256, 100 * 1024)
+    assert r.driver_blocks_per_sm is not None
+    assert k.max_dynamic_smem == before
+    assert driver.function_attribute(k.function, "MAX_DYNAMIC_SHARED_SIZE_BYTES") == before

@@ -34,7 +34,7 @@ def test_wheel_carries_every_kernel_source(wheel):
 def test_installed_wheel_compiles_from_its_own_sources(wheel, tmp_path):
     target = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(target)
-    code = ("import drvgemm, drvgemm.sources as s; "
+    code = ("import drvgemm, drvgemm.runtime.sources as s; "
             "print(s.kernel_root()); "
             "k = drvgemm.compile('saxpy.cu', 'saxpy', arch='sm_90'); print(k.resources.registers)")
     env = dict(os.environ, PYTHONPATH=str(target), DRVGEMM_NO_CACHE="1")

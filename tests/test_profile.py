@@ -9,9 +9,11 @@ import sys
 
 import pytest
 
-from drvgemm import profile as pf
-from drvgemm import rungs
-from drvgemm.rungs import Rung
+from drvgemm.cli import profile as profile_cli
+from drvgemm.tools import ncu
+from drvgemm.tools import profile as pf
+from drvgemm.ladders.gemm import registry as rungs
+from drvgemm.ladders.gemm.registry import Rung
 
 _ID = '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC"'
 _METRIC_NAMES = [
@@ -53,7 +55,7 @@ CANNED = "\n".join([
 
 
 def test_parse_canned_output():
-    records = pf.parse_ncu_csv(CANNED)
+    records = ncu.parse_ncu_csv(CANNED)
     assert len(records) == 1
     rec = records[0]
     assert rec["Kernel Name"] == ("sgemm_reg_tiled", "")
@@ -70,7 +72,7 @@ def test_parse_canned_output():
 
 
 def test_format_profile_table():
-    p = pf.profile_from_record(pf.parse_ncu_csv(CANNED)[0])
+    p = pf.profile_from_record(ncu.parse_ncu_csv(CANNED)[0])
     text = pf.format_profile(p, title="04_reg_tiled at 2048x2048x2048", top=3)
     assert text.splitlines()[0] == "04_reg_tiled at 2048x2048x2048"
     for s in ("1,843.2 us", "61.5 % of peak", "84.0 % of peak", "32.7 % of max warps",
@@ -87,7 +89,7 @@ def test_duration_units_are_converted_and_missing_values_are_na():
         '"0","k","12.5","n/a"',
         '"1","k","13.0","50"',
     ])
-    recs = pf.parse_ncu_csv(text)
+    recs = ncu.parse_ncu_csv(text)
     assert len(recs) == 2
     p = pf.profile_from_record(recs[0])
     assert p.duration_ns == 12500.0 and p.sm_pct is None
@@ -96,7 +98,7 @@ def test_duration_units_are_converted_and_missing_values_are_na():
 
 def test_parse_without_table_raises():
     with pytest.raises(pf.ProfileError, match="no ncu CSV table"):
-        pf.parse_ncu_csv("==ERROR== something went wrong\n")
+        ncu.parse_ncu_csv("==ERROR== something went wrong\n")
 
 
 def test_ncu_command():
@@ -128,7 +130,7 @@ def one_rung(monkeypatch):
 
 def _run(argv):
     parser = argparse.ArgumentParser(prog="drvgemm")
-    pf.add_cli(parser.add_subparsers())
+    profile_cli.add(parser.add_subparsers())
     args = parser.parse_args(["profile"] + argv)
     return args.func(args)
 
@@ -149,16 +151,16 @@ def _assert_one_line(err, *needles):
 
 def test_find_ncu_none_when_absent(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(pf, "NCU_FALLBACK", str(tmp_path / "nope" / "ncu"))
-    assert pf.find_ncu() is None
-    assert pf.find_ncu(str(tmp_path / "missing")) is None
+    monkeypatch.setattr(ncu, "NCU_FALLBACK", str(tmp_path / "nope" / "ncu"))
+    assert ncu.find_ncu() is None
+    assert ncu.find_ncu(str(tmp_path / "missing")) is None
     exe = _fake_ncu(tmp_path, "exit 0\n")
-    assert pf.find_ncu() == exe                      # now on PATH
+    assert ncu.find_ncu() == exe                      # now on PATH
 
 
 def test_no_ncu(one_rung, monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(pf, "NCU_FALLBACK", str(tmp_path / "nope" / "ncu"))
+    monkeypatch.setattr(ncu, "NCU_FALLBACK", str(tmp_path / "nope" / "ncu"))
     assert _run(["04_reg_tiled"]) == 1
     _assert_one_line(capsys.readouterr().err, "ncu", "not found")
 

@@ -11,7 +11,9 @@ from fractions import Fraction
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from drvgemm import roofline as rf
+from drvgemm.analysis import roofline as rf
+from drvgemm.cli import roofline as rf_cli
+from drvgemm.tools import plots
 
 ADA = rf.SPECS["rtx4000ada"]
 N = 3072
@@ -203,9 +205,9 @@ def test_with_measured():
 # CLI
 # --------------------------------------------------------------------------
 def _run(argv, monkeypatch, live=(None, None)):
-    monkeypatch.setattr(rf, "live_spec", lambda measured=None: live)
+    monkeypatch.setattr(rf_cli, "live_spec", lambda measured=None: live)
     parser = argparse.ArgumentParser(prog="drvgemm")
-    rf.add_cli(parser.add_subparsers())
+    rf_cli.add(parser.add_subparsers())
     args = parser.parse_args(["roofline"] + argv)
     return args.func(args)
 
@@ -274,14 +276,14 @@ def test_plot_writes_png_with_clear_labels(tmp_path):
     pytest.importorskip("matplotlib")
     spec = rf.SPECS["h200"].with_measured({"fp32": 60.2e12, "tf32": 321.9e12, "bf16": 643e12})
     path = tmp_path / "roof.png"
-    layout = rf.plot_roofline(spec, FAKE_POINTS, path)
+    layout = plots.plot_roofline(spec, FAKE_POINTS, path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert [lab for lab, _ in sorted(layout.labels)] == sorted(p[0] for p in FAKE_POINTS)
     boxes = [b for _, b in layout.labels]
     for i, a in enumerate(boxes):
         assert 0 <= a[0] and a[2] <= layout.width and 0 <= a[1] and a[3] <= layout.height
         for b in boxes[i + 1:]:
-            assert rf._overlap(a, b) == 0, (a, b)
+            assert plots._overlap(a, b) == 0, (a, b)
         for label, x, y in layout.points:     # no label hides a marker centre
             assert not (a[0] <= x <= a[2] and a[1] <= y <= a[3]), label
 
@@ -289,7 +291,7 @@ def test_plot_writes_png_with_clear_labels(tmp_path):
 def test_plot_with_l2_slope_and_one_point(tmp_path):
     pytest.importorskip("matplotlib")
     path = tmp_path / "ada.png"
-    layout = rf.plot_roofline(ADA, [("matmul_l1_reg", 32, 8.82e12)], path)
+    layout = plots.plot_roofline(ADA, [("matmul_l1_reg", 32, 8.82e12)], path)
     assert path.stat().st_size > 10_000
     assert len(layout.points) == 1 and len(layout.labels) == 1
 
@@ -297,13 +299,13 @@ def test_plot_with_l2_slope_and_one_point(tmp_path):
 def test_plot_rejects_bad_points(tmp_path):
     pytest.importorskip("matplotlib")
     with pytest.raises(ValueError, match="positive"):
-        rf.plot_roofline(ADA, [("bad", 0, 1e12)], tmp_path / "x.png")
+        plots.plot_roofline(ADA, [("bad", 0, 1e12)], tmp_path / "x.png")
 
 
 def test_plot_without_matplotlib_says_how_to_get_it(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(ImportError, match=r"drvgemm\[plot\]"):
-        rf.plot_roofline(ADA, FAKE_POINTS[:2], tmp_path / "x.png")
+        plots.plot_roofline(ADA, FAKE_POINTS[:2], tmp_path / "x.png")
     assert not (tmp_path / "x.png").exists()
 
 
@@ -311,8 +313,8 @@ def test_plot_without_matplotlib_says_how_to_get_it(tmp_path, monkeypatch):
 # bench results on the roofline
 # --------------------------------------------------------------------------
 def _fake_rungs(monkeypatch):
-    from drvgemm import rungs
-    from drvgemm.rungs import Rung
+    from drvgemm.ladders.gemm import registry as rungs
+    from drvgemm.ladders.gemm.registry import Rung
     table = {
         "02_smem_tiled": Rung("02_smem_tiled", "x.cu", "k2", "fp32", (32, 32, 1), 32, 32),
         "04_reg_tiled": Rung("04_reg_tiled", "x.cu", "k4", "fp32", (256, 1, 1), 128, 128),
@@ -352,7 +354,7 @@ def test_record_intensity_counts_the_tiling(monkeypatch):
 
 def test_bench_points(monkeypatch):
     _fake_rungs(monkeypatch)
-    pts = {label: (oi, fl, prec) for label, oi, fl, prec in rf.bench_points(BENCH)}
+    pts = {label: (oi, fl, prec) for label, oi, fl, prec in plots.bench_points(BENCH)}
     assert set(pts) == {"02_smem_tiled", "04_reg_tiled", "11_mma_bf16", "cuBLAS fp32", "cuBLAS bf16"}
     assert pts["02_smem_tiled"][1] == pytest.approx(5.7e12)          # the largest size, not 256
     assert pts["cuBLAS fp32"][1] == pytest.approx(51.2e12)           # the faster baseline
@@ -365,11 +367,11 @@ def test_plot_bench(monkeypatch, tmp_path):
     pytest.importorskip("matplotlib")
     _fake_rungs(monkeypatch)
     path = tmp_path / "h200-roofline.png"
-    layout = rf.plot_bench(BENCH, path, measured={"fp32": 60.2e12, "bf16": 643e12, "dram_bw": 4.27e12})
+    layout = plots.plot_bench(BENCH, path, measured={"fp32": 60.2e12, "bf16": 643e12, "dram_bw": 4.27e12})
     assert path.read_bytes()[:4] == b"\x89PNG"
     assert sorted(lab for lab, _ in layout.labels) == sorted(
         ["02_smem_tiled", "04_reg_tiled", "11_mma_bf16", "cuBLAS fp32", "cuBLAS bf16"])
     with pytest.raises(ValueError, match="no built-in roofline figures"):
-        rf.plot_bench({"device": {"name": "GTX 480"}, "records": BENCH["records"]}, path)
+        plots.plot_bench({"device": {"name": "GTX 480"}, "records": BENCH["records"]}, path)
     with pytest.raises(ValueError, match="no GEMM records"):
-        rf.plot_bench({"device": {"name": "NVIDIA H200"}, "records": []}, path)
+        plots.plot_bench({"device": {"name": "NVIDIA H200"}, "records": []}, path)

@@ -13,10 +13,10 @@ import re
 
 import pytest
 
-from drvgemm import sass, sources
-from drvgemm.compiler import compile_binary, parse_resources
-from drvgemm.errors import CompileError
-from drvgemm.rungs import RUNGS
+from drvgemm.runtime import sass, sources
+from drvgemm.runtime.compiler import compile_binary, parse_resources
+from drvgemm.runtime.errors import CompileError
+from drvgemm.ladders.gemm.registry import RUNGS
 
 FP32 = [r for r in RUNGS if r.precision == "fp32"]
 ARCHS = ("sm_80", "sm_90")
@@ -40,32 +40,14 @@ def _build(name: str, arch: str, aligned: int):
 
 def _ops(text: str) -> set[str]:
     """Full opcodes with modifiers, e.g. 'LDG.E.128.CONSTANT', 'LDGSTS.E.BYPASS.128'."""
-    return set(re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)",
-                          text))
+    return set(sass.opcodes(text))
 
 
 def main_loop_counts(text: str):
     """Opcode counts of the largest loop in a disassembly: the instructions
     between a label and the backward branch to it (the k-tile loop)."""
-    labels, ins = {}, []
-    for line in text.splitlines():
-        m = re.match(r"^\s*(\.L_x_\d+):", line)
-        if m:
-            labels[m.group(1)] = len(ins)
-            continue
-        m = re.search(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)[^;]*?(?:`\((\.L_x_\d+)\))?\s*;",
-                      line)
-        if m:
-            ins.append((m.group(1), m.group(2)))
-    best = None
-    for i, (op, target) in enumerate(ins):
-        if op == "BRA" and target in labels and labels[target] <= i:
-            if best is None or i - labels[target] > best[1] - best[0]:
-                best = (labels[target], i)
-    if best is None:
-        return {}
     counts: dict[str, int] = {}
-    for op, _ in ins[best[0]:best[1] + 1]:
+    for op, _ in sass.hottest_loop(text):
         counts[op] = counts.get(op, 0) + 1
     return counts
 

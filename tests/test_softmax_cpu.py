@@ -4,7 +4,6 @@ instructions each rung is about, dispatch picks the right kernel for every
 shape, the float64 reference has the documented semantics, and the pure-Python
 parts of the memory bench (bank model, report) are right."""
 import io
-import importlib
 import math
 import re
 
@@ -13,9 +12,13 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from drvgemm import compiler, membench, sass
+from drvgemm.runtime import compiler, sass
+from drvgemm.ladders.memory import registry as mem_registry
+from drvgemm.analysis import banks
+from drvgemm.tools import memory_bench as membench, softmax_sweep
 
-sm = importlib.import_module("drvgemm.softmax")  # the module, even where drvgemm.softmax is the function
+from drvgemm.ladders.softmax import dispatch as sm  # noqa: E402
+from drvgemm.ladders.softmax import registry as smr  # noqa: E402
 
 ARCHS = ("sm_80", "sm_90")
 
@@ -48,7 +51,7 @@ def _budget(cfg):
 
 def _configs():
     seen = []
-    for r in sm.SOFTMAX_RUNGS:
+    for r in smr.SOFTMAX_RUNGS:
         for c in r.configs:
             if c not in seen:
                 seen.append(c)
@@ -62,7 +65,7 @@ def _configs():
 @pytest.mark.parametrize("cfg", _configs(), ids=lambda c: c.describe())
 def test_every_config_compiles_for_sm90_without_spills(cfg):
     p_defines = cfg.defines("fp32", cfg.vec(4))
-    b, res = build(sm._source_of(cfg.entry), cfg.entry, p_defines, "sm_90")
+    b, res = build(smr.source_of(cfg.entry), cfg.entry, p_defines, "sm_90")
     r = res[cfg.entry]
     assert r.spill_stores == 0 and r.spill_loads == 0 and r.stack == 0, r
     assert r.registers <= _budget(cfg), (r, cfg)
@@ -73,8 +76,8 @@ def _tight_cases():
     tight = [c for c in _configs() if (c.min_blocks > 1 and c.cluster in (1, 8))
              or c.entry.endswith("_stream")]
     for cfg in tight:
-        for prec in sm.DTYPE_CODES:
-            for vec in sorted({cfg.vec(sm.numpy_dtype(prec).itemsize), 1}):
+        for prec in smr.DTYPE_CODES:
+            for vec in sorted({cfg.vec(smr.numpy_dtype(prec).itemsize), 1}):
                 for arch in ARCHS:
                     if _arch_ok(cfg, arch):
                         out.append(pytest.param(cfg, prec, vec, arch,
@@ -88,13 +91,13 @@ def test_register_resident_configs_fit_their_launch_bounds(cfg, prec, vec, arch)
     registers: the row must stay in registers for every dtype and vector
     width (a spill would put it back in memory). The streaming kernel holds
     32 values in flight at 16-bit vectors."""
-    b, res = build(sm._source_of(cfg.entry), cfg.entry, cfg.defines(prec, vec), arch)
+    b, res = build(smr.source_of(cfg.entry), cfg.entry, cfg.defines(prec, vec), arch)
     r = res[cfg.entry]
     assert r.spill_stores == 0 and r.spill_loads == 0 and r.stack == 0, r
     assert r.registers <= _budget(cfg)
 
 
-@pytest.mark.parametrize("rung", sm.SOFTMAX_RUNGS[:3], ids=lambda r: r.name)
+@pytest.mark.parametrize("rung", smr.SOFTMAX_RUNGS[:3], ids=lambda r: r.name)
 @pytest.mark.parametrize("prec", ["bf16", "fp16"])
 def test_scalar_rungs_compile_for_16_bit_inputs(rung, prec):
     # (rungs 04 and 05 are compiled for 16-bit inputs above, at their tightest)
@@ -105,7 +108,7 @@ def test_scalar_rungs_compile_for_16_bit_inputs(rung, prec):
 
 def _entry_cases():
     out = []
-    for r in sm.SOFTMAX_RUNGS:
+    for r in smr.SOFTMAX_RUNGS:
         for c in r.configs:
             if any(x.values[0].entry == c.entry for x in out):
                 continue
@@ -117,16 +120,16 @@ def _entry_cases():
 def test_every_softmax_entry_compiles_for_sm80(cfg):
     if not _arch_ok(cfg, "sm_80"):
         with pytest.raises(Exception):  # clusters do not exist before sm_90
-            build(sm._source_of(cfg.entry), cfg.entry, cfg.defines("fp32", 1), "sm_80")
+            build(smr.source_of(cfg.entry), cfg.entry, cfg.defines("fp32", 1), "sm_80")
         return
-    b, res = build(sm._source_of(cfg.entry), cfg.entry, cfg.defines("fp32", 1), "sm_80")
+    b, res = build(smr.source_of(cfg.entry), cfg.entry, cfg.defines("fp32", 1), "sm_80")
     assert res[cfg.entry].spill_stores == 0 and res[cfg.entry].stack == 0
 
 
 @pytest.mark.parametrize("source", ["mem_01_copy.cu", "mem_02_strided.cu", "mem_03_transpose.cu"])
 @pytest.mark.parametrize("arch", ARCHS)
 def test_memory_kernels_compile_without_spills(source, arch):
-    entries = [k.entry for k in membench.MEM_KERNELS if k.source == source]
+    entries = [k.entry for k in mem_registry.MEM_KERNELS if k.source == source]
     b, res = build(source, entries[0], None, arch)
     for e in entries:
         assert e in res, f"{e} missing from {source}"
@@ -146,7 +149,7 @@ def _sass_of(rung_name, cols, prec="fp32", arch="sm_90", aligned=True):
 @pytest.mark.parametrize("prec", ["fp32", "bf16"])
 def test_vectorized_rung_issues_128_bit_loads_and_stores(cols, prec):
     p, text = _sass_of("softmax_04_vectorized", cols, prec)
-    itemsize = sm.numpy_dtype(prec).itemsize
+    itemsize = smr.numpy_dtype(prec).itemsize
     # 16 bytes per access, unless a thread holds fewer (4 bf16 = 8 bytes)
     want = min(16, (p.config.elems or 16) * itemsize)
     assert p.vec * itemsize == want, p.describe()
@@ -196,9 +199,9 @@ def test_slice_exp_does_not_branch_around_each_exp():
     assert len(re.findall(r"\bBRA\b", head)) <= 12, "exps wrapped in branches"
 
 
-@pytest.mark.parametrize("prec", sorted(sm.DTYPE_CODES))
+@pytest.mark.parametrize("prec", sorted(smr.DTYPE_CODES))
 @pytest.mark.parametrize("aligned", [True, False])
-@pytest.mark.parametrize("cfg", [c for c in sm.rung("softmax_06_pipelined").configs],
+@pytest.mark.parametrize("cfg", [c for c in smr.rung("softmax_06_pipelined").configs],
                          ids=lambda c: c.describe())
 def test_pipelined_configs_compile_for_every_dtype_and_fit_one_sm(cfg, prec, aligned):
     p = sm.config_plan(cfg, 1000, cfg.capacity, prec, aligned=aligned)
@@ -211,7 +214,7 @@ def test_pipelined_configs_compile_for_every_dtype_and_fit_one_sm(cfg, prec, ali
 
 def _sweep_cases():
     out = []
-    for cols, cfgs in membench.SWEEP_CONFIGS.items():
+    for cols, cfgs in softmax_sweep.SWEEP_CONFIGS.items():
         for c in cfgs:
             out.append(pytest.param(c, cols, id=f"{cols}-{c.describe()}"))
     return out
@@ -235,9 +238,9 @@ def test_sweep_candidates_compile_and_fit(cfg, cols):
 
 
 def test_sweep_configs_include_every_auto_pick():
-    for rows, cols in membench.SWEEP_SHAPES:
+    for rows, cols in softmax_sweep.SWEEP_SHAPES:
         auto = sm.plan(rows, cols).config
-        assert auto in membench.SWEEP_CONFIGS[cols], (rows, cols, auto.describe())
+        assert auto in softmax_sweep.SWEEP_CONFIGS[cols], (rows, cols, auto.describe())
 
 
 @pytest.mark.parametrize("rung", ["softmax_01_naive", "softmax_02_online", "softmax_03_warp_shuffle"])
@@ -311,7 +314,7 @@ def test_auto_takes_the_register_cluster_rung_where_bulk_copies_cannot_run(prec)
     p = sm.plan(100, 131072, prec, aligned=False)
     assert p.entry == "softmax_05_cluster" and p.vec == 1 and p.smem == 0
     p = sm.plan(100, 131072, prec)
-    assert p.entry == "softmax_06_pipelined" and p.vec * sm.numpy_dtype(prec).itemsize == 16
+    assert p.entry == "softmax_06_pipelined" and p.vec * smr.numpy_dtype(prec).itemsize == 16
 
 
 @pytest.mark.parametrize("prec,aligned,want", [
@@ -333,10 +336,10 @@ def test_persistent_grid_is_the_resident_clusters(rows, resident, clusters):
 
 @given(rows=st.integers(1, 2**31 - 1), cols=st.integers(1, 2**20),
        prec=st.sampled_from(["fp32", "bf16", "fp16"]), aligned=st.booleans(),
-       kernel=st.sampled_from(["auto"] + sm.kernels()))
+       kernel=st.sampled_from(["auto"] + smr.kernels()))
 @settings(max_examples=300, deadline=None)
 def test_plans_cover_every_row_and_column(rows, cols, prec, aligned, kernel):
-    r = None if kernel == "auto" else sm.rung(kernel)
+    r = None if kernel == "auto" else smr.rung(kernel)
     if r is not None and not r.supports(cols, (9, 0)):
         with pytest.raises(ValueError, match="at most"):
             sm.plan(rows, cols, prec, kernel=kernel)
@@ -357,19 +360,19 @@ def test_plans_cover_every_row_and_column(rows, cols, prec, aligned, kernel):
         assert p.grid[0] % c.cluster == 0 and p.grid[0] // c.cluster <= rows
     else:
         assert p.grid[0] == rows * c.cluster
-    itemsize = sm.numpy_dtype(prec).itemsize
+    itemsize = smr.numpy_dtype(prec).itemsize
     assert p.smem == (c.stages * c.threads * c.elems * itemsize if p.vec * itemsize == 16 else 0)
     assert p.smem <= 227 * 1024
     if c.capacity is not None:
         assert cols <= c.capacity
     d = dict(p.defines)
-    assert d["DTYPE"] == sm.DTYPE_CODES[prec] and d["VEC"] == p.vec
+    assert d["DTYPE"] == smr.DTYPE_CODES[prec] and d["VEC"] == p.vec
     if p.vec > 1:
         assert aligned and cols % p.vec == 0
-        assert p.vec * sm.numpy_dtype(prec).itemsize <= 16
+        assert p.vec * smr.numpy_dtype(prec).itemsize <= 16
         if c.elems:
             assert c.elems % p.vec == 0
-    elif aligned and c.vector and cols % (16 // sm.numpy_dtype(prec).itemsize) == 0:
+    elif aligned and c.vector and cols % (16 // smr.numpy_dtype(prec).itemsize) == 0:
         pytest.fail(f"an aligned shape got scalar loads: {p.describe()}")
 
 
@@ -402,22 +405,22 @@ def test_plan_rejects_out_of_range_shapes(rows, cols):
 
 
 def test_registry_names_and_sources():
-    assert sm.kernels() == ["softmax_01_naive", "softmax_02_online", "softmax_03_warp_shuffle",
+    assert smr.kernels() == ["softmax_01_naive", "softmax_02_online", "softmax_03_warp_shuffle",
                             "softmax_04_vectorized", "softmax_05_cluster", "softmax_06_pipelined"]
-    for r in sm.SOFTMAX_RUNGS:
+    for r in smr.SOFTMAX_RUNGS:
         assert r.source.startswith(r.name) and r.summary and r.configs
         limits = [c.limit for c in r.configs]
         finite = [x for x in limits if x is not None]
         assert finite == sorted(finite) and all(x is not None for x in limits[:len(finite)])
     with pytest.raises(ValueError, match="unknown softmax kernel"):
-        sm.rung("softmax_99")
+        smr.rung("softmax_99")
 
 
 def test_catalogue_lists_every_config_and_memory_kernel_once():
-    cat = sm.catalogue()
+    cat = smr.catalogue() + mem_registry.catalogue()
     labels = [c[0] for c in cat]
     assert len(labels) == len(set(labels))
-    assert sum(len(r.configs) for r in sm.SOFTMAX_RUNGS) + len(membench.MEM_KERNELS) == len(cat)
+    assert sum(len(r.configs) for r in smr.SOFTMAX_RUNGS) + len(mem_registry.MEM_KERNELS) == len(cat)
     for label, source, entry, defines, arch in cat:
         if entry == "softmax_05_cluster":
             assert arch == "sm_90" and defines["CLUSTER"] > 1
@@ -425,7 +428,7 @@ def test_catalogue_lists_every_config_and_memory_kernel_once():
             assert arch == "sm_90" and defines["STAGES"] >= 2
         else:
             assert arch is None
-    from drvgemm import bench
+    from drvgemm.tools import bench
     assert set(labels) <= {e[0] for e in bench.extra_kernels()}
 
 
@@ -506,27 +509,27 @@ def test_reference_takes_16_bit_inputs():
     x = np.array([[0.5, 1.5, -2.0]], np.float32)
     for dt in (np.float16, ml_dtypes.bfloat16):
         np.testing.assert_allclose(sm.reference(x.astype(dt)), sm.reference(x), rtol=1e-12)
-    assert sm.dtype_name(ml_dtypes.bfloat16) == "bf16" and sm.dtype_name(np.float16) == "fp16"
+    assert smr.dtype_name(ml_dtypes.bfloat16) == "bf16" and smr.dtype_name(np.float16) == "fp16"
 
 
 # ---------------------------------------------------------------------------
 # memory bench: the bank model, grids, the report
 # ---------------------------------------------------------------------------
 def test_bank_model_shows_why_padding_helps():
-    assert membench.smem_wavefronts(range(32)) == 1
-    assert membench.smem_wavefronts([0] * 32) == 1, "one word to every lane is a broadcast"
-    assert membench.smem_wavefronts([32 * i for i in range(32)]) == 32
-    assert membench.smem_wavefronts([64 * i for i in range(16)] + [1] * 16) == 16
-    assert membench.transpose_wavefronts("smem") == (1, 32)
-    assert membench.transpose_wavefronts("padded") == (1, 1)
-    assert membench.transpose_wavefronts("swizzled") == (1, 1)
+    assert banks.smem_wavefronts(range(32)) == 1
+    assert banks.smem_wavefronts([0] * 32) == 1, "one word to every lane is a broadcast"
+    assert banks.smem_wavefronts([32 * i for i in range(32)]) == 32
+    assert banks.smem_wavefronts([64 * i for i in range(16)] + [1] * 16) == 16
+    assert banks.transpose_wavefronts("smem") == (1, 32)
+    assert banks.transpose_wavefronts("padded") == (1, 1)
+    assert banks.transpose_wavefronts("swizzled") == (1, 1)
 
 
 @pytest.mark.parametrize("n", [1, 3, 4, 1023, 1024, 4097, 2**31 + 5])
 def test_copy_grids_cover_every_element(n):
     for name in ("mem_copy_scalar", "mem_copy_float4"):
-        mk = membench.mem_kernel(name)
-        g = membench.copy_grid(mk, n)[0]
+        mk = mem_registry.mem_kernel(name)
+        g = mem_registry.copy_grid(mk, n)[0]
         per_block = mk.block[0] * mk.unroll * mk.items
         assert g * per_block >= n - (n % mk.items)
         assert g >= 1 and g <= 2**31 - 1
@@ -536,7 +539,7 @@ def test_copy_grids_cover_every_element(n):
 
 @pytest.mark.parametrize("rows,cols", [(1, 1), (33, 1), (1, 33), (64, 64), (65, 31)])
 def test_transpose_grid_covers_every_tile(rows, cols):
-    assert membench.transpose_grid(rows, cols)[0] == math.ceil(rows / 32) * math.ceil(cols / 32)
+    assert mem_registry.transpose_grid(rows, cols)[0] == math.ceil(rows / 32) * math.ceil(cols / 32)
 
 
 def test_report_prints_bandwidth_and_fraction_of_copy():
@@ -579,7 +582,7 @@ def test_ncu_csv_parsing():
         '"0","mem_transpose_smem","l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum","","0"',
         '"1","mem_transpose_padded","l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum","","12"',
     ])
-    got = membench._parse_ncu_csv(text)
+    got = membench.bank_conflicts_from_csv(text)
     assert got == {"mem_transpose_smem": {"ld": 3932160, "st": 0}, "mem_transpose_padded": {"ld": 12}}
 
 
@@ -599,7 +602,7 @@ def test_sweep_report_sorts_fastest_first_and_flags_wrong_and_failed():
     failed = dict(base, kernel="softmax_06_pipelined", config="softmax_06_pipelined x",
                   error="CudaError: launch failed")
     buf = io.StringIO()
-    membench.print_sweep_report([copy] + recs + [failed], file=buf)
+    softmax_sweep.print_sweep_report([copy] + recs + [failed], file=buf)
     lines = buf.getvalue().splitlines()
     rows = [ln for ln in lines if "softmax_0" in ln]
     assert "cluster=16" in rows[0] and " NO " in rows[0]          # fastest first, but wrong
@@ -612,8 +615,8 @@ def test_sweep_report_sorts_fastest_first_and_flags_wrong_and_failed():
 
 def test_whole_output_check_catches_a_skipped_row():
     y = np.full((5, 8), 1 / 8, np.float32)
-    assert membench._whole_output_error(y) < 1e-6
+    assert softmax_sweep._whole_output_error(y) < 1e-6
     y[3] = np.float32(np.nan)
-    assert math.isnan(membench._whole_output_error(y))
+    assert math.isnan(softmax_sweep._whole_output_error(y))
     y[3] = 0.0
-    assert membench._whole_output_error(y) == pytest.approx(1.0)
+    assert softmax_sweep._whole_output_error(y) == pytest.approx(1.0)

@@ -17,7 +17,6 @@ sit near 2e-7).
 16-bit outputs add one rounding of the output type (2^-9 bf16, 2^-11 fp16,
 doubled) and, for fp16, its subnormal spacing as an absolute floor.
 """
-import importlib
 import io
 import math
 
@@ -27,11 +26,14 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 import drvgemm
-from drvgemm import membench
-from drvgemm.driver import DeviceArray
-from drvgemm.launch import launch
+from drvgemm.ladders.memory import registry as mem_registry
+from drvgemm.tools import memory_bench as membench, softmax_sweep
+from drvgemm.runtime import driver
+from drvgemm.runtime.driver import DeviceArray
+from drvgemm.runtime.launch import launch
 
-sm = importlib.import_module("drvgemm.softmax")  # the module, even where drvgemm.softmax is the function
+from drvgemm.ladders.softmax import dispatch as sm  # noqa: E402
+from drvgemm.ladders.softmax import registry as smr  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -39,11 +41,11 @@ U = 2.0 ** -24
 TINY = float(np.finfo(np.float32).tiny)
 OUT_ROUNDING = {"fp32": 0.0, "bf16": 2.0 ** -8, "fp16": 2.0 ** -10}
 ABS_FLOOR = {"fp32": TINY, "bf16": TINY, "fp16": 2.0 ** -24}
-KERNELS = ["auto"] + sm.kernels()
+KERNELS = ["auto"] + smr.kernels()
 
 
 def _skip_unsupported(gpu, kernel, cols):
-    if kernel != "auto" and not sm.rung(kernel).supports(cols, gpu.cc):
+    if kernel != "auto" and not smr.rung(kernel).supports(cols, gpu.cc):
         pytest.skip(f"{kernel} does not take {cols} columns on sm_{gpu.cc[0]}{gpu.cc[1]}")
 
 
@@ -52,7 +54,7 @@ def make_input(rows, cols, prec="fp32", scale=3.0, seed=0):
     x = rng.standard_normal((rows, cols), dtype=np.float32) * np.float32(scale)
     if prec == "fp16":
         np.clip(x, -6.0e4, 6.0e4, out=x)  # keep +-inf out: fp16 tops out at 65504
-    return x.astype(sm.numpy_dtype(prec))
+    return x.astype(smr.numpy_dtype(prec))
 
 
 def run(x, kernel="auto", stream=None):
@@ -66,7 +68,7 @@ def run(x, kernel="auto", stream=None):
 
 
 def check(y, x, kernel, *, median_bound=None):
-    prec = sm.dtype_name(x.dtype)
+    prec = smr.dtype_name(x.dtype)
     rows, cols = x.shape
     ref = sm.reference(x)
     y64 = np.asarray(y).astype(np.float64)
@@ -136,7 +138,7 @@ def test_matches_float64_reference(gpu, kernel, case):
     rows, cols, prec, scale, masked, dead_row, seed = case
     if kernel in ("softmax_05_cluster", "softmax_06_pipelined") and gpu.cc < (9, 0):
         pytest.skip("thread-block clusters need sm_90")
-    assume(kernel == "auto" or sm.rung(kernel).supports(cols, gpu.cc))
+    assume(kernel == "auto" or smr.rung(kernel).supports(cols, gpu.cc))
     x = make_input(rows, cols, prec, scale, seed)
     if masked:
         rng = np.random.default_rng(seed + 1)
@@ -238,7 +240,7 @@ def test_device_in_device_out(gpu):
 
 
 def test_torch_tensor_in(gpu):
-    from drvgemm.optional import torch_cuda, why_not
+    from drvgemm.tools.optional import torch_cuda, why_not
     torch = torch_cuda()
     if torch is None:
         pytest.skip(why_not("torch"))
@@ -300,7 +302,7 @@ def _pipelined_case(cfg, rows, cols, prec, resident, seed):
     return x, out.to_host(), p
 
 
-@pytest.mark.parametrize("cfg", sm.rung("softmax_06_pipelined").configs, ids=lambda c: c.describe())
+@pytest.mark.parametrize("cfg", smr.rung("softmax_06_pipelined").configs, ids=lambda c: c.describe())
 @pytest.mark.parametrize("resident", [1, 2, 5])
 @pytest.mark.parametrize("prec", ["fp32", "bf16"])
 def test_pipelined_any_number_of_clusters_walks_every_row(gpu, cfg, resident, prec):
@@ -321,7 +323,7 @@ def test_pipelined_any_number_of_clusters_walks_every_row(gpu, cfg, resident, pr
 def test_pipelined_without_bulk_copies_is_still_persistent(gpu, cols):
     if gpu.cc < (9, 0):
         pytest.skip("needs sm_90")
-    cfg = sm.rung("softmax_06_pipelined").pick(cols)
+    cfg = smr.rung("softmax_06_pipelined").pick(cols)
     x, y, p = _pipelined_case(cfg, 11, cols, "fp32", 2, seed=cols)
     assert p.vec == 1 and p.smem == 0
     check(y, x, p.describe())
@@ -331,11 +333,11 @@ def test_resident_clusters_fill_the_gpu_without_oversubscribing(gpu):
     if gpu.cc < (9, 0):
         pytest.skip("needs sm_90")
     dev = drvgemm.device()
-    for cfg in sm.rung("softmax_06_pipelined").configs:
+    for cfg in smr.rung("softmax_06_pipelined").configs:
         p = sm.config_plan(cfg, 4096, cfg.capacity)
         k = sm.compiled_kernel(p)
         n = sm.resident_clusters(k, cfg, p.smem)
-        per_sm = drvgemm.driver.occupancy_max_active_blocks(k.function, cfg.threads, p.smem)
+        per_sm = driver.occupancy_max_active_blocks(k.function, cfg.threads, p.smem)
         assert per_sm >= 1, cfg.describe()
         if cfg.cluster > 1:
             # at most every block slot of every SM; a cluster must sit inside one
@@ -349,9 +351,9 @@ def test_resident_clusters_fill_the_gpu_without_oversubscribing(gpu):
 def test_sweep_runs_candidates_and_checks_them(gpu):
     if gpu.cc < (9, 0):
         pytest.skip("needs sm_90")
-    cfgs = (sm.pipelined(512, 16, 8, 6), sm.pipelined(512, 8, 16, 8),
-            sm.SoftmaxConfig("softmax_04_vectorized_stream", 512, 512, unroll=4, vector=True))
-    recs = membench.sweep_softmax(shapes=[(40, 65536)], configs=cfgs, reps=3)
+    cfgs = (smr.pipelined(512, 16, 8, 6), smr.pipelined(512, 8, 16, 8),
+            smr.SoftmaxConfig("softmax_04_vectorized_stream", 512, 512, unroll=4, vector=True))
+    recs = softmax_sweep.sweep_softmax(shapes=[(40, 65536)], configs=cfgs, reps=3)
     timed = [r for r in recs if r["kernel"] != "copy" and "gbps" in r]
     assert any(r["config"].startswith("softmax_06_pipelined threads=512 elems=16 cluster=8")
                for r in timed)
@@ -361,7 +363,7 @@ def test_sweep_runs_candidates_and_checks_them(gpu):
         if "error" in r:   # only the non-portable cluster of 16 may not fit a GPC
             assert "cluster=16" in r["config"], r
     buf = io.StringIO()
-    membench.print_sweep_report(recs, file=buf)
+    softmax_sweep.print_sweep_report(recs, file=buf)
     assert "best correct:" in buf.getvalue()
 
 
@@ -425,11 +427,11 @@ def _assert_guards_untouched(buf, n):
 @pytest.mark.parametrize("name", ["mem_copy_scalar", "mem_copy_float4"])
 @pytest.mark.parametrize("n", [1, 3, 4, 5, 1023, 4099, (1 << 20) + 7])
 def test_copies(gpu, name, n):
-    mk = membench.mem_kernel(name)
+    mk = mem_registry.mem_kernel(name)
     host = np.random.default_rng(n).standard_normal(n, dtype=np.float32)
     src = drvgemm.to_device(host)
     buf, dst = _guarded(n)
-    launch(membench._mem_compiled(mk), membench.copy_grid(mk, n), mk.block, (src, dst, n))
+    launch(membench._mem_compiled(mk), mem_registry.copy_grid(mk, n), mk.block, (src, dst, n))
     drvgemm.synchronize()
     np.testing.assert_array_equal(dst.to_host(), host)
     _assert_guards_untouched(buf, n)
@@ -438,12 +440,12 @@ def test_copies(gpu, name, n):
 @pytest.mark.parametrize("stride", [1, 2, 3, 8, 32])
 @pytest.mark.parametrize("count", [1, 1000, 70001])
 def test_strided_copy(gpu, stride, count):
-    mk = membench.mem_kernel("mem_copy_strided")
+    mk = mem_registry.mem_kernel("mem_copy_strided")
     n = count * stride
     host = np.random.default_rng(count).standard_normal(n, dtype=np.float32)
     src = drvgemm.to_device(host)
     buf, dst = _guarded(n)
-    launch(membench._mem_compiled(mk), membench.copy_grid(mk, count), mk.block,
+    launch(membench._mem_compiled(mk), mem_registry.copy_grid(mk, count), mk.block,
            (src, dst, count, stride))
     drvgemm.synchronize()
     got = dst.to_host()
@@ -460,13 +462,13 @@ def test_strided_copy(gpu, stride, count):
 @pytest.mark.parametrize("shape", [(1, 1), (1, 33), (33, 1), (31, 65), (64, 64), (100, 1000),
                                    (1025, 777)], ids=lambda s: f"{s[0]}x{s[1]}")
 def test_transposes(gpu, name, shape):
-    mk = membench.mem_kernel(name)
+    mk = mem_registry.mem_kernel(name)
     rows, cols = shape
     a = np.random.default_rng(rows * cols).standard_normal(shape, dtype=np.float32)
     da = drvgemm.to_device(a)
     buf, flat = _guarded(rows * cols)
     out = DeviceArray((cols, rows), np.float32, ptr=flat.ptr, owner=False)
-    launch(membench._mem_compiled(mk), membench.transpose_grid(rows, cols), mk.block,
+    launch(membench._mem_compiled(mk), mem_registry.transpose_grid(rows, cols), mk.block,
            (da, out, rows, cols))
     drvgemm.synchronize()
     np.testing.assert_array_equal(out.to_host(), a.T)
@@ -481,7 +483,7 @@ def test_bench_functions_produce_complete_records(gpu):
     assert names.count("copy") == 4
     assert {"mem_copy_scalar", "mem_copy_float4", "mem_copy_strided_8",
             "mem_transpose_padded"} <= set(names)
-    assert set(sm.kernels()) - {"softmax_05_cluster", "softmax_06_pipelined"} <= set(names)
+    assert set(smr.kernels()) - {"softmax_05_cluster", "softmax_06_pipelined"} <= set(names)
     for r in recs:
         assert {"kernel", "precision", "m", "n", "median_ms", "gbps", "bytes",
                 "baseline"} <= set(r), r

@@ -16,11 +16,11 @@ from collections import Counter
 
 import pytest
 
-from drvgemm import sass, sources
-from drvgemm.compiler import compile_binary, parse_resources
-from drvgemm.errors import CompileError
-from drvgemm.occupancy import SPECS, kernel_max_threads, model
-from drvgemm.rungs import RUNGS, by_name
+from drvgemm.runtime import sass, sources
+from drvgemm.runtime.compiler import compile_binary, parse_resources
+from drvgemm.runtime.errors import CompileError
+from drvgemm.analysis.occupancy import SPECS, kernel_max_threads, model
+from drvgemm.ladders.gemm.registry import RUNGS, by_name
 
 TENSOR = [r for r in RUNGS if r.precision != "fp32" and r.arch == "sm_80"]
 ARCHS = ("sm_80", "sm_90")
@@ -32,7 +32,6 @@ K_PER_MMA = {"tf32": 8, "bf16": 16, "fp16": 16}
 ELEMENT_BYTES = {"tf32": 4, "bf16": 2, "fp16": 2}
 
 
-OPCODE_RE = r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)"
 
 
 def is_ptx(r) -> bool:
@@ -54,7 +53,7 @@ def build(name: str, arch: str, aligned):
     defines = None if aligned is None else dict(r.defines, ALIGNED=aligned)
     b = compile_binary(r.source, r.entry, defines=defines, arch=arch)
     res = parse_resources(b.log)[b.entry]
-    ops = Counter(re.findall(OPCODE_RE, sass.disassemble(b.cubin)))
+    ops = Counter(sass.opcodes(sass.disassemble(b.cubin)))
     return b, res, ops
 
 

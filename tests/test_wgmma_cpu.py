@@ -6,11 +6,12 @@ import re
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from drvgemm import tma
-from drvgemm.compiler import compile_binary, parse_resources
-from drvgemm.errors import CudaError
-from drvgemm.kernel import parse_params
-from drvgemm.rungs import by_name
+from drvgemm.ladders.gemm import hopper
+from drvgemm.runtime import tensormap
+from drvgemm.runtime.compiler import compile_binary, parse_resources
+from drvgemm.runtime.errors import CudaError
+from drvgemm.runtime.kernel import parse_params
+from drvgemm.ladders.gemm.registry import by_name
 
 
 def with_knobs(name, **knobs):
@@ -20,9 +21,9 @@ def with_knobs(name, **knobs):
     import dataclasses
     r = by_name()[name]
     defines = {**r.defines, **knobs}
-    smem = tma.wgmma_smem_bytes(defines["STAGES"], defines["EPILOGUE"])
+    smem = hopper.wgmma_smem_bytes(defines["STAGES"], defines["EPILOGUE"])
     return dataclasses.replace(r, defines=defines, smem=smem)
-from drvgemm.sass import disassemble, opcode_counts
+from drvgemm.runtime.sass import disassemble, opcode_counts
 
 SOURCE = "20_tma_wgmma.cu"
 ENTRIES = {"bf16": ("gemm_tma_wgmma_bf16", 1), "fp16": ("gemm_tma_wgmma_fp16", 2),
@@ -70,7 +71,7 @@ def test_resources_no_spills_and_no_ignored_setmaxnreg(prec, step):
         # fewer registers at entry the pool would come up short and the
         # consumers would wait for registers forever.
         assert res.registers == 168, b.log
-        tma.check_register_budget(res.registers, True)
+        hopper.check_register_budget(res.registers, True)
     else:
         assert res.registers <= 255, b.log
     assert res.static_smem == 0  # everything lives in the dynamic ring
@@ -139,15 +140,15 @@ def test_registered_rungs_match_the_kernel():
         r = table[f"20_tma_wgmma_{prec}"]
         assert r.host == "tma" and r.arch == "sm_90a" and r.precision == prec
         assert r.entry == ENTRIES[prec][0] and r.defines["WGMMA_ELEM"] == ENTRIES[prec][1]
-        assert r.smem == tma.wgmma_smem_bytes(r.defines["STAGES"], r.defines["EPILOGUE"])
+        assert r.smem == hopper.wgmma_smem_bytes(r.defines["STAGES"], r.defines["EPILOGUE"])
         assert r.threads == (384 if r.defines["WARP_SPECIALIZED"] else 256)
         # The block's tile of C, as the host builds its maps from it.
         assert (r.defines["BM"], r.defines["BN"]) == (r.tile_m, r.tile_n)
     # The largest configuration (4 stages + C staging) must fit the H200's
     # 227 KB opt-in limit, with 1 KB reserved per block.
-    assert tma.wgmma_smem_bytes(4, 2) + 1024 <= 233472
-    assert tma.wgmma_smem_bytes(4, 2) <= 232448
-    assert tma.wgmma_smem_bytes(4, 2) - tma.wgmma_smem_bytes(4, 0) == 2 * 2 * 64 * 32 * 4
+    assert hopper.wgmma_smem_bytes(4, 2) + 1024 <= 233472
+    assert hopper.wgmma_smem_bytes(4, 2) <= 232448
+    assert hopper.wgmma_smem_bytes(4, 2) - hopper.wgmma_smem_bytes(4, 0) == 2 * 2 * 64 * 32 * 4
 
 
 # ---------------------------------------------------------------------------
@@ -157,7 +158,7 @@ def good(**kw):
     args = dict(address=0x7f0000000000, dtype="bf16", rows=4096, cols=4096, row_pitch=8192,
                 box_rows=128, box_cols=64)
     args.update(kw)
-    return tma.matrix_map(args["address"], args["dtype"], args["rows"], args["cols"],
+    return tensormap.matrix_map(args["address"], args["dtype"], args["rows"], args["cols"],
                           args["row_pitch"], args["box_rows"], args["box_cols"])
 
 
@@ -165,7 +166,7 @@ def test_valid_map_needs_no_gpu_until_encoded():
     m = good()
     assert m.dims == (4096, 4096) and m.strides == (8192,) and m.box == (64, 128)
     assert m.box_bytes == 128 * 64 * 2
-    assert tma.matrix_map(0x1000, "fp32", 10, 8, 32, 64, 32).box_bytes == 64 * 32 * 4
+    assert tensormap.matrix_map(0x1000, "fp32", 10, 8, 32, 64, 32).box_bytes == 64 * 32 * 4
 
 
 @pytest.mark.parametrize("kw,match", [
@@ -186,17 +187,17 @@ def test_bad_map_raises_before_the_driver(kw, match):
 
 def test_bad_map_arguments():
     with pytest.raises(ValueError, match="strides"):
-        tma.TensorMap(0x1000, "bf16", (64, 64), (), (64, 64))
+        tensormap.TensorMap(0x1000, "bf16", (64, 64), (), (64, 64))
     with pytest.raises(ValueError, match="box must have 2"):
-        tma.TensorMap(0x1000, "bf16", (64, 64), (128,), (64,))
+        tensormap.TensorMap(0x1000, "bf16", (64, 64), (128,), (64,))
     with pytest.raises(ValueError, match="element_strides"):
-        tma.TensorMap(0x1000, "bf16", (64, 64), (128,), (64, 64), element_strides=(1, 9))
+        tensormap.TensorMap(0x1000, "bf16", (64, 64), (128,), (64, 64), element_strides=(1, 9))
     with pytest.raises(ValueError, match="swizzle"):
-        tma.TensorMap(0x1000, "bf16", (64, 64), (128,), (64, 64), swizzle=16)
+        tensormap.TensorMap(0x1000, "bf16", (64, 64), (128,), (64, 64), swizzle=16)
     with pytest.raises(ValueError, match="rank"):
-        tma.TensorMap(0x1000, "bf16", (2,) * 6, (16,) * 5, (1,) * 6, swizzle=0)
+        tensormap.TensorMap(0x1000, "bf16", (2,) * 6, (16,) * 5, (1,) * 6, swizzle=0)
     with pytest.raises(TypeError, match="integer"):
-        tma.TensorMap(0x1000, "bf16", (64, 64.0), (128,), (64, 64))
+        tensormap.TensorMap(0x1000, "bf16", (64, 64.0), (128,), (64, 64))
 
 
 @settings(max_examples=200)
@@ -208,9 +209,9 @@ def test_alignment_rules(address, cols, elem):
     needs_staging says when the rung must copy the operand first."""
     size = 4 if elem == "fp32" else 2
     ok = address % 16 == 0 and (cols * size) % 16 == 0
-    assert tma.needs_staging(address, cols, size) == (not ok)
+    assert tensormap.needs_staging(address, cols, size) == (not ok)
     try:
-        tma.matrix_map(address, elem, 7, cols, cols * size, 8, 128 // size)
+        tensormap.matrix_map(address, elem, 7, cols, cols * size, 8, 128 // size)
     except ValueError:
         assert not ok
     else:
@@ -228,29 +229,29 @@ def test_encode_without_driver_is_a_cuda_error():
 # ---------------------------------------------------------------------------
 # Grid and tile scheduler
 # ---------------------------------------------------------------------------
-def unit_origin(u, rank, cluster, units_y, tiles_x, group):
+def unit_origin(geo, u, rank, cluster, units_y, tiles_x, group):
     """The kernel's unit_origin: unit -> (y0, x0)."""
     g = u // (group * tiles_x)
     first = g * group
     rows = min(units_y - first, group)
     local = u - g * group * tiles_x
     uy, tx = first + local % rows, local // rows
-    return (uy * cluster + rank) * tma.TILE_Y, tx * tma.TILE_X
+    return (uy * cluster + rank) * geo.tile_y, tx * geo.tile_x
 
 
 def schedule(geo, m, n, cluster, blocks, group=16):
     """The kernel's walk over units for every block: returns the (y0, x0)
     tile origins computed. Block b takes units b, b + G, ... (in clusters)."""
     y_ext, x_ext = (n, m) if geo.swapped else (m, n)
-    tiles_y = -(-y_ext // tma.TILE_Y)
-    tiles_x = -(-x_ext // tma.TILE_X)
+    tiles_y = -(-y_ext // geo.tile_y)
+    tiles_x = -(-x_ext // geo.tile_x)
     units_y = -(-tiles_y // cluster)
     units = units_y * tiles_x
     seen = []
     units_walked = [(u, b % cluster) for b in range(blocks)
                     for u in range(b // cluster, units, blocks // cluster)]
     for u, rank in units_walked:
-        seen.append(unit_origin(u, rank, cluster, units_y, tiles_x, group))
+        seen.append(unit_origin(geo, u, rank, cluster, units_y, tiles_x, group))
     return seen, tiles_y, tiles_x
 
 
@@ -259,17 +260,17 @@ def schedule(geo, m, n, cluster, blocks, group=16):
        cluster=st.sampled_from([1, 2]), resident=st.sampled_from([None, 2, 8, 128, 132]),
        group=st.sampled_from([1, 3, 8, 16, 33]), balanced=st.booleans())
 def test_every_tile_computed_exactly_once(m, n, prec, cluster, resident, group, balanced):
-    geo = tma.wgmma_geometry(prec)
-    blocks = tma.wgmma_grid_blocks(geo, m, n, cluster, resident, balanced=balanced)
+    geo = hopper.geometry(by_name()[f"20_tma_wgmma_{prec}"])
+    blocks = hopper.wgmma_grid_blocks(geo, m, n, cluster, resident, balanced=balanced)
     assert blocks % cluster == 0 and blocks >= cluster
     if resident is not None:
         assert blocks <= max(resident, cluster)
         # Balancing never adds a round of tiles.
-        units = tma.wgmma_work_units(geo, m, n, cluster)
-        full = tma.wgmma_grid_blocks(geo, m, n, cluster, resident) // cluster
+        units = hopper.wgmma_work_units(geo, m, n, cluster)
+        full = hopper.wgmma_grid_blocks(geo, m, n, cluster, resident) // cluster
         assert -(-units // (blocks // cluster)) == -(-units // full)
     seen, tiles_y, tiles_x = schedule(geo, m, n, cluster, blocks, group)
-    live = [(y, x) for y, x in seen if y < tiles_y * tma.TILE_Y]
+    live = [(y, x) for y, x in seen if y < tiles_y * geo.tile_y]
     assert len(live) == len(set(live)) == tiles_y * tiles_x
     # The only extra tiles are the second halves of clusters past the edge.
     assert len(seen) - len(live) == (tiles_y % cluster) * tiles_x
@@ -279,7 +280,7 @@ def test_unit_order_is_compact():
     """What GROUP buys: at 8192^2 the first 132 units (the ones in flight
     together) cover 16 tile rows x 8.25 tile columns of C, i.e. they read
     2048 rows of A and ~2300 columns of B, not 132 x 256 columns of B."""
-    geo = tma.wgmma_geometry("bf16")
+    geo = hopper.geometry(by_name()["20_tma_wgmma_bf16"])
     first = schedule(geo, 8192, 8192, 1, 2048, group=16)[0][:132]
     rows = {y for y, _ in first}
     cols = {x for _, x in first}
@@ -287,26 +288,26 @@ def test_unit_order_is_compact():
 
 
 def test_geometry_matches_the_kernel():
-    bf = tma.wgmma_geometry("bf16")
+    bf = hopper.geometry(by_name()["20_tma_wgmma_bf16"])
     assert (bf.k_tile, bf.a_box, bf.b_box, bf.swapped) == (64, (128, 64), (64, 64), False)
-    tf = tma.wgmma_geometry("tf32")
+    tf = hopper.geometry(by_name()["20_tma_wgmma_tf32"])
     assert (tf.k_tile, tf.a_box, tf.b_box, tf.swapped) == (32, (64, 32), (32, 32), True)
     # One stage = the 16 KB side (A for 16-bit, B for tf32) + four 8 KB boxes.
     for g in (bf, tf):
         a = g.a_box[0] * g.a_box[1] * g.elem_size
         b = g.b_box[0] * g.b_box[1] * g.elem_size
-        assert (a + 4 * b if not g.swapped else 4 * a + 4 * b) == tma.STAGE_BYTES
+        assert (a + 4 * b if not g.swapped else 4 * a + 4 * b) == g.stage_bytes == 49152
         # Innermost box row = one 128-byte swizzle line.
         assert g.a_box[1] * g.elem_size == 128 and g.b_box[1] * g.elem_size == 128
     with pytest.raises(ValueError):
-        tma.wgmma_geometry("fp32")
+        hopper.Geometry.of("fp32", 128, 256)
 
 
 # ---------------------------------------------------------------------------
 # The launch configuration, against a recording stand-in for the driver
 # ---------------------------------------------------------------------------
 class FakeDriver:
-    """cuda.bindings.driver with the calls tma.py makes replaced by
+    """cuda.bindings.driver with the calls hopper.py makes replaced by
     recorders (enums and value types are the real ones)."""
 
     def __init__(self):
@@ -354,13 +355,12 @@ class FakeDriver:
 @pytest.fixture
 def fake_driver(monkeypatch):
     from types import SimpleNamespace
-    from drvgemm import driver
+    from drvgemm.runtime import driver
     fake = FakeDriver()
     monkeypatch.setattr(driver, "bindings", lambda: fake)
     monkeypatch.setattr(driver, "device", lambda: SimpleNamespace(sm_count=132))
-    monkeypatch.setattr(tma, "_MAP_CACHE", type(tma._MAP_CACHE)())
-    monkeypatch.setattr(tma, "_max_clusters", {})
-    monkeypatch.setattr(tma, "_sched_buffers", {})
+    monkeypatch.setattr(tensormap, "_MAP_CACHE", type(tensormap._MAP_CACHE)())
+    monkeypatch.setattr(hopper, "_max_clusters", {})
     return fake
 
 
@@ -368,7 +368,7 @@ def test_launch_config_bf16(fake_driver):
     r = with_knobs("20_tma_wgmma_bf16", EPILOGUE=2)
     pa, pb, pc = 0x7f0000000000, 0x7f0010000000, 0x7f0020000000
     m, n, k = 4096, 4096, 4096
-    cfg = tma.wgmma_gemm_launch_config(r, pa, pb, pc, m, n, k, 1.0, 0.0)
+    cfg = hopper.wgmma_gemm_launch_config(r, pa, pb, pc, m, n, k, 1.0, 0.0)
     a_map, b_map, c_map = fake_driver.maps
     assert a_map == dict(dtype="CU_TENSOR_MAP_DATA_TYPE_BFLOAT16", rank=2, address=pa,
                          dims=[k, m], strides=[2 * k], box=[64, 128],
@@ -392,7 +392,7 @@ def test_launch_config_bf16(fake_driver):
     assert not fake_driver.workspaces and not fake_driver.memsets
     assert not fake_driver.allocs and not cfg["keepalive"]
     # Same buffers again: the maps are reused.
-    tma.wgmma_gemm_launch_config(r, pa, pb, pc, m, n, k, 1.0, 0.0)
+    hopper.wgmma_gemm_launch_config(r, pa, pb, pc, m, n, k, 1.0, 0.0)
     assert len(fake_driver.maps) == 3
 
 
@@ -404,20 +404,20 @@ def test_launch_config_c_map_only_when_usable(fake_driver):
     pa, pb = 0x7f0000000000, 0x7f0010000000
     for pc, n, usable in [(0x7f0020000000, 4096, True), (0x7f0020000008, 4096, False),
                           (0x7f0020000000, 4098, False), (0x7f0020000000, 8193, False)]:
-        assert tma.c_map_usable(pc, n) == usable
+        assert hopper.c_map_usable(pc, n) == usable
         before = len(fake_driver.maps)
-        cfg = tma.wgmma_gemm_launch_config(r, pa, pb, pc, 300, n, 64, 1.0, 0.0)
+        cfg = hopper.wgmma_gemm_launch_config(r, pa, pb, pc, 300, n, 64, 1.0, 0.0)
         made = [mp for mp in fake_driver.maps[before:] if mp["address"] == pc]
         assert bool(made) == usable
         if not usable:
-            assert cfg["args"][2] is tma.UNUSED_MAP and cfg["args"][2].param_bytes == bytes(128)
+            assert cfg["args"][2] is tensormap.UNUSED_MAP and cfg["args"][2].param_bytes == bytes(128)
     import dataclasses
     direct = dataclasses.replace(r, name="direct", defines={**r.defines, "EPILOGUE": 0},
-                                 smem=tma.wgmma_smem_bytes(4, 0))
-    cfg = tma.wgmma_gemm_launch_config(direct, pa, pb, 0x7f0030000000, 300, 4096, 64, 1.0, 0.0)
-    assert cfg["args"][2] is tma.UNUSED_MAP and cfg["args"][-1] == 0
+                                 smem=hopper.wgmma_smem_bytes(4, 0))
+    cfg = hopper.wgmma_gemm_launch_config(direct, pa, pb, 0x7f0030000000, 300, 4096, 64, 1.0, 0.0)
+    assert cfg["args"][2] is tensormap.UNUSED_MAP and cfg["args"][-1] == 0
     with pytest.raises(ValueError, match="EPILOGUE"):
-        tma.wgmma_gemm_launch_config(dataclasses.replace(direct, smem=r.smem), pa, pb,
+        hopper.wgmma_gemm_launch_config(dataclasses.replace(direct, smem=r.smem), pa, pb,
                                      0x7f0030000000, 300, 4096, 64, 1.0, 0.0)
 
 
@@ -425,9 +425,9 @@ def test_launch_config_sm_limit(fake_driver):
     import dataclasses
     r = by_name()["20_tma_wgmma_bf16"]
     capped = dataclasses.replace(r, name="capped", defines={**r.defines, "SM_LIMIT": 128})
-    cfg = tma.wgmma_gemm_launch_config(capped, 0x1000, 0x2000, 0x3000, 4096, 4096, 64, 1, 0)
+    cfg = hopper.wgmma_gemm_launch_config(capped, 0x1000, 0x2000, 0x3000, 4096, 4096, 64, 1, 0)
     assert cfg["grid"] == (128, 1, 1)
-    small = tma.wgmma_gemm_launch_config(capped, 0x1000, 0x2000, 0x3000, 300, 300, 64, 1, 0)
+    small = hopper.wgmma_gemm_launch_config(capped, 0x1000, 0x2000, 0x3000, 300, 300, 64, 1, 0)
     assert small["grid"] == (3 * 2, 1, 1)     # fewer tiles than the cap: one block per tile
 
 
@@ -441,15 +441,15 @@ def test_launch_config_sm_limit(fake_driver):
     (4096, 4096, 2, 128),    # clusters: 256 units of 2 tiles on 66 clusters -> 64
 ])
 def test_balanced_grid(m, n, cluster, blocks):
-    geo = tma.wgmma_geometry("bf16")
-    assert tma.wgmma_grid_blocks(geo, m, n, cluster, 132, balanced=True) == blocks
+    geo = hopper.geometry(by_name()["20_tma_wgmma_bf16"])
+    assert hopper.wgmma_grid_blocks(geo, m, n, cluster, 132, balanced=True) == blocks
 
 
 def test_launch_config_stages_unaligned_operands(fake_driver):
     r = by_name()["20_tma_wgmma_bf16"]
     pa, pb, pc = 0x7f0000000002, 0x7f0010000000, 0x7f0020000000   # A misaligned
     m, n, k = 100, 8193, 4100                                       # B rows of 16386 bytes
-    cfg = tma.wgmma_gemm_launch_config(r, pa, pb, pc, m, n, k, 1.0, 0.0)
+    cfg = hopper.wgmma_gemm_launch_config(r, pa, pb, pc, m, n, k, 1.0, 0.0)
     (a_scr, _), (b_scr, _) = fake_driver.allocs
     ca, cb = fake_driver.copies
     assert ca == dict(src=pa, spitch=2 * k, dst=a_scr, dpitch=8208, width=2 * k, height=m)
@@ -468,7 +468,7 @@ def test_launch_config_tf32_is_swapped(fake_driver):
     r = with_knobs("20_tma_wgmma_tf32", CLUSTER=2)
     pa, pb, pc = 0x7f0000000000, 0x7f0010000000, 0x7f0020000000
     m, n, k = 1000, 300, 64
-    cfg = tma.wgmma_gemm_launch_config(r, pa, pb, pc, m, n, k, 2.0, 1.0)
+    cfg = hopper.wgmma_gemm_launch_config(r, pa, pb, pc, m, n, k, 2.0, 1.0)
     a_map, b_map = fake_driver.maps
     assert a_map["dtype"] == b_map["dtype"] == "CU_TENSOR_MAP_DATA_TYPE_FLOAT32"
     assert a_map["dims"] == [k, m] and a_map["box"] == [32, 64]
@@ -476,7 +476,7 @@ def test_launch_config_tf32_is_swapped(fake_driver):
     # wgmma tile: 128 columns x 256 rows of C: ceil(300/128) = 3 -> 2 cluster units
     # along N, ceil(1000/256) = 4 along M: 8 units of 2 blocks.
     assert cfg["grid"] == (16, 1, 1)
-    assert cfg["args"][2] is tma.UNUSED_MAP     # the transposed tile never stores by TMA
+    assert cfg["args"][2] is tensormap.UNUSED_MAP     # the transposed tile never stores by TMA
 
 
 def test_launch_config_steps(fake_driver):
@@ -485,18 +485,18 @@ def test_launch_config_steps(fake_driver):
     single = dataclasses.replace(base, name="x", block=(256, 1, 1),
                                  defines={**base.defines, "WARP_SPECIALIZED": 0,
                                           "PERSISTENT": 0, "CLUSTER": 1})
-    cfg = tma.wgmma_gemm_launch_config(single, 0x1000, 0x2000, 0x3000, 4096, 4096, 64, 1, 0)
+    cfg = hopper.wgmma_gemm_launch_config(single, 0x1000, 0x2000, 0x3000, 4096, 4096, 64, 1, 0)
     assert cfg["grid"] == (32 * 16, 1, 1) and cfg["block"] == (256, 1, 1)
     assert cfg["cluster"] is None
     wrong = dataclasses.replace(single, block=(384, 1, 1))
     with pytest.raises(ValueError, match="WARP_SPECIALIZED"):
-        tma.wgmma_gemm_launch_config(wrong, 0x1000, 0x2000, 0x3000, 64, 64, 64, 1, 0)
+        hopper.wgmma_gemm_launch_config(wrong, 0x1000, 0x2000, 0x3000, 64, 64, 64, 1, 0)
     with pytest.raises(ValueError, match="K >= 1"):
-        tma.wgmma_gemm_launch_config(base, 0x1000, 0x2000, 0x3000, 64, 64, 0, 1, 0)
+        hopper.wgmma_gemm_launch_config(base, 0x1000, 0x2000, 0x3000, 64, 64, 0, 1, 0)
 
 
 def test_register_budget_guard():
-    tma.check_register_budget(168, True)
-    tma.check_register_budget(100, False)   # no setmaxnreg without a producer warpgroup
+    hopper.check_register_budget(168, True)
+    hopper.check_register_budget(100, False)   # no setmaxnreg without a producer warpgroup
     with pytest.raises(RuntimeError, match="would hang"):
-        tma.check_register_budget(160, True)
+        hopper.check_register_budget(160, True)

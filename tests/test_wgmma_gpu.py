@@ -11,9 +11,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import drvgemm
-from drvgemm import ladder, tma
-from drvgemm.driver import DeviceArray
-from drvgemm.launch import launch
+from drvgemm.ladders.gemm import dispatch as ladder
+from drvgemm.ladders.gemm import hopper as rung20  # 'hopper' is this file's device fixture
+from drvgemm.ladders.gemm import registry
+from drvgemm.runtime import tensormap
+from drvgemm.runtime.driver import DeviceArray
+from drvgemm.runtime.launch import launch
 
 pytestmark = pytest.mark.gpu
 
@@ -36,6 +39,12 @@ SLOW = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                       HealthCheck.data_too_large])
 
 
+def _launch_config(r, *args, **kw):
+    """The launch of rung ``r`` for the instantiation gemm() would launch."""
+    kernel = registry.rung_kernel(r, True, narrow_output=kw.get("narrow_output", False))
+    return rung20.wgmma_gemm_launch_config(r, *args, kernel=kernel, **kw)
+
+
 @pytest.fixture(scope="module")
 def hopper(gpu):
     if tuple(gpu.cc) != (9, 0):
@@ -51,7 +60,7 @@ def variant(prec, **defines):
     block = (384 if d["WARP_SPECIALIZED"] else 256, 1, 1)
     tag = ",".join(f"{k}={v}" for k, v in sorted(defines.items()))
     return dataclasses.replace(base, name=f"{base.name}[{tag}]", defines=d, block=block,
-                               smem=tma.wgmma_smem_bytes(d["STAGES"], d.get("EPILOGUE", 0)))
+                               smem=rung20.wgmma_smem_bytes(d["STAGES"], d.get("EPILOGUE", 0)))
 
 
 # The build steps as first measured: static walk, direct stores.
@@ -119,12 +128,12 @@ def run(r, a, b, c_init, alpha, beta, *, blocks=None, a_offset=0):
         a_buf = A = drvgemm.to_device(a)
     B = drvgemm.to_device(b)
     buf, C = guarded_c(c_init)
-    cfg = tma.wgmma_gemm_launch_config(r, A, B, C, m, n, k, alpha, beta)
+    cfg = _launch_config(r, A, B, C, m, n, k, alpha, beta)
     grid = cfg["grid"]
     if blocks is not None:
         cl = cfg["cluster"][0] if cfg["cluster"] else 1
         grid = (max(cl, min(grid[0], blocks) // cl * cl), 1, 1)
-    launch(ladder.rung_kernel(r, True), grid, cfg["block"], cfg["args"], smem=cfg["smem"],
+    launch(registry.rung_kernel(r, True), grid, cfg["block"], cfg["args"], smem=cfg["smem"],
            cluster=cfg["cluster"])
     drvgemm.synchronize()
     del cfg
@@ -243,9 +252,9 @@ def test_tma_store_falls_back_where_c_does_not_allow_it(hopper):
         buf = drvgemm.to_device(host)
         C = DeviceArray((m, n), np.float32, ptr=buf.ptr + 4 * (GUARD + c_offset), owner=False)
         A, B = drvgemm.to_device(a), drvgemm.to_device(b)
-        cfg = tma.wgmma_gemm_launch_config(r, A, B, C, m, n, k, 1.0, 0.0)
-        assert (cfg["args"][2] is tma.UNUSED_MAP) == (c_offset % 4 != 0 or n % 4 != 0)
-        launch(ladder.rung_kernel(r, True), cfg["grid"], cfg["block"], cfg["args"],
+        cfg = _launch_config(r, A, B, C, m, n, k, 1.0, 0.0)
+        assert (cfg["args"][2] is tensormap.UNUSED_MAP) == (c_offset % 4 != 0 or n % 4 != 0)
+        launch(registry.rung_kernel(r, True), cfg["grid"], cfg["block"], cfg["args"],
                smem=cfg["smem"], cluster=cfg["cluster"])
         drvgemm.synchronize()
         out = buf.to_host()
@@ -263,13 +272,13 @@ def test_dynamic_scheduler_counters_reset_between_launches(hopper):
     a, b, c = inputs("bf16", m, n, k, 9, exact=True)
     ref = reference(a, b, c, 1.0, 0.0)
     A, B = drvgemm.to_device(a), drvgemm.to_device(b)
-    kern = ladder.rung_kernel(r, True)
+    kern = registry.rung_kernel(r, True)
     streams = [drvgemm.Stream(), drvgemm.Stream()]
     outs = [drvgemm.to_device(np.full((m, n), np.nan, np.float32)) for _ in range(12)]
     drvgemm.synchronize()             # the copies above, before the non-blocking streams
     for i, C in enumerate(outs):
         s = streams[i % 2]
-        cfg = tma.wgmma_gemm_launch_config(r, A, B, C, m, n, k, 1.0, 0.0, stream=s)
+        cfg = _launch_config(r, A, B, C, m, n, k, 1.0, 0.0, stream=s)
         grid = (5 + i, 1, 1)          # every block walks several tiles
         launch(kern, grid, cfg["block"], cfg["args"], smem=cfg["smem"], stream=s)
     for s in streams:
@@ -396,7 +405,7 @@ def test_16bit_c_epilogues(hopper, knob):
                "quads": dict(EPILOGUE=1)}[knob]  # quads are fp32-only: direct stores
     for prec in ("bf16", "fp16"):
         r = variant(prec, **defines)
-        kern = ladder.rung_kernel(r, True, narrow_output=True)
+        kern = registry.rung_kernel(r, True, narrow_output=True)
         for m, n, k, c_off, beta in [(300, 520, 777, 0, 0.0), (300, 520, 777, 1, 0.0),
                                      (129, 257, 65, 0, 0.5), (1000, 1024, 96, 0, 0.0),
                                      (1, 1, 1, 0, 0.0), (65, 8, 3, 0, -1.0)]:
@@ -405,9 +414,9 @@ def test_16bit_c_epilogues(hopper, knob):
             c_init = c16 if beta else np.full((m, n), NAN16[prec], np.uint16).view(c16.dtype)
             buf, C = guarded_c16(prec, c_init, c_off)
             A, B = drvgemm.to_device(a), drvgemm.to_device(b)
-            cfg = tma.wgmma_gemm_launch_config(r, A, B, C, m, n, k, 0.75, beta,
+            cfg = _launch_config(r, A, B, C, m, n, k, 0.75, beta,
                                                narrow_output=True)
-            tma_store = cfg["args"][2] is not tma.UNUSED_MAP
+            tma_store = cfg["args"][2] is not tensormap.UNUSED_MAP
             assert tma_store == (defines["EPILOGUE"] == 2 and c_off == 0 and n % 8 == 0)
             cl = cfg["cluster"][0] if cfg["cluster"] else 1
             launch(kern, (2 * cl, 1, 1), cfg["block"], cfg["args"], smem=cfg["smem"],

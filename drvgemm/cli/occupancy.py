@@ -1,0 +1,143 @@
+"""``drvgemm occupancy``: blocks per SM of a registered rung, a .cu/.ptx
+kernel or a what-if, which limit binds and what would raise it (the model of
+drvgemm/analysis/occupancy.py, and the driver when there is a GPU)."""
+from __future__ import annotations
+
+import dataclasses
+import re
+import sys
+
+from ..analysis.occupancy import (SPECS, DeviceSpec, block_threads, format_size, get_spec,
+                                  kernel_max_threads, model, parse_size)
+from ..ladders.gemm import registry
+from ..runtime import driver
+from ..runtime.errors import CompileError, CudaError
+from ..runtime.kernel import compile
+from ..tools.kernel_occupancy import occupancy
+
+
+def add(sub) -> None:
+    p = sub.add_parser(
+        "occupancy", help="blocks per SM, the binding limit and what would raise it",
+        description="Occupancy of a registered rung, a .cu/.ptx kernel, or a what-if "
+                    "(--regs with no kernel). Sizes take K/KiB (1024) or plain bytes.")
+    p.add_argument("kernel", nargs="?", help="a rung name (drvgemm kernels) or a .cu/.ptx file")
+    p.add_argument("--entry", help="kernel symbol in a .cu/.ptx file")
+    p.add_argument("--block", help="threads per block: 256 or 16x16 (default: the rung's)")
+    p.add_argument("--smem", help="dynamic shared memory per block (default: the rung's, else 0)")
+    p.add_argument("--regs", type=int,
+                   help="registers per thread (what-if; overrides the kernel's)")
+    p.add_argument("--static-smem", help="static shared memory per block (what-if)")
+    p.add_argument("--barriers", type=int, help="named-barrier ids per block (what-if)")
+    p.add_argument("--maxrregcount", type=int, help="compile the kernel with this register cap")
+    p.add_argument("--carveout", type=int, help="shared-memory carveout preference, percent")
+    p.add_argument("--cluster", help="thread-block cluster shape, e.g. 2x1x1: also report "
+                                     "cuOccupancyMaxActiveClusters (GPU only)")
+    p.add_argument("--gpu", help=f"device spec: {', '.join(SPECS)} (default: this GPU, else H200)")
+    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                   help="override a field of the device spec, e.g. smem_per_sm=102400")
+    p.add_argument("--arch", help="architecture to compile for (default: the spec's)")
+    p.set_defaults(func=run)
+
+
+def _parse_block(text) -> int:
+    try:
+        dims = tuple(int(x) for x in re.split(r"[x,*]", str(text).strip()) if x)
+        return block_threads(dims)
+    except ValueError as e:
+        raise ValueError(f"--block {text!r}: {e}") from None
+
+
+def _cli_spec(args):
+    gpu = driver.has_gpu()
+    if args.gpu:
+        spec = get_spec(args.gpu)
+    elif gpu:
+        spec = DeviceSpec.from_device(driver.device())
+    else:
+        spec = SPECS["H200"]
+    for item in args.set:
+        key, _, value = item.partition("=")
+        key = key.strip()
+        names = {f.name for f in dataclasses.fields(DeviceSpec)}
+        if key == "max_warps_per_sm":
+            key, value = "max_threads_per_sm", str(int(value) * spec.warp_size)
+        if key not in names or key in ("name", "cc", "smem_carveouts_kib"):
+            raise ValueError(f"--set {item!r}: not a settable field; fields: "
+                             f"{', '.join(sorted(names - {'name', 'cc', 'smem_carveouts_kib'}))}")
+        spec = dataclasses.replace(spec, **{key: parse_size(value)})
+    if args.set:
+        spec = dataclasses.replace(spec, name=spec.name + " (modified)")
+    return spec, gpu
+
+
+def _compile_for_cli(args, spec):
+    rung = registry.by_name().get(args.kernel)
+    options = (f"--maxrregcount={args.maxrregcount}",) if args.maxrregcount else ()
+    arch = args.arch or spec.arch or "sm_90"
+    if rung is not None:
+        if rung.arch.endswith("a") and not args.arch:
+            arch = rung.arch
+        k = compile(rung.source, rung.entry, defines={**rung.defines, "ALIGNED": 1},
+                            options=tuple(rung.options) + options, arch=arch)
+        return k, rung.name, rung.threads, rung.smem
+    if not args.kernel.endswith((".cu", ".ptx")):
+        raise ValueError(f"{args.kernel!r} is neither a registered rung "
+                         f"({', '.join(registry.by_name()) or 'none registered'}) nor a .cu/.ptx file")
+    if not args.entry:
+        raise ValueError(f"--entry NAME is needed to pick the kernel in {args.kernel}")
+    k = compile(args.kernel, args.entry, options=options, arch=arch)
+    return k, args.entry, None, 0
+
+
+def run(args) -> int:
+    try:
+        spec, gpu = _cli_spec(args)
+        smem = parse_size(args.smem) if args.smem is not None else None
+        threads = _parse_block(args.block) if args.block is not None else None
+        what_if = args.regs is not None or args.static_smem is not None or args.barriers is not None
+        if args.kernel is None:
+            if args.regs is None:
+                raise ValueError("give a KERNEL (rung name or .cu/.ptx file) or --regs N "
+                                 "for a what-if")
+            if threads is None:
+                raise ValueError("--block is needed with no kernel")
+            point = model(spec, args.regs, threads, smem or 0,
+                          parse_size(args.static_smem or 0), barriers=args.barriers or 0,
+                          carveout=args.carveout)
+            print(f"what if: {args.regs} registers/thread, block of {threads} threads, "
+                  f"{format_size(smem or 0)} dynamic shared memory on {spec.name}\n")
+            print(point.table())
+            print("\nnumbers from the model (no kernel was compiled, the driver was not asked)")
+            return 0
+        kernel, name, rung_threads, rung_smem = _compile_for_cli(args, spec)
+        threads = threads or rung_threads
+        if threads is None:
+            raise ValueError("--block is needed for a kernel that is not a registered rung")
+        smem = rung_smem if smem is None else smem
+        if what_if:
+            res = kernel.resources
+            regs = res.registers if args.regs is None else args.regs
+            static = res.static_smem if args.static_smem is None else parse_size(args.static_smem)
+            bars = res.barriers if args.barriers is None else args.barriers
+            point = model(spec, regs, threads, smem, static, barriers=bars, carveout=args.carveout,
+                          max_threads_per_block=kernel_max_threads(kernel.ptx, kernel.entry))
+            print(f"{name} with what-if changes on {spec.name}\n")
+            print(point.table())
+            print("\nnumbers from the model (what-if values: the driver was not asked)")
+            return 0
+        explicit = spec if (args.gpu or args.set or not gpu) else None
+        cluster = None
+        if args.cluster:
+            cluster = tuple(int(x) for x in args.cluster.lower().split("x"))
+        result = occupancy(kernel, threads, smem, spec=explicit, carveout=args.carveout,
+                           cluster=cluster)
+        result.kernel = name
+        print(result)
+        return 0 if result.agrees in (None, True) else 1
+    except (ValueError, FileNotFoundError) as e:
+        print(f"drvgemm occupancy: {e}", file=sys.stderr)
+        return 2
+    except (CompileError, CudaError) as e:  # they carry their own message
+        print(f"drvgemm occupancy: {e}", file=sys.stderr)
+        return 2

@@ -1,0 +1,304 @@
+"""The host side of rung 20 (TMA + wgmma, cu/gemm/20_tma_wgmma.cu): its tile
+geometry, the tensor maps over A, B and C, the persistent grid and the launch.
+
+Everything here is derived from the registered entry (drvgemm/ladders/gemm/registry.py):
+the tile along M and N (``defines["BM"]`` / ``["BN"]`` where the entry passes
+them, else its ``tile_m`` / ``tile_n``), the k-tile (``defines["BK"]``, else one
+128-byte swizzled line of the element type), the build-step defines
+(WARP_SPECIALIZED, PERSISTENT, CLUSTER, STAGES, EPILOGUE, ...). Nothing is
+compiled here: the caller (``gemm()``) compiles the instantiation first and
+passes the Kernel in, which this module asks for its register count (the
+setmaxnreg budget) and its cluster occupancy.
+
+The rung's kernels take (mapA, mapB, mapC, C, M, N, K, alpha, beta, unused):
+  bf16 / fp16: mapA over A (M x K): box BK (k) x BM (rows); mapB over B
+               (K x N): box 64 (columns) x BK (k); both 128-byte swizzled.
+  tf32:        the kernel computes C^T = B^T A^T (see the .cu file): mapA's
+               box is BK (k) x 64 (rows), mapB's 32 (columns) x BK (k).
+  mapC:        only for EPILOGUE=2 (16-bit inputs): C (M x N, fp32 or with
+               OUT_16 the inputs' type), box of one 128-byte line (32 fp32 or
+               64 16-bit columns) x 64 rows, 128-byte swizzled; encoded when
+               rows are whole 16 bytes and C is 16-byte aligned (the kernel
+               tests the same condition and otherwise stores directly), else
+               128 zero bytes, never read.
+  unused:      0 (a parameter left from a dynamic scheduler that lost; removing it
+               changes the SASS, so it goes with a measured change)
+A or B that the copy engine cannot describe as it is (K or N not a multiple
+of 8 for 16-bit types, of 4 for fp32, or a misaligned base) is first copied
+into a runtime.tensormap.PaddedCopy on the launch's stream.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...runtime import driver
+from ...runtime.launch import LaunchConfig
+from ...runtime.tensormap import (UNUSED_MAP, PaddedCopy, cached_matrix_map, matrix_map,
+                                 needs_staging)
+
+__all__ = ["Geometry", "geometry", "wgmma_smem_bytes", "wgmma_work_units",
+           "wgmma_grid_blocks", "c_map_usable", "check_register_budget",
+           "wgmma_gemm_launch_config", "TmaWgmmaHost", "TMA_WGMMA", "ELEM_BYTES"]
+
+ELEM_BYTES = {"bf16": 2, "fp16": 2, "tf32": 4}
+SWIZZLE_LINE = 128    # bytes: one 128-byte swizzled line per row of a box
+X_BOXES = 4           # the 256-wide operand of a stage arrives as four boxes
+CONSUMERS = 2         # consumer warpgroups, each owning 64 rows of the wgmma tile
+C_BOX_ROWS = 64       # EPILOGUE=2: rows per TMA store (one 8 KB staging buffer)
+STAGING_BYTES = CONSUMERS * 2 * C_BOX_ROWS * SWIZZLE_LINE  # two buffers per consumer
+QUEUE_BYTES = 64      # the unit queue: 2 full + 2 empty mbarriers and 2 unit slots, padded
+ALIGN_SLACK = 1024    # the ring starts on a 1024-byte boundary (the swizzle repeats per 8 lines)
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """The block tile of one rung-20 entry, in the kernel's own axes: Y is
+    wgmma's M (rows of A, or columns of C for the swapped tf32 tile), X its N."""
+    elem: str          # "bf16" | "fp16" | "tf32"
+    elem_size: int
+    k_tile: int        # k per stage
+    swapped: bool      # tf32: the block computes C^T (wgmma M runs along N)
+    tile_y: int        # wgmma M per block
+    tile_x: int        # wgmma N per block
+    a_box: tuple       # (box_rows, box_cols) of A's map
+    b_box: tuple       # (box_rows, box_cols) of B's map
+
+    @property
+    def stage_bytes(self) -> int:
+        """One stage of the ring: a k-tile of both operands."""
+        return self.elem_size * self.k_tile * (self.tile_y + self.tile_x)
+
+    @classmethod
+    def of(cls, precision: str, tile_m: int, tile_n: int, defines=None) -> "Geometry":
+        if precision not in ELEM_BYTES:
+            raise ValueError(f"the TMA + wgmma rung takes bf16, fp16 or tf32, not {precision!r}")
+        d = defines or {}
+        es = ELEM_BYTES[precision]
+        line = SWIZZLE_LINE // es                 # elements of one swizzled line
+        bm, bn = int(d.get("BM", tile_m)), int(d.get("BN", tile_n))
+        bk = int(d.get("BK", line))
+        swapped = precision == "tf32"
+        tile_y, tile_x = (bn, bm) if swapped else (bm, bn)
+        x_box = tile_x // X_BOXES
+        if swapped:   # A is wgmma's K-major B (along X); B is N-major, one line per box row
+            a_box, b_box = (x_box, bk), (bk, line)
+        else:         # A is wgmma's A (along Y, one box); B arrives as X_BOXES column boxes
+            a_box, b_box = (tile_y, bk), (bk, x_box)
+        return cls(precision, es, bk, swapped, tile_y, tile_x, a_box, b_box)
+
+
+def geometry(rung) -> Geometry:
+    """The geometry of a registered rung-20 entry."""
+    return Geometry.of(rung.precision, rung.tile_m, rung.tile_n, rung.defines)
+
+
+def wgmma_smem_bytes(stages: int, epilogue: int = 0, stage_bytes: int = 49152) -> int:
+    """Dynamic shared memory of the rung: the ring, the EPILOGUE=2 staging
+    buffers, 2 mbarriers per stage, the unit queue and 1024 bytes of slack to
+    align the ring for the 128-byte swizzle. ``stage_bytes``: Geometry.stage_bytes
+    (48 KiB for every registered entry)."""
+    staging = STAGING_BYTES if int(epilogue) == 2 else 0
+    return stages * stage_bytes + staging + 16 * stages + QUEUE_BYTES + ALIGN_SLACK
+
+
+def c_map_usable(address: int, n: int, elem_bytes: int = 4) -> bool:
+    """EPILOGUE=2 stores C through a tensor map: rows must be a multiple of 16
+    bytes and C 16-byte aligned (the kernel checks the same)."""
+    return address % 16 == 0 and (n * elem_bytes) % 16 == 0
+
+
+def wgmma_work_units(geo: Geometry, m: int, n: int, cluster: int) -> int:
+    """Work units of the kernel's scheduler: clusters' worth of tiles (the
+    wgmma tile is tile_y x tile_x along (M, N), or (N, M) when swapped)."""
+    y_ext, x_ext = (n, m) if geo.swapped else (m, n)
+    tiles_y = -(-y_ext // geo.tile_y)
+    tiles_x = -(-x_ext // geo.tile_x)
+    return -(-tiles_y // cluster) * tiles_x
+
+
+def wgmma_grid_blocks(geo: Geometry, m: int, n: int, cluster: int, resident=None,
+                      balanced: bool = False) -> int:
+    """Blocks to launch: one per tile, or with ``resident`` (blocks that fit
+    on the device at once: a persistent grid) no more than that, rounded down
+    to whole clusters; every block then walks tiles blockIdx.x/cluster,
+    += gridDim.x/cluster.
+
+    ``balanced``: the fewest blocks that still finish in the same number of
+    rounds, so that every block walks the same number of tiles (or one
+    fewer): 512 tiles on 132 SMs take 4 rounds either way, on 128 blocks
+    with none idle in the last. The SMs left out draw no power, which the
+    others' clocks can use."""
+    units = wgmma_work_units(geo, m, n, cluster)
+    if resident is None:
+        return units * cluster
+    blocks = max(1, min(units, resident // cluster))
+    if balanced:
+        rounds = -(-units // blocks)
+        blocks = -(-units // rounds)
+    return blocks * cluster
+
+
+PRODUCER_REGS, CONSUMER_REGS = 40, 232   # the kernel's setmaxnreg targets
+
+
+def check_register_budget(registers: int, warp_specialized: bool, name: str = "kernel"):
+    """The consumers' setmaxnreg.inc takes registers from what the producer's
+    .dec gave back to the block's pool, so with R registers per thread at
+    entry, (R - 40) * 128 must cover (232 - R) * 256: R >= 168, and the
+    launch bound (384 threads, 1 block) caps R at 168. Any other R would
+    leave the consumers waiting for registers forever: refuse it up front."""
+    if not warp_specialized:
+        return
+    freed = (registers - PRODUCER_REGS) * 128
+    needed = (CONSUMER_REGS - registers) * 256
+    if freed < needed:
+        raise RuntimeError(
+            f"{name}: ptxas gave {registers} registers per thread at entry; the producer "
+            f"warpgroup's setmaxnreg.dec {PRODUCER_REGS} frees {freed} and the consumers' "
+            f"setmaxnreg.inc {CONSUMER_REGS} need {needed}: the launch would hang. Expected "
+            "168 (65536 / 384, rounded down to 8).")
+
+
+_max_clusters: dict = {}
+
+
+def _persistent_blocks(rung, kernel, cluster: int, block: tuple, smem: int,
+                       sm_limit: int = 0) -> int:
+    """How many blocks can be resident at once, one per SM: the SM count (or
+    ``sm_limit`` if smaller), or for clusters what cuOccupancyMaxActiveClusters
+    says about ``kernel`` (a GPC whose free SMs are odd leaves one idle)."""
+    sms = driver.device().sm_count
+    if sm_limit:
+        sms = min(sms, sm_limit)
+    if cluster == 1:
+        return sms
+    key = (rung.name, tuple(sorted(rung.defines.items())), smem)
+    n = _max_clusters.get(key)
+    if n is None:
+        n = sms // cluster
+        if kernel is not None:
+            try:
+                # The query counts a block's shared memory only up to the
+                # function's opt-in limit, which the launch raises anyway.
+                kernel.set_max_dynamic_smem(smem)
+                q = driver.occupancy_max_active_clusters(kernel.function, (n * cluster, 1, 1),
+                                                        block, smem, (cluster, 1, 1))
+                if q:
+                    n = min(n, int(q), sms // cluster)
+            except Exception:
+                pass  # keep sms // cluster: a wrong guess costs speed, never correctness
+            _max_clusters[key] = n
+    return n * cluster
+
+
+def wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, *, stream=None,
+                             narrow_output=False, kernel=None) -> dict:
+    """Launch of a rung-20 entry for C = alpha * A @ B + beta * C.
+
+    a, b, c: device arrays (anything ``driver.device_pointer`` accepts) of the
+    rung's input type, row-major and contiguous; m, n, k >= 1. ``stream``
+    must be the stream of the launch (staging copies are enqueued on it).
+    ``kernel``: the compiled instantiation that will be launched (its
+    register count is checked against the setmaxnreg budget, and a cluster
+    launch asks the driver how many of its clusters fit); None skips both.
+    Returns {grid, block, smem, args, cluster, keepalive}: ``keepalive`` holds
+    scratch copies of misaligned operands, which must outlive the enqueueing
+    of the launch (dropping the dict afterwards frees them stream-ordered).
+
+    Host-side defines of the rung: PERSISTENT (grid = resident blocks),
+    SM_LIMIT (at most that many blocks in a persistent grid; 0 = all SMs) and
+    BALANCE (1: as few of those as finish in the same number of rounds).
+    ``narrow_output``: C has the inputs' 16-bit type (the OUT_16 build).
+    """
+    m, n, k = int(m), int(n), int(k)
+    if m < 1 or n < 1 or k < 1:
+        raise ValueError(f"the TMA rung needs M, N, K >= 1 (got {m}, {n}, {k}); the caller "
+                         "handles empty products")
+    geo = geometry(rung)
+    defines = rung.defines
+    ws = int(defines["WARP_SPECIALIZED"])
+    cluster = int(defines["CLUSTER"])
+    stages = int(defines["STAGES"])
+    persistent = int(defines["PERSISTENT"])
+    epilogue = int(defines["EPILOGUE"])
+    sm_limit = int(defines["SM_LIMIT"])      # host side only
+    balance = bool(int(defines["BALANCE"]))  # host side only
+    block = ((128 if ws else 0) + CONSUMERS * 128, 1, 1)
+    if tuple(rung.block) + (1,) * (3 - len(rung.block)) != block:
+        raise ValueError(f"{rung.name}: block {rung.block} does not match "
+                         f"WARP_SPECIALIZED={ws} (needs {block})")
+    smem = wgmma_smem_bytes(stages, epilogue, geo.stage_bytes)
+    if rung.smem and rung.smem != smem:
+        raise ValueError(f"{rung.name}: smem {rung.smem} does not match STAGES={stages}, "
+                         f"EPILOGUE={epilogue} (needs {smem})")
+    if kernel is not None and kernel.resources is not None:
+        check_register_budget(kernel.resources.registers, bool(ws), rung.name)
+
+    s = driver.stream_handle(stream)
+    pa = driver.device_pointer(a, "A")
+    pb = driver.device_pointer(b, "B")
+    es = geo.elem_size
+    keep = []
+    dtype = "fp32" if geo.elem == "tf32" else geo.elem
+
+    def operand(ptr, rows, cols):
+        if needs_staging(ptr, cols, es):
+            scratch = PaddedCopy(ptr, rows, cols, es, s, stream)
+            keep.append(scratch)
+            return scratch.ptr, scratch.pitch
+        return ptr, cols * es
+
+    a_ptr, a_pitch = operand(pa, m, k)
+    b_ptr, b_pitch = operand(pb, k, n)
+    if keep:
+        # Scratch maps are one-off: don't let the cache keep their addresses.
+        map_a = matrix_map(a_ptr, dtype, m, k, a_pitch, *geo.a_box).encode()
+        map_b = matrix_map(b_ptr, dtype, k, n, b_pitch, *geo.b_box).encode()
+    else:
+        map_a = cached_matrix_map(a_ptr, dtype, m, k, a_pitch, *geo.a_box)
+        map_b = cached_matrix_map(b_ptr, dtype, k, n, b_pitch, *geo.b_box)
+
+    map_c = UNUSED_MAP
+    if epilogue == 2 and not geo.swapped:
+        pc = driver.device_pointer(c, "C")
+        c_elem = es if narrow_output else 4
+        if c_map_usable(pc, n, c_elem):
+            # one 128-byte line per row: 32 fp32 or 64 16-bit columns
+            map_c = cached_matrix_map(pc, dtype if narrow_output else "fp32", m, n, c_elem * n,
+                                      C_BOX_ROWS, SWIZZLE_LINE // c_elem)
+    workspace = 0   # the kernel's last parameter is unused (the dynamic scheduler is gone)
+
+    resident = _persistent_blocks(rung, kernel, cluster, block, smem, sm_limit) \
+        if persistent else None
+    blocks = wgmma_grid_blocks(geo, m, n, cluster, resident, balanced=balance)
+    return {
+        "grid": (blocks, 1, 1),
+        "block": block,
+        "smem": smem,
+        "args": [map_a, map_b, map_c, c, m, n, k, float(alpha), float(beta), workspace],
+        "cluster": (cluster, 1, 1) if cluster > 1 else None,
+        "keepalive": keep,
+    }
+
+
+class TmaWgmmaHost:
+    """The host side of a ``host="tma"`` entry: A and B go in as tensor maps
+    (misaligned operands staged, so one ALIGNED=1 instantiation serves every
+    shape), grid and shared memory from the entry's geometry. K = 0 has no
+    tensor-map extent: the dispatcher scales C instead."""
+    name = "tma"
+    unaligned = False      # no ALIGNED=0 instantiation
+    takes_empty_k = False
+
+    def aligned(self, rung, m, n, k, pa, pb, pc) -> bool:
+        return True
+
+    def launch_config(self, rung, kernel, a, b, c, m, n, k, alpha, beta, *, stream=None,
+                      narrow_output=False) -> LaunchConfig:
+        cfg = wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, stream=stream,
+                                       narrow_output=narrow_output, kernel=kernel)
+        return LaunchConfig(cfg["grid"], cfg["block"], cfg["smem"], cfg["args"],
+                            cfg["cluster"], tuple(cfg["keepalive"]))
+
+
+TMA_WGMMA = TmaWgmmaHost()

@@ -1,0 +1,293 @@
+"""The registry of GEMM rungs: each rung declared once, next to its tile
+constants, with the host side that turns the entry and a compiled kernel into
+a launch (grid, block, dynamic shared memory, arguments). The dispatcher
+(dispatch.py) picks a rung and an instantiation and launches what the host
+side returns; nothing else about a rung is written down anywhere.
+
+Plain kernel signature, shared by every rung but 20 (row-major, contiguous):
+    extern "C" __global__ void ENTRY(const T* A, const T* B, float* C,
+                                     int M, int N, int K, float alpha, float beta)
+A is M x K, B is K x N, C is M x N (float32). C = alpha*A@B + beta*C, and
+beta == 0 must never read C.
+
+Every plain rung is compiled with -DALIGNED=1 or -DALIGNED=0. ALIGNED=1 is
+picked only when K and N are multiples of ``vector`` and the three pointers
+are 16-byte aligned, so a rung's vector loads may assume that; the ALIGNED=0
+instantiation must be correct for any M, N, K >= 1. Rung 20 (``host="tma"``)
+takes tensor maps; its host side is drvgemm/gemm/hopper.py.
+
+Why each entry's constants are what they are, with the measurements behind
+them: benchmarks/notes/gemm-registry.md.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ...runtime.kernel import Kernel, compile
+from ...runtime.launch import LaunchConfig
+from . import hopper
+
+
+class PlainHost:
+    """The host side of the plain signature: one block per tile_m x tile_n
+    tile of C, the registered block and shared memory, the arguments
+    (A, B, C, M, N, K, alpha, beta); the ALIGNED=1 instantiation where the
+    shape and the pointers allow its vector accesses."""
+    name = ""
+    unaligned = True       # an ALIGNED=0 instantiation exists
+    takes_empty_k = True   # the kernel itself writes beta * C for K = 0
+
+    def aligned(self, rung, m, n, k, pa, pb, pc) -> bool:
+        v = rung.vector
+        return k % v == 0 and n % v == 0 and pa % 16 == 0 and pb % 16 == 0 and pc % 16 == 0
+
+    def launch_config(self, rung, kernel, a, b, c, m, n, k, alpha, beta, *, stream=None,
+                      narrow_output=False) -> LaunchConfig:
+        return LaunchConfig(rung.grid(m, n), tuple(rung.block), rung.smem,
+                            (a, b, c, m, n, k, alpha, beta))
+
+
+PLAIN = PlainHost()
+# Rung.host (a name, so that an entry stays plain data) -> its host side.
+HOSTS = {"": PLAIN, "tma": hopper.TMA_WGMMA}
+
+
+@dataclass(frozen=True)
+class Rung:
+    name: str                 # ladder number + what it adds, e.g. "04_reg_tiled"
+    source: str               # kernel file name, found under cu/ or ptx/
+    entry: str                # kernel symbol (extern "C", or a template name expression)
+    precision: str            # "fp32" | "tf32" | "bf16" | "fp16": the input type and math
+    block: tuple              # threads per block (x, y, z)
+    tile_m: int               # rows of C per block
+    tile_n: int               # columns of C per block: grid = (ceil(N/tile_n), ceil(M/tile_m))
+    smem: int = 0             # dynamic shared memory in bytes
+    defines: dict = field(default_factory=dict)   # tile constants, passed as -D
+    vector: int = 1           # elements per vector access (ALIGNED=1 needs K % vector == N % vector == 0)
+    arch: str = "sm_80"       # lowest architecture it runs on ("sm_90a" for wgmma)
+    options: tuple = ()       # extra NVRTC options (e.g. "--maxrregcount=128")
+    summary: str = ""         # one line: what this rung adds over the one before
+    # Relative rounding of an input as the tensor core sees it, when it is not the
+    # precision's usual one: TF32 wgmma reads A straight from shared memory, and the
+    # hardware drops the low 13 mantissa bits (truncation, 2^-10) instead of rna (2^-11).
+    input_roundoff: float = 0.0
+    host: str = ""            # a key of HOSTS: "" plain signature, "tma" (gemm/hopper.py)
+    # C may also be in the inputs' own 16-bit type (compiled with OUT_16=1),
+    # not only float32: gemm(..., out_dtype=...) or a 16-bit C picks it.
+    narrow_output: bool = False
+    auto: bool = True         # kernel="auto" may pick it (False: a teaching rung only)
+
+    def __post_init__(self):
+        if self.host not in HOSTS:
+            raise ValueError(f"{self.name}: host {self.host!r} is not one of {sorted(HOSTS)}")
+
+    @property
+    def host_side(self):
+        """The object that computes this rung's launch (PlainHost or
+        hopper.TmaWgmmaHost)."""
+        return HOSTS[self.host]
+
+    def grid(self, m: int, n: int) -> tuple:
+        return ((n + self.tile_n - 1) // self.tile_n, (m + self.tile_m - 1) // self.tile_m, 1)
+
+    @property
+    def threads(self) -> int:
+        b = tuple(self.block) + (1, 1)
+        return b[0] * b[1] * b[2]
+
+    def instantiation_defines(self, aligned: bool, narrow_output: bool = False) -> dict | None:
+        """The -D defines of one instantiation (None for hand-written PTX,
+        which has one instantiation for every shape)."""
+        if self.source.endswith(".ptx"):
+            return None
+        defines = dict(self.defines)
+        defines["ALIGNED"] = int(bool(aligned))
+        if narrow_output:
+            defines["OUT_16"] = 1
+        return defines
+
+    def launch_config(self, kernel, a, b, c, m, n, k, alpha, beta, *, stream=None,
+                      narrow_output=False) -> LaunchConfig:
+        """Grid, block, shared memory and arguments of one launch of ``kernel``
+        (an instantiation of this rung) for C = alpha * A @ B + beta * C."""
+        return self.host_side.launch_config(self, kernel, a, b, c, m, n, k, alpha, beta,
+                                            stream=stream, narrow_output=narrow_output)
+
+
+def compile_arch(r: Rung) -> str | None:
+    """sm_90a-only rungs (wgmma, setmaxnreg) compile for sm_90a; the rest for
+    the current device (sm_90 when there is none)."""
+    return r.arch if r.arch.endswith("a") else None
+
+
+_kernels: dict = {}
+
+
+def rung_kernel(r: Rung, aligned: bool, arch=None, *, narrow_output=False) -> Kernel:
+    """The compiled instantiation of a rung (cached per process);
+    ``narrow_output``: the one that writes C in the inputs' 16-bit type."""
+    arch = arch or compile_arch(r)
+    if narrow_output and not r.narrow_output:
+        raise ValueError(f"{r.name} writes a float32 C only")
+    key = (r.name, bool(aligned), arch, bool(narrow_output))
+    k = _kernels.get(key)
+    if k is None:
+        k = _kernels[key] = compile(r.source, r.entry,
+                                    defines=r.instantiation_defines(aligned, narrow_output),
+                                    arch=arch, options=r.options)
+    return k
+
+
+def _wgmma_rung(precision, elem, *, tile_m, tile_n, vector, summary, STAGES=4, EPILOGUE=0,
+                BALANCE=0, **extra) -> Rung:
+    """One entry of cu/gemm/20_tma_wgmma.cu (WGMMA_ELEM 1/2/3 = bf16/fp16/tf32) with the
+    registered knobs. BM x BN is the block's tile of C and BK the k per stage (one
+    128-byte line: 64 16-bit or 32 fp32 elements); the kernel checks them against its
+    wgmma tile (128 x 256, transposed for tf32). smem = STAGES x 48 KiB ring + 32 KiB of
+    C staging (EPILOGUE=2) + 16 B of mbarriers per stage + 64 B (unit-queue barriers the
+    kernel still initialises) + 1 KiB for 1024-B alignment."""
+    return Rung(
+        f"20_tma_wgmma_{precision}", "20_tma_wgmma.cu", f"gemm_tma_wgmma_{precision}",
+        precision, block=(384, 1, 1), tile_m=tile_m, tile_n=tile_n,
+        smem=STAGES * 49152 + (32768 if EPILOGUE == 2 else 0) + 16 * STAGES + 64 + 1024,
+        defines={"WGMMA_ELEM": elem, "BM": tile_m, "BN": tile_n, "BK": 32 if elem == 3 else 64,
+                 "WARP_SPECIALIZED": 1, "PERSISTENT": 1, "CLUSTER": 1, "STAGES": STAGES,
+                 "GROUP": 16, "EPILOGUE": EPILOGUE, "OUT_16": 0, "BALANCE": BALANCE,
+                 "SM_LIMIT": 0},
+        vector=vector, arch="sm_90a", host="tma", summary=summary, **extra)
+
+
+RUNGS: list[Rung] = [
+    # ---- fp32 SIMT ladder (cu/gemm/01 .. 08) ----
+    # Each entry names its tile constants once, as the defaults of a lambda:
+    # block shape, tile and shared-memory size are computed from them, and
+    # the same numbers reach the kernel as -D defines.
+    (lambda BM=16, BN=16: Rung(
+        name="01_naive", source="01_naive.cu", entry="gemm_naive", precision="fp32",
+        block=(BN, BM, 1), tile_m=BM, tile_n=BN,
+        defines=dict(BM=BM, BN=BN),
+        summary="one thread per element of C, straight from global memory"))(),
+    (lambda TILE=32: Rung(
+        name="02_smem_tiled", source="02_smem_tiled.cu", entry="gemm_smem_tiled", precision="fp32",
+        block=(TILE, TILE, 1), tile_m=TILE, tile_n=TILE,
+        smem=2 * TILE * TILE * 4,  # one TILE x TILE tile each of A and B
+        defines=dict(TILE=TILE),
+        summary="32x32 tiles of A and B in dynamic shared memory, each value reused 32 times"))(),
+    (lambda TILE=32, BK=32, COARSEN=2, APAD=4: Rung(
+        name="03_coarsened", source="03_coarsened.cu", entry="gemm_coarsened", precision="fp32",
+        block=(TILE // COARSEN, TILE // COARSEN, 1), tile_m=TILE, tile_n=TILE,
+        smem=(TILE * (BK + APAD) + BK * TILE) * 4,  # A [TILE][BK + APAD], B [BK][TILE]
+        defines=dict(TILE=TILE, BK=BK, COARSEN=COARSEN, APAD=APAD),
+        summary="2x2 outputs per thread: half the shared-memory loads per FMA"))(),
+    (lambda BM=128, BN=128, BK=16, TM=8, TN=8: Rung(
+        name="04_reg_tiled", source="04_reg_tiled.cu", entry="gemm_reg_tiled", precision="fp32",
+        block=(BN // TN, BM // TM, 1), tile_m=BM, tile_n=BN,
+        smem=(BM * BK + BK * BN) * 4,  # A [BM][BK], B [BK][BN]
+        defines=dict(BM=BM, BN=BN, BK=BK, TM=TM, TN=TN),
+        summary="8x8 register micro-tile per thread (the seed's MB=8, TS=128)"))(),
+    (lambda BM=128, BN=128, BK=16, TM=8, TN=8, MIN_BLOCKS=1: Rung(
+        name="05_double_buffered", source="05_double_buffered.cu", entry="gemm_double_buffered",
+        precision="fp32", block=(BN // TN, BM // TM, 1), tile_m=BM, tile_n=BN,
+        smem=2 * (BM * BK + BK * BN) * 4,  # two buffers of rung 4's tiles
+        defines=dict(BM=BM, BN=BN, BK=BK, TM=TM, TN=TN, MIN_BLOCKS=MIN_BLOCKS),
+        summary="the next tile's global loads overlap this tile's FMAs; one barrier per tile"))(),
+    (lambda BM=128, BN=128, BK=8, TM=8, TN=8, APAD=4, MIN_BLOCKS=2: Rung(
+        name="06_vectorized", source="06_vectorized.cu", entry="gemm_vectorized", precision="fp32",
+        block=(BN // TN, BM // TM, 1), tile_m=BM, tile_n=BN,
+        smem=2 * BK * ((BM + APAD) + BN) * 4,  # two buffers of A^T [BK][BM + APAD], B [BK][BN]
+        defines=dict(BM=BM, BN=BN, BK=BK, TM=TM, TN=TN, APAD=APAD, MIN_BLOCKS=MIN_BLOCKS),
+        vector=4,
+        summary="float4 global loads, A transposed in shared memory, conflict-free LDS.128"))(),
+    (lambda BM=128, BN=128, BK=16, TM=8, TN=8, STAGES=3, APAD=4, MIN_BLOCKS=2: Rung(
+        name="07_cp_async", source="07_cp_async.cu", entry="gemm_cp_async", precision="fp32",
+        block=(BN // TN, BM // TM, 1), tile_m=BM, tile_n=BN,
+        smem=STAGES * (BM * (BK + APAD) + BK * BN) * 4,  # STAGES x (A [BM][BK + APAD], B [BK][BN])
+        defines=dict(BM=BM, BN=BN, BK=BK, TM=TM, TN=TN, STAGES=STAGES, APAD=APAD,
+                     MIN_BLOCKS=MIN_BLOCKS),
+        vector=4,
+        summary="3-stage cp.async pipeline from global straight into shared memory"))(),
+    # Why: the fastest of benchmarks/autotune_warp_tiled.py's variants on the H200.
+    (lambda BM=128, BN=128, BK=8, WM=64, WN=64, TM=16, TN=8, APAD=4, MIN_BLOCKS=2, KT_UNROLL=2: Rung(
+        name="08_warp_tiled", source="08_warp_tiled.cu", entry="gemm_warp_tiled", precision="fp32",
+        block=((BM // WM) * (BN // WN) * 32, 1, 1), tile_m=BM, tile_n=BN,
+        smem=2 * BK * ((BM + APAD) + BN) * 4,  # two buffers of A^T [BK][BM + APAD], B [BK][BN]
+        defines=dict(BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, TM=TM, TN=TN, APAD=APAD,
+                     MIN_BLOCKS=MIN_BLOCKS, KT_UNROLL=KT_UNROLL),
+        vector=4,
+        summary="warp tiles of 4x8 threads, double-buffered fragments, __launch_bounds__"))(),
+    # ---- tensor cores: mma.sync / WMMA ----
+    # Shared memory is STAGES x (A tile + B tile). Rungs 12-14 share one block
+    # tile (cu/gemm/mma_bf16_block.cuh) so that 12 and 14 differ only in who copies.
+    (lambda BM=128, BN=128, WM=64, WN=32, BK=32, STAGES=2, A_LD=32 + 16, B_LD=128 + 16: Rung(
+        name="09_wmma_fp16", source="09_wmma_fp16.cu", entry="wmma_fp16_gemm", precision="fp16",
+        block=((BM // WM) * (BN // WN) * 32, 1, 1), tile_m=BM, tile_n=BN,
+        smem=STAGES * (BM * A_LD + BK * B_LD) * 2,  # padded A [BM][BK+16], B [BK][BN+16]
+        defines=dict(BM=BM, BN=BN, WM=WM, WN=WN, BK=BK, STAGES=STAGES, GROUP_M=8),
+        vector=8,
+        summary="tensor cores through WMMA: 16x16x16 fp16 fragments, fp32 accumulators, "
+                "opaque layouts (epilogue via shared memory)"))(),
+    (lambda BM=128, BN=256, BK=32, STAGES=3: Rung(
+        name="10_mma_tf32_ptx", source="10_mma_tf32_ptx.ptx", entry="mma_tf32_ptx_gemm",
+        precision="tf32", block=(256, 1, 1), tile_m=BM, tile_n=BN,
+        smem=STAGES * (BM * BK + BK * BN) * 4,  # 3 x (A [128][32] + B [32][256]) fp32
+        vector=4,  # the 16-byte path is chosen at run time: a .ptx takes no -D
+        summary="TF32 mma.sync.m16n8k8 in hand-written PTX: the twin of rung 11"))(),
+    (lambda BM=128, BN=256, BK=32, WN=64, STAGES=3: Rung(
+        name="11_mma_tf32", source="11_mma_tf32.cu", entry="mma_tf32_gemm", precision="tf32",
+        block=((BM // 64) * (BN // WN) * 32, 1, 1), tile_m=BM, tile_n=BN,
+        smem=STAGES * (BM * BK + BK * BN) * 4,  # A [BM][BK], B [BK][BN] fp32, swizzled
+        defines=dict(BM=BM, BK=BK, WN=WN, STAGES=STAGES, GROUP_M=8, CVT=1),
+        vector=4,
+        summary="TF32 mma.sync.m16n8k8 (cvt.rna), 3-stage cp.async commit groups, "
+                "XOR-swizzled shared memory, ldmatrix for A"))(),
+    (lambda BM=128, BN=256, BK=64, WM=64, WN=64, STAGES=3, FRAG_PIPE=1: Rung(
+        name="12_mma_bf16", source="12_mma_bf16_fp16.cu", entry="mma_bf16_gemm", precision="bf16",
+        block=((BM // WM) * (BN // WN) * 32, 1, 1), tile_m=BM, tile_n=BN,
+        smem=STAGES * (BM * BK + BK * BN) * 2,  # A [BM][BK], B [BK][BN] bf16, swizzled
+        defines=dict(BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, STAGES=STAGES, GROUP_M=8,
+                     FRAG_PIPE=FRAG_PIPE, USE_FP16=0),
+        vector=8,
+        summary="bf16 mma.sync.m16n8k16, ldmatrix.x4 (.trans for B) from swizzled shared "
+                "memory, 3-stage cp.async of 64-wide k-tiles, fragments double-buffered "
+                "in registers"))(),
+    (lambda BM=128, BN=256, BK=64, WM=64, WN=64, STAGES=3, FRAG_PIPE=1: Rung(
+        name="13_mma_fp16", source="12_mma_bf16_fp16.cu", entry="mma_fp16_gemm", precision="fp16",
+        block=((BM // WM) * (BN // WN) * 32, 1, 1), tile_m=BM, tile_n=BN,
+        smem=STAGES * (BM * BK + BK * BN) * 2,
+        defines=dict(BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, STAGES=STAGES, GROUP_M=8,
+                     FRAG_PIPE=FRAG_PIPE, USE_FP16=1),
+        vector=8,
+        summary="rung 12 with fp16 inputs"))(),
+    # Why 14's constants: the faster of two measured against 12 (benchmarks/mma_sweep.py);
+    # no FRAG_PIPE, as two fragment sets beside 128 accumulators spill at 168 registers.
+    (lambda BM=128, BN=256, BK=32, WM=64, WN=64, STAGES=4, PRODUCER_WARPS=4: Rung(
+        name="14_warp_specialized_mma_bf16", source="14_warp_specialized_mma_bf16.cu",
+        entry="ws_mma_bf16_gemm", precision="bf16",
+        block=((BM // WM) * (BN // WN) * 32 + PRODUCER_WARPS * 32, 1, 1), tile_m=BM, tile_n=BN,
+        smem=STAGES * (BM * BK + BK * BN) * 2,
+        defines=dict(BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, STAGES=STAGES, GROUP_M=8,
+                     PRODUCER_WARPS=PRODUCER_WARPS),
+        vector=8,
+        summary="rung 12 warp-specialised: 4 producer warps copy, 8 consumer warps compute, "
+                "stages handed over with named barriers"))(),
+    # ---- Hopper: TMA + wgmma ----
+    # One source, three entries; the launch comes from ladders/gemm/hopper.py (host="tma").
+    # Why these knobs: the best of benchmarks/wgmma_sweep.py on the H200 (TMA-store
+    # epilogue, grouped static order, no clusters; BALANCE=1 for the 16-bit rungs).
+    # The knobs that lost: benchmarks/notes/removed-knobs.md.
+    _wgmma_rung("bf16", 1, tile_m=128, tile_n=256, vector=8, narrow_output=True, EPILOGUE=2,
+                BALANCE=1,
+                summary="TMA loads into a 4-stage mbarrier ring, wgmma m64n256k16 from shared "
+                        "memory, producer/consumer warpgroups, balanced persistent grid in "
+                        "grouped tile order, C through TMA stores"),
+    _wgmma_rung("fp16", 2, tile_m=128, tile_n=256, vector=8, narrow_output=True, EPILOGUE=2,
+                BALANCE=1, summary="the bf16 rung with f16 inputs"),
+    _wgmma_rung("tf32", 3, tile_m=256, tile_n=128, vector=4, input_roundoff=2.0 ** -10,
+                summary="TF32 wgmma m64n256k8 on C^T = B^T A^T: A through TMA as wgmma's "
+                        "K-major B, B from shared memory into register fragments (32-bit "
+                        "wgmma operands cannot be transposed)"),
+]
+
+
+def by_name() -> dict[str, Rung]:
+    return {r.name: r for r in RUNGS}

@@ -1,0 +1,405 @@
+/*
+ * drvgemm.runtime._fastlaunch: the common case of drvgemm.launch() in C.
+ *
+ * launch(kernel, grid, block, args, *, smem=0, stream=None, cluster=None,
+ *        attributes=()) with no cluster, no attributes and stream None or an
+ * integer handle: look up the launcher built for (grid, block, smem, stream)
+ * in kernel.fast_launchers, pack the arguments into its parameter block and call the
+ * driver's cuLaunchKernel (whose address cuda.bindings' cuGetProcAddress
+ * gave drvgemm/runtime/launch.py). Anything else -- a first launch of a shape, a
+ * foreign array, a value that does not fit its slot, a failed launch, a
+ * cluster launch -- goes to the Python functions in drvgemm/runtime/launch.py, which
+ * check everything and say what is wrong. This file only makes the path that
+ * has already been checked once cheaper: one C call instead of two Python
+ * calls, a dict lookup and a struct.pack_into.
+ *
+ * Built against the limited API (abi3), so one build serves every CPython
+ * from 3.10 on. Optional: without a C compiler drvgemm works the same, with
+ * the Python path only.
+ */
+#define Py_LIMITED_API 0x030A0000
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* CUresult cuLaunchKernel(CUfunction, gx, gy, gz, bx, by, bz, smem, CUstream,
+ * void **kernelParams, void **extra) */
+typedef int (*cu_launch_fn)(void *, unsigned, unsigned, unsigned, unsigned, unsigned,
+                            unsigned, unsigned, void *, void **, void **);
+
+/* Slot kinds (drvgemm/runtime/launch.py: _FAST_KINDS). */
+enum { K_ADDR = 0, K_S32 = 1, K_U32 = 2, K_F32 = 3, K_F64 = 4 };
+
+typedef struct {
+    PyObject_HEAD
+    cu_launch_fn fn;
+    void *function;
+    unsigned dims[6];
+    unsigned smem;
+    void *stream;
+    Py_ssize_t n;
+    int *kinds;
+    Py_ssize_t *offsets;
+    Py_ssize_t size;
+    unsigned char *block;   /* the packed parameters */
+    void **params;          /* n pointers into block */
+    int busy;               /* a launch from this launcher is in the driver */
+    PyObject *devarray;     /* drvgemm.runtime.driver.DeviceArray */
+    PyObject *slow_pack;    /* args -> bytes of the block, or raises naming the argument */
+} Launcher;
+
+static PyObject *str_ptr, *str_fast, *py_slow_launch, *py_first_launch, *py_failed;
+
+/* f(*argv[:nargs], **dict(zip(kwnames, argv[nargs:]))) */
+static PyObject *call_py(PyObject *f, PyObject *const *argv, Py_ssize_t nargs,
+                         PyObject *kwnames) {
+    if (f == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "drvgemm.runtime._fastlaunch is not bound");
+        return NULL;
+    }
+    PyObject *t = PyTuple_New(nargs), *kw = NULL, *r = NULL;
+    if (t == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < nargs; ++i) PyTuple_SetItem(t, i, Py_NewRef(argv[i]));
+    Py_ssize_t nk = kwnames ? PyTuple_Size(kwnames) : 0;
+    if (nk) {
+        kw = PyDict_New();
+        if (kw == NULL) goto done;
+        for (Py_ssize_t i = 0; i < nk; ++i)
+            if (PyDict_SetItem(kw, PyTuple_GetItem(kwnames, i), argv[nargs + i]) < 0) goto done;
+    }
+    r = PyObject_Call(f, t, kw);
+done:
+    Py_DECREF(t);
+    Py_XDECREF(kw);
+    return r;
+}
+
+/* One argument into its slot; 0 on success, -1 when the Python path must do
+ * it (no Python error is left set). */
+static int pack_one(Launcher *L, Py_ssize_t i, PyObject *o) {
+    unsigned char *dst = L->block + L->offsets[i];
+    switch (L->kinds[i]) {
+    case K_ADDR: {
+        unsigned long long v;
+        if ((PyObject *)Py_TYPE(o) == L->devarray) {
+            PyObject *p = PyObject_GetAttr(o, str_ptr);
+            if (p == NULL) { PyErr_Clear(); return -1; }
+            v = PyLong_AsUnsignedLongLong(p);
+            Py_DECREF(p);
+        } else if (PyLong_CheckExact(o)) {
+            v = PyLong_AsUnsignedLongLong(o);
+        } else {
+            return -1;
+        }
+        if (v == (unsigned long long)-1 && PyErr_Occurred()) { PyErr_Clear(); return -1; }
+        memcpy(dst, &v, 8);
+        return 0;
+    }
+    case K_S32:
+    case K_U32: {
+        if (!PyLong_CheckExact(o)) return -1;
+        long long v = PyLong_AsLongLong(o);
+        if (v == -1 && PyErr_Occurred()) { PyErr_Clear(); return -1; }
+        if (L->kinds[i] == K_S32 ? (v < INT32_MIN || v > INT32_MAX) : (v < 0 || v > UINT32_MAX))
+            return -1;
+        uint32_t w = (uint32_t)v;
+        memcpy(dst, &w, 4);
+        return 0;
+    }
+    case K_F32:
+    case K_F64: {
+        double d;
+        if (PyFloat_CheckExact(o)) {
+            d = PyFloat_AsDouble(o);
+        } else if (PyLong_CheckExact(o)) {
+            d = PyLong_AsDouble(o);
+            if (d == -1.0 && PyErr_Occurred()) { PyErr_Clear(); return -1; }
+        } else {
+            return -1;
+        }
+        if (L->kinds[i] == K_F64) {
+            memcpy(dst, &d, 8);
+        } else {
+            if (isfinite(d) && fabs(d) > FLT_MAX) return -1;  /* Python names the overflow */
+            float f = (float)d;
+            memcpy(dst, &f, 4);
+        }
+        return 0;
+    }
+    }
+    return -1;
+}
+
+/* Pack a sequence of arguments; 0 on success, -1 with a Python error set. */
+static int pack(Launcher *L, PyObject *args) {
+    PyObject *fast = NULL;
+    int ok = 0;
+    if (PyTuple_CheckExact(args) && PyTuple_Size(args) == L->n) {
+        ok = 1;
+        for (Py_ssize_t i = 0; i < L->n && ok; ++i)
+            ok = pack_one(L, i, PyTuple_GetItem(args, i)) == 0;
+    } else if (PyList_CheckExact(args) && PyList_Size(args) == L->n) {
+        ok = 1;
+        for (Py_ssize_t i = 0; i < L->n && ok; ++i)
+            ok = pack_one(L, i, PyList_GetItem(args, i)) == 0;
+    }
+    if (ok) return 0;
+    /* The checked path: exact values or an error that names the argument. */
+    fast = PyObject_CallFunctionObjArgs(L->slow_pack, args, NULL);
+    if (fast == NULL) return -1;
+    char *bytes;
+    Py_ssize_t len;
+    if (PyBytes_AsStringAndSize(fast, &bytes, &len) < 0 || len != L->size) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_RuntimeError, "drvgemm: packed parameters of the wrong size");
+        Py_DECREF(fast);
+        return -1;
+    }
+    memcpy(L->block, bytes, (size_t)len);
+    Py_DECREF(fast);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+static void launcher_dealloc(PyObject *self) {
+    Launcher *L = (Launcher *)self;
+    PyMem_Free(L->kinds);
+    PyMem_Free(L->offsets);
+    PyMem_Free(L->block);
+    PyMem_Free(L->params);
+    Py_XDECREF(L->devarray);
+    Py_XDECREF(L->slow_pack);
+    PyTypeObject *tp = Py_TYPE(self);
+    freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    tp_free(self);
+    Py_DECREF(tp);
+}
+
+/* Launcher(fn_address, function_handle, (gx, gy, gz, bx, by, bz), smem,
+ *          stream_handle, kinds, offsets, size, DeviceArray, slow_pack) */
+static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    unsigned long long fn, function, stream;
+    unsigned g0, g1, g2, b0, b1, b2, smem;
+    PyObject *kinds, *offsets, *devarray, *slow_pack;
+    Py_ssize_t size;
+    if (kwds != NULL && PyDict_Size(kwds) != 0) {
+        PyErr_SetString(PyExc_TypeError, "Launcher takes positional arguments only");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "KK(IIIIII)IKOOnOO", &fn, &function, &g0, &g1, &g2, &b0, &b1,
+                          &b2, &smem, &stream, &kinds, &offsets, &size, &devarray, &slow_pack))
+        return NULL;
+    PyObject *kt = PySequence_Tuple(kinds), *ot = PySequence_Tuple(offsets);
+    if (kt == NULL || ot == NULL) { Py_XDECREF(kt); Py_XDECREF(ot); return NULL; }
+    Py_ssize_t n = PyTuple_Size(kt);
+    if (PyTuple_Size(ot) != n || size < 0 || fn == 0) {
+        Py_DECREF(kt); Py_DECREF(ot);
+        PyErr_SetString(PyExc_ValueError, "Launcher: kinds and offsets differ in length");
+        return NULL;
+    }
+    allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
+    Launcher *L = (Launcher *)alloc(type, 0);
+    if (L == NULL) { Py_DECREF(kt); Py_DECREF(ot); return NULL; }
+    L->fn = (cu_launch_fn)(uintptr_t)fn;
+    L->function = (void *)(uintptr_t)function;
+    L->dims[0] = g0; L->dims[1] = g1; L->dims[2] = g2;
+    L->dims[3] = b0; L->dims[4] = b1; L->dims[5] = b2;
+    L->smem = smem;
+    L->stream = (void *)(uintptr_t)stream;
+    L->n = n;
+    L->size = size;
+    L->kinds = PyMem_Calloc((size_t)(n ? n : 1), sizeof(int));
+    L->offsets = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Py_ssize_t));
+    L->block = PyMem_Calloc((size_t)(size ? size : 1), 1);
+    L->params = PyMem_Calloc((size_t)(n ? n : 1), sizeof(void *));
+    Py_INCREF(devarray);
+    L->devarray = devarray;
+    Py_INCREF(slow_pack);
+    L->slow_pack = slow_pack;
+    if (!L->kinds || !L->offsets || !L->block || !L->params) {
+        Py_DECREF(kt); Py_DECREF(ot); Py_DECREF(L);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        long k = PyLong_AsLong(PyTuple_GetItem(kt, i));
+        Py_ssize_t off = PyLong_AsSsize_t(PyTuple_GetItem(ot, i));
+        if (PyErr_Occurred() || k < K_ADDR || k > K_F64 || off < 0 ||
+            off + ((k == K_ADDR || k == K_F64) ? 8 : 4) > size) {
+            Py_DECREF(kt); Py_DECREF(ot); Py_DECREF(L);
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "Launcher: bad slot");
+            return NULL;
+        }
+        L->kinds[i] = (int)k;
+        L->offsets[i] = off;
+        L->params[i] = L->block + off;
+    }
+    Py_DECREF(kt);
+    Py_DECREF(ot);
+    return (PyObject *)L;
+}
+
+/* Pack and launch; -1 with a Python error set when packing failed, else
+ * the CUresult. The caller checked that L is not busy: busy covers packing
+ * too, as the checked path runs Python code, during which another thread
+ * may run. */
+static long pack_and_launch(Launcher *L, PyObject *args) {
+    L->busy = 1;
+    if (pack(L, args) < 0) {
+        L->busy = 0;
+        return -1;
+    }
+    int err;
+    Py_BEGIN_ALLOW_THREADS
+    err = L->fn(L->function, L->dims[0], L->dims[1], L->dims[2], L->dims[3], L->dims[4],
+                L->dims[5], L->smem, L->stream, L->params, NULL);
+    Py_END_ALLOW_THREADS
+    L->busy = 0;
+    return err;
+}
+
+/* launcher(args) -> CUresult as an int (packs and launches; tests call it
+ * with a stand-in for the driver). */
+static PyObject *launcher_call(PyObject *self, PyObject *args, PyObject *kwds) {
+    Launcher *L = (Launcher *)self;
+    PyObject *a;
+    if (!PyArg_ParseTuple(args, "O", &a)) return NULL;
+    if (L->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "launcher in use by another thread");
+        return NULL;
+    }
+    long err = pack_and_launch(L, a);
+    return err < 0 ? NULL : PyLong_FromLong(err);
+}
+
+static PyType_Slot launcher_slots[] = {
+    {Py_tp_new, launcher_new},
+    {Py_tp_dealloc, launcher_dealloc},
+    {Py_tp_call, launcher_call},
+    {Py_tp_doc, "A checked launch shape of one kernel: packs arguments and calls the driver."},
+    {0, NULL},
+};
+static PyType_Spec launcher_spec = {
+    "drvgemm.runtime._fastlaunch.Launcher", sizeof(Launcher), 0, Py_TPFLAGS_DEFAULT, launcher_slots,
+};
+static PyObject *launcher_type;
+
+/* ------------------------------------------------------------------------ */
+/* launch(kernel, grid, block, args, *, smem=0, stream=None, cluster=None,
+ *        attributes=()) */
+static PyObject *fast_launch(PyObject *module, PyObject *const *argv, Py_ssize_t nargs,
+                             PyObject *kwnames) {
+    PyObject *kernel, *grid, *block, *args, *smem = NULL, *stream = Py_None;
+    int plain = nargs == 4;
+    if (plain && kwnames != NULL) {
+        Py_ssize_t nk = PyTuple_Size(kwnames);
+        for (Py_ssize_t i = 0; i < nk && plain; ++i) {
+            PyObject *name = PyTuple_GetItem(kwnames, i), *v = argv[nargs + i];
+            if (PyUnicode_CompareWithASCIIString(name, "smem") == 0)
+                smem = v;
+            else if (PyUnicode_CompareWithASCIIString(name, "stream") == 0)
+                stream = v;
+            else if (PyUnicode_CompareWithASCIIString(name, "cluster") == 0)
+                plain = v == Py_None;
+            else if (PyUnicode_CompareWithASCIIString(name, "attributes") == 0)
+                plain = PyObject_IsTrue(v) == 0;
+            else
+                plain = 0;
+        }
+    }
+    if (plain && !(stream == Py_None || PyLong_CheckExact(stream))) plain = 0;
+    if (!plain) goto slow;
+    kernel = argv[0];
+    grid = argv[1];
+    block = argv[2];
+    args = argv[3];
+    PyObject *zero = NULL;
+    if (smem == NULL) {
+        zero = PyLong_FromLong(0);
+        if (zero == NULL) return NULL;
+        smem = zero;
+    }
+    PyObject *table = PyObject_GetAttr(kernel, str_fast);
+    if (table == NULL) { Py_XDECREF(zero); PyErr_Clear(); goto slow; }
+    PyObject *key = PyTuple_Pack(4, grid, block, smem, stream);
+    Py_XDECREF(zero);
+    if (key == NULL) { Py_DECREF(table); return NULL; }
+    PyObject *L = PyDict_Check(table) ? PyDict_GetItemWithError(table, key) : NULL;
+    Py_DECREF(key);
+    Py_DECREF(table);
+    if (L == NULL) {
+        if (PyErr_Occurred()) PyErr_Clear();  /* an unhashable shape: the Python path */
+        /* First launch of this shape: Python checks it and builds the launcher. */
+        return call_py(py_first_launch, argv, nargs, kwnames);
+    }
+    if ((PyObject *)Py_TYPE(L) != launcher_type) goto slow;
+    Launcher *lp = (Launcher *)L;
+    if (lp->busy) goto slow;  /* another thread is mid-launch with this block */
+    Py_INCREF(L);
+    long err = pack_and_launch(lp, args);
+    Py_DECREF(L);
+    if (err < 0) return NULL;
+    if (err == 0) Py_RETURN_NONE;
+    /* Retry once through Python (a thread with no current context) or raise
+     * the error with its hint. */
+    {
+        PyObject *e = PyLong_FromLong(err);
+        if (e == NULL) return NULL;
+        PyObject *r = PyObject_CallFunctionObjArgs(py_failed, e, NULL);
+        Py_DECREF(e);
+        if (r == NULL) return NULL;
+        Py_DECREF(r);
+        return call_py(py_slow_launch, argv, nargs, kwnames);
+    }
+slow:
+    return call_py(py_slow_launch, argv, nargs, kwnames);
+}
+
+/* bind(slow_launch, first_launch, failed): the Python functions the fast
+ * path hands over to. */
+static PyObject *bind(PyObject *module, PyObject *args) {
+    PyObject *s, *f, *e;
+    if (!PyArg_ParseTuple(args, "OOO", &s, &f, &e)) return NULL;
+    Py_XDECREF(py_slow_launch);
+    Py_XDECREF(py_first_launch);
+    Py_XDECREF(py_failed);
+    py_slow_launch = Py_NewRef(s);
+    py_first_launch = Py_NewRef(f);
+    py_failed = Py_NewRef(e);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"launch", (PyCFunction)(void (*)(void))fast_launch, METH_FASTCALL | METH_KEYWORDS,
+     "launch($module, kernel, grid, block, args, *, smem=0, stream=None, cluster=None,"
+     " attributes=())\n--\n\n"
+     "Launch ``kernel`` on ``grid`` x ``block`` with ``args`` (a sequence matching the\n"
+     "kernel's parameters) and ``smem`` bytes of dynamic shared memory, on ``stream``\n"
+     "(default: the legacy default stream). ``cluster`` (x, y, z) launches thread-block\n"
+     "clusters through cuLaunchKernelEx.\n\n"
+     "C fast path (drvgemm.runtime._fastlaunch): a shape seen before, with stream None or an\n"
+     "integer handle, is packed and launched from C; everything else, and every error,\n"
+     "goes through drvgemm.launch.launch_py."},
+    {"bind", bind, METH_VARARGS, "bind(slow_launch, first_launch, failed)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "_fastlaunch", "drvgemm.launch's fast path in C.", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__fastlaunch(void) {
+    PyObject *m = PyModule_Create(&module_def);
+    if (m == NULL) return NULL;
+    str_ptr = PyUnicode_InternFromString("ptr");
+    str_fast = PyUnicode_InternFromString("fast_launchers");
+    launcher_type = PyType_FromSpec(&launcher_spec);
+    if (str_ptr == NULL || str_fast == NULL || launcher_type == NULL ||
+        PyModule_AddObject(m, "Launcher", Py_NewRef(launcher_type)) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,33 @@
+"""The three input types the kernels take, by precision name, so every module
+agrees on what 'bf16' means on the host (ml_dtypes' bfloat16)."""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+
+def bf16() -> np.dtype:
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    """'fp32' / 'tf32' (float32 storage) / 'fp16' / 'bf16' -> numpy dtype."""
+    if name in ("fp32", "tf32"):
+        return np.dtype(np.float32)
+    if name == "fp16":
+        return np.dtype(np.float16)
+    if name == "bf16":
+        return bf16()
+    raise ValueError(f"precision must be one of fp32, tf32, fp16, bf16, got {name!r}")
+
+
+def precision_of(dtype) -> str | None:
+    """'fp32' / 'fp16' / 'bf16' for a supported dtype, None otherwise."""
+    dt = np.dtype(dtype)
+    if dt == np.float32:
+        return "fp32"
+    if dt == np.float16:
+        return "fp16"
+    if dt == bf16():
+        return "bf16"
+    return None

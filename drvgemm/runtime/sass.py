@@ -1,0 +1,83 @@
+"""Disassemble a cubin with nvdisasm (from the nvidia-cuda-nvdisasm wheel or
+the PATH), so SASS can be read and checked with no GPU: HMMA, HGMMA,
+LDGSTS, LDSM, UTMALDG present where a rung means them, no LDL/STL."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+
+def nvdisasm_path() -> str | None:
+    try:
+        import nvidia
+        for base in nvidia.__path__:
+            for cand in Path(base).glob("cu*/bin/nvdisasm"):
+                if os.access(cand, os.X_OK):
+                    return str(cand)
+    except ImportError:
+        pass
+    return shutil.which("nvdisasm")
+
+
+def disassemble(cubin: bytes) -> str:
+    tool = nvdisasm_path()
+    if tool is None:
+        raise FileNotFoundError("nvdisasm not found: pip install nvidia-cuda-nvdisasm "
+                                "(or put the CUDA toolkit's bin/ on PATH)")
+    with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
+        f.write(cubin)
+        name = f.name
+    try:
+        out = subprocess.run([tool, "-c", name], capture_output=True, text=True)
+    finally:
+        os.unlink(name)
+    if out.returncode != 0:
+        raise RuntimeError(f"nvdisasm failed: {out.stderr.strip()}")
+    return out.stdout
+
+
+# One instruction of nvdisasm's output: its address comment, an optional
+# predicate, the base opcode (group 1) and its modifiers (group 2, ".E.128").
+OPCODE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)((?:\.[A-Z0-9_]+)*)")
+_BRANCH_TARGET = re.compile(r"`\((\.L_x_\d+)\)")
+_LABEL = re.compile(r"^\s*(\.L_x_\d+):")
+
+
+def opcodes(sass: str, modifiers: bool = True) -> list[str]:
+    """Every instruction's opcode in order: 'LDG.E.128.CONSTANT' (with its
+    modifiers) or 'LDG' (``modifiers=False``)."""
+    return [m.group(1) + (m.group(2) if modifiers else "") for m in OPCODE.finditer(sass)]
+
+
+def opcode_counts(sass: str) -> Counter:
+    """Count base opcodes (HMMA, FFMA, LDGSTS, ...) in a disassembly."""
+    return Counter(opcodes(sass, modifiers=False))
+
+
+def hottest_loop(sass: str) -> list[tuple[str, str]]:
+    """(base opcode, modifiers) of the instructions of the longest loop: from
+    a label to the backward branch to it, the branch included (for a GEMM,
+    the k-tile main loop). Empty when the code has no loop."""
+    labels, ins = {}, []
+    for line in sass.splitlines():
+        m = _LABEL.match(line)
+        if m:
+            labels[m.group(1)] = len(ins)
+            continue
+        m = OPCODE.search(line)
+        if m:
+            t = _BRANCH_TARGET.search(line, m.end())
+            ins.append((m.group(1), m.group(2), t.group(1) if t else None))
+    best = None
+    for i, (op, _, target) in enumerate(ins):
+        if op == "BRA" and target in labels and labels[target] <= i:
+            if best is None or i - labels[target] > best[1] - best[0]:
+                best = (labels[target], i)
+    if best is None:
+        return []
+    return [(op, mods) for op, mods, _ in ins[best[0]:best[1] + 1]]

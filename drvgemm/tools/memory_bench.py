@@ -1,0 +1,404 @@
+"""Timing the memory-bound kernels: the softmax ladder and the access-pattern
+lessons (cu/mem_0*.cu), against a device-to-device copy of the same bytes.
+
+Bandwidth accounting: every record's ``gbps`` is the *minimum* bytes the
+operation must move (each input element read once, each output element
+written once) over the median time. A kernel that reads its input twice
+still gets credit for one read, so its GB/s shows what the second read costs.
+The ``copy`` baseline (cuMemcpyDtoDAsync of the same bytes; 2 x the buffer
+counted, read + write) is what the memory system delivers to a pure stream;
+``print_memory_report`` prints each kernel's fraction of it.
+
+Records follow the results format of DESIGN.md (``gbps`` in place of
+``tflops``): ``kernel``, ``precision``, ``m``, ``n``, ``median_ms``, ``gbps``,
+``baseline`` and, here, ``bytes``, ``copy_gbps``, ``copy_fraction`` and the
+kernel's ``config``; softmax records add ``max_rel_err`` (sampled rows against
+the float64 reference) and transposes ``smem_wavefronts`` (the bank model
+below: shared-memory wavefronts per warp-wide access, 1 = conflict-free).
+"""
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import numpy as np
+
+from ..analysis.banks import transpose_wavefronts
+from ..ladders.memory.registry import MEM_KERNELS, MemKernel, copy_grid, mem_kernel, transpose_grid
+from ..ladders.softmax import dispatch as sm
+from ..ladders.softmax import registry as sm_registry
+from ..runtime import driver
+from ..runtime.launch import launch
+from ..runtime.timing import median_ms
+from . import ncu
+from .optional import torch_cuda
+from .records import memory_record
+
+__all__ = ["run_memory_bench", "bench_softmax", "bench_mem_kernels", "measure_copy",
+           "print_memory_report", "softmax_summary", "ncu_bank_conflicts", "softmax_inputs",
+           "SOFTMAX_SHAPES"]
+
+# The shapes of ANCHORS' torch table: square, very long rows, short rows.
+SOFTMAX_SHAPES = ((16384, 16384), (4096, 131072), (65536, 1024), (1024, 65536))
+COPY_FLOATS = 1 << 28                  # 1 GiB per buffer: far past the 60 MiB L2
+TRANSPOSE_SHAPE = (8192, 8192)
+STRIDES = (1, 2, 4, 8, 32)
+
+
+def _progress(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _median_ms(fn, reps):
+    return median_ms(fn, warmup=3, reps=reps, flush_l2=True)
+
+
+# ---------------------------------------------------------------------------
+# the copy baseline
+# ---------------------------------------------------------------------------
+def measure_copy(nbytes: int, *, reps: int = 20, m=None, n=None, precision="fp32") -> dict:
+    """Device-to-device copy of ``nbytes`` (cuMemcpyDtoDAsync), counted as
+    2 * nbytes moved. The yardstick every other record is a fraction of."""
+    src = driver.empty((nbytes,), np.uint8).fill_bytes(0x3C)
+    dst = driver.empty((nbytes,), np.uint8)
+    try:
+        ms = _median_ms(lambda: driver.memcpy_dtod(dst, src, nbytes), reps)
+    finally:
+        src.free()
+        dst.free()
+    return memory_record("copy", precision, m if m is not None else nbytes, n if n is not None else 1,
+                   ms, 2 * nbytes, baseline=True, config="cuMemcpyDtoDAsync")
+
+
+def _with_copy(records, copy):
+    for r in records:
+        r["copy_gbps"] = copy["gbps"]
+        r["copy_fraction"] = round(r["gbps"] / copy["gbps"], 4)
+    return records
+
+
+# ---------------------------------------------------------------------------
+# softmax
+# ---------------------------------------------------------------------------
+def _cluster_note(kernel, p) -> dict:
+    """How many clusters fit on the GPU at once (a cluster must sit inside
+    one GPC, so SMs can idle that plain blocks would fill); for a persistent
+    config that is its grid, and a cluster of 1 counts blocks."""
+    cfg = p.config
+    if cfg.cluster <= 1 and not cfg.persistent:
+        return {}
+    try:
+        n = sm.resident_clusters(kernel, cfg, p.smem)
+    except Exception as e:  # diagnostic only
+        return {"max_active_clusters": f"unavailable: {e}"}
+    return {"max_active_clusters": int(n)}
+
+
+def _sample_rows(rows, k=24):
+    return np.unique(np.linspace(0, rows - 1, num=min(rows, k)).astype(np.int64))
+
+
+def _max_rel_err(y, ref) -> float:
+    """max |y - ref| / ref over entries that are normal fp32 numbers in the
+    reference (below that, the output type's own spacing dominates)."""
+    y = np.asarray(y).astype(np.float64)
+    if np.isnan(y).any():
+        return math.nan
+    mask = ref > np.finfo(np.float32).tiny
+    if not mask.any():
+        return 0.0
+    return float(np.max(np.abs(y[mask] - ref[mask]) / ref[mask]))
+
+
+def softmax_inputs(rows, cols, precision="fp32", seed=0, scale=4.0):
+    """Random normal rows (never zeros: zeros make every kernel's job trivial)."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((rows, cols), dtype=np.float32)
+    x *= scale
+    return x.astype(sm_registry.numpy_dtype(precision), copy=False)
+
+
+def bench_softmax(shapes=SOFTMAX_SHAPES, *, precision="fp32", kernels=None, reps=20,
+                  torch_baseline=True, seed=0) -> list[dict]:
+    """Every softmax rung (or ``kernels``) at every shape, with the copy
+    baseline of the same bytes and torch.softmax where torch has CUDA.
+    Rungs that cannot take a shape (the cluster rung off sm_90) are skipped."""
+    cc = driver.device().cc
+    names = list(kernels) if kernels else sm_registry.kernels()
+    out = []
+    for rows, cols in shapes:
+        x = softmax_inputs(rows, cols, precision, seed)
+        elem_bytes = x.dtype.itemsize * rows * cols
+        copy = measure_copy(elem_bytes, reps=reps, m=rows, n=cols, precision=precision)
+        _progress(f"copy {rows}x{cols}: {copy['gbps']:.0f} GB/s")
+        sample = _sample_rows(rows)
+        ref = sm.reference(x[sample])
+        dx = driver.to_device(x)
+        dy = driver.empty((rows, cols), x.dtype)
+        recs = []
+        auto = sm.plan(rows, cols, precision, cc=cc)
+        for name in names:
+            rung = sm_registry.rung(name)
+            if not rung.supports(cols, cc):
+                continue
+            k, p = sm.prepare(sm.plan(rows, cols, precision, kernel=name, cc=cc), rows)
+            dy.fill_bytes(0xFF)  # NaN: an entry the kernel never writes shows up
+            ms = _median_ms(lambda: launch(k, p.grid, p.block, (dx, dy, rows, cols), cluster=p.cluster,
+                                           smem=p.smem), reps)
+            err = _max_rel_err(dy.to_host()[sample], ref)
+            rec = memory_record(name, precision, rows, cols, ms, 2 * elem_bytes,
+                          config=p.describe(), max_rel_err=err,
+                          auto=(p.entry, p.defines) == (auto.entry, auto.defines),
+                          **_cluster_note(k, p))
+            _progress(f"{name} {rows}x{cols}: {rec['gbps']:.0f} GB/s ({p.describe()})")
+            recs.append(rec)
+        if torch_baseline:
+            t = _torch_softmax(x, sample, reps)
+            if t is not None:
+                ms, y = t
+                recs.append(memory_record("torch_softmax", precision, rows, cols, ms, 2 * elem_bytes,
+                                    baseline=True, config="torch.softmax(dim=-1)",
+                                    max_rel_err=_max_rel_err(y, ref)))
+        dx.free()
+        dy.free()
+        out.append(copy)
+        out.extend(_with_copy(recs, copy))
+    return out
+
+
+def _torch_softmax(x, sample, reps):
+    """(median ms, output rows ``sample``) of torch.softmax on the same data, timed with the
+    same events and L2 flush (torch and drvgemm share the primary context and
+    the legacy default stream); None without torch or CUDA."""
+    torch = torch_cuda()
+    if torch is None:
+        return None
+    if x.dtype == sm_registry.numpy_dtype("bf16"):
+        t = torch.from_numpy(x.view(np.uint16)).view(torch.bfloat16).cuda()
+    else:
+        t = torch.from_numpy(x).cuda()
+    torch.cuda.synchronize()
+    holder = {}
+
+    def run():
+        holder["y"] = torch.softmax(t, dim=-1)
+
+    ms = _median_ms(run, reps)
+    torch.cuda.synchronize()
+    y = holder.pop("y")[torch.from_numpy(sample).cuda()].float().cpu().numpy()
+    del t
+    torch.cuda.empty_cache()
+    return ms, y
+
+
+def _mem_compiled(mk: MemKernel):
+    return sm.compiled(mk.source, mk.entry, (), None)
+
+
+def bench_mem_kernels(*, n=COPY_FLOATS, strides=STRIDES, transpose_shape=TRANSPOSE_SHAPE,
+                      reps=20, seed=0) -> list[dict]:
+    """Copies (scalar, float4), strided copies and the four transposes, each
+    checked once for correctness, with copy baselines of the same buffers."""
+    out = []
+    rng = np.random.default_rng(seed)
+    host = rng.standard_normal(n, dtype=np.float32)
+    src = driver.to_device(host)
+    dst = driver.empty((n,), np.float32)
+    copy = measure_copy(4 * n, reps=reps, m=n, n=1)
+    _progress(f"copy {4 * n >> 20} MiB: {copy['gbps']:.0f} GB/s")
+    recs = []
+    for name in ("mem_copy_scalar", "mem_copy_float4"):
+        mk = mem_kernel(name)
+        k = _mem_compiled(mk)
+        g = copy_grid(mk, n)
+        dst.fill_bytes(0xFF)
+        ms = _median_ms(lambda: launch(k, g, mk.block, (src, dst, n)), reps)
+        ok = bool(np.array_equal(dst.to_host(), host))
+        recs.append(memory_record(name, "fp32", n, 1, ms, 8 * n, config=mk.lesson, correct=ok))
+    mk = mem_kernel("mem_copy_strided")
+    k = _mem_compiled(mk)
+    for s in strides:
+        count = n // s
+        g = copy_grid(mk, count)
+        dst.fill_bytes(0xFF)
+        ms = _median_ms(lambda: launch(k, g, mk.block, (src, dst, count, s)), reps)
+        got = dst.to_host()[: count * s: s]
+        ok = bool(np.array_equal(got, host[: count * s: s]))
+        recs.append(memory_record(f"mem_copy_strided_{s}", "fp32", count, s, ms, 8 * count,
+                            config=f"stride {s}: {mk.lesson}", correct=ok, stride=s))
+    out.append(copy)
+    out.extend(_with_copy(recs, copy))
+    src.free()
+    dst.free()
+
+    rows, cols = transpose_shape
+    a = rng.standard_normal((rows, cols), dtype=np.float32)
+    da = driver.to_device(a)
+    dt = driver.empty((cols, rows), np.float32)
+    tcopy = measure_copy(4 * rows * cols, reps=reps, m=rows, n=cols)
+    recs = []
+    want = np.ascontiguousarray(a.T)
+    g = transpose_grid(rows, cols)
+    for mk in MEM_KERNELS:
+        if not mk.name.startswith("mem_transpose"):
+            continue
+        k = _mem_compiled(mk)
+        dt.fill_bytes(0xFF)
+        ms = _median_ms(lambda: launch(k, g, mk.block, (da, dt, rows, cols)), reps)
+        ok = bool(np.array_equal(dt.to_host(), want))
+        variant = mk.name[len("mem_transpose_"):]
+        extra = {}
+        if variant != "naive":
+            extra["smem_wavefronts"] = transpose_wavefronts(variant)
+        recs.append(memory_record(mk.name, "fp32", rows, cols, ms, 8 * rows * cols,
+                            config=mk.lesson, correct=ok, **extra))
+    da.free()
+    dt.free()
+    out.append(tcopy)
+    out.extend(_with_copy(recs, tcopy))
+    return out
+
+
+def run_memory_bench(*, softmax_shapes=SOFTMAX_SHAPES, precision="fp32", reps=20,
+                     torch_baseline=True, ncu=True) -> list[dict]:
+    """Everything ``drvgemm bench --memory`` reports: the access-pattern
+    lessons, then the softmax ladder at ``softmax_shapes``. Where ncu is
+    installed (and allowed to read the counters), the transposes' records
+    gain the measured bank-conflict counts."""
+    records = bench_mem_kernels(reps=reps)
+    if ncu:
+        counts = ncu_bank_conflicts()
+        if counts:
+            for r in records:
+                if r["kernel"] in counts:
+                    r["ncu"] = counts[r["kernel"]]
+    records += bench_softmax(softmax_shapes, precision=precision, reps=reps,
+                             torch_baseline=torch_baseline)
+    return records
+
+
+# ---------------------------------------------------------------------------
+# the report
+# ---------------------------------------------------------------------------
+def print_memory_report(records, file=None):
+    """One line per record: GB/s and the fraction of the copy bandwidth
+    measured on the same bytes in the same run."""
+    file = file or sys.stdout
+    head = f"{'kernel':30s} {'shape':>16s} {'ms':>9s} {'GB/s':>8s} {'of copy':>8s}  notes"
+    print(head, file=file)
+    print("-" * len(head), file=file)
+    for r in records:
+        shape = f"{r['m']}x{r['n']}"
+        frac = "" if r.get("baseline") and r["kernel"] == "copy" else \
+            (f"{r['copy_fraction']:.3f}" if "copy_fraction" in r else "")
+        notes = []
+        if r["kernel"] == "copy":
+            notes.append(f"baseline, {r['bytes'] / 2**30:.2f} GiB moved")
+        if "max_rel_err" in r:
+            e = r["max_rel_err"]
+            notes.append("max rel err " + ("NaN" if e is None or e != e else f"{e:.1e}"))
+        if r.get("auto"):
+            notes.append("auto")
+        if isinstance(r.get("max_active_clusters"), int):
+            notes.append(f"{r['max_active_clusters']} clusters resident")
+        if r.get("correct") is False:
+            notes.append("WRONG RESULT")
+        if "smem_wavefronts" in r:
+            st, ld = r["smem_wavefronts"]
+            notes.append(f"smem wavefronts/warp: store {st}, load {ld}")
+        if "ncu" in r:
+            notes.append("ncu bank conflicts: " +
+                         ", ".join(f"{k} {v}" for k, v in sorted(r["ncu"].items())))
+        if r["kernel"] not in ("copy",) and "config" in r and not r["kernel"].startswith("mem_"):
+            notes.append(r["config"])
+        print(f"{r['kernel']:30s} {shape:>16s} {r['median_ms']:9.4f} {r['gbps']:8.0f} "
+              f"{frac:>8s}  {'; '.join(notes)}", file=file)
+    for line in softmax_summary(records):
+        print(line, file=file)
+
+
+def softmax_summary(records) -> list[str]:
+    """One line per softmax shape: what kernel='auto' runs, its fraction of
+    the copy bandwidth and its speed relative to torch.softmax (the targets)."""
+    lines = []
+    shapes = []
+    for r in records:
+        key = (r["m"], r["n"], r["precision"])
+        if r.get("auto") and key not in shapes:
+            shapes.append(key)
+    for m, n, prec in shapes:
+        same = [r for r in records if (r["m"], r["n"], r["precision"]) == (m, n, prec)]
+        auto = next(r for r in same if r.get("auto"))
+        torch = next((r for r in same if r["kernel"] == "torch_softmax"), None)
+        line = (f"softmax {m}x{n} {prec}: auto = {auto['kernel']} at "
+                f"{auto.get('copy_fraction', float('nan')):.3f} of copy")
+        if torch is not None:
+            line += f", {torch['median_ms'] / auto['median_ms']:.2f}x the speed of torch.softmax"
+        lines.append(line)
+    return lines
+
+
+# ---------------------------------------------------------------------------
+# measured bank conflicts (Nsight Compute, where installed)
+# ---------------------------------------------------------------------------
+NCU_METRICS = ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+               "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum")
+
+
+def ncu_bank_conflicts(rows=4096, cols=4096, *, timeout=300) -> dict | None:
+    """Run the shared-memory transposes once each under ncu in a child
+    process and return {kernel: {"ld": conflicts, "st": conflicts}}; None when
+    ncu is missing or cannot read the counters (the reason goes to stderr)."""
+    tool = ncu.find_ncu()
+    if tool is None:
+        return None
+    cmd = [tool, "--csv", "--metrics", ",".join(NCU_METRICS), "--kernel-name",
+           "regex:mem_transpose", sys.executable, "-m", "drvgemm.tools.memory_bench",
+           "--transposes-once", str(rows), str(cols)]
+    try:
+        res = ncu.run(cmd, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        _progress(f"ncu: {e}")
+        return None
+    parsed = bank_conflicts_from_csv(res.stdout)
+    if not parsed:
+        tail = (res.stdout + res.stderr).strip().splitlines()[-3:]
+        _progress("ncu gave no metrics: " + " | ".join(tail))
+        return None
+    return parsed
+
+
+def bank_conflicts_from_csv(text: str) -> dict:
+    """{kernel: {"ld": n, "st": n}} from ncu's details page."""
+    out = {}
+    for row in ncu.metric_rows(text):
+        name = row.get("Kernel Name", "")
+        metric = row.get("Metric Name", "")
+        value = row.get("Metric Value", "").replace(",", "")
+        if not name or metric not in NCU_METRICS:
+            continue
+        key = "ld" if metric.endswith("op_ld.sum") else "st"
+        try:
+            out.setdefault(name.split("(")[0].strip(), {})[key] = int(float(value))
+        except ValueError:
+            continue
+    return out
+
+
+def _transposes_once(rows: int, cols: int):
+    a = driver.to_device(np.arange(rows * cols, dtype=np.float32).reshape(rows, cols))
+    t = driver.empty((cols, rows), np.float32)
+    for mk in MEM_KERNELS:
+        if mk.name.startswith("mem_transpose_") and mk.name != "mem_transpose_naive":
+            launch(_mem_compiled(mk), transpose_grid(rows, cols), mk.block, (a, t, rows, cols))
+    driver.synchronize()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--transposes-once":
+        _transposes_once(int(sys.argv[2]), int(sys.argv[3]))
+    else:
+        print("usage: python -m drvgemm.tools.memory_bench --transposes-once ROWS COLS\n"
+              "(the softmax sweep: python -m drvgemm.tools.softmax_sweep)", file=sys.stderr)
+        sys.exit(2)

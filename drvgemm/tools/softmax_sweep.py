@@ -1,0 +1,179 @@
+"""Candidates around the registered softmax configs, timed side by side on
+the same data, to check (or re-tune) the registry on a new GPU:
+``python -m drvgemm.tools.softmax_sweep``. Each is checked on the whole
+output before its time counts."""
+from __future__ import annotations
+
+import functools
+import math
+import sys
+
+import numpy as np
+
+from ..ladders.softmax import dispatch as sm
+from ..ladders.softmax.registry import SoftmaxConfig, pipelined
+from ..runtime import driver
+from ..runtime.launch import launch
+from .memory_bench import (_cluster_note, _max_rel_err, _median_ms, _progress, _sample_rows,
+                           _with_copy,
+                           measure_copy, softmax_inputs)
+from .records import memory_record
+
+__all__ = ["SWEEP_CONFIGS", "SWEEP_SHAPES", "sweep_softmax", "print_sweep_report"]
+
+# Candidates at the three long-row shapes. The comment on
+# a rung 06 line is the fraction of the copy bandwidth it was expected to
+# reach on the H200 before it was first measured.
+_05 = functools.partial(SoftmaxConfig, "softmax_05_cluster", vector=True, arch="sm_90")
+_P = pipelined
+SWEEP_CONFIGS = {
+    16384: (
+        SoftmaxConfig("softmax_04_vectorized_rows", 512, 512, elems=32, min_blocks=2, vector=True),
+        SoftmaxConfig("softmax_04_vectorized_rows", 1024, 1024, elems=16, vector=True),
+        _05(256, 256, elems=32, cluster=2, min_blocks=4),
+        _05(512, 512, elems=16, cluster=2, min_blocks=3),
+        _05(256, 256, elems=16, cluster=4, min_blocks=4),
+        _P(512, 32, 1, 3),                              # ~0.97
+        _P(512, 32, 1, 2),                              # ~0.96
+        _P(1024, 16, 1, 3),                             # ~0.97
+        _P(256, 64, 1, 1, min_blocks=2),                # ~0.96 (2 blocks per SM, one buffer each)
+        _P(512, 16, 2, 6),                              # ~0.96
+        SoftmaxConfig("softmax_04_vectorized_stream", 512, 512, unroll=4, vector=True),
+        SoftmaxConfig("softmax_04_vectorized_stream", 1024, 1024, unroll=2, vector=True),
+    ),
+    65536: (
+        _05(512, 512, elems=32, cluster=4, min_blocks=2),
+        _P(512, 32, 4, 3),                              # ~0.91 (the registered pick)
+        _P(512, 32, 4, 2),                              # ~0.90
+        _P(512, 16, 8, 6),                              # ~0.90
+        _P(512, 16, 8, 4),                              # ~0.89
+        _P(256, 32, 8, 3, min_blocks=2),                # ~0.91 (2 blocks per SM)
+        _P(512, 8, 16, 8),                              # ~0.88 (non-portable cluster)
+        _P(256, 16, 16, 6, min_blocks=2),               # ~0.89 (2 blocks per SM)
+        SoftmaxConfig("softmax_04_vectorized_stream", 512, 512, unroll=4, vector=True),
+    ),
+    131072: (
+        _05(512, 512, elems=32, cluster=8, min_blocks=2),
+        _05(1024, 1024, elems=16, cluster=8),
+        _P(512, 32, 8, 3),                              # ~0.94 (the registered pick)
+        _P(512, 32, 8, 2),                              # ~0.92
+        _P(512, 32, 8, 3, evict_first=True),            # ~0.94
+        _P(1024, 16, 8, 3),                             # ~0.94
+        _P(256, 64, 8, 3),                              # ~0.93
+        _P(512, 32, 8, 1, min_blocks=2),                # ~0.93 (2 blocks per SM, one buffer each)
+        _P(256, 64, 8, 1, min_blocks=2),                # ~0.92 (2 blocks per SM, one buffer each)
+        _P(512, 16, 16, 6),                             # ~0.93 (non-portable cluster)
+        _P(256, 32, 16, 3, min_blocks=2),               # ~0.93 (2 blocks per SM)
+        SoftmaxConfig("softmax_04_vectorized_stream", 512, 512, unroll=4, vector=True),
+        SoftmaxConfig("softmax_04_vectorized_stream", 1024, 1024, unroll=4, vector=True),
+    ),
+}
+SWEEP_SHAPES = ((4096, 131072), (1024, 65536), (16384, 16384))
+
+
+def _whole_output_error(y) -> float:
+    """Worst |row sum - 1| over every row of y (NaN if any entry is not
+    finite): a row a persistent kernel skipped, or wrote twice with the wrong
+    scale, shows up here even when the sampled rows are right."""
+    if not np.isfinite(y).all():
+        return math.nan
+    return float(np.max(np.abs(y.sum(axis=1, dtype=np.float64) - 1.0)))
+
+
+def sweep_softmax(shapes=SWEEP_SHAPES, configs=None, *, precision="fp32", reps=20,
+                  seed=0) -> list[dict]:
+    """Time explicit configs (default: SWEEP_CONFIGS for each shape's row
+    length) on the same data, with the copy baseline: records as above,
+    ``kernel`` = the entry, ``config`` = its constants, ``auto`` = the config
+    kernel='auto' picks, ``correct`` = the sampled rows match the float64
+    reference and every row sums to 1. A config that fails to compile or
+    launch gets a record with ``error`` and no time."""
+    cc = driver.device().cc
+    out = []
+    for rows, cols in shapes:
+        cfgs = configs if configs is not None else SWEEP_CONFIGS.get(cols, ())
+        x = softmax_inputs(rows, cols, precision, seed)
+        nbytes = x.dtype.itemsize * rows * cols
+        copy = measure_copy(nbytes, reps=reps, m=rows, n=cols, precision=precision)
+        _progress(f"copy {rows}x{cols}: {copy['gbps']:.0f} GB/s")
+        sample = _sample_rows(rows)
+        ref = sm.reference(x[sample])
+        auto = sm.plan(rows, cols, precision, cc=cc).config
+        dx = driver.to_device(x)
+        dy = driver.empty((rows, cols), x.dtype)
+        recs = []
+        for cfg in cfgs:
+            if not cfg.fits(cols, cc):
+                continue
+            p = sm.config_plan(cfg, rows, cols, precision)
+            try:
+                k, p = sm.prepare(p, rows)
+                dy.fill_bytes(0xFF)
+                ms = _median_ms(lambda: launch(k, p.grid, p.block, (dx, dy, rows, cols), cluster=p.cluster,
+                                               smem=p.smem), reps)
+            except Exception as e:  # one bad candidate must not end the sweep
+                msg = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                _progress(f"{p.describe()}: FAILED {msg}")
+                recs.append({"kernel": cfg.entry, "precision": precision, "m": rows, "n": cols,
+                             "config": p.describe(), "error": msg, "auto": cfg == auto})
+                continue
+            y = dy.to_host()
+            err = _max_rel_err(y[sample], ref)
+            whole = _whole_output_error(y)
+            del y
+            rec = memory_record(cfg.entry, precision, rows, cols, ms, 2 * nbytes,
+                          config=p.describe(), registers=k.resources.registers,
+                          smem_bytes=p.smem, max_rel_err=err,
+                          row_sum_err=None if whole != whole else float(f"{whole:.3g}"),
+                          correct=bool(err == err and err < 1e-5 and whole == whole
+                                       and whole < 2e-5),
+                          auto=cfg == auto, **_cluster_note(k, p))
+            _progress(f"{rec['config']}: {rec['gbps']:.0f} GB/s"
+                      + ("" if rec["correct"] else "  WRONG RESULT"))
+            recs.append(rec)
+        dx.free()
+        dy.free()
+        out.append(copy)
+        out.extend(_with_copy([r for r in recs if "error" not in r], copy))
+        out.extend(r for r in recs if "error" in r)
+    return out
+
+
+def print_sweep_report(records, file=None):
+    """Per shape: the copy baseline, then every candidate fastest first, with
+    its fraction of the copy, correctness, registers, shared memory and
+    resident clusters; failures last."""
+    file = file or sys.stdout
+    shapes = []
+    for r in records:
+        if (r["m"], r["n"]) not in shapes:
+            shapes.append((r["m"], r["n"]))
+    for m, n in shapes:
+        same = [r for r in records if (r["m"], r["n"]) == (m, n)]
+        copy = next((r for r in same if r["kernel"] == "copy"), None)
+        print(f"\n{m}x{n}" + (f": copy {copy['gbps']:.0f} GB/s ({copy['median_ms']:.4f} ms)"
+                               if copy else ""), file=file)
+        head = (f"  {'GB/s':>6} {'of copy':>7} {'ms':>8} {'ok':>3} {'regs':>4} {'smem KiB':>8} "
+                f"{'resident':>8}  config")
+        print(head, file=file)
+        timed = sorted((r for r in same if r["kernel"] != "copy" and "gbps" in r),
+                       key=lambda r: -r["gbps"])
+        for r in timed:
+            res = r.get("max_active_clusters")
+            print(f"  {r['gbps']:6.0f} {r.get('copy_fraction', 0):7.3f} {r['median_ms']:8.4f} "
+                  f"{'yes' if r.get('correct') else 'NO':>3} {r.get('registers', 0):4d} "
+                  f"{r.get('smem_bytes', 0) / 1024:8.0f} {res if isinstance(res, int) else '-':>8}"
+                  f"  {r['config']}{'  <- auto' if r.get('auto') else ''}", file=file)
+        for r in same:
+            if "error" in r:
+                print(f"  {'FAILED':>6}  {r['config']}{'  <- auto' if r.get('auto') else ''}: "
+                      f"{r['error']}", file=file)
+        ok = [r for r in timed if r.get("correct")]
+        if ok:
+            best = ok[0]
+            print(f"  best correct: {best['config']} at {best.get('copy_fraction', 0):.3f} of copy"
+                  + ("" if best.get("auto") else "  (auto picks another)"), file=file)
+
+
+if __name__ == "__main__":
+    print_sweep_report(sweep_softmax())

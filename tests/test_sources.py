@@ -1,0 +1,41 @@
+"""Kernel sources are named by file name or by a path relative to cu/ or
+ptx/, whether the file sits at the top of cu/ or in a subfolder."""
+import pytest
+
+from drvgemm.runtime import sources
+
+
+def test_bare_names_and_relative_paths_resolve(tmp_path, monkeypatch):
+    root = tmp_path
+    (root / "cu" / "gemm").mkdir(parents=True)
+    (root / "cu" / "include").mkdir()
+    (root / "ptx" / "probes").mkdir(parents=True)
+    (root / "cu" / "gemm" / "01_naive.cu").write_text("// a")
+    (root / "cu" / "scale.cu").write_text("// b")
+    (root / "ptx" / "probes" / "probe.ptx").write_text("// c")
+    (root / "cu" / "gemm" / "dup.cu").write_text("// d")
+    (root / "cu" / "include" / "dup.cu").write_text("// e")
+    monkeypatch.setattr(sources, "kernel_root", lambda: root)
+    (root / "elsewhere").mkdir()
+    monkeypatch.chdir(root / "elsewhere")   # a path is first tried as given, from the cwd
+    assert sources.find_source("01_naive.cu") == root / "cu" / "gemm" / "01_naive.cu"
+    assert sources.find_source("gemm/01_naive.cu") == root / "cu" / "gemm" / "01_naive.cu"
+    assert sources.find_source("cu/gemm/01_naive.cu") == root / "cu" / "gemm" / "01_naive.cu"
+    # the other layout: a path whose folder does not exist finds the file by name
+    assert sources.find_source("memory/scale.cu") == root / "cu" / "scale.cu"
+    assert sources.find_source("probe.ptx") == root / "ptx" / "probes" / "probe.ptx"
+    assert sources.find_source("gemm/dup.cu") == root / "cu" / "gemm" / "dup.cu"
+    with pytest.raises(FileNotFoundError, match="ambiguous"):
+        sources.find_source("dup.cu")
+    with pytest.raises(FileNotFoundError, match="not found"):
+        sources.find_source("nope.cu")
+    assert sources.include_dirs()[0] == root / "cu" / "include"
+
+
+def test_every_registered_source_resolves():
+    from drvgemm.ladders.gemm.registry import RUNGS
+    from drvgemm.ladders.memory.registry import MEM_KERNELS
+    from drvgemm.ladders.softmax.registry import SOFTMAX_RUNGS
+    for name in {r.source for r in RUNGS} | {r.source for r in SOFTMAX_RUNGS} | \
+            {k.source for k in MEM_KERNELS}:
+        assert sources.find_source(name).is_file()
