@@ -213,10 +213,11 @@ def gemm(a, b, c=None, *, alpha=1.0, beta=0.0, kernel="auto", stream=None, out_d
         _scale_c(C, m * n, beta, stream, precision if narrow else "fp32")
     else:
         kern = rung_kernel(r, host.aligned(r, m, n, k, pa, pb, pc), narrow_output=narrow)
-        cfg = r.launch_config(kern, A, B, C, m, n, k, alpha, beta, stream=stream,
-                              narrow_output=narrow)
-        launch_config(kern, cfg, stream)
-        del cfg   # frees any staging copies, stream-ordered after the launch
+        steps = r.launches(kern, A, B, C, m, n, k, alpha, beta, stream=stream,
+                           narrow_output=narrow)
+        for step_kernel, cfg in steps:
+            launch_config(step_kernel, cfg, stream)
+        del steps   # frees any staging copies, stream-ordered after the launches
 
     if on_device:
         return C

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from ...runtime import driver
 from ...runtime.launch import LaunchConfig
+from .host import PlainHost
 from ...runtime.tensormap import (UNUSED_MAP, PaddedCopy, cached_matrix_map, matrix_map,
                                  needs_staging)
 
@@ -281,7 +282,7 @@ def wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, *, stream=None
     }
 
 
-class TmaWgmmaHost:
+class TmaWgmmaHost(PlainHost):
     """The host side of a ``host="tma"`` entry: A and B go in as tensor maps
     (misaligned operands staged, so one ALIGNED=1 instantiation serves every
     shape), grid and shared memory from the entry's geometry. K = 0 has no

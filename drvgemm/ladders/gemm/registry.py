@@ -26,25 +26,7 @@ from dataclasses import dataclass, field
 from ...runtime.kernel import Kernel, compile
 from ...runtime.launch import LaunchConfig
 from . import hopper
-
-
-class PlainHost:
-    """The host side of the plain signature: one block per tile_m x tile_n
-    tile of C, the registered block and shared memory, the arguments
-    (A, B, C, M, N, K, alpha, beta); the ALIGNED=1 instantiation where the
-    shape and the pointers allow its vector accesses."""
-    name = ""
-    unaligned = True       # an ALIGNED=0 instantiation exists
-    takes_empty_k = True   # the kernel itself writes beta * C for K = 0
-
-    def aligned(self, rung, m, n, k, pa, pb, pc) -> bool:
-        v = rung.vector
-        return k % v == 0 and n % v == 0 and pa % 16 == 0 and pb % 16 == 0 and pc % 16 == 0
-
-    def launch_config(self, rung, kernel, a, b, c, m, n, k, alpha, beta, *, stream=None,
-                      narrow_output=False) -> LaunchConfig:
-        return LaunchConfig(rung.grid(m, n), tuple(rung.block), rung.smem,
-                            (a, b, c, m, n, k, alpha, beta))
+from .host import PlainHost
 
 
 PLAIN = PlainHost()
@@ -76,6 +58,7 @@ class Rung:
     # not only float32: gemm(..., out_dtype=...) or a 16-bit C picks it.
     narrow_output: bool = False
     auto: bool = True         # kernel="auto" may pick it (False: a teaching rung only)
+    splits: tuple = (1,)      # the split-K counts its host side runs (1: K in one piece)
 
     def __post_init__(self):
         if self.host not in HOSTS:
@@ -112,6 +95,17 @@ class Rung:
         (an instantiation of this rung) for C = alpha * A @ B + beta * C."""
         return self.host_side.launch_config(self, kernel, a, b, c, m, n, k, alpha, beta,
                                             stream=stream, narrow_output=narrow_output)
+
+    def launches(self, kernel, a, b, c, m, n, k, alpha, beta, *, stream=None,
+                 narrow_output=False, split=1, workspace=0) -> list:
+        """Every launch of one product with K in ``split`` pieces: see
+        PlainHost.launches."""
+        return self.host_side.launches(self, kernel, a, b, c, m, n, k, alpha, beta,
+                                       stream=stream, narrow_output=narrow_output,
+                                       split=split, workspace=workspace)
+
+    def workspace_bytes(self, m, n, split) -> int:
+        return self.host_side.workspace_bytes(self, m, n, split)
 
 
 def compile_arch(r: Rung) -> str | None:
