@@ -67,7 +67,7 @@ def base_counts(ops: Counter) -> Counter:
 def test_the_tensor_rungs_are_registered():
     names = [r.name for r in TENSOR]
     assert names == ["09_wmma_fp16", "10_mma_tf32_ptx", "11_mma_tf32", "12_mma_bf16",
-                     "13_mma_fp16", "14_warp_specialized_mma_bf16"]
+                     "13_mma_fp16", "14_warp_specialized_mma_bf16", "15_mma_tf32_rotating"]
     for r in TENSOR:
         family = "wmma" if "wmma" in r.name else "mma"
         assert f"{family}_{r.precision}" in r.name, r.name
@@ -190,3 +190,24 @@ def test_ptx_rung_is_hand_written_for_the_h200_driver():
     assert len(re.findall(r"^\s*cvt\.rna\.tf32\.f32", text, re.M)) == 4 * 32
     assert len(re.findall(r"^\s*mma\.sync\.aligned\.m16n8k8\.row\.col\.f32\.tf32", text, re.M)) \
         == 4 * 32
+
+
+@pytest.mark.parametrize("aligned", (0, 1))
+def test_rung15_rounds_in_one_instruction_and_loads_b_in_pairs(aligned):
+    """Rung 15's design, as its SASS shows it on sm_90: operands rounded by one
+    VIADDMNMX each (no FSETP + predicated IADD, which is what cvt.rna becomes),
+    B fragments of two n-tiles per LDS.64, and the main loop free of local
+    memory."""
+    r = by_name()["15_mma_tf32_rotating"]
+    b = compile_binary(r.source, r.entry, defines=r.instantiation_defines(aligned), arch="sm_90")
+    loop = sass.hottest_loop(sass.disassemble(b.cubin))
+    ops = Counter(op + mods for op, mods in loop)
+    base = Counter(op for op, _ in loop)
+    hmma = ops["HMMA.1688.F32.TF32"]
+    assert hmma == (64 // 16) * (64 // 8) * (32 // 8), dict(ops)   # one k-tile per trip
+    # every A and B register of a k-tile rounded once: per k8 step a warp loads
+    # 4 x 4 A and 8 x 2 B registers
+    assert base["VIADDMNMX"] == 4 * (4 * 4 + 8 * 2), dict(base)
+    assert base["FSETP"] == 0 and base["F2F"] == 0
+    assert ops["LDS.64"] == 4 * 8 * 2 // 2, dict(ops)
+    assert not any(op in ("LDL", "STL") for op in base)

@@ -264,6 +264,20 @@ RUNGS: list[Rung] = [
         vector=8,
         summary="rung 12 warp-specialised: 4 producer warps copy, 8 consumer warps compute, "
                 "stages handed over with named barriers"))(),
+    # 15: rung 11's tile rebuilt around the tensor pipe; 1.30x rung 11 at 4096 and
+    # 8192 (0.65-0.66 of the mma.sync TF32 ceiling, benchmarks/notes/tf32-mma.md).
+    (lambda BM=128, BN=256, BK=32, WM=64, WN=64, STAGES=3, GROUP_M=8, BVEC=2, MINB=1: Rung(
+        name="15_mma_tf32_rotating", source="15_mma_tf32_rotating.cu",
+        entry="mma_tf32_rotating_gemm", precision="tf32",
+        block=((BM // WM) * (BN // WN) * 32, 1, 1), tile_m=BM, tile_n=BN,
+        smem=STAGES * (BM * BK + BK * BN) * 4,  # STAGES x (A [BM][BK] + B [BK][BN]) fp32
+        defines=dict(BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, STAGES=STAGES, GROUP_M=GROUP_M,
+                     BVEC=BVEC, MINB=MINB),
+        vector=4,
+        input_roundoff=2.0 ** -11,   # half-ulp add then the unit's truncation: rna
+        summary="TF32 mma.sync.m16n8k8 with one fragment set reloaded right after each "
+                "register's last MMA, rounding in one VIADDMNMX, B fragments of two n-tiles "
+                "per LDS.64"))(),
     # ---- Hopper: TMA + wgmma ----
     # One source, three entries; the launch comes from ladders/gemm/hopper.py (host="tma").
     # Why these knobs: the best of benchmarks/wgmma_sweep.py on the H200 (TMA-store
