@@ -241,47 +241,88 @@ DEVI BlockCoord grouped_block_order() {
 // ---------------------------------------------------------------------------
 #if ALIGNED
 // 16-byte cp.async: thread `tid` always copies the same chunk column of
-// rows r0, r0 + ROW_STEP, ...; one address per tile, then constant strides.
-// With K % 4 == N % 4 == 0 a chunk is wholly inside or wholly outside.
+// rows r0, r0 + ROW_STEP, ...; with K % 4 == N % 4 == 0 a chunk is wholly
+// inside or wholly outside. The row (A) or column (B) tests that do not
+// depend on the k-tile are done once, here; per k-tile a copy costs one
+// 64-bit address per chunk, its test and the LDGSTS.
 template <int ROWS, int COLS, bool IS_A>
-DEVI void copy_tile(unsigned tile, const float* matrix, int ld, int nrows, int ncols,
-                    int row0, int col0, int tid) {
-    constexpr int CPR = COLS / 4;                 // chunks per row
-    constexpr int ROW_STEP = THREADS / CPR;
+struct TileCopy {
+    static constexpr int CPR = COLS / 4;          // chunks per row
+    static constexpr int ROW_STEP = THREADS / CPR;
+    static constexpr int N_CHUNKS = ROWS / ROW_STEP;
     static_assert(THREADS % CPR == 0 && ROWS % ROW_STEP == 0, "whole rows per pass");
-    const int c = tid % CPR, r0 = tid / CPR;
-    const int gcol = col0 + 4 * c;
-    const float* src = matrix + (long long)(row0 + r0) * ld + gcol;
+    const float* src;        // this thread's first chunk of k-tile 0
+    long long row_stride;    // floats between its chunks (ROW_STEP rows)
+    long long tile_stride;   // floats between k-tiles
+    unsigned dst;            // its first chunk's offset in the tile
+    int k_first;             // A: its first column; B: its first row (k-tile 0)
+    int k_limit;             // K
+    unsigned fixed_ok;       // A: bit i = chunk i's row exists; B: all bits = column exists
+
+    DEVI TileCopy(const float* matrix, int ld, int row0, int col0, int nrows, int ncols,
+                  int K, int tid) {
+        const int c = tid % CPR, r0 = tid / CPR;
+        src = matrix + (long long)(row0 + r0) * ld + col0 + 4 * c;
+        row_stride = (long long)ROW_STEP * ld;
+        tile_stride = IS_A ? BK : (long long)BK * ld;
+        dst = IS_A ? a_offset(r0, c) : b_offset(r0, c);
+        k_first = IS_A ? col0 + 4 * c : row0 + r0;
+        k_limit = K;
+        fixed_ok = 0;
 #pragma unroll
-    for (int i = 0; i < ROWS / ROW_STEP; ++i) {
-        const int r = r0 + i * ROW_STEP;
-        const bool inside = gcol < ncols && row0 + r < nrows;
-        const unsigned dst = tile + (IS_A ? a_offset(r, c) : b_offset(r, c));
-        cp_async_16(dst, inside ? src + (long long)i * ROW_STEP * ld : matrix, inside ? 16u : 0u);
+        for (int i = 0; i < N_CHUNKS; ++i) {
+            const bool ok = IS_A ? row0 + r0 + i * ROW_STEP < nrows : col0 + 4 * c < ncols;
+            fixed_ok |= (ok ? 1u : 0u) << i;
+        }
     }
-}
+    // k-tile kt into the tile at shared address `tile`. A k-tile past the
+    // end (kt >= KT) fails every k test and zero-fills: no branch needed.
+    DEVI void copy(unsigned tile, const float* matrix, int kt) const {
+        const float* p = src + kt * tile_stride;
+        const int k0 = k_first + kt * BK;
+#pragma unroll
+        for (int i = 0; i < N_CHUNKS; ++i) {
+            const bool inside = ((fixed_ok >> i) & 1) &&
+                                (IS_A ? k0 < k_limit : k0 + i * ROW_STEP < k_limit);
+            // Row r0 + i*ROW_STEP keeps r0's swizzle bits (ROW_STEP is a
+            // multiple of 8 for A, of 4 for B): an immediate offset.
+            const unsigned d = tile + dst + i * ROW_STEP * (IS_A ? A_ROW_BYTES : B_ROW_BYTES);
+            cp_async_16(d, inside ? p + i * row_stride : matrix, inside ? 16u : 0u);
+        }
+    }
+};
+static_assert(TileCopy<BM, BK, true>::ROW_STEP % 8 == 0, "A chunk rows keep row % 8");
+static_assert(TileCopy<BK, BN, false>::ROW_STEP % 4 == 0, "B chunk rows keep row % 4");
 #else
 // Any shape: element by element with 4-byte cp.async (fp32 is always 4-byte
 // aligned). A rolled loop: unrolled, its hoisted addresses would cost more
-// registers than the accumulators leave.
+// registers than the accumulators leave. The slow, always-correct path.
 template <int ROWS, int COLS, bool IS_A>
-DEVI void copy_tile(unsigned tile, const float* matrix, int ld, int nrows, int ncols,
-                    int row0, int col0, int tid) {
-    constexpr int CPR = COLS / 4;
+struct TileCopy {
+    static constexpr int CPR = COLS / 4;
     static_assert((ROWS * CPR) % THREADS == 0, "every thread copies the same number of chunks");
+    int ld, row0, col0, nrows, ncols, tid;
+
+    DEVI TileCopy(const float*, int ld_, int row0_, int col0_, int nrows_, int ncols_, int,
+                  int tid_)
+        : ld(ld_), row0(row0_), col0(col0_), nrows(nrows_), ncols(ncols_), tid(tid_) {}
+    DEVI void copy(unsigned tile, const float* matrix, int kt) const {
+        const int r_base = IS_A ? row0 : row0 + kt * BK;
+        const int c_base = IS_A ? col0 + kt * BK : col0;
 #pragma unroll 1
-    for (int q = tid; q < ROWS * CPR; q += THREADS) {
-        const int r = q / CPR, c = q % CPR;
-        const int grow = row0 + r, gcol = col0 + 4 * c;
-        const unsigned dst = tile + (IS_A ? a_offset(r, c) : b_offset(r, c));
+        for (int q = tid; q < ROWS * CPR; q += THREADS) {
+            const int r = q / CPR, c = q % CPR;
+            const int grow = r_base + r, gcol = c_base + 4 * c;
+            const unsigned dst = tile + (IS_A ? a_offset(r, c) : b_offset(r, c));
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            const bool inside = grow < nrows && gcol + e < ncols;
-            cp_async_4(dst + 4 * e, inside ? matrix + (long long)grow * ld + gcol + e : matrix,
-                       inside ? 4u : 0u);
+            for (int e = 0; e < 4; ++e) {
+                const bool inside = grow < nrows && gcol + e < ncols;
+                cp_async_4(dst + 4 * e, inside ? matrix + (long long)grow * ld + gcol + e : matrix,
+                           inside ? 4u : 0u);
+            }
         }
     }
-}
+};
 #endif
 
 // ---------------------------------------------------------------------------
@@ -365,9 +406,13 @@ mma_tf32_rotating_gemm(const float* __restrict__ A, const float* __restrict__ B,
 #pragma unroll
             for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.0f;
 
+    // A: BM x BK at rows m0.., columns kt*BK..; B: BK x BN at rows kt*BK..,
+    // columns n0.. (matrix, ld, row0, col0 of k-tile 0, rows, columns).
+    const TileCopy<BM, BK, true> copy_a(A, K, m0, 0, M, K, K, tid);
+    const TileCopy<BK, BN, false> copy_b(B, N, 0, n0, K, N, K, tid);
     auto copy_stage = [&](unsigned stage, int kt) {
-        copy_tile<BM, BK, true>(stage, A, K, M, K, m0, kt * BK, tid);
-        copy_tile<BK, BN, false>(stage + A_BYTES, B, N, K, N, kt * BK, n0, tid);
+        copy_a.copy(stage, A, kt);
+        copy_b.copy(stage + A_BYTES, B, kt);
     };
 
     // The one fragment set: operands of the k-step whose MMAs come next.
@@ -436,10 +481,15 @@ mma_tf32_rotating_gemm(const float* __restrict__ A, const float* __restrict__ B,
                     // that every warp has loaded its last fragments from
                     // k-tile kt's stage (during the k-step before this
                     // one): refill that stage with k-tile kt + STAGES.
+                    // No `if (kt + STAGES < KT)`: past the end the copy
+                    // zero-fills a stage nobody reads again, and without
+                    // the branch the copy stays in the basic block of the
+                    // MMAs, which ptxas interleaves it with (a separate
+                    // block ran its ~200 instructions with no MMA issued,
+                    // all warps at once, right after the barrier).
                     cp_async_wait<STAGES - 2>();
                     __syncthreads();
-                    const int pf = kt + STAGES;
-                    if (pf < KT) copy_stage(smem + cur, pf);
+                    copy_stage(smem + cur, kt + STAGES);
                     cp_async_commit();
                     if (MT == 1) {
                         // (MT == 1 only: the b reloads skipped above.)
