@@ -502,6 +502,9 @@ mma_tf32_rotating_gemm(const float* __restrict__ A, const float* __restrict__ B,
         }
         cur = nxt;
     }
+    // The last STAGES refills were zero-fills past the end; let them land
+    // before the block retires and its shared memory is handed on.
+    cp_async_wait<0>();
 
     // Epilogue: per m-tile, row half and group, the 2*BVEC adjacent outputs.
 #pragma unroll
