@@ -221,11 +221,19 @@ def bench(results, sizes, rounds, reps):
         try:
             k = rung_kernel(r, True)
             res = k.resources
+            # The largest shared-memory carveout, so that the two-block
+            # variants (2 x 96 KiB) really get two blocks per SM.
+            driver.set_function_attribute(k.function, "MAX_DYNAMIC_SHARED_SIZE_BYTES", r.smem)
+            driver.set_function_attribute(k.function, "PREFERRED_SHARED_MEMORY_CARVEOUT", 100)
+            per_sm = driver.occupancy_max_active_blocks(k.function, r.block[0], r.smem)
             kernels[name] = (r, k)
             results["kernels"][name] = dict(defines=dict(r.defines), registers=res.registers
                                             if res else None,
                                             spill_bytes=(res.spill_stores + res.spill_loads)
-                                            if res else None, smem=r.smem)
+                                            if res else None, smem=r.smem,
+                                            blocks_per_sm=per_sm)
+            log(f"  {name}: {res.registers if res else '?'} registers, {r.smem} B smem, "
+                f"{per_sm} block(s)/SM")
         except Exception as e:  # noqa: BLE001
             log(f"  compile {name} failed: {e}")
             results["kernels"][name] = dict(error=str(e))

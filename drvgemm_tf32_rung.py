@@ -20,14 +20,14 @@ INPUT_ROUNDOFF = {0: 2.0 ** -10, 1: 2.0 ** -11, 2: 2.0 ** -11}
 
 
 def tf32_rung(BM=128, BN=256, BK=32, WM=64, WN=64, STAGES=3, GROUP_M=8, BVEC=2, ROUND=2,
-              name="15_mma_tf32_rotating") -> Rung:
+              MINB=1, name="15_mma_tf32_rotating") -> Rung:
     warps = (BM // WM) * (BN // WN)
     return Rung(
         name=name, source=SOURCE, entry=ENTRY, precision="tf32",
         block=(warps * 32, 1, 1), tile_m=BM, tile_n=BN,
         smem=STAGES * (BM * BK + BK * BN) * 4,   # STAGES x (A [BM][BK] + B [BK][BN]) fp32
         defines=dict(BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, STAGES=STAGES, GROUP_M=GROUP_M,
-                     BVEC=BVEC, ROUND=ROUND),
+                     BVEC=BVEC, ROUND=ROUND, MINB=MINB),
         vector=4,
         input_roundoff=INPUT_ROUNDOFF[ROUND],
         summary="TF32 mma.sync.m16n8k8 with one fragment set whose registers are reloaded "
@@ -47,4 +47,11 @@ VARIANTS = {
     "15.bk32s3.v1.rna": tf32_rung(BVEC=1, name="15.bk32s3.v1.rna"),
     "15.bk32s3.v4.rna": tf32_rung(BVEC=4, name="15.bk32s3.v4.rna"),
     "15.bk32s3.v1.trunc": tf32_rung(ROUND=0, BVEC=1, name="15.bk32s3.v1.trunc"),
+    # Two blocks per SM: 128 x 128 blocks of 4 warps (the same 64 x 64 warp
+    # tile), 96 KiB each, so one block's barrier is hidden by the other's MMAs.
+    "15.c2.bn128.v2.rna": tf32_rung(BN=128, MINB=2, name="15.c2.bn128.v2.rna"),
+    "15.c2.bn128.v4.rna": tf32_rung(BN=128, BVEC=4, MINB=2, name="15.c2.bn128.v4.rna"),
+    "15.c2.bn128.v2.rna.g16": tf32_rung(BN=128, MINB=2, GROUP_M=16,
+                                        name="15.c2.bn128.v2.rna.g16"),
+    "15.bk32s3.v2.add": tf32_rung(ROUND=1, name="15.bk32s3.v2.add"),
 }

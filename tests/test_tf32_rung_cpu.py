@@ -159,7 +159,7 @@ def test_registry_entry_is_derived():
 
 
 def test_every_define_is_required():
-    for name in ["BM", "BN", "BK", "WM", "WN", "STAGES", "GROUP_M", "BVEC", "ROUND", "ALIGNED"]:
+    for name in ["BM", "BN", "BK", "WM", "WN", "STAGES", "GROUP_M", "BVEC", "ROUND", "MINB", "ALIGNED"]:
         defines = dict(RUNG_15.defines, ALIGNED=1)
         del defines[name]
         with pytest.raises(CompileError) as e:

@@ -67,6 +67,9 @@
 #if !defined(ROUND)
 #error "ROUND (0: truncation by the tensor core, 1: add half an ulp, 2: same, NaN-safe) must be defined"
 #endif
+#if !defined(MINB)
+#error "MINB (blocks per SM the register budget is made for: __launch_bounds__ minimum) must be defined"
+#endif
 #if !defined(ALIGNED)
 #error "ALIGNED (1: K % 4 == N % 4 == 0 and 16-byte pointers; 0: any shape) must be defined"
 #endif
@@ -373,7 +376,7 @@ DEVI void store_row(float* C, int M, int N, int row, int col, const float (&v)[2
 #endif
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS, 1)
+extern "C" __global__ void __launch_bounds__(THREADS, MINB)
 mma_tf32_rotating_gemm(const float* __restrict__ A, const float* __restrict__ B,
                        float* __restrict__ C, int M, int N, int K, float alpha, float beta) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
