@@ -54,4 +54,7 @@ VARIANTS = {
     "15.c2.bn128.v2.rna.g16": tf32_rung(BN=128, MINB=2, GROUP_M=16,
                                         name="15.c2.bn128.v2.rna.g16"),
     "15.bk32s3.v2.add": tf32_rung(ROUND=1, name="15.bk32s3.v2.add"),
+    # Truncation with LDS.64: no rounding, but MOVs to re-pair b0/b1.
+    "15.bk32s3.v2.trunc": tf32_rung(ROUND=0, name="15.bk32s3.v2.trunc"),
+    "15.c2.bn128.v2.trunc": tf32_rung(BN=128, MINB=2, ROUND=0, name="15.c2.bn128.v2.trunc"),
 }
