@@ -106,7 +106,7 @@
 
 static_assert(CLUSTER == 1 || CLUSTER == 2, "CLUSTER must be 1 or 2");
 static_assert(CLUSTER == 1 || WARP_SPECIALIZED, "clusters need the producer warpgroup");
-static_assert(STAGES >= 2 && STAGES <= 4, "4 stages of 48 KB fill the 227 KB of shared memory");
+static_assert(STAGES >= 2 && STAGES <= 8, "STAGES: 2 to 8 (the ring must fit shared memory, below)");
 static_assert(GROUP >= 1, "GROUP must be positive");
 static_assert(EPILOGUE == 0 || EPILOGUE == 2, "EPILOGUE must be 0 (direct) or 2 (TMA store)");
 static_assert(WGMMA_ELEM >= 1 && WGMMA_ELEM <= 3, "WGMMA_ELEM must be 1, 2 or 3");
@@ -116,14 +116,20 @@ static_assert(!(OUT_16 && WGMMA_ELEM == 3), "tf32 writes an fp32 C: OUT_16 is fo
 constexpr int CONSUMERS = 2;
 constexpr int THREADS = (WARP_SPECIALIZED ? 128 : 0) + CONSUMERS * 128;
 constexpr int TILE_Y = 64 * CONSUMERS;  // wgmma M: rows of A (columns of C for tf32)
-constexpr int TILE_X = 256;             // wgmma N: columns of B (rows of C for tf32)
+// wgmma N: columns of B (rows of C for tf32): the entry's BN (BM for tf32).
+// One value per instantiation; the family's members differ in it.
+constexpr int TILE_X = WGMMA_ELEM == ELEM_TF32 ? BM : BN;
+static_assert(TILE_X % 64 == 0 && TILE_X >= 64 && TILE_X <= 256,
+              "wgmma N (BN, or BM for tf32): 64, 128, 192 or 256 (whole 64-wide boxes)");
+constexpr int ACC = WgmmaN<TILE_X>::ACC;   // fp32 accumulators per consumer thread
+constexpr int X_BOXES = TILE_X / 64;       // the TILE_X-side operand arrives in 64-wide boxes
 
 // One stage of the ring: the TILE_Y-side operand (16 KB) then the TILE_X-side
-// operand (four 8 KB boxes). Every block of both starts on a 1024-byte
+// operand (X_BOXES boxes of 8 KB). Every block of both starts on a 1024-byte
 // boundary, as the 128-byte swizzle pattern repeats every 8 lines.
 constexpr u32 Y_BYTES = 16384;
 constexpr u32 X_BOX_BYTES = 8192;
-constexpr u32 X_BYTES = 4 * X_BOX_BYTES;
+constexpr u32 X_BYTES = X_BOXES * X_BOX_BYTES;
 constexpr u32 STAGE_BYTES = Y_BYTES + X_BYTES;
 // EPILOGUE 2: per consumer warpgroup two 8 KB buffers, each one TMA box of
 // C: 64 rows of one 128-byte swizzled line (32 fp32 or 64 16-bit columns).
@@ -135,6 +141,9 @@ constexpr u32 STAGING_BYTES = EPILOGUE == 2 ? CONSUMERS * 2 * C_BOX_BYTES : 0;
 // STAGES * STAGE_BYTES + STAGING_BYTES + 16 * STAGES + 64 + 1024 bytes (the
 // last 1024: slack to align the base).
 constexpr int QUEUE_SLOTS = 2;
+// The opt-in limit of a block on sm_90 (227 KB): the host requests exactly this.
+static_assert(STAGES * STAGE_BYTES + STAGING_BYTES + 16 * STAGES + 64 + 1024 <= 232448,
+              "STAGES stages of this tile (and the C staging) exceed 227 KB of shared memory");
 
 #if WARP_SPECIALIZED
 constexpr int PRODUCER_REGS = 40;
@@ -149,8 +158,8 @@ struct Elem {
     // (TILE_Y along wgmma M, TILE_X along N) is the block's tile of C, seen
     // transposed for tf32.
     static_assert(BK * (SWAP ? 4 : 2) == 128, "BK: one 128-byte line of k");
-    static_assert((SWAP ? BN : BM) == TILE_Y && (SWAP ? BM : BN) == TILE_X,
-                  "BM x BN must be the 128 x 256 wgmma tile (256 x 128 for tf32)");
+    static_assert((SWAP ? BN : BM) == TILE_Y,
+                  "BM must be 128 (BN for tf32, whose wgmma tile is C^T): two m64 warpgroups");
     // the transposed tf32 tile stores directly
     static constexpr int EPI = SWAP ? 0 : EPILOGUE;
     // C's element: fp32, or with OUT_16 the input's 16-bit type
@@ -212,7 +221,7 @@ __device__ __forceinline__ void fill_stage(const TmaMap* mapA, const TmaMap* map
             if (y0 + 32 * j < p.y_ext) bytes += Y_BYTES / 4;
     }
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
+    for (int j = 0; j < X_BOXES; ++j)
         if (x0 + 64 * j < p.x_ext) bytes += X_BOX_BYTES;
     // A partially out-of-bounds box still delivers (zero-filled) its full size.
     mbar_arrive_expect_tx(full, bytes);
@@ -226,7 +235,7 @@ __device__ __forceinline__ void fill_stage(const TmaMap* mapA, const TmaMap* map
                 tma_load_2d(ybase + j * (Y_BYTES / 4), mapB, y0 + 32 * j, k0, full);
     }
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
+    for (int j = 0; j < X_BOXES; ++j) {
         if (x0 + 64 * j >= p.x_ext || (j % CLUSTER) != static_cast<int>(rank)) continue;
         const TmaMap* map = SWAP ? mapA : mapB;
         const int c0 = SWAP ? k0 : x0 + 64 * j;
@@ -244,7 +253,7 @@ __device__ __forceinline__ void fill_stage(const TmaMap* mapA, const TmaMap* map
 // the wgmma tile). Leaves them in flight as one committed group.
 // ---------------------------------------------------------------------------
 template <int ELEM>
-__device__ __forceinline__ void mma_stage(float (&acc)[128], u32 (&frag)[4][4], u32 stage, int c,
+__device__ __forceinline__ void mma_stage(float (&acc)[ACC], u32 (&frag)[4][4], u32 stage, int c,
                                           bool first) {
     const u32 ybase = stage;
     const u32 xbase = stage + Y_BYTES;
@@ -261,9 +270,9 @@ __device__ __forceinline__ void mma_stage(float (&acc)[128], u32 (&frag)[4][4], 
             const u64 db = smem_desc_sw128(xbase + kk * 16 * 128, X_BOX_BYTES, 1024);
             const int scale_d = (first && kk == 0) ? 0 : 1;
             if constexpr (ELEM == ELEM_BF16)
-                wgmma_m64n256k16_bf16(acc, da, db, scale_d);
+                wgmma_m64nNk16_bf16<TILE_X>(acc, da, db, scale_d);
             else
-                wgmma_m64n256k16_fp16(acc, da, db, scale_d);
+                wgmma_m64nNk16_fp16<TILE_X>(acc, da, db, scale_d);
         }
         wgmma_commit();
     } else {
@@ -312,7 +321,7 @@ __device__ __forceinline__ void mma_stage(float (&acc)[128], u32 (&frag)[4][4], 
             // k8 step: +32 bytes along A's 128-byte lines (wgmma's B, K-major).
             const u64 db = smem_desc_sw128(xbase + ks * 32, 16, 1024);
             const int scale_d = (first && ks == 0) ? 0 : 1;
-            wgmma_m64n256k8_tf32_rs(acc, frag[ks], db, scale_d);
+            wgmma_m64nNk8_tf32_rs<TILE_X>(acc, frag[ks], db, scale_d);
         }
         wgmma_commit();
     }
@@ -334,9 +343,9 @@ __device__ __forceinline__ void release_stage(const Ring& ring, int s) {
 
 #include "20_tma_wgmma/epilogue.cuh"
 
-__device__ __forceinline__ void fence_accumulators(float (&acc)[128]) {
+__device__ __forceinline__ void fence_accumulators(float (&acc)[ACC]) {
 #pragma unroll
-    for (int i = 0; i < 128; ++i) fence_operand(acc[i]);
+    for (int i = 0; i < ACC; ++i) fence_operand(acc[i]);
 }
 
 // ---------------------------------------------------------------------------
@@ -369,7 +378,7 @@ __device__ __forceinline__ void producer_loop(const TmaMap* mapA, const TmaMap* 
 
 // One unit of a consumer warpgroup: the mainloop over k, then the epilogue.
 template <int ELEM>
-__device__ __forceinline__ void consume_unit(float (&acc)[128], u32 (&frag0)[4][4],
+__device__ __forceinline__ void consume_unit(float (&acc)[ACC], u32 (&frag0)[4][4],
                                              u32 (&frag1)[4][4], const TmaMap* mapC, void* C,
                                              const Ring& ring, const Problem& p, int u, int c,
                                              u32 rank, float alpha, float beta, bool c_tma,
@@ -397,7 +406,7 @@ __device__ __forceinline__ void consume_unit(float (&acc)[128], u32 (&frag0)[4][
     fence_accumulators(acc);
     if (p.k_tiles == 0) {
 #pragma unroll
-        for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+        for (int i = 0; i < ACC; ++i) acc[i] = 0.0f;
     }
     epilogue<ELEM>(acc, mapC, C, ring, p, y0, x0, c, alpha, beta, c_tma);
 }
@@ -406,7 +415,7 @@ template <int ELEM>
 __device__ __forceinline__ void consumer_loop(const TmaMap* mapC, void* C, const Ring& ring,
                                               const Problem& p, int c, u32 rank, float alpha,
                                               float beta, bool c_tma) {
-    float acc[128];
+    float acc[ACC];
     u32 frag0[4][4], frag1[4][4];
     Cursor cur;
     for (int u = first_unit(); u < p.units; u += unit_stride())
@@ -425,7 +434,7 @@ __device__ __forceinline__ void single_role_loop(const TmaMap* mapA, const TmaMa
                                                  const TmaMap* mapC, void* C, const Ring& ring,
                                                  const Problem& p, int c, float alpha, float beta,
                                                  bool c_tma) {
-    float acc[128];
+    float acc[ACC];
     u32 frag[4][4];
     Cursor cons, prod;
     const bool producer = threadIdx.x == 0;
@@ -457,7 +466,7 @@ __device__ __forceinline__ void single_role_loop(const TmaMap* mapA, const TmaMa
         fence_accumulators(acc);
         if (p.k_tiles == 0) {
 #pragma unroll
-            for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+            for (int i = 0; i < ACC; ++i) acc[i] = 0.0f;
         }
         epilogue<ELEM>(acc, mapC, C, ring, p, y0, x0, c, alpha, beta, c_tma);
     }

@@ -80,7 +80,7 @@ __device__ __forceinline__ void store_pair(void* C, size_t i, float v0, float v1
 // columns, which the compiler reliably unrolls (a loop it keeps would index
 // the accumulators at run time and move them all to local memory).
 template <int ELEM, int H>
-__device__ __forceinline__ void epilogue_direct_half(const float (&acc)[128], void* C,
+__device__ __forceinline__ void epilogue_direct_half(const float (&acc)[ACC], void* C,
                                                      const Problem& p, int r, int x0, int t,
                                                      float alpha, float beta) {
     if constexpr (!Elem<ELEM>::SWAP) {
@@ -94,7 +94,7 @@ __device__ __forceinline__ void epilogue_direct_half(const float (&acc)[128], vo
                            ((static_cast<size_t>(row) * p.N) & 1) == 0;
         const size_t row_start = static_cast<size_t>(row) * p.N;
 #pragma unroll
-        for (int j = 0; j < 32; ++j) {
+        for (int j = 0; j < ACC / 4; ++j) {
             const int col = x0 + 8 * j + 2 * t;
             const float v0 = acc[4 * j + 2 * H], v1 = acc[4 * j + 2 * H + 1];
             if (pairs && col + 1 < p.N) {
@@ -110,7 +110,7 @@ __device__ __forceinline__ void epilogue_direct_half(const float (&acc)[128], vo
         const int col = r;
         if (col >= p.N) return;
 #pragma unroll
-        for (int j = 0; j < 32; ++j) {
+        for (int j = 0; j < ACC / 4; ++j) {
             const int row = x0 + 8 * j + 2 * t;
             if (row < p.M) store1<ELEM>(C, p.N, row, col, acc[4 * j + 2 * H], alpha, beta);
             if (row + 1 < p.M)
@@ -120,7 +120,7 @@ __device__ __forceinline__ void epilogue_direct_half(const float (&acc)[128], vo
 }
 
 template <int ELEM>
-__device__ __forceinline__ void epilogue_direct(const float (&acc)[128], void* C,
+__device__ __forceinline__ void epilogue_direct(const float (&acc)[ACC], void* C,
                                                 const Problem& p, int y0, int x0, int c,
                                                 float alpha, float beta) {
     const int lane = threadIdx.x & 31;
@@ -140,7 +140,7 @@ __device__ __forceinline__ void epilogue_direct(const float (&acc)[128], void* C
 // last chunks drain while the warpgroup goes on to its next tile. Only
 // beta == 0.
 template <int ELEM>
-__device__ __forceinline__ void epilogue_tma(const float (&acc)[128], const TmaMap* mapC,
+__device__ __forceinline__ void epilogue_tma(const float (&acc)[ACC], const TmaMap* mapC,
                                              const Ring& ring, const Problem& p, int y0, int x0,
                                              int c, float alpha) {
     constexpr int BOX_COLS = Elem<ELEM>::C_BOX_COLS;
@@ -199,7 +199,7 @@ __device__ __forceinline__ void epilogue_tma(const float (&acc)[128], const TmaM
 }
 
 template <int ELEM>
-__device__ __forceinline__ void epilogue(const float (&acc)[128], const TmaMap* mapC, void* C,
+__device__ __forceinline__ void epilogue(const float (&acc)[ACC], const TmaMap* mapC, void* C,
                                          const Ring& ring, const Problem& p, int y0, int x0,
                                          int c, float alpha, float beta, bool c_tma) {
     if constexpr (Elem<ELEM>::EPI == 2) {

@@ -43,7 +43,8 @@ __all__ = ["Geometry", "geometry", "wgmma_smem_bytes", "wgmma_work_units",
 
 ELEM_BYTES = {"bf16": 2, "fp16": 2, "tf32": 4}
 SWIZZLE_LINE = 128    # bytes: one 128-byte swizzled line per row of a box
-X_BOXES = 4           # the 256-wide operand of a stage arrives as four boxes
+X_BOX = 64            # the tile_x-wide operand of a stage arrives in boxes 64 wide
+WGMMA_N = (128, 192, 256)   # the wgmma N (tile_x) the kernel is built for (wgmma.cuh has 64 too)
 CONSUMERS = 2         # consumer warpgroups, each owning 64 rows of the wgmma tile
 C_BOX_ROWS = 64       # EPILOGUE=2: rows per TMA store (one 8 KB staging buffer)
 STAGING_BYTES = CONSUMERS * 2 * C_BOX_ROWS * SWIZZLE_LINE  # two buffers per consumer
@@ -60,7 +61,7 @@ class Geometry:
     k_tile: int        # k per stage
     swapped: bool      # tf32: the block computes C^T (wgmma M runs along N)
     tile_y: int        # wgmma M per block
-    tile_x: int        # wgmma N per block
+    tile_x: int        # wgmma N per block (128, 192 or 256)
     a_box: tuple       # (box_rows, box_cols) of A's map
     b_box: tuple       # (box_rows, box_cols) of B's map
 
@@ -80,10 +81,14 @@ class Geometry:
         bk = int(d.get("BK", line))
         swapped = precision == "tf32"
         tile_y, tile_x = (bn, bm) if swapped else (bm, bn)
-        x_box = tile_x // X_BOXES
+        if tile_y != 64 * CONSUMERS or tile_x not in WGMMA_N:
+            raise ValueError(
+                f"rung 20 tiles are {64 * CONSUMERS} x N with N in {WGMMA_N} "
+                f"({'N x 128 for tf32' if swapped else '128 x N'}), not {bm} x {bn}")
+        x_box = X_BOX
         if swapped:   # A is wgmma's K-major B (along X); B is N-major, one line per box row
             a_box, b_box = (x_box, bk), (bk, line)
-        else:         # A is wgmma's A (along Y, one box); B arrives as X_BOXES column boxes
+        else:         # A is wgmma's A (along Y, one box); B arrives in tile_x / 64 column boxes
             a_box, b_box = (tile_y, bk), (bk, x_box)
         return cls(precision, es, bk, swapped, tile_y, tile_x, a_box, b_box)
 
