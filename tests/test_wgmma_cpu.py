@@ -131,7 +131,7 @@ def test_kernel_takes_tensor_maps_by_value():
     params = parse_params(b.ptx, "gemm_tma_wgmma_bf16")
     kinds = [(p.ptx_type, p.align) for p in params]
     assert kinds[:3] == [("b8[128]", 64)] * 3, kinds
-    assert [p.ptx_type for p in params[3:]] == ["u64", "u32", "u32", "u32", "f32", "f32", "u64"]
+    assert [p.ptx_type for p in params[3:]] == ["u64", "u32", "u32", "u32", "f32", "f32"]
 
 
 def test_registered_rungs_match_the_kernel():
@@ -387,8 +387,7 @@ def test_launch_config_bf16(fake_driver):
     assert cfg["grid"] == (128, 1, 1)
     args = cfg["args"]
     assert all(len(a.param_bytes) == 128 for a in args[:3])
-    # The last parameter (the removed dynamic scheduler's counters) is unused: 0.
-    assert args[3:] == [pc, m, n, k, 1.0, 0.0, 0]
+    assert args[3:] == [pc, m, n, k, 1.0, 0.0]
     assert not fake_driver.workspaces and not fake_driver.memsets
     assert not fake_driver.allocs and not cfg["keepalive"]
     # Same buffers again: the maps are reused.
@@ -415,7 +414,7 @@ def test_launch_config_c_map_only_when_usable(fake_driver):
     direct = dataclasses.replace(r, name="direct", defines={**r.defines, "EPILOGUE": 0},
                                  smem=hopper.wgmma_smem_bytes(4, 0))
     cfg = hopper.wgmma_gemm_launch_config(direct, pa, pb, 0x7f0030000000, 300, 4096, 64, 1.0, 0.0)
-    assert cfg["args"][2] is tensormap.UNUSED_MAP and cfg["args"][-1] == 0
+    assert cfg["args"][2] is tensormap.UNUSED_MAP
     with pytest.raises(ValueError, match="EPILOGUE"):
         hopper.wgmma_gemm_launch_config(dataclasses.replace(direct, smem=r.smem), pa, pb,
                                      0x7f0030000000, 300, 4096, 64, 1.0, 0.0)

@@ -10,8 +10,7 @@
 //       const __grid_constant__ TmaMap mapA,   // A, M x K row-major
 //       const __grid_constant__ TmaMap mapB,   // B, K x N row-major
 //       const __grid_constant__ TmaMap mapC,   // C, M x N (EPILOGUE 2 only)
-//       void* C, int M, int N, int K, float alpha, float beta,
-//       int* unused)   // the former dynamic scheduler's counters; the host passes 0
+//       void* C, int M, int N, int K, float alpha, float beta)
 // C = alpha * A @ B + beta * C, C row-major M x N, fp32 -- or, built with
 // OUT_16=1, the inputs' own 16-bit type (bf16 / fp16 entries; the fp32
 // result rounded to nearest even, as cuBLAS writes a bf16 C); beta == 0 never
@@ -136,13 +135,11 @@ constexpr u32 STAGE_BYTES = Y_BYTES + X_BYTES;
 constexpr u32 C_BOX_BYTES = 64 * 128;
 constexpr u32 STAGING_BYTES = EPILOGUE == 2 ? CONSUMERS * 2 * C_BOX_BYTES : 0;
 // Shared memory, from a 1024-aligned base: the ring, the staging buffers,
-// then 16 * STAGES bytes of full/empty barriers and 64 bytes for the unit
-// queue (2 full + 2 empty barriers, 2 unit slots). The host (tma.py) requests
-// STAGES * STAGE_BYTES + STAGING_BYTES + 16 * STAGES + 64 + 1024 bytes (the
-// last 1024: slack to align the base).
-constexpr int QUEUE_SLOTS = 2;
-// The opt-in limit of a block on sm_90 (227 KB): the host requests exactly this.
-static_assert(STAGES * STAGE_BYTES + STAGING_BYTES + 16 * STAGES + 64 + 1024 <= 232448,
+// then 16 * STAGES bytes of full/empty barriers. The host
+// (hopper.wgmma_smem_bytes) requests STAGES * STAGE_BYTES + STAGING_BYTES +
+// 16 * STAGES + 1024 bytes (the last 1024: slack to align the base), which
+// must fit the opt-in limit of a block on sm_90 (227 KB).
+static_assert(STAGES * STAGE_BYTES + STAGING_BYTES + 16 * STAGES + 1024 <= 232448,
               "STAGES stages of this tile (and the C staging) exceed 227 KB of shared memory");
 
 #if WARP_SPECIALIZED
@@ -172,13 +169,6 @@ struct Ring {
     u32 staging;    // EPILOGUE 2 buffers
     u32 full;       // STAGES barriers: the stage's bytes have landed
     u32 empty;      // STAGES barriers: every consumer is done with the stage
-    // A unit queue (QUEUE_SLOTS full/empty barriers and unit slots) from the
-    // removed dynamic scheduler: no code waits on it, but its barriers are
-    // still initialised, so the registered kernels' machine code is the one
-    // that was measured. It goes with the host's unused `sched` argument.
-    u32 qfull;
-    u32 qempty;
-    u32 qunit;
     __device__ u32 stage(int s) const { return base + s * STAGE_BYTES; }
     __device__ u32 full_bar(int s) const { return full + 8 * s; }
     __device__ u32 empty_bar(int s) const { return empty + 8 * s; }
@@ -485,9 +475,6 @@ __device__ __forceinline__ void gemm_tma_wgmma(const TmaMap* mapA, const TmaMap*
     ring.staging = ring.base + STAGES * STAGE_BYTES;
     ring.full = ring.staging + STAGING_BYTES;
     ring.empty = ring.full + 8 * STAGES;
-    ring.qfull = ring.empty + 8 * STAGES;
-    ring.qempty = ring.qfull + 8 * QUEUE_SLOTS;
-    ring.qunit = ring.qempty + 8 * QUEUE_SLOTS;
 
     const Problem p = make_problem<ELEM>(M, N, K);
     u32 rank = 0;
@@ -507,10 +494,6 @@ __device__ __forceinline__ void gemm_tma_wgmma(const TmaMap* mapA, const TmaMap*
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(ring.full_bar(s), 1);                        // the producer's expect_tx
             mbar_init(ring.empty_bar(s), CONSUMERS * CLUSTER);     // one per consumer warpgroup
-        }
-        for (int s = 0; s < QUEUE_SLOTS; ++s) {
-            mbar_init(ring.qfull + 8 * s, 1);                      // the producer posts a unit
-            mbar_init(ring.qempty + 8 * s, CONSUMERS * 128);       // every consumer thread read it
         }
         fence_barrier_init();
         tma_prefetch_map(mapA);
@@ -546,7 +529,7 @@ __device__ __forceinline__ void gemm_tma_wgmma(const TmaMap* mapA, const TmaMap*
     extern "C" __global__ void __launch_bounds__(THREADS, 1)                                 \
     NAME(const __grid_constant__ TmaMap mapA, const __grid_constant__ TmaMap mapB,           \
          const __grid_constant__ TmaMap mapC, void* C, int M, int N, int K, float alpha,     \
-         float beta, int* /* unused */) {                                                     \
+         float beta) {                                                                        \
         gemm_tma_wgmma<ELEM>(&mapA, &mapB, &mapC, C, M, N, K, alpha, beta);                   \
     }
 

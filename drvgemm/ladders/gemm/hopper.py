@@ -10,7 +10,7 @@ compiled here: the caller (``gemm()``) compiles the instantiation first and
 passes the Kernel in, which this module asks for its register count (the
 setmaxnreg budget) and its cluster occupancy.
 
-The rung's kernels take (mapA, mapB, mapC, C, M, N, K, alpha, beta, unused):
+The rung's kernels take (mapA, mapB, mapC, C, M, N, K, alpha, beta):
   bf16 / fp16: mapA over A (M x K): box BK (k) x BM (rows); mapB over B
                (K x N): box 64 (columns) x BK (k); both 128-byte swizzled.
   tf32:        the kernel computes C^T = B^T A^T (see the .cu file): mapA's
@@ -21,8 +21,6 @@ The rung's kernels take (mapA, mapB, mapC, C, M, N, K, alpha, beta, unused):
                rows are whole 16 bytes and C is 16-byte aligned (the kernel
                tests the same condition and otherwise stores directly), else
                128 zero bytes, never read.
-  unused:      0 (a parameter left from a dynamic scheduler that lost; removing it
-               changes the SASS, so it goes with a measured change)
 A or B that the copy engine cannot describe as it is (K or N not a multiple
 of 8 for 16-bit types, of 4 for fp32, or a misaligned base) is first copied
 into a runtime.tensormap.PaddedCopy on the launch's stream.
@@ -48,7 +46,6 @@ WGMMA_N = (128, 192, 256)   # the wgmma N (tile_x) the kernel is built for (wgmm
 CONSUMERS = 2         # consumer warpgroups, each owning 64 rows of the wgmma tile
 C_BOX_ROWS = 64       # EPILOGUE=2: rows per TMA store (one 8 KB staging buffer)
 STAGING_BYTES = CONSUMERS * 2 * C_BOX_ROWS * SWIZZLE_LINE  # two buffers per consumer
-QUEUE_BYTES = 64      # the unit queue: 2 full + 2 empty mbarriers and 2 unit slots, padded
 ALIGN_SLACK = 1024    # the ring starts on a 1024-byte boundary (the swizzle repeats per 8 lines)
 
 
@@ -100,11 +97,11 @@ def geometry(rung) -> Geometry:
 
 def wgmma_smem_bytes(stages: int, epilogue: int = 0, stage_bytes: int = 49152) -> int:
     """Dynamic shared memory of the rung: the ring, the EPILOGUE=2 staging
-    buffers, 2 mbarriers per stage, the unit queue and 1024 bytes of slack to
+    buffers, 2 mbarriers per stage and 1024 bytes of slack to
     align the ring for the 128-byte swizzle. ``stage_bytes``: Geometry.stage_bytes
     (48 KiB for every registered entry)."""
     staging = STAGING_BYTES if int(epilogue) == 2 else 0
-    return stages * stage_bytes + staging + 16 * stages + QUEUE_BYTES + ALIGN_SLACK
+    return stages * stage_bytes + staging + 16 * stages + ALIGN_SLACK
 
 
 def c_map_usable(address: int, n: int, elem_bytes: int = 4) -> bool:
@@ -272,7 +269,6 @@ def wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, *, stream=None
             # one 128-byte line per row: 32 fp32 or 64 16-bit columns
             map_c = cached_matrix_map(pc, dtype if narrow_output else "fp32", m, n, c_elem * n,
                                       C_BOX_ROWS, SWIZZLE_LINE // c_elem)
-    workspace = 0   # the kernel's last parameter is unused (the dynamic scheduler is gone)
 
     resident = _persistent_blocks(rung, kernel, cluster, block, smem, sm_limit) \
         if persistent else None
@@ -281,7 +277,7 @@ def wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, *, stream=None
         "grid": (blocks, 1, 1),
         "block": block,
         "smem": smem,
-        "args": [map_a, map_b, map_c, c, m, n, k, float(alpha), float(beta), workspace],
+        "args": [map_a, map_b, map_c, c, m, n, k, float(alpha), float(beta)],
         "cluster": (cluster, 1, 1) if cluster > 1 else None,
         "keepalive": keep,
     }
