@@ -10,7 +10,8 @@
 //       const __grid_constant__ TmaMap mapA,   // A, M x K row-major
 //       const __grid_constant__ TmaMap mapB,   // B, K x N row-major
 //       const __grid_constant__ TmaMap mapC,   // C, M x N (EPILOGUE 2 only)
-//       void* C, int M, int N, int K, float alpha, float beta)
+//       void* C, int M, int N, int K, float alpha, float beta,
+//       float* partials, long long split_stride, int splits)
 // C = alpha * A @ B + beta * C, C row-major M x N, fp32 -- or, built with
 // OUT_16=1, the inputs' own 16-bit type (bf16 / fp16 entries; the fp32
 // result rounded to nearest even, as cuBLAS writes a bf16 C); beta == 0 never
@@ -345,13 +346,12 @@ template <int ELEM>
 __device__ __forceinline__ void produce_unit(const TmaMap* mapA, const TmaMap* mapB,
                                              const Ring& ring, const Problem& p, int u, u32 rank,
                                              Cursor& cur) {
-    int y0, x0;
-    unit_origin(p, u, rank, y0, x0);
-    for (int kt = 0; kt < p.k_tiles; ++kt) {
+    const Work w = unit_work(p, u, rank);
+    for (int kt = w.kt0; kt < w.kt1; ++kt) {
         // Parity phase ^ 1: on the first lap the barrier is in phase 0
         // and "phase 1" counts as completed, so a fresh stage is free.
         mbar_wait(ring.empty_bar(cur.s), cur.phase ^ 1);
-        fill_stage<ELEM>(mapA, mapB, ring, cur.s, p, kt * Elem<ELEM>::K_TILE, y0, x0, rank);
+        fill_stage<ELEM>(mapA, mapB, ring, cur.s, p, kt * Elem<ELEM>::K_TILE, w.y0, w.x0, rank);
         cur.next();
     }
 }
@@ -366,24 +366,47 @@ __device__ __forceinline__ void producer_loop(const TmaMap* mapA, const TmaMap* 
         produce_unit<ELEM>(mapA, mapB, ring, p, u, rank, cur);
 }
 
-// One unit of a consumer warpgroup: the mainloop over k, then the epilogue.
+// Where a finished unit goes: C (alpha, beta, the TMA store where usable),
+// or with split-K the unit's partial product, raw fp32, into its split's
+// slice of the workspace (M x N, row-major, split s at partials + s *
+// split_stride); the reduce kernel (20_tma_wgmma/split_reduce.cu) sums the
+// slices in split order and applies alpha and beta.
+struct Output {
+    void* C;
+    float alpha, beta;
+    bool c_tma;
+    float* partials;
+    long long split_stride;
+};
+
+template <int ELEM>
+__device__ __forceinline__ void store_unit(const float (&acc)[ACC], const TmaMap* mapC,
+                                           const Ring& ring, const Problem& p, const Work& w,
+                                           int c, const Output& out) {
+    if (p.splits > 1)
+        epilogue_direct<ELEM, false>(acc, out.partials + w.split * out.split_stride, p, w.y0,
+                                     w.x0, c, 1.0f, 0.0f);
+    else
+        epilogue<ELEM>(acc, mapC, out.C, ring, p, w.y0, w.x0, c, out.alpha, out.beta, out.c_tma);
+}
+
+// One unit of a consumer warpgroup: the mainloop over its k-tiles, then the epilogue.
 template <int ELEM>
 __device__ __forceinline__ void consume_unit(float (&acc)[ACC], u32 (&frag0)[4][4],
-                                             u32 (&frag1)[4][4], const TmaMap* mapC, void* C,
+                                             u32 (&frag1)[4][4], const TmaMap* mapC,
                                              const Ring& ring, const Problem& p, int u, int c,
-                                             u32 rank, float alpha, float beta, bool c_tma,
-                                             Cursor& cur) {
-    int y0, x0;
-    unit_origin(p, u, rank, y0, x0);
+                                             u32 rank, const Output& out, Cursor& cur) {
+    const Work w = unit_work(p, u, rank);
     int prev = -1;
-    for (int kt = 0; kt < p.k_tiles; ++kt) {
+    for (int kt = w.kt0; kt < w.kt1; ++kt) {
         mbar_wait(ring.full_bar(cur.s), cur.phase);
         // tf32 with a stage in flight: alternate fragment sets, the previous
-        // one may still be read
-        if (Elem<ELEM>::SWAP && (kt & 1))
+        // one may still be read (counted from the unit's first k-tile, which
+        // must take the set that starts the accumulation)
+        if (Elem<ELEM>::SWAP && ((kt - w.kt0) & 1))
             mma_stage<ELEM>(acc, frag1, ring.stage(cur.s), c, false);
         else
-            mma_stage<ELEM>(acc, frag0, ring.stage(cur.s), c, kt == 0);
+            mma_stage<ELEM>(acc, frag0, ring.stage(cur.s), c, kt == w.kt0);
         // Keep this stage's wgmmas in flight while the next is issued; the
         // stage before it is done and goes back to the producer.
         wgmma_wait<1>();
@@ -394,23 +417,22 @@ __device__ __forceinline__ void consume_unit(float (&acc)[ACC], u32 (&frag0)[4][
     wgmma_wait<0>();
     if (prev >= 0) release_stage(ring, prev);
     fence_accumulators(acc);
-    if (p.k_tiles == 0) {
+    if (w.kt1 == w.kt0) {   // an empty piece of K: its partial (or C = beta * C) is zero
 #pragma unroll
         for (int i = 0; i < ACC; ++i) acc[i] = 0.0f;
     }
-    epilogue<ELEM>(acc, mapC, C, ring, p, y0, x0, c, alpha, beta, c_tma);
+    store_unit<ELEM>(acc, mapC, ring, p, w, c, out);
 }
 
 template <int ELEM>
-__device__ __forceinline__ void consumer_loop(const TmaMap* mapC, void* C, const Ring& ring,
-                                              const Problem& p, int c, u32 rank, float alpha,
-                                              float beta, bool c_tma) {
+__device__ __forceinline__ void consumer_loop(const TmaMap* mapC, const Ring& ring,
+                                              const Problem& p, int c, u32 rank,
+                                              const Output& out) {
     float acc[ACC];
     u32 frag0[4][4], frag1[4][4];
     Cursor cur;
     for (int u = first_unit(); u < p.units; u += unit_stride())
-        consume_unit<ELEM>(acc, frag0, frag1, mapC, C, ring, p, u, c, rank, alpha, beta, c_tma,
-                           cur);
+        consume_unit<ELEM>(acc, frag0, frag1, mapC, ring, p, u, c, rank, out, cur);
     if constexpr (Elem<ELEM>::EPI == 2) {
         // Shared memory must outlive the copy engine's reads of it.
         if ((threadIdx.x & 127) == 0) bulk_wait_group<0>();
@@ -421,44 +443,43 @@ __device__ __forceinline__ void consumer_loop(const TmaMap* mapC, void* C, const
 // stage it just drained (after the other warpgroup has drained it too).
 template <int ELEM>
 __device__ __forceinline__ void single_role_loop(const TmaMap* mapA, const TmaMap* mapB,
-                                                 const TmaMap* mapC, void* C, const Ring& ring,
-                                                 const Problem& p, int c, float alpha, float beta,
-                                                 bool c_tma) {
+                                                 const TmaMap* mapC, const Ring& ring,
+                                                 const Problem& p, int c, const Output& out) {
     float acc[ACC];
     u32 frag[4][4];
     Cursor cons, prod;
     const bool producer = threadIdx.x == 0;
     for (int u = first_unit(); u < p.units; u += unit_stride()) {
-        int y0, x0;
-        unit_origin(p, u, 0, y0, x0);
+        const Work w = unit_work(p, u, 0);
         if (producer) {
-            for (int i = 0; i < STAGES && i < p.k_tiles; ++i) {
+            for (int kt = w.kt0; kt < w.kt0 + STAGES && kt < w.kt1; ++kt) {
                 mbar_wait(ring.empty_bar(prod.s), prod.phase ^ 1);
-                fill_stage<ELEM>(mapA, mapB, ring, prod.s, p, i * Elem<ELEM>::K_TILE, y0, x0, 0);
+                fill_stage<ELEM>(mapA, mapB, ring, prod.s, p, kt * Elem<ELEM>::K_TILE, w.y0,
+                                 w.x0, 0);
                 prod.next();
             }
         }
         __syncwarp();
-        for (int kt = 0; kt < p.k_tiles; ++kt) {
+        for (int kt = w.kt0; kt < w.kt1; ++kt) {
             mbar_wait(ring.full_bar(cons.s), cons.phase);
-            mma_stage<ELEM>(acc, frag, ring.stage(cons.s), c, kt == 0);
+            mma_stage<ELEM>(acc, frag, ring.stage(cons.s), c, kt == w.kt0);
             wgmma_wait<0>();
             release_stage(ring, cons.s);
             cons.next();
-            if (producer && kt + STAGES < p.k_tiles) {
+            if (producer && kt + STAGES < w.kt1) {
                 mbar_wait(ring.empty_bar(prod.s), prod.phase ^ 1);
                 fill_stage<ELEM>(mapA, mapB, ring, prod.s, p, (kt + STAGES) * Elem<ELEM>::K_TILE,
-                                 y0, x0, 0);
+                                 w.y0, w.x0, 0);
                 prod.next();
             }
             __syncwarp();
         }
         fence_accumulators(acc);
-        if (p.k_tiles == 0) {
+        if (w.kt1 == w.kt0) {
 #pragma unroll
             for (int i = 0; i < ACC; ++i) acc[i] = 0.0f;
         }
-        epilogue<ELEM>(acc, mapC, C, ring, p, y0, x0, c, alpha, beta, c_tma);
+        store_unit<ELEM>(acc, mapC, ring, p, w, c, out);
     }
     if constexpr (Elem<ELEM>::EPI == 2) {
         if ((threadIdx.x & 127) == 0) bulk_wait_group<0>();
@@ -468,7 +489,8 @@ __device__ __forceinline__ void single_role_loop(const TmaMap* mapA, const TmaMa
 template <int ELEM>
 __device__ __forceinline__ void gemm_tma_wgmma(const TmaMap* mapA, const TmaMap* mapB,
                                                const TmaMap* mapC, void* C, int M, int N, int K,
-                                               float alpha, float beta) {
+                                               float alpha, float beta, float* partials,
+                                               long long split_stride, int splits) {
     extern __shared__ unsigned char smem_raw[];
     Ring ring;
     ring.base = (smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -476,7 +498,7 @@ __device__ __forceinline__ void gemm_tma_wgmma(const TmaMap* mapA, const TmaMap*
     ring.full = ring.staging + STAGING_BYTES;
     ring.empty = ring.full + 8 * STAGES;
 
-    const Problem p = make_problem<ELEM>(M, N, K);
+    const Problem p = make_problem<ELEM>(M, N, K, splits);
     u32 rank = 0;
     if constexpr (CLUSTER > 1) {
         // Built for clusters of CLUSTER blocks: a plain launch would multicast
@@ -486,9 +508,11 @@ __device__ __forceinline__ void gemm_tma_wgmma(const TmaMap* mapA, const TmaMap*
     }
     // The TMA store path: the host encodes mapC exactly when C allows it.
     // (rows of C a multiple of 16 bytes: 4 fp32 or 8 16-bit elements)
-    const bool c_tma = Elem<ELEM>::EPI == 2 && beta == 0.0f &&
+    // (Split-K units write raw partials and never store C.)
+    const bool c_tma = Elem<ELEM>::EPI == 2 && beta == 0.0f && splits == 1 &&
                        (N & (Elem<ELEM>::NARROW ? 7 : 3)) == 0 &&
                        (reinterpret_cast<size_t>(C) & 15) == 0;
+    const Output out{C, alpha, beta, c_tma, partials, split_stride};
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
@@ -513,13 +537,13 @@ __device__ __forceinline__ void gemm_tma_wgmma(const TmaMap* mapA, const TmaMap*
         if (threadIdx.x == 0) producer_loop<ELEM>(mapA, mapB, ring, p, rank);
     } else {
         setmaxnreg_inc<CONSUMER_REGS>();
-        consumer_loop<ELEM>(mapC, C, ring, p, wg - 1, rank, alpha, beta, c_tma);
+        consumer_loop<ELEM>(mapC, ring, p, wg - 1, rank, out);
     }
     // No block may leave while a peer can still multicast into its shared
     // memory or arrive on its barriers.
     if constexpr (CLUSTER > 1) cluster_sync();
 #else
-    single_role_loop<ELEM>(mapA, mapB, mapC, C, ring, p, wg, alpha, beta, c_tma);
+    single_role_loop<ELEM>(mapA, mapB, mapC, ring, p, wg, out);
 #endif
 }
 
@@ -529,8 +553,9 @@ __device__ __forceinline__ void gemm_tma_wgmma(const TmaMap* mapA, const TmaMap*
     extern "C" __global__ void __launch_bounds__(THREADS, 1)                                 \
     NAME(const __grid_constant__ TmaMap mapA, const __grid_constant__ TmaMap mapB,           \
          const __grid_constant__ TmaMap mapC, void* C, int M, int N, int K, float alpha,     \
-         float beta) {                                                                        \
-        gemm_tma_wgmma<ELEM>(&mapA, &mapB, &mapC, C, M, N, K, alpha, beta);                   \
+         float beta, float* partials, long long split_stride, int splits) {                   \
+        gemm_tma_wgmma<ELEM>(&mapA, &mapB, &mapC, C, M, N, K, alpha, beta, partials,          \
+                             split_stride, splits);                                           \
     }
 
 #if WGMMA_ELEM == ELEM_BF16

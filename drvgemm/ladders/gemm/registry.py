@@ -152,7 +152,8 @@ def _wgmma_rung(precision, elem, *, tile_m, tile_n, vector, summary, STAGES=4, E
                  "WARP_SPECIALIZED": 1, "PERSISTENT": 1, "CLUSTER": 1, "STAGES": STAGES,
                  "GROUP": 16, "EPILOGUE": EPILOGUE, "OUT_16": 0, "BALANCE": BALANCE,
                  "SM_LIMIT": 0},
-        vector=vector, arch="sm_90a", host="tma", summary=summary, **extra)
+        vector=vector, arch="sm_90a", host="tma", summary=summary, splits=hopper.SPLITS,
+        **extra)
 
 
 RUNGS: list[Rung] = [
