@@ -5,7 +5,7 @@
 // math, SYNCS for the barriers (and UTMASTG for the TMA-store epilogue).
 //
 // Kernel signature (differs from the plain GEMM rungs: A and B arrive as
-// tensor maps, built on the host by drvgemm/tma.py):
+// tensor maps, built on the host by drvgemm/ladders/gemm/hopper.py):
 //   extern "C" __global__ void gemm_tma_wgmma_{bf16,fp16,tf32}(
 //       const __grid_constant__ TmaMap mapA,   // A, M x K row-major
 //       const __grid_constant__ TmaMap mapB,   // B, K x N row-major
@@ -18,8 +18,16 @@
 // reads C. Any M, N >= 1 (edge tiles: skipped copies + guarded or clipped stores),
 // any K >= 1 (the copy engine zero-fills the part of a box past K).
 //
-// Block: 2 consumer warpgroups, each owning 64 rows of a 128 x 256 wgmma
-// tile (m64n256 instructions, 128 fp32 accumulators per thread), plus, when
+// Split-K (splits > 1): the work units are tiles x splits; unit (tile, s)
+// accumulates k-tiles [s * KT / S, (s + 1) * KT / S) and writes its raw fp32
+// partial product to partials + s * split_stride (an M x N row-major slice;
+// an empty piece writes zeros) instead of C; split_reduce.cu (in
+// 20_tma_wgmma/) then sums the slices in split order and writes C. For
+// splits == 1 the host passes partials = 0, split_stride = 0.
+//
+// Block: 2 consumer warpgroups, each owning 64 rows of a 128 x TILE_X wgmma
+// tile (m64nNk16 / m64nNk8 instructions with N = TILE_X = 128, 192 or 256:
+// the member's BN, or BM for tf32; N / 2 fp32 accumulators per thread), plus, when
 // WARP_SPECIALIZED, a producer warpgroup whose single thread keeps a
 // STAGES-deep ring of shared-memory tiles full. setmaxnreg moves registers
 // from the producer (40) to the consumers (232): 128*40 + 256*232 = 64512 of
@@ -27,12 +35,12 @@
 //
 // Layouts. 16-bit types: wgmma's A is our A (K-major, 64 elements = one
 // 128-byte swizzled line per row), wgmma's B is our B read N-major ("transposed",
-// tnsp-b = 1), loaded as four 64(k) x 64(n) boxes so each 64-column chunk is its
+// tnsp-b = 1), loaded as TILE_X / 64 boxes of 64(k) x 64(n) so each 64-column chunk is its
 // own 8 KB swizzled block. TF32: wgmma cannot transpose 32-bit operands and B
 // is N-major in memory, so the roles swap: the block computes C^T = B^T A^T;
 // wgmma's B is our A (K-major, fine), wgmma's A is our B, which each thread
 // loads from the swizzled shared tile into the register fragment itself
-// (rounded to tf32 on the way). The wgmma tile is then 128 columns x 256 rows
+// (rounded to tf32 on the way). The wgmma tile is then 128 columns x TILE_X rows
 // of C and the epilogue writes it transposed. Our A reaches the tensor cores
 // through TMA unchanged, so its low 13 mantissa bits are dropped (truncation).
 //
@@ -42,7 +50,7 @@
 //   WARP_SPECIALIZED=1  + producer warpgroup, setmaxnreg (default)
 //   persistent grid     chosen on the host (grid = SM count); same kernel
 //   CLUSTER=2           + clusters of 2 blocks along the 128-row direction that
-//                       share the 256-wide operand: each block loads half of it
+//                       share the TILE_X-wide operand: each block loads part of it
 //                       and multicasts to both
 // and two choices benchmarks/wgmma_sweep.py measures side by side:
 //   GROUP     tile order: GROUP unit rows (along M) are swept column by
