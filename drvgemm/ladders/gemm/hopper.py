@@ -119,7 +119,7 @@ def wgmma_smem_bytes(stages: int, epilogue: int = 0, stage_bytes: int = 49152) -
     """Dynamic shared memory of the rung: the ring, the EPILOGUE=2 staging
     buffers, 2 mbarriers per stage and 1024 bytes of slack to
     align the ring for the 128-byte swizzle. ``stage_bytes``: Geometry.stage_bytes
-    (48 KiB for every registered entry)."""
+    (48 KiB for the 128 x 256 tiles, the default; 32 / 40 KiB for wgmma N = 128 / 192)."""
     staging = STAGING_BYTES if int(epilogue) == 2 else 0
     return stages * stage_bytes + staging + 16 * stages + ALIGN_SLACK
 
