@@ -5,13 +5,19 @@
 
 Shapes are small (the tools slow kernels down by orders of magnitude) but odd
 in every dimension, so every edge-tile guard is exercised; beta != 0 reads C,
-beta == 0 must not. Exits non-zero if a result is wrong."""
+beta == 0 must not. Rungs that split K (Rung.splits) also run split-K through
+their host side's launches() (partials into a workspace, then the reduction).
+Exits non-zero if a result is wrong."""
 import sys
 
 import numpy as np
 
 import drvgemm
 from drvgemm.ladders.gemm.dispatch import input_dtype, rung
+from drvgemm.ladders.gemm.registry import rung_kernel
+from drvgemm.runtime.launch import launch_config
+
+SPLITS = (2, 3, 16)   # 16 pieces of K = 17 or 33: pieces of one k-tile (and clamping)
 
 # N = 136 and 264 are multiples of 8: C through the TMA-store epilogue of the
 # Hopper rungs (fp32 and 16-bit C); the others take the direct stores.
@@ -67,9 +73,42 @@ def main(names):
                         bad += 1
                         print(f"MISMATCH {name} {m}x{n}x{k} beta={beta} C {np.dtype(c_dt)}",
                               flush=True)
+        bad += run_split_k(r)
         print(f"ran {name}", flush=True)
     drvgemm.synchronize()
     return 1 if bad else 0
+
+
+def run_split_k(r):
+    """K in pieces (every rung whose host side splits K): exact integers,
+    beta 0 and 2, fp32 C and a C of the inputs' type where the rung writes one."""
+    bad = 0
+    dt = input_dtype(r.precision)
+    for split in (s for s in SPLITS if s in r.splits):
+        for m, n, k in SHAPES:
+            rng = np.random.default_rng(m * n + k + split)
+            a = rng.integers(-4, 5, (m, k)).astype(np.float32).astype(dt)
+            b = rng.integers(-4, 5, (k, n)).astype(np.float32).astype(dt)
+            c0 = rng.integers(-4, 5, (m, n)).astype(np.float32)
+            A, B = drvgemm.to_device(a), drvgemm.to_device(b)
+            ws = drvgemm.empty((max(1, r.workspace_bytes(m, n, split) // 4),), np.float32)
+            for c_dt in ((np.float32, dt) if r.narrow_output else (np.float32,)):
+                narrow = c_dt is not np.float32
+                kern = rung_kernel(r, True, narrow_output=narrow)
+                for beta in (0.0, 2.0):
+                    C = drvgemm.to_device(c0.astype(c_dt))
+                    for step_kernel, cfg in r.launches(kern, A, B, C, m, n, k, 1.0, beta,
+                                                       narrow_output=narrow, split=split,
+                                                       workspace=ws):
+                        launch_config(step_kernel, cfg)
+                    ref = a.astype(np.float64) @ b.astype(np.float64) + beta * c0
+                    want = ref.astype(np.float32).astype(c_dt)
+                    if not np.array_equal(C.to_host().astype(np.float64),
+                                          want.astype(np.float64)):
+                        bad += 1
+                        print(f"MISMATCH {r.name} split={split} {m}x{n}x{k} beta={beta} "
+                              f"C {np.dtype(c_dt)}", flush=True)
+    return bad
 
 
 if __name__ == "__main__":

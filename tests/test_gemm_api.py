@@ -89,5 +89,6 @@ def test_empty_product_has_the_requested_output_type():
 
 
 def test_only_the_hopper_16bit_rungs_write_a_16bit_c():
-    assert {r.name for r in RUNGS if r.narrow_output} == {"20_tma_wgmma_bf16",
-                                                          "20_tma_wgmma_fp16"}
+    assert {r.name for r in RUNGS if r.narrow_output} == {
+        r.name for r in RUNGS if r.name.startswith(("20_tma_wgmma_bf16", "20_tma_wgmma_fp16"))}
+    assert {"20_tma_wgmma_bf16", "20_tma_wgmma_fp16"} <= {r.name for r in RUNGS if r.narrow_output}

@@ -3,6 +3,7 @@ register budget, its SASS uses the Hopper units (HGMMA, UTMALDG, SYNCS,
 USETMAXREG), and tensor maps are checked in Python before any driver call."""
 import re
 
+import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -11,7 +12,8 @@ from drvgemm.runtime import tensormap
 from drvgemm.runtime.compiler import compile_binary, parse_resources
 from drvgemm.runtime.errors import CudaError
 from drvgemm.runtime.kernel import parse_params
-from drvgemm.ladders.gemm.registry import by_name
+from drvgemm.ladders.gemm.registry import RUNGS, by_name, rung_kernel
+from drvgemm.runtime.launch import _Packer
 
 
 def with_knobs(name, **knobs):
@@ -131,7 +133,9 @@ def test_kernel_takes_tensor_maps_by_value():
     params = parse_params(b.ptx, "gemm_tma_wgmma_bf16")
     kinds = [(p.ptx_type, p.align) for p in params]
     assert kinds[:3] == [("b8[128]", 64)] * 3, kinds
-    assert [p.ptx_type for p in params[3:]] == ["u64", "u32", "u32", "u32", "f32", "f32", "u64"]
+    # C, M, N, K, alpha, beta, then split-K: partials, split_stride, splits
+    assert [p.ptx_type for p in params[3:]] == ["u64", "u32", "u32", "u32", "f32", "f32",
+                                                "u64", "u64", "u32"]
 
 
 def test_registered_rungs_match_the_kernel():
@@ -387,8 +391,8 @@ def test_launch_config_bf16(fake_driver):
     assert cfg["grid"] == (128, 1, 1)
     args = cfg["args"]
     assert all(len(a.param_bytes) == 128 for a in args[:3])
-    # The last parameter (the removed dynamic scheduler's counters) is unused: 0.
-    assert args[3:] == [pc, m, n, k, 1.0, 0.0, 0]
+    # K in one piece: no workspace, no stride, one split
+    assert args[3:] == [pc, m, n, k, 1.0, 0.0, 0, 0, 1]
     assert not fake_driver.workspaces and not fake_driver.memsets
     assert not fake_driver.allocs and not cfg["keepalive"]
     # Same buffers again: the maps are reused.
@@ -415,7 +419,7 @@ def test_launch_config_c_map_only_when_usable(fake_driver):
     direct = dataclasses.replace(r, name="direct", defines={**r.defines, "EPILOGUE": 0},
                                  smem=hopper.wgmma_smem_bytes(4, 0))
     cfg = hopper.wgmma_gemm_launch_config(direct, pa, pb, 0x7f0030000000, 300, 4096, 64, 1.0, 0.0)
-    assert cfg["args"][2] is tensormap.UNUSED_MAP and cfg["args"][-1] == 0
+    assert cfg["args"][2] is tensormap.UNUSED_MAP
     with pytest.raises(ValueError, match="EPILOGUE"):
         hopper.wgmma_gemm_launch_config(dataclasses.replace(direct, smem=r.smem), pa, pb,
                                      0x7f0030000000, 300, 4096, 64, 1.0, 0.0)
@@ -500,3 +504,360 @@ def test_register_budget_guard():
     hopper.check_register_budget(100, False)   # no setmaxnreg without a producer warpgroup
     with pytest.raises(RuntimeError, match="would hang"):
         hopper.check_register_budget(160, True)
+
+
+# ---------------------------------------------------------------------------
+# The family: every registered member (tile shapes), and split-K
+# ---------------------------------------------------------------------------
+FAMILY = [r for r in RUNGS if r.host == "tma"]
+# (member, C type): every instantiation gemm() can launch
+INSTANTIATIONS = [(r.name, False) for r in FAMILY] + [(r.name, True) for r in FAMILY
+                                                       if r.narrow_output]
+
+
+def test_family_is_registered_once_per_tile():
+    names = [r.name for r in FAMILY]
+    assert len(names) == len(set(names))
+    for prec in ("bf16", "fp16", "tf32"):
+        members = [r for r in FAMILY if r.precision == prec]
+        # the flagship keeps its plain name, and stays auto's pick (the last)
+        assert members[-1].name == f"20_tma_wgmma_{prec}"
+        assert (members[-1].tile_m, members[-1].tile_n) == ((256, 128) if prec == "tf32"
+                                                            else (128, 256))
+        tiles = {(r.tile_m, r.tile_n) for r in members}
+        assert len(tiles) == len(members) >= 3
+        for r in members[:-1]:
+            assert r.name == f"20_tma_wgmma_{prec}_{r.tile_m}x{r.tile_n}"
+    import drvgemm
+    assert set(names) <= set(drvgemm.kernels())
+
+
+@pytest.mark.parametrize("name", [r.name for r in FAMILY])
+def test_member_constants_once(name):
+    """Tile, k-tile, shared memory and splits all follow from the entry's
+    defines: hopper derives the launch from the same numbers."""
+    r = by_name()[name]
+    geo = hopper.geometry(r)
+    assert (r.defines["BM"], r.defines["BN"]) == (r.tile_m, r.tile_n)
+    assert r.defines["BK"] == geo.k_tile == 128 // geo.elem_size
+    assert (geo.tile_y, geo.tile_x) == ((r.tile_n, r.tile_m) if geo.swapped
+                                        else (r.tile_m, r.tile_n))
+    assert geo.tile_y == 128 and geo.tile_x in (128, 192, 256)
+    assert geo.stage_bytes == geo.elem_size * geo.k_tile * (geo.tile_y + geo.tile_x)
+    assert r.smem == hopper.wgmma_smem_bytes(r.defines["STAGES"], r.defines["EPILOGUE"],
+                                             geo.stage_bytes)
+    # the opt-in limit of a block, and 1 KB reserved per block within the SM's 228 KB
+    assert r.smem <= 232448 and r.smem + 1024 <= 233472
+    assert r.splits == hopper.SPLITS and r.splits[0] == 1
+    assert r.threads == 384 and r.arch == "sm_90a"
+
+
+_member_builds = {}
+
+
+def member_build(name, narrow):
+    key = (name, narrow)
+    if key not in _member_builds:
+        k = rung_kernel(by_name()[name], True, "sm_90a", narrow_output=narrow)
+        _member_builds[key] = (k, disassemble(k.cubin))
+    return _member_builds[key]
+
+
+@pytest.mark.parametrize("name,narrow", INSTANTIATIONS)
+def test_member_compiles_within_budget(name, narrow):
+    r = by_name()[name]
+    k, sass = member_build(name, narrow)
+    res = k.resources
+    assert res.spill_stores == 0 and res.spill_loads == 0 and res.stack == 0, k.log
+    # the setmaxnreg budget: 168 at entry, (168 - 40) * 128 == (232 - 168) * 256
+    assert res.registers == 168, k.log
+    hopper.check_register_budget(res.registers, True, name)
+    log = k.log.lower()
+    assert "c7508" not in log and "serializ" not in log, k.log
+    ops = opcode_counts(sass)
+    assert ops["LDL"] == 0 and ops["STL"] == 0 and ops["HMMA"] == 0
+    assert ops["USETMAXREG"] == 2 and ops["UTMALDG"] >= 1 and ops["SYNCS"] >= 1
+    # HGMMA with the member's own wgmma N, and no other
+    geo = hopper.geometry(r)
+    shapes = set(re.findall(r"HGMMA\.(64x\d+x\d+)\.F32", sass))
+    assert shapes == {f"64x{geo.tile_x}x{8 if geo.swapped else 16}"}, shapes
+    if not geo.swapped:
+        assert re.search(rf"HGMMA\.64x{geo.tile_x}x16\.F32[^;]*tnspB", sass)
+        kind = {"bf16": r"\.BF16 ", "fp16": r"(\.F16)? "}[r.precision]
+        assert re.search(rf"HGMMA\.64x{geo.tile_x}x16\.F32{kind}", sass)
+    else:
+        assert re.search(rf"HGMMA\.64x{geo.tile_x}x8\.F32\.TF32 ", sass)
+    # the TMA-store epilogue where the entry has one (never for the transposed tf32 tile)
+    assert (ops["UTMASTG"] > 0) == (r.defines["EPILOGUE"] == 2 and not geo.swapped)
+    assert "ATOMG" not in sass and "MULTICAST" not in sass
+    # split-K partials are fp32 pairs (8-byte stores) even where C is 16-bit (the
+    # transposed tf32 tile stores single elements)
+    assert bool(re.search(r"STG\.E\.64 ", sass)) == (not geo.swapped)
+
+
+@pytest.mark.parametrize("n", [64, 128, 192, 256])
+@pytest.mark.parametrize("prec", ["bf16", "tf32"])
+def test_wgmma_wrapper_takes_every_n(prec, n):
+    """wgmma.cuh's templated wrappers for each N (64 is not registered):
+    the accumulator count and the instruction shape follow N."""
+    r = by_name()[f"20_tma_wgmma_{prec}"]
+    tile = {"BM": n} if prec == "tf32" else {"BN": n}
+    stages = 4 if n >= 192 else 6
+    b = compile_binary(SOURCE, r.entry, arch="sm_90a",
+                       defines={**r.defines, "ALIGNED": 1, "STAGES": stages, **tile})
+    res = parse_resources(b.log)[r.entry]
+    assert res.spill_stores == 0 and res.stack == 0 and res.registers == 168
+    k = 8 if prec == "tf32" else 16
+    assert set(re.findall(r"HGMMA\.(64x\d+x\d+)", disassemble(b.cubin))) == {f"64x{n}x{k}"}
+
+
+def test_bad_tiles_are_refused():
+    r = by_name()["20_tma_wgmma_bf16"]
+    from drvgemm.runtime.errors import CompileError
+    with pytest.raises(CompileError, match="wgmma N"):
+        compile_binary(SOURCE, r.entry, arch="sm_90a",
+                       defines={**r.defines, "ALIGNED": 1, "BN": 160})
+    with pytest.raises(CompileError, match="BM must be 128"):
+        compile_binary(SOURCE, r.entry, arch="sm_90a",
+                       defines={**r.defines, "ALIGNED": 1, "BM": 64})
+    with pytest.raises(CompileError, match="227 KB"):
+        compile_binary(SOURCE, r.entry, arch="sm_90a",
+                       defines={**r.defines, "ALIGNED": 1, "STAGES": 5})
+    for bm, bn in [(128, 160), (64, 256), (256, 256)]:
+        with pytest.raises(ValueError, match="rung 20 tiles"):
+            hopper.Geometry.of("bf16", bm, bn)
+    with pytest.raises(ValueError, match="rung 20 tiles"):
+        hopper.Geometry.of("tf32", 256, 256)
+
+
+def kernel_unit_work(p, u, rank):
+    """The kernel's unit_work (scheduler.cuh): unit -> tile origin, split and
+    its k-tiles, with the kernel's integer arithmetic."""
+    split = u // p["tile_units"]
+    y0, x0 = unit_origin(p["geo"], u - split * p["tile_units"], rank, p["cluster"],
+                         p["units_y"], p["tiles_x"], p["group"])
+    kt0 = split * p["k_tiles"] // p["splits"]
+    kt1 = (split + 1) * p["k_tiles"] // p["splits"]
+    return y0, x0, split, kt0, kt1
+
+
+@settings(max_examples=300)
+@given(m=st.integers(1, 5000), n=st.integers(1, 5000), k=st.integers(1, 70000),
+       name=st.sampled_from([r.name for r in FAMILY]), cluster=st.sampled_from([1, 2]),
+       resident=st.sampled_from([None, 3, 132]), group=st.sampled_from([1, 5, 16]),
+       split=st.sampled_from(hopper.SPLITS + (5, 7, 200)), balanced=st.booleans(),
+       clamp=st.booleans())
+def test_split_k_schedule_covers_every_tile_and_k_tile_once(m, n, k, name, cluster, resident,
+                                                            group, split, balanced, clamp):
+    """Work units = tiles x splits: the persistent walk of every block (in
+    the kernel's own arithmetic) visits each (tile, split) exactly once, and
+    for each tile the splits' k-ranges tile [0, KT) exactly, in split order."""
+    geo = hopper.geometry(by_name()[name])
+    kt = hopper.k_tiles(geo, k)
+    s = hopper.effective_splits(geo, k, split) if clamp else split
+    assert 1 <= s <= max(split, 1) and (not clamp or s <= kt)
+    blocks = hopper.wgmma_grid_blocks(geo, m, n, cluster, resident, balanced=balanced, splits=s)
+    units = hopper.wgmma_work_units(geo, m, n, cluster, s)
+    assert blocks % cluster == 0 and blocks // cluster <= units
+    y_ext, x_ext = (n, m) if geo.swapped else (m, n)
+    tiles_y, tiles_x = -(-y_ext // geo.tile_y), -(-x_ext // geo.tile_x)
+    units_y = -(-tiles_y // cluster)
+    p = dict(geo=geo, cluster=cluster, units_y=units_y, tiles_x=tiles_x, group=group,
+             tile_units=units_y * tiles_x, splits=s, k_tiles=kt)
+    assert units == p["tile_units"] * s
+    seen = {}
+    for b in range(blocks):
+        for u in range(b // cluster, units, blocks // cluster):
+            y0, x0, sp, kt0, kt1 = kernel_unit_work(p, u, b % cluster)
+            if y0 >= tiles_y * geo.tile_y:
+                continue   # the second half of a cluster past the edge
+            assert (y0, x0, sp) not in seen
+            seen[(y0, x0, sp)] = (kt0, kt1)
+    assert len(seen) == tiles_y * tiles_x * s
+    for ty in range(tiles_y):
+        for tx in range(tiles_x):
+            ranges = [seen[(ty * geo.tile_y, tx * geo.tile_x, sp)] for sp in range(s)]
+            assert ranges == hopper.split_ranges(kt, s)
+            assert ranges[0][0] == 0 and ranges[-1][1] == kt
+            assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+            lengths = [b - a for a, b in ranges]
+            assert max(lengths) - min(lengths) <= 1 and sum(lengths) == kt
+            if clamp:
+                assert min(lengths) >= 1    # no empty piece once clamped
+
+
+def test_split_ranges_of_long_k_fit_64_bit_arithmetic():
+    """split * KT passes 2^31 for a long K with many splits: the kernel
+    computes it in 64 bits; the ranges stay exact."""
+    kt = (2**31 - 1) // 64 + 1
+    r = hopper.split_ranges(kt, 128)
+    assert r[0][0] == 0 and r[-1][1] == kt and all(a[1] == b[0] for a, b in zip(r, r[1:]))
+    assert 127 * kt > 2**31
+
+
+@pytest.mark.parametrize("m,n,split,stride", [
+    (1, 1, 2, 64), (128, 128, 8, 16384), (1000, 700, 3, 700032), (257, 129, 128, 33216),
+    (4096, 4096, 1, None)])
+def test_workspace_sizes(m, n, split, stride):
+    r = by_name()["20_tma_wgmma_bf16_128x128"]
+    got = r.workspace_bytes(m, n, split)
+    if split == 1:
+        assert got == 0
+        return
+    assert hopper.split_stride(m, n) == stride
+    assert stride >= m * n and stride % 64 == 0 and stride - m * n < 64
+    assert got == 4 * split * stride
+    # every slice starts 256-byte aligned
+    assert all((4 * s * stride) % 256 == 0 for s in range(split))
+    with pytest.raises(ValueError, match="splits K into one of"):
+        r.workspace_bytes(m, n, 5)
+    with pytest.raises(ValueError, match="does not split K"):
+        by_name()["12_mma_bf16"].launches(None, 0, 0, 0, m, n, 64, 1.0, 0.0, split=2)
+
+
+def test_split_is_clamped_to_k_tiles():
+    geo = hopper.geometry(by_name()["20_tma_wgmma_bf16"])
+    assert hopper.effective_splits(geo, 1, 8) == 1            # one k-tile
+    assert hopper.effective_splits(geo, 64 * 3 + 1, 8) == 4   # 4 k-tiles
+    assert hopper.effective_splits(geo, 65536, 128) == 128
+    tf = hopper.geometry(by_name()["20_tma_wgmma_tf32"])
+    assert hopper.effective_splits(tf, 100, 16) == 4          # k-tiles of 32
+
+
+def _pack(kernel, cfg):
+    """Pack a launch's arguments against the kernel's PTX parameter list, as
+    launch() would (no GPU): a wrong count or kind raises."""
+    return _Packer(kernel.params).packed(cfg.args)
+
+
+@pytest.mark.parametrize("name,narrow", [("20_tma_wgmma_bf16", False),
+                                         ("20_tma_wgmma_fp16_128x192", True),
+                                         ("20_tma_wgmma_tf32_128x128", False)])
+def test_launches_split_k(fake_driver, name, narrow):
+    """launches() for split 1 is the one launch of launch_config; for S > 1
+    the split kernel (units = tiles x S, partials into the workspace) and the
+    reduction, whose arguments match split_reduce.cu's parameters."""
+    r = by_name()[name]
+    kernel, _ = member_build(name, narrow)
+    geo = hopper.geometry(r)
+    pa, pb, pc, ws = 0x7f0000000000, 0x7f0010000000, 0x7f0020000000, 0x7f0030000000
+    m, n, k = 1000, 700, 4100
+    one = r.launches(kernel, pa, pb, pc, m, n, k, 1.5, 0.5, narrow_output=narrow)
+    assert len(one) == 1 and one[0][0] is kernel
+    assert list(one[0][1].args[3:]) == [pc, m, n, k, 1.5, 0.5, 0, 0, 1]
+    assert len(_pack(kernel, one[0][1])) > 0
+    tiles = hopper.wgmma_work_units(geo, m, n, 1)
+    for split in (2, 3, 8, 128):
+        steps = r.launches(kernel, pa, pb, pc, m, n, k, 1.5, 0.5, narrow_output=narrow,
+                           split=split, workspace=ws)
+        s = min(split, hopper.k_tiles(geo, k))
+        (k1, main), (k2, red) = steps
+        assert k1 is kernel and k2.entry == hopper.REDUCE_ENTRIES[
+            r.precision if narrow else "fp32"]
+        stride = hopper.split_stride(m, n)
+        assert list(main.args[3:]) == [pc, m, n, k, 1.5, 0.5, ws, stride, s]
+        units = tiles * s
+        rounds = -(-units // 132)
+        assert main.grid[0] == (-(-units // rounds) if r.defines["BALANCE"]
+                                else min(units, 132))
+        assert red.args == (ws, pc, m * n, stride, s, 1.5, 0.5)
+        assert red.block == (256, 1, 1) and red.smem == 0
+        assert 1 <= red.grid[0] <= 8 * 132
+        assert red.grid[0] * 256 * 4 >= m * n or red.grid[0] == 8 * 132
+        _pack(k1, main)
+        _pack(k2, red)
+    # Short K: K of 3 k-tiles is cut into 3 pieces, whatever was asked
+    short = r.launches(kernel, pa, pb, pc, m, n, 3 * geo.k_tile, 1.0, 0.0, split=8,
+                       workspace=ws, narrow_output=narrow)
+    assert short[0][1].args[-1] == 3
+    # One k-tile: no split at all, one launch, C written directly
+    tiny = r.launches(kernel, pa, pb, pc, m, n, 5, 1.0, 0.0, split=8, workspace=ws,
+                      narrow_output=narrow)
+    assert len(tiny) == 1 and list(tiny[0][1].args[-3:]) == [0, 0, 1]
+    # Without the clamp (tests of empty pieces): 8 pieces of 3 k-tiles
+    raw = hopper.split_launches(r, kernel, pa, pb, pc, m, n, 3 * geo.k_tile, 1.0, 0.0,
+                                split=8, workspace=ws, clamp=False, narrow_output=narrow)
+    assert raw[0][1].args[-1] == 8 and raw[1][1].args[4] == 8
+
+
+def test_launches_refuse_a_bad_workspace(fake_driver):
+    from types import SimpleNamespace
+    r = by_name()["20_tma_wgmma_bf16_128x128"]
+    kernel, _ = member_build(r.name, False)
+    args = (kernel, 0x7f0000000000, 0x7f0010000000, 0x7f0020000000, 300, 300, 1024, 1.0, 0.0)
+    with pytest.raises(ValueError, match="16-byte aligned workspace"):
+        r.launches(*args, split=4, workspace=0)
+    with pytest.raises(ValueError, match="16-byte aligned workspace"):
+        r.launches(*args, split=4, workspace=0x7f0030000008)
+    small = SimpleNamespace(__cuda_array_interface__={"data": (0x7f0030000000, False)},
+                            nbytes=r.workspace_bytes(300, 300, 4) - 4)
+    with pytest.raises(ValueError, match="holds"):
+        r.launches(*args, split=4, workspace=small)
+    with pytest.raises(ValueError, match="splits K into one of"):
+        r.launches(*args, split=5, workspace=0x7f0030000000)
+
+
+def entry_sass(sass, entry):
+    """The instructions of one entry's .text section of a multi-kernel cubin."""
+    body, section = [], None
+    for line in sass.splitlines():
+        head = re.match(r"^//-+ (\S+)\s+-+$", line)
+        if head:
+            section = head.group(1)
+        elif section == f".text.{entry}":
+            body.append(line)
+    assert body, f"no .text.{entry} in the SASS"
+    return "\n".join(body)
+
+
+@pytest.mark.parametrize("out", ["fp32", "bf16", "fp16"])
+def test_reduce_kernel(out):
+    """split_reduce.cu: no local memory, 16-byte loads of the partials,
+    16-byte (fp32) or 8-byte (16-bit) stores of C, 16-bit results rounded
+    to nearest even (F2FP), no atomics (a fixed order of summation)."""
+    k = hopper.reduce_kernel(out)
+    assert k is hopper.reduce_kernel(out)          # cached
+    res = k.resources
+    assert res.spill_stores == 0 and res.spill_loads == 0 and res.stack == 0, k.log
+    assert [p.ptx_type for p in k.params] == ["u64", "u64", "u64", "u64", "u32", "f32", "f32"]
+    sass = entry_sass(disassemble(k.cubin), k.entry)
+    assert re.search(r"LDG\.E\.128", sass)
+    assert re.search(r"STG\.E\.128" if out == "fp32" else r"STG\.E\.64", sass)
+    assert ("F2FP" in sass) == (out != "fp32")
+    assert "ATOM" not in sass and "RED." not in sass
+    with pytest.raises(ValueError, match="fp32, bf16 or fp16"):
+        hopper.reduce_kernel("tf32")
+
+
+def emulate_reduce(partials, c, count, stride, splits, alpha, beta):
+    """split_reduce.cu in numpy float32, group by group of four as the kernel
+    walks them: the sum in split order, then alpha and beta."""
+    out = c.copy()
+    for i in range(0, count, 4):
+        live = min(4, count - i)
+        v = partials[i:i + live].astype(np.float32).copy()
+        for s in range(1, splits):
+            v = (v + partials[s * stride + i:s * stride + i + live]).astype(np.float32)
+        v = np.float32(alpha) * v
+        if beta != 0:
+            v = v + np.float32(beta) * c[i:i + live]
+        out[i:i + live] = v
+    return out
+
+
+def test_reduce_layout_emulated():
+    """The host's workspace layout and the reduction's indexing agree: partial
+    s of element (r, c) at s * stride + r * N + c; every element of C gets
+    the sum of its S partials, none outside is touched."""
+    m, n, s = 37, 29, 5
+    stride = hopper.split_stride(m, n)
+    rng = np.random.default_rng(1)
+    parts = rng.integers(-50, 50, (s, m, n)).astype(np.float32)
+    ws = np.full(s * stride, np.nan, np.float32)
+    for i in range(s):
+        ws[i * stride:i * stride + m * n] = parts[i].ravel()
+    c = rng.integers(-5, 5, m * n).astype(np.float32)
+    got = emulate_reduce(ws, c, m * n, stride, s, 2.0, -1.0)
+    assert np.array_equal(got.reshape(m, n), 2 * parts.sum(0) - c.reshape(m, n))
+    got0 = emulate_reduce(ws, np.full(m * n, np.nan, np.float32), m * n, stride, s, 1.0, 0.0)
+    assert np.array_equal(got0.reshape(m, n), parts.sum(0))

@@ -2,8 +2,9 @@
 and random inputs, C poisoned with NaN, beta = 0 and beta != 0, guard zones
 around C, misaligned operands (staged copies), each build step of the rung
 (tma only, warp-specialised, persistent, clusters) and each tuning knob
-(dynamic scheduler, unit order, TMA-store epilogue, ...), with a grid small
-enough that every block walks many tiles."""
+(unit order, stages, TMA-store epilogue), with a grid small enough that every
+block walks many tiles; every member of the family (tile shapes) and split-K
+(every registered split count, empty pieces, long K, determinism)."""
 import dataclasses
 
 import numpy as np
@@ -52,35 +53,36 @@ def hopper(gpu):
     return gpu
 
 
-def variant(prec, **defines):
-    """The registered rung with some defines changed (its own name, so its
-    compiled kernel is cached separately)."""
-    base = ladder.rung(NAMES[prec])
+def variant(prec, base_name=None, **defines):
+    """The registered rung (the flagship of ``prec``, or ``base_name``) with
+    some defines changed (its own name, so its compiled kernel is cached
+    separately)."""
+    base = ladder.rung(base_name or NAMES[prec])
     d = {**base.defines, **defines}
     block = (384 if d["WARP_SPECIALIZED"] else 256, 1, 1)
     tag = ",".join(f"{k}={v}" for k, v in sorted(defines.items()))
+    stage = rung20.geometry(base).stage_bytes
     return dataclasses.replace(base, name=f"{base.name}[{tag}]", defines=d, block=block,
-                               smem=rung20.wgmma_smem_bytes(d["STAGES"], d.get("EPILOGUE", 0)))
+                               smem=rung20.wgmma_smem_bytes(d["STAGES"], d.get("EPILOGUE", 0),
+                                                            stage))
 
 
 # The build steps as first measured: static walk, direct stores.
-_PLAIN = dict(SCHED=0, EPILOGUE=0, INFLIGHT=1, GROUP=16, RASTER=0, STAGES=4)
+_PLAIN = dict(EPILOGUE=0, GROUP=16, STAGES=4)
 STEPS = {
     "tma_only": dict(_PLAIN, WARP_SPECIALIZED=0, PERSISTENT=0, CLUSTER=1),
     "warp_specialized": dict(_PLAIN, WARP_SPECIALIZED=1, PERSISTENT=0, CLUSTER=1),
     "persistent": dict(_PLAIN, WARP_SPECIALIZED=1, PERSISTENT=1, CLUSTER=1),
     "cluster2": dict(_PLAIN, WARP_SPECIALIZED=1, PERSISTENT=1, CLUSTER=2),
 }
-# The tuning knobs (tf32 ignores SCHED and EPILOGUE 1/2: it walks statically
-# and stores directly, which these cases then check too).
+# The tuning knobs (tf32 ignores EPILOGUE 2: its transposed tile stores
+# directly, which these cases then check too).
 KNOBS = {
-    "dynamic": dict(_PLAIN, WARP_SPECIALIZED=1, PERSISTENT=1, CLUSTER=1, SCHED=1),
-    "dynamic_tma_store": dict(_PLAIN, WARP_SPECIALIZED=1, PERSISTENT=1, CLUSTER=1, SCHED=1,
-                              EPILOGUE=2),
-    "dynamic_quads_by_columns": dict(_PLAIN, WARP_SPECIALIZED=1, PERSISTENT=1, CLUSTER=1,
-                                     SCHED=1, EPILOGUE=1, RASTER=1, GROUP=3),
-    "static_inflight0_3_stages": dict(_PLAIN, WARP_SPECIALIZED=1, PERSISTENT=1, CLUSTER=1,
-                                      INFLIGHT=0, STAGES=3, GROUP=5),
+    "tma_store": dict(_PLAIN, WARP_SPECIALIZED=1, PERSISTENT=1, CLUSTER=1, EPILOGUE=2),
+    "tma_store_group3": dict(_PLAIN, WARP_SPECIALIZED=1, PERSISTENT=1, CLUSTER=1,
+                             EPILOGUE=2, GROUP=3),
+    "3_stages_group5": dict(_PLAIN, WARP_SPECIALIZED=1, PERSISTENT=1, CLUSTER=1,
+                            STAGES=3, GROUP=5),
     "cluster2_tma_store": dict(_PLAIN, WARP_SPECIALIZED=1, PERSISTENT=1, CLUSTER=2,
                                EPILOGUE=2),
     "tma_only_tma_store": dict(_PLAIN, WARP_SPECIALIZED=0, PERSISTENT=0, CLUSTER=1,
@@ -245,7 +247,7 @@ def test_tma_store_falls_back_where_c_does_not_allow_it(hopper):
     """EPILOGUE=2 stores through the copy engine only when N % 4 == 0 and C
     is 16-byte aligned; C one float past a 16-byte boundary, or N odd, takes
     the direct stores (and must still stay inside C)."""
-    r = variant("bf16", **KNOBS["dynamic_tma_store"])
+    r = variant("bf16", **KNOBS["tma_store"])
     for m, n, k, c_offset in [(300, 516, 100, 1), (300, 515, 100, 0), (257, 4, 64, 2)]:
         a, b, c = inputs("bf16", m, n, k, 5, exact=True)
         host = np.full(m * n + 2 * GUARD + 4, SENTINEL, np.float32)
@@ -263,11 +265,11 @@ def test_tma_store_falls_back_where_c_does_not_allow_it(hopper):
         check(out[lo:hi].reshape(m, n), a, b, c, 1.0, 0.0, "bf16", True, f"{r.name} {m}x{n}")
 
 
-def test_dynamic_scheduler_counters_reset_between_launches(hopper):
-    """SCHED=1 hands out units from two counters that the last block zeroes:
-    many launches in a row on one stream, and on two streams at once (each
-    stream has its own counters), must each compute every tile once."""
-    r = variant("bf16", **KNOBS["dynamic_tma_store"])
+def test_back_to_back_launches_on_two_streams(hopper):
+    """Many launches in a row on one stream, and on two streams at once, with
+    grids of every size: each computes every tile once (no state survives a
+    launch: the walk is static)."""
+    r = variant("bf16", **KNOBS["tma_store"])
     m, n, k = 1500, 1300, 96          # 12 x 6 = 72 tiles
     a, b, c = inputs("bf16", m, n, k, 9, exact=True)
     ref = reference(a, b, c, 1.0, 0.0)
@@ -310,8 +312,8 @@ def test_many_tiles_per_block(hopper):
     phases in step (exact integers; K of 2.5 or 5 stages, so the ring wraps
     at a different place in every tile)."""
     for prec in ("bf16", "tf32"):
-        for step in ("tma_only", "persistent", "cluster2", "dynamic", "dynamic_tma_store",
-                     "static_inflight0_3_stages"):
+        for step in ("tma_only", "persistent", "cluster2", "tma_store", "tma_store_group3",
+                     "3_stages_group5"):
             r = variant(prec, **{**STEPS, **KNOBS}[step])
             m, n, k = 2000, 1800, 160
             a, b, c = inputs(prec, m, n, k, 3, exact=True)
@@ -395,14 +397,13 @@ def test_registered_rung_16bit_c(hopper, prec, m, n, k, seed, exact, beta):
             f"{NAMES[prec]} 16-bit C seed={seed} exact={exact}")
 
 
-@pytest.mark.parametrize("knob", ["direct", "tma_store", "cluster2_tma_store", "quads"])
+@pytest.mark.parametrize("knob", ["direct", "tma_store", "cluster2_tma_store"])
 def test_16bit_c_epilogues(hopper, knob):
     """Every epilogue with a 16-bit C, on edge shapes, beta 0 and not, C
     aligned and one element off (which turns the TMA store off), few blocks
     walking many tiles."""
     defines = {"direct": dict(EPILOGUE=0), "tma_store": dict(EPILOGUE=2),
-               "cluster2_tma_store": dict(EPILOGUE=2, CLUSTER=2),
-               "quads": dict(EPILOGUE=1)}[knob]  # quads are fp32-only: direct stores
+               "cluster2_tma_store": dict(EPILOGUE=2, CLUSTER=2)}[knob]
     for prec in ("bf16", "fp16"):
         r = variant(prec, **defines)
         kern = registry.rung_kernel(r, True, narrow_output=True)
@@ -442,3 +443,197 @@ def test_16bit_c_k_zero_and_errors(hopper):
         drvgemm.gemm(a, a, out_dtype=np.float16)
     got = drvgemm.gemm(a, a, out_dtype="bf16")
     assert got.dtype == ladder.input_dtype("bf16") and np.all(got.astype(np.float32) == 4.0)
+
+
+# ---------------------------------------------------------------------------
+# The family: every member (tile shape) and split-K
+# ---------------------------------------------------------------------------
+FAMILY = [r.name for r in registry.RUNGS if r.host == "tma"]
+WS_GUARD = 64                   # floats of sentinel after the split-K workspace
+
+
+def member_dims(name):
+    """Sizes that push a member's own tile where it breaks: 1, primes, and
+    each tile side +- 1 (edge tiles), plus anything up to 700."""
+    r = ladder.rung(name)
+    edges = sorted({1, 2, 7, 17, 63, 127, 129} | {t + d for t in (r.tile_m, r.tile_n)
+                                                  for d in (-1, 0, 1)}
+                   | {2 * r.tile_n + 1, 3 * r.tile_m - 1})
+    return st.one_of(st.sampled_from(edges), st.integers(1, 700))
+
+
+@pytest.mark.parametrize("name", FAMILY)
+@settings(SLOW, max_examples=20)
+@given(data=st.data(), k=KS, seed=st.integers(0, 2**32 - 1), exact=st.booleans(),
+       beta=st.sampled_from([0.0, 0.0, 1.0, -0.5]), narrow=st.booleans())
+def test_family_member(hopper, name, data, k, seed, exact, beta, narrow):
+    """Every member through drvgemm.gemm, fp32 C and (16-bit members) a C of
+    the inputs' type; beta == 0 with NaN in C."""
+    r = ladder.rung(name)
+    m, n = data.draw(member_dims(name), "m"), data.draw(member_dims(name), "n")
+    narrow = narrow and r.narrow_output
+    prec = r.precision
+    a, b, c = inputs(prec, m, n, k, seed, exact)
+    alpha = 1.0 if exact else 0.75
+    if exact and beta == -0.5:
+        beta = -1.0
+    A, B = drvgemm.to_device(a), drvgemm.to_device(b)
+    what = f"{name} seed={seed} exact={exact} narrow={narrow}"
+    if narrow:
+        c16 = c.astype(ladder.input_dtype(prec))
+        c_init = c16 if beta != 0 else np.full((m, n), NAN16[prec], np.uint16).view(c16.dtype)
+        buf, C = guarded_c16(prec, c_init)
+        drvgemm.gemm(A, B, C, alpha=alpha, beta=beta, kernel=name)
+        drvgemm.synchronize()
+        check16(read_guarded16(prec, buf, m, n), a, b, c16, alpha, beta, prec, exact, what)
+    else:
+        c_init = np.full((m, n), np.nan, np.float32) if beta == 0 else c
+        buf, C = guarded_c(c_init)
+        drvgemm.gemm(A, B, C, alpha=alpha, beta=beta, kernel=name)
+        drvgemm.synchronize()
+        out = buf.to_host()
+        assert np.all(out[:GUARD] == SENTINEL) and np.all(out[-GUARD:] == SENTINEL), \
+            f"{what}: wrote outside C"
+        check(out[GUARD:GUARD + m * n].reshape(m, n), a, b, c, alpha, beta, prec, exact, what)
+
+
+def run_split(r, a, b, c_init, alpha, beta, split, *, narrow=False, clamp=True):
+    """One product through rung ``r``'s split-K launches (the host interface
+    the dispatcher uses): the workspace poisoned with NaN (a partial left
+    unwritten reaches C) and guarded by a sentinel after its end; C guarded
+    on both sides. Returns (C as computed, the number of pieces used)."""
+    m, k = a.shape
+    n = b.shape[1]
+    A, B = drvgemm.to_device(a), drvgemm.to_device(b)
+    prec = r.precision
+    buf, C = guarded_c16(prec, c_init) if narrow else guarded_c(c_init)
+    ws_floats = r.workspace_bytes(m, n, split) // 4
+    ws_host = np.full(ws_floats + WS_GUARD, np.nan, np.float32)
+    ws_host[ws_floats:] = SENTINEL
+    ws_buf = drvgemm.to_device(ws_host)
+    ws = DeviceArray((max(ws_floats, 1),), np.float32, ptr=ws_buf.ptr, owner=False)
+    kernel = registry.rung_kernel(r, True, narrow_output=narrow)
+    if clamp:
+        steps = r.launches(kernel, A, B, C, m, n, k, alpha, beta, narrow_output=narrow,
+                           split=split, workspace=ws if split > 1 else 0)
+    else:
+        steps = rung20.split_launches(r, kernel, A, B, C, m, n, k, alpha, beta,
+                                      narrow_output=narrow, split=split, workspace=ws)
+    used = steps[0][1].args[-1]
+    assert len(steps) == (1 if used == 1 else 2)
+    for step_kernel, cfg in steps:
+        launch(step_kernel, cfg.grid, cfg.block, cfg.args, smem=cfg.smem, cluster=cfg.cluster)
+    drvgemm.synchronize()
+    del steps
+    tail = ws_buf.to_host()[ws_floats:]
+    assert np.all(tail.view(np.uint32) == SENTINEL.view(np.uint32)), \
+        f"{r.name}: wrote past the workspace (split {split})"
+    if narrow:
+        return read_guarded16(prec, buf, m, n), used
+    out = buf.to_host()
+    assert np.all(out[:GUARD] == SENTINEL) and np.all(out[-GUARD:] == SENTINEL), \
+        f"{r.name}: wrote outside C (split {split})"
+    return out[GUARD:GUARD + m * n].reshape(m, n), used
+
+
+def split_case(r, m, n, k, split, *, seed, exact, beta, narrow=False, alpha=None, clamp=True):
+    prec = r.precision
+    a, b, c = inputs(prec, m, n, k, seed, exact)
+    alpha = alpha if alpha is not None else (1.0 if exact else -0.75)
+    what = f"{r.name} split={split} clamp={clamp} seed={seed} exact={exact} narrow={narrow}"
+    if narrow:
+        c16 = c.astype(ladder.input_dtype(prec))
+        c_init = c16 if beta != 0 else np.full((m, n), NAN16[prec], np.uint16).view(c16.dtype)
+        out, used = run_split(r, a, b, c_init, alpha, beta, split, narrow=True, clamp=clamp)
+        check16(out, a, b, c16, alpha, beta, prec, exact, what)
+    else:
+        c_init = np.full((m, n), np.nan, np.float32) if beta == 0 else c
+        out, used = run_split(r, a, b, c_init, alpha, beta, split, clamp=clamp)
+        check(out, a, b, c, alpha, beta, prec, exact, what)
+    return used
+
+
+@pytest.mark.parametrize("name", FAMILY)
+def test_split_k_every_split_count(hopper, name):
+    """Each registered split count on one member: edge tiles on both sides,
+    K not a multiple of the k-tile (1000 = 15.6 k-tiles of 64, 31.25 of
+    32), so pieces of unequal length; beta = 0 with NaN in C and beta != 0."""
+    r = ladder.rung(name)
+    m, n = r.tile_m + 1, 2 * r.tile_n - 1
+    geo = rung20.geometry(r)
+    for split in r.splits:
+        for beta, exact in ((0.0, True), (0.5, False)):
+            used = split_case(r, m, n, 1000, split, seed=split, exact=exact, beta=beta)
+            assert used == min(split, rung20.k_tiles(geo, 1000))
+
+
+@pytest.mark.parametrize("name", FAMILY)
+@settings(SLOW, max_examples=15)
+@given(data=st.data(), k=st.one_of(KS, st.integers(1, 9000)),
+       split=st.sampled_from(rung20.SPLITS[1:]), seed=st.integers(0, 2**32 - 1),
+       exact=st.booleans(), beta=st.sampled_from([0.0, 1.0, -0.5]), narrow=st.booleans())
+def test_split_k_property(hopper, name, data, k, split, seed, exact, beta, narrow):
+    r = ladder.rung(name)
+    m, n = data.draw(member_dims(name), "m"), data.draw(member_dims(name), "n")
+    if exact and beta == -0.5:
+        beta = -1.0
+    split_case(r, m, n, k, split, seed=seed, exact=exact, beta=beta,
+               narrow=narrow and r.narrow_output)
+
+
+@pytest.mark.parametrize("name", ["20_tma_wgmma_bf16", "20_tma_wgmma_fp16_128x128",
+                                  "20_tma_wgmma_tf32_192x128"])
+def test_split_k_empty_pieces(hopper, name):
+    """K shorter than S k-tiles. Clamped (what launches() does): S becomes
+    the k-tile count. Unclamped: the empty pieces still write their zero
+    partials (the workspace starts as NaN), and the sum is right."""
+    r = ladder.rung(name)
+    geo = rung20.geometry(r)
+    for k in (1, geo.k_tile - 1, geo.k_tile + 1, 3 * geo.k_tile):
+        kt = rung20.k_tiles(geo, k)
+        for split in (2, 8, 16):
+            used = split_case(r, 200, 300, k, split, seed=k + split, exact=True, beta=0.0)
+            assert used == min(split, kt)
+            used = split_case(r, 200, 300, k, split, seed=k + split, exact=True, beta=-1.0,
+                              clamp=False)
+            assert used == split
+
+
+@pytest.mark.parametrize("name", FAMILY)
+def test_split_k_16bit_c(hopper, name):
+    r = ladder.rung(name)
+    if not r.narrow_output:
+        pytest.skip(f"{name} writes a float32 C")
+    for m, n, k, split, beta in [(300, 520, 777, 4, 0.0), (129, 257, 65, 2, 0.5),
+                                 (1, 1, 4096, 64, 0.0), (65, 8, 3000, 6, -1.0)]:
+        for exact in (True, False):
+            split_case(r, m, n, k, split, seed=m + k, exact=exact, beta=beta, narrow=True)
+
+
+@pytest.mark.parametrize("name", ["20_tma_wgmma_bf16_128x128", "20_tma_wgmma_tf32_128x128",
+                                  "20_tma_wgmma_fp16"])
+def test_split_k_long_k(hopper, name):
+    """One or two tiles, a very long K: where split-K matters most (128 x 128
+    x 65536 is one 128 x 128 tile and 1024 k-tiles). Exact integers: every
+    partial and their sum stay below 2^24."""
+    r = ladder.rung(name)
+    for m, n, split in [(128, 128, 128), (100, 200, 96), (128, 128, 7)]:
+        split = split if split in r.splits else 8
+        split_case(r, m, n, 65536 + 3, split, seed=split, exact=True, beta=1.0)
+    split_case(r, 128, 128, 65536, 128, seed=5, exact=False, beta=0.0)
+
+
+@pytest.mark.parametrize("name", ["20_tma_wgmma_bf16", "20_tma_wgmma_bf16_128x192",
+                                  "20_tma_wgmma_tf32_128x128"])
+def test_split_k_is_deterministic(hopper, name):
+    """Random inputs, K in 8 (and 3) pieces: two runs give the same bits (the
+    reduction adds the partials in split order; no atomics)."""
+    r = ladder.rung(name)
+    m, n, k = 700, 900, 5000
+    a, b, c = inputs(r.precision, m, n, k, 21, exact=False)
+    for split in (8, 3):
+        first, _ = run_split(r, a, b, c, 0.75, 0.5, split)
+        second, _ = run_split(r, a, b, c, 0.75, 0.5, split)
+        assert np.array_equal(first.view(np.uint32), second.view(np.uint32)), \
+            f"{name} split={split}: two runs differ"
+        check(first, a, b, c, 0.75, 0.5, r.precision, False, f"{name} split={split}")

@@ -5,21 +5,29 @@
 // math, SYNCS for the barriers (and UTMASTG for the TMA-store epilogue).
 //
 // Kernel signature (differs from the plain GEMM rungs: A and B arrive as
-// tensor maps, built on the host by drvgemm/tma.py):
+// tensor maps, built on the host by drvgemm/ladders/gemm/hopper.py):
 //   extern "C" __global__ void gemm_tma_wgmma_{bf16,fp16,tf32}(
 //       const __grid_constant__ TmaMap mapA,   // A, M x K row-major
 //       const __grid_constant__ TmaMap mapB,   // B, K x N row-major
 //       const __grid_constant__ TmaMap mapC,   // C, M x N (EPILOGUE 2 only)
 //       void* C, int M, int N, int K, float alpha, float beta,
-//       int* unused)   // the former dynamic scheduler's counters; the host passes 0
+//       float* partials, long long split_stride, int splits)
 // C = alpha * A @ B + beta * C, C row-major M x N, fp32 -- or, built with
 // OUT_16=1, the inputs' own 16-bit type (bf16 / fp16 entries; the fp32
 // result rounded to nearest even, as cuBLAS writes a bf16 C); beta == 0 never
 // reads C. Any M, N >= 1 (edge tiles: skipped copies + guarded or clipped stores),
 // any K >= 1 (the copy engine zero-fills the part of a box past K).
 //
-// Block: 2 consumer warpgroups, each owning 64 rows of a 128 x 256 wgmma
-// tile (m64n256 instructions, 128 fp32 accumulators per thread), plus, when
+// Split-K (splits > 1): the work units are tiles x splits; unit (tile, s)
+// accumulates k-tiles [s * KT / S, (s + 1) * KT / S) and writes its raw fp32
+// partial product to partials + s * split_stride (an M x N row-major slice;
+// an empty piece writes zeros) instead of C; split_reduce.cu (in
+// 20_tma_wgmma/) then sums the slices in split order and writes C. For
+// splits == 1 the host passes partials = 0, split_stride = 0.
+//
+// Block: 2 consumer warpgroups, each owning 64 rows of a 128 x TILE_X wgmma
+// tile (m64nNk16 / m64nNk8 instructions with N = TILE_X = 128, 192 or 256:
+// the member's BN, or BM for tf32; N / 2 fp32 accumulators per thread), plus, when
 // WARP_SPECIALIZED, a producer warpgroup whose single thread keeps a
 // STAGES-deep ring of shared-memory tiles full. setmaxnreg moves registers
 // from the producer (40) to the consumers (232): 128*40 + 256*232 = 64512 of
@@ -27,12 +35,12 @@
 //
 // Layouts. 16-bit types: wgmma's A is our A (K-major, 64 elements = one
 // 128-byte swizzled line per row), wgmma's B is our B read N-major ("transposed",
-// tnsp-b = 1), loaded as four 64(k) x 64(n) boxes so each 64-column chunk is its
+// tnsp-b = 1), loaded as TILE_X / 64 boxes of 64(k) x 64(n) so each 64-column chunk is its
 // own 8 KB swizzled block. TF32: wgmma cannot transpose 32-bit operands and B
 // is N-major in memory, so the roles swap: the block computes C^T = B^T A^T;
 // wgmma's B is our A (K-major, fine), wgmma's A is our B, which each thread
 // loads from the swizzled shared tile into the register fragment itself
-// (rounded to tf32 on the way). The wgmma tile is then 128 columns x 256 rows
+// (rounded to tf32 on the way). The wgmma tile is then 128 columns x TILE_X rows
 // of C and the epilogue writes it transposed. Our A reaches the tensor cores
 // through TMA unchanged, so its low 13 mantissa bits are dropped (truncation).
 //
@@ -42,7 +50,7 @@
 //   WARP_SPECIALIZED=1  + producer warpgroup, setmaxnreg (default)
 //   persistent grid     chosen on the host (grid = SM count); same kernel
 //   CLUSTER=2           + clusters of 2 blocks along the 128-row direction that
-//                       share the 256-wide operand: each block loads half of it
+//                       share the TILE_X-wide operand: each block loads part of it
 //                       and multicasts to both
 // and two choices benchmarks/wgmma_sweep.py measures side by side:
 //   GROUP     tile order: GROUP unit rows (along M) are swept column by
@@ -106,7 +114,7 @@
 
 static_assert(CLUSTER == 1 || CLUSTER == 2, "CLUSTER must be 1 or 2");
 static_assert(CLUSTER == 1 || WARP_SPECIALIZED, "clusters need the producer warpgroup");
-static_assert(STAGES >= 2 && STAGES <= 4, "4 stages of 48 KB fill the 227 KB of shared memory");
+static_assert(STAGES >= 2 && STAGES <= 8, "STAGES: 2 to 8 (the ring must fit shared memory, below)");
 static_assert(GROUP >= 1, "GROUP must be positive");
 static_assert(EPILOGUE == 0 || EPILOGUE == 2, "EPILOGUE must be 0 (direct) or 2 (TMA store)");
 static_assert(WGMMA_ELEM >= 1 && WGMMA_ELEM <= 3, "WGMMA_ELEM must be 1, 2 or 3");
@@ -116,25 +124,32 @@ static_assert(!(OUT_16 && WGMMA_ELEM == 3), "tf32 writes an fp32 C: OUT_16 is fo
 constexpr int CONSUMERS = 2;
 constexpr int THREADS = (WARP_SPECIALIZED ? 128 : 0) + CONSUMERS * 128;
 constexpr int TILE_Y = 64 * CONSUMERS;  // wgmma M: rows of A (columns of C for tf32)
-constexpr int TILE_X = 256;             // wgmma N: columns of B (rows of C for tf32)
+// wgmma N: columns of B (rows of C for tf32): the entry's BN (BM for tf32).
+// One value per instantiation; the family's members differ in it.
+constexpr int TILE_X = WGMMA_ELEM == ELEM_TF32 ? BM : BN;
+static_assert(TILE_X % 64 == 0 && TILE_X >= 64 && TILE_X <= 256,
+              "wgmma N (BN, or BM for tf32): 64, 128, 192 or 256 (whole 64-wide boxes)");
+constexpr int ACC = WgmmaN<TILE_X>::ACC;   // fp32 accumulators per consumer thread
+constexpr int X_BOXES = TILE_X / 64;       // the TILE_X-side operand arrives in 64-wide boxes
 
 // One stage of the ring: the TILE_Y-side operand (16 KB) then the TILE_X-side
-// operand (four 8 KB boxes). Every block of both starts on a 1024-byte
+// operand (X_BOXES boxes of 8 KB). Every block of both starts on a 1024-byte
 // boundary, as the 128-byte swizzle pattern repeats every 8 lines.
 constexpr u32 Y_BYTES = 16384;
 constexpr u32 X_BOX_BYTES = 8192;
-constexpr u32 X_BYTES = 4 * X_BOX_BYTES;
+constexpr u32 X_BYTES = X_BOXES * X_BOX_BYTES;
 constexpr u32 STAGE_BYTES = Y_BYTES + X_BYTES;
 // EPILOGUE 2: per consumer warpgroup two 8 KB buffers, each one TMA box of
 // C: 64 rows of one 128-byte swizzled line (32 fp32 or 64 16-bit columns).
 constexpr u32 C_BOX_BYTES = 64 * 128;
 constexpr u32 STAGING_BYTES = EPILOGUE == 2 ? CONSUMERS * 2 * C_BOX_BYTES : 0;
 // Shared memory, from a 1024-aligned base: the ring, the staging buffers,
-// then 16 * STAGES bytes of full/empty barriers and 64 bytes for the unit
-// queue (2 full + 2 empty barriers, 2 unit slots). The host (tma.py) requests
-// STAGES * STAGE_BYTES + STAGING_BYTES + 16 * STAGES + 64 + 1024 bytes (the
-// last 1024: slack to align the base).
-constexpr int QUEUE_SLOTS = 2;
+// then 16 * STAGES bytes of full/empty barriers. The host
+// (hopper.wgmma_smem_bytes) requests STAGES * STAGE_BYTES + STAGING_BYTES +
+// 16 * STAGES + 1024 bytes (the last 1024: slack to align the base), which
+// must fit the opt-in limit of a block on sm_90 (227 KB).
+static_assert(STAGES * STAGE_BYTES + STAGING_BYTES + 16 * STAGES + 1024 <= 232448,
+              "STAGES stages of this tile (and the C staging) exceed 227 KB of shared memory");
 
 #if WARP_SPECIALIZED
 constexpr int PRODUCER_REGS = 40;
@@ -149,8 +164,8 @@ struct Elem {
     // (TILE_Y along wgmma M, TILE_X along N) is the block's tile of C, seen
     // transposed for tf32.
     static_assert(BK * (SWAP ? 4 : 2) == 128, "BK: one 128-byte line of k");
-    static_assert((SWAP ? BN : BM) == TILE_Y && (SWAP ? BM : BN) == TILE_X,
-                  "BM x BN must be the 128 x 256 wgmma tile (256 x 128 for tf32)");
+    static_assert((SWAP ? BN : BM) == TILE_Y,
+                  "BM must be 128 (BN for tf32, whose wgmma tile is C^T): two m64 warpgroups");
     // the transposed tf32 tile stores directly
     static constexpr int EPI = SWAP ? 0 : EPILOGUE;
     // C's element: fp32, or with OUT_16 the input's 16-bit type
@@ -163,13 +178,6 @@ struct Ring {
     u32 staging;    // EPILOGUE 2 buffers
     u32 full;       // STAGES barriers: the stage's bytes have landed
     u32 empty;      // STAGES barriers: every consumer is done with the stage
-    // A unit queue (QUEUE_SLOTS full/empty barriers and unit slots) from the
-    // removed dynamic scheduler: no code waits on it, but its barriers are
-    // still initialised, so the registered kernels' machine code is the one
-    // that was measured. It goes with the host's unused `sched` argument.
-    u32 qfull;
-    u32 qempty;
-    u32 qunit;
     __device__ u32 stage(int s) const { return base + s * STAGE_BYTES; }
     __device__ u32 full_bar(int s) const { return full + 8 * s; }
     __device__ u32 empty_bar(int s) const { return empty + 8 * s; }
@@ -212,7 +220,7 @@ __device__ __forceinline__ void fill_stage(const TmaMap* mapA, const TmaMap* map
             if (y0 + 32 * j < p.y_ext) bytes += Y_BYTES / 4;
     }
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
+    for (int j = 0; j < X_BOXES; ++j)
         if (x0 + 64 * j < p.x_ext) bytes += X_BOX_BYTES;
     // A partially out-of-bounds box still delivers (zero-filled) its full size.
     mbar_arrive_expect_tx(full, bytes);
@@ -226,7 +234,7 @@ __device__ __forceinline__ void fill_stage(const TmaMap* mapA, const TmaMap* map
                 tma_load_2d(ybase + j * (Y_BYTES / 4), mapB, y0 + 32 * j, k0, full);
     }
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
+    for (int j = 0; j < X_BOXES; ++j) {
         if (x0 + 64 * j >= p.x_ext || (j % CLUSTER) != static_cast<int>(rank)) continue;
         const TmaMap* map = SWAP ? mapA : mapB;
         const int c0 = SWAP ? k0 : x0 + 64 * j;
@@ -244,7 +252,7 @@ __device__ __forceinline__ void fill_stage(const TmaMap* mapA, const TmaMap* map
 // the wgmma tile). Leaves them in flight as one committed group.
 // ---------------------------------------------------------------------------
 template <int ELEM>
-__device__ __forceinline__ void mma_stage(float (&acc)[128], u32 (&frag)[4][4], u32 stage, int c,
+__device__ __forceinline__ void mma_stage(float (&acc)[ACC], u32 (&frag)[4][4], u32 stage, int c,
                                           bool first) {
     const u32 ybase = stage;
     const u32 xbase = stage + Y_BYTES;
@@ -261,9 +269,9 @@ __device__ __forceinline__ void mma_stage(float (&acc)[128], u32 (&frag)[4][4], 
             const u64 db = smem_desc_sw128(xbase + kk * 16 * 128, X_BOX_BYTES, 1024);
             const int scale_d = (first && kk == 0) ? 0 : 1;
             if constexpr (ELEM == ELEM_BF16)
-                wgmma_m64n256k16_bf16(acc, da, db, scale_d);
+                wgmma_m64nNk16_bf16<TILE_X>(acc, da, db, scale_d);
             else
-                wgmma_m64n256k16_fp16(acc, da, db, scale_d);
+                wgmma_m64nNk16_fp16<TILE_X>(acc, da, db, scale_d);
         }
         wgmma_commit();
     } else {
@@ -312,7 +320,7 @@ __device__ __forceinline__ void mma_stage(float (&acc)[128], u32 (&frag)[4][4], 
             // k8 step: +32 bytes along A's 128-byte lines (wgmma's B, K-major).
             const u64 db = smem_desc_sw128(xbase + ks * 32, 16, 1024);
             const int scale_d = (first && ks == 0) ? 0 : 1;
-            wgmma_m64n256k8_tf32_rs(acc, frag[ks], db, scale_d);
+            wgmma_m64nNk8_tf32_rs<TILE_X>(acc, frag[ks], db, scale_d);
         }
         wgmma_commit();
     }
@@ -334,9 +342,9 @@ __device__ __forceinline__ void release_stage(const Ring& ring, int s) {
 
 #include "20_tma_wgmma/epilogue.cuh"
 
-__device__ __forceinline__ void fence_accumulators(float (&acc)[128]) {
+__device__ __forceinline__ void fence_accumulators(float (&acc)[ACC]) {
 #pragma unroll
-    for (int i = 0; i < 128; ++i) fence_operand(acc[i]);
+    for (int i = 0; i < ACC; ++i) fence_operand(acc[i]);
 }
 
 // ---------------------------------------------------------------------------
@@ -346,13 +354,12 @@ template <int ELEM>
 __device__ __forceinline__ void produce_unit(const TmaMap* mapA, const TmaMap* mapB,
                                              const Ring& ring, const Problem& p, int u, u32 rank,
                                              Cursor& cur) {
-    int y0, x0;
-    unit_origin(p, u, rank, y0, x0);
-    for (int kt = 0; kt < p.k_tiles; ++kt) {
+    const Work w = unit_work(p, u, rank);
+    for (int kt = w.kt0; kt < w.kt1; ++kt) {
         // Parity phase ^ 1: on the first lap the barrier is in phase 0
         // and "phase 1" counts as completed, so a fresh stage is free.
         mbar_wait(ring.empty_bar(cur.s), cur.phase ^ 1);
-        fill_stage<ELEM>(mapA, mapB, ring, cur.s, p, kt * Elem<ELEM>::K_TILE, y0, x0, rank);
+        fill_stage<ELEM>(mapA, mapB, ring, cur.s, p, kt * Elem<ELEM>::K_TILE, w.y0, w.x0, rank);
         cur.next();
     }
 }
@@ -367,24 +374,47 @@ __device__ __forceinline__ void producer_loop(const TmaMap* mapA, const TmaMap* 
         produce_unit<ELEM>(mapA, mapB, ring, p, u, rank, cur);
 }
 
-// One unit of a consumer warpgroup: the mainloop over k, then the epilogue.
+// Where a finished unit goes: C (alpha, beta, the TMA store where usable),
+// or with split-K the unit's partial product, raw fp32, into its split's
+// slice of the workspace (M x N, row-major, split s at partials + s *
+// split_stride); the reduce kernel (20_tma_wgmma/split_reduce.cu) sums the
+// slices in split order and applies alpha and beta.
+struct Output {
+    void* C;
+    float alpha, beta;
+    bool c_tma;
+    float* partials;
+    long long split_stride;
+};
+
 template <int ELEM>
-__device__ __forceinline__ void consume_unit(float (&acc)[128], u32 (&frag0)[4][4],
-                                             u32 (&frag1)[4][4], const TmaMap* mapC, void* C,
+__device__ __forceinline__ void store_unit(const float (&acc)[ACC], const TmaMap* mapC,
+                                           const Ring& ring, const Problem& p, const Work& w,
+                                           int c, const Output& out) {
+    if (p.splits > 1)
+        epilogue_direct<ELEM, false>(acc, out.partials + w.split * out.split_stride, p, w.y0,
+                                     w.x0, c, 1.0f, 0.0f);
+    else
+        epilogue<ELEM>(acc, mapC, out.C, ring, p, w.y0, w.x0, c, out.alpha, out.beta, out.c_tma);
+}
+
+// One unit of a consumer warpgroup: the mainloop over its k-tiles, then the epilogue.
+template <int ELEM>
+__device__ __forceinline__ void consume_unit(float (&acc)[ACC], u32 (&frag0)[4][4],
+                                             u32 (&frag1)[4][4], const TmaMap* mapC,
                                              const Ring& ring, const Problem& p, int u, int c,
-                                             u32 rank, float alpha, float beta, bool c_tma,
-                                             Cursor& cur) {
-    int y0, x0;
-    unit_origin(p, u, rank, y0, x0);
+                                             u32 rank, const Output& out, Cursor& cur) {
+    const Work w = unit_work(p, u, rank);
     int prev = -1;
-    for (int kt = 0; kt < p.k_tiles; ++kt) {
+    for (int kt = w.kt0; kt < w.kt1; ++kt) {
         mbar_wait(ring.full_bar(cur.s), cur.phase);
         // tf32 with a stage in flight: alternate fragment sets, the previous
-        // one may still be read
-        if (Elem<ELEM>::SWAP && (kt & 1))
+        // one may still be read (counted from the unit's first k-tile, which
+        // must take the set that starts the accumulation)
+        if (Elem<ELEM>::SWAP && ((kt - w.kt0) & 1))
             mma_stage<ELEM>(acc, frag1, ring.stage(cur.s), c, false);
         else
-            mma_stage<ELEM>(acc, frag0, ring.stage(cur.s), c, kt == 0);
+            mma_stage<ELEM>(acc, frag0, ring.stage(cur.s), c, kt == w.kt0);
         // Keep this stage's wgmmas in flight while the next is issued; the
         // stage before it is done and goes back to the producer.
         wgmma_wait<1>();
@@ -395,23 +425,22 @@ __device__ __forceinline__ void consume_unit(float (&acc)[128], u32 (&frag0)[4][
     wgmma_wait<0>();
     if (prev >= 0) release_stage(ring, prev);
     fence_accumulators(acc);
-    if (p.k_tiles == 0) {
+    if (w.kt1 == w.kt0) {   // an empty piece of K: its partial (or C = beta * C) is zero
 #pragma unroll
-        for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+        for (int i = 0; i < ACC; ++i) acc[i] = 0.0f;
     }
-    epilogue<ELEM>(acc, mapC, C, ring, p, y0, x0, c, alpha, beta, c_tma);
+    store_unit<ELEM>(acc, mapC, ring, p, w, c, out);
 }
 
 template <int ELEM>
-__device__ __forceinline__ void consumer_loop(const TmaMap* mapC, void* C, const Ring& ring,
-                                              const Problem& p, int c, u32 rank, float alpha,
-                                              float beta, bool c_tma) {
-    float acc[128];
+__device__ __forceinline__ void consumer_loop(const TmaMap* mapC, const Ring& ring,
+                                              const Problem& p, int c, u32 rank,
+                                              const Output& out) {
+    float acc[ACC];
     u32 frag0[4][4], frag1[4][4];
     Cursor cur;
     for (int u = first_unit(); u < p.units; u += unit_stride())
-        consume_unit<ELEM>(acc, frag0, frag1, mapC, C, ring, p, u, c, rank, alpha, beta, c_tma,
-                           cur);
+        consume_unit<ELEM>(acc, frag0, frag1, mapC, ring, p, u, c, rank, out, cur);
     if constexpr (Elem<ELEM>::EPI == 2) {
         // Shared memory must outlive the copy engine's reads of it.
         if ((threadIdx.x & 127) == 0) bulk_wait_group<0>();
@@ -422,44 +451,43 @@ __device__ __forceinline__ void consumer_loop(const TmaMap* mapC, void* C, const
 // stage it just drained (after the other warpgroup has drained it too).
 template <int ELEM>
 __device__ __forceinline__ void single_role_loop(const TmaMap* mapA, const TmaMap* mapB,
-                                                 const TmaMap* mapC, void* C, const Ring& ring,
-                                                 const Problem& p, int c, float alpha, float beta,
-                                                 bool c_tma) {
-    float acc[128];
+                                                 const TmaMap* mapC, const Ring& ring,
+                                                 const Problem& p, int c, const Output& out) {
+    float acc[ACC];
     u32 frag[4][4];
     Cursor cons, prod;
     const bool producer = threadIdx.x == 0;
     for (int u = first_unit(); u < p.units; u += unit_stride()) {
-        int y0, x0;
-        unit_origin(p, u, 0, y0, x0);
+        const Work w = unit_work(p, u, 0);
         if (producer) {
-            for (int i = 0; i < STAGES && i < p.k_tiles; ++i) {
+            for (int kt = w.kt0; kt < w.kt0 + STAGES && kt < w.kt1; ++kt) {
                 mbar_wait(ring.empty_bar(prod.s), prod.phase ^ 1);
-                fill_stage<ELEM>(mapA, mapB, ring, prod.s, p, i * Elem<ELEM>::K_TILE, y0, x0, 0);
+                fill_stage<ELEM>(mapA, mapB, ring, prod.s, p, kt * Elem<ELEM>::K_TILE, w.y0,
+                                 w.x0, 0);
                 prod.next();
             }
         }
         __syncwarp();
-        for (int kt = 0; kt < p.k_tiles; ++kt) {
+        for (int kt = w.kt0; kt < w.kt1; ++kt) {
             mbar_wait(ring.full_bar(cons.s), cons.phase);
-            mma_stage<ELEM>(acc, frag, ring.stage(cons.s), c, kt == 0);
+            mma_stage<ELEM>(acc, frag, ring.stage(cons.s), c, kt == w.kt0);
             wgmma_wait<0>();
             release_stage(ring, cons.s);
             cons.next();
-            if (producer && kt + STAGES < p.k_tiles) {
+            if (producer && kt + STAGES < w.kt1) {
                 mbar_wait(ring.empty_bar(prod.s), prod.phase ^ 1);
                 fill_stage<ELEM>(mapA, mapB, ring, prod.s, p, (kt + STAGES) * Elem<ELEM>::K_TILE,
-                                 y0, x0, 0);
+                                 w.y0, w.x0, 0);
                 prod.next();
             }
             __syncwarp();
         }
         fence_accumulators(acc);
-        if (p.k_tiles == 0) {
+        if (w.kt1 == w.kt0) {
 #pragma unroll
-            for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+            for (int i = 0; i < ACC; ++i) acc[i] = 0.0f;
         }
-        epilogue<ELEM>(acc, mapC, C, ring, p, y0, x0, c, alpha, beta, c_tma);
+        store_unit<ELEM>(acc, mapC, ring, p, w, c, out);
     }
     if constexpr (Elem<ELEM>::EPI == 2) {
         if ((threadIdx.x & 127) == 0) bulk_wait_group<0>();
@@ -469,18 +497,16 @@ __device__ __forceinline__ void single_role_loop(const TmaMap* mapA, const TmaMa
 template <int ELEM>
 __device__ __forceinline__ void gemm_tma_wgmma(const TmaMap* mapA, const TmaMap* mapB,
                                                const TmaMap* mapC, void* C, int M, int N, int K,
-                                               float alpha, float beta) {
+                                               float alpha, float beta, float* partials,
+                                               long long split_stride, int splits) {
     extern __shared__ unsigned char smem_raw[];
     Ring ring;
     ring.base = (smem_addr(smem_raw) + 1023u) & ~1023u;
     ring.staging = ring.base + STAGES * STAGE_BYTES;
     ring.full = ring.staging + STAGING_BYTES;
     ring.empty = ring.full + 8 * STAGES;
-    ring.qfull = ring.empty + 8 * STAGES;
-    ring.qempty = ring.qfull + 8 * QUEUE_SLOTS;
-    ring.qunit = ring.qempty + 8 * QUEUE_SLOTS;
 
-    const Problem p = make_problem<ELEM>(M, N, K);
+    const Problem p = make_problem<ELEM>(M, N, K, splits);
     u32 rank = 0;
     if constexpr (CLUSTER > 1) {
         // Built for clusters of CLUSTER blocks: a plain launch would multicast
@@ -490,18 +516,16 @@ __device__ __forceinline__ void gemm_tma_wgmma(const TmaMap* mapA, const TmaMap*
     }
     // The TMA store path: the host encodes mapC exactly when C allows it.
     // (rows of C a multiple of 16 bytes: 4 fp32 or 8 16-bit elements)
-    const bool c_tma = Elem<ELEM>::EPI == 2 && beta == 0.0f &&
+    // (Split-K units write raw partials and never store C.)
+    const bool c_tma = Elem<ELEM>::EPI == 2 && beta == 0.0f && splits == 1 &&
                        (N & (Elem<ELEM>::NARROW ? 7 : 3)) == 0 &&
                        (reinterpret_cast<size_t>(C) & 15) == 0;
+    const Output out{C, alpha, beta, c_tma, partials, split_stride};
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(ring.full_bar(s), 1);                        // the producer's expect_tx
             mbar_init(ring.empty_bar(s), CONSUMERS * CLUSTER);     // one per consumer warpgroup
-        }
-        for (int s = 0; s < QUEUE_SLOTS; ++s) {
-            mbar_init(ring.qfull + 8 * s, 1);                      // the producer posts a unit
-            mbar_init(ring.qempty + 8 * s, CONSUMERS * 128);       // every consumer thread read it
         }
         fence_barrier_init();
         tma_prefetch_map(mapA);
@@ -521,13 +545,13 @@ __device__ __forceinline__ void gemm_tma_wgmma(const TmaMap* mapA, const TmaMap*
         if (threadIdx.x == 0) producer_loop<ELEM>(mapA, mapB, ring, p, rank);
     } else {
         setmaxnreg_inc<CONSUMER_REGS>();
-        consumer_loop<ELEM>(mapC, C, ring, p, wg - 1, rank, alpha, beta, c_tma);
+        consumer_loop<ELEM>(mapC, ring, p, wg - 1, rank, out);
     }
     // No block may leave while a peer can still multicast into its shared
     // memory or arrive on its barriers.
     if constexpr (CLUSTER > 1) cluster_sync();
 #else
-    single_role_loop<ELEM>(mapA, mapB, mapC, C, ring, p, wg, alpha, beta, c_tma);
+    single_role_loop<ELEM>(mapA, mapB, mapC, ring, p, wg, out);
 #endif
 }
 
@@ -537,8 +561,9 @@ __device__ __forceinline__ void gemm_tma_wgmma(const TmaMap* mapA, const TmaMap*
     extern "C" __global__ void __launch_bounds__(THREADS, 1)                                 \
     NAME(const __grid_constant__ TmaMap mapA, const __grid_constant__ TmaMap mapB,           \
          const __grid_constant__ TmaMap mapC, void* C, int M, int N, int K, float alpha,     \
-         float beta, int* /* unused */) {                                                     \
-        gemm_tma_wgmma<ELEM>(&mapA, &mapB, &mapC, C, M, N, K, alpha, beta);                   \
+         float beta, float* partials, long long split_stride, int splits) {                   \
+        gemm_tma_wgmma<ELEM>(&mapA, &mapB, &mapC, C, M, N, K, alpha, beta, partials,          \
+                             split_stride, splits);                                           \
     }
 
 #if WGMMA_ELEM == ELEM_BF16

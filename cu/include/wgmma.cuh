@@ -112,6 +112,137 @@ __device__ __forceinline__ void wgmma_m64n256k8_tf32_rs(float (&d)[128], const u
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
 }
 
+// ---------------------------------------------------------------------------
+// The same instructions for every N a block tile uses: m64nNk16 (16-bit) and
+// m64nNk8 (tf32, A from registers), templated on N. Each thread holds N / 2
+// fp32 accumulators, in the layout of the n256 form restricted to the first
+// N columns (accumulator i: row 16w + g + 8*((i/2)%2), column 8*(i/4) + 2t + i%2).
+// N = 256 forwards to the functions above, so its machine code is theirs.
+// The placeholder lists for 32, 64 and 96 accumulators are written out
+// because an asm string must be a literal.
+// ---------------------------------------------------------------------------
+#define WGMMA_D32 \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, "   \
+    "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+
+#define WGMMA_D32_OPERANDS(d) \
+    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),   \
+    "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),            \
+    "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),         \
+    "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),         \
+    "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),         \
+    "+f"(d[31])
+
+#define WGMMA_D64 \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, "   \
+    "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, "    \
+    "%34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, "    \
+    "%50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+
+#define WGMMA_D64_OPERANDS(d) \
+    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),   \
+    "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),            \
+    "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),         \
+    "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),         \
+    "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),         \
+    "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),         \
+    "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),         \
+    "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),         \
+    "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]),         \
+    "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]),         \
+    "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+
+#define WGMMA_D96 \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, "   \
+    "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, "    \
+    "%34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, "    \
+    "%50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, "    \
+    "%66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, "    \
+    "%82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}"
+
+#define WGMMA_D96_OPERANDS(d) \
+    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),   \
+    "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),            \
+    "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),         \
+    "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),         \
+    "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),         \
+    "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),         \
+    "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),         \
+    "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),         \
+    "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]),         \
+    "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]),         \
+    "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]),         \
+    "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]),         \
+    "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]),         \
+    "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]),         \
+    "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]),         \
+    "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+
+template <int N> struct WgmmaN {
+    static_assert(N == 64 || N == 128 || N == 192 || N == 256,
+                  "wgmma N: one of 64, 128, 192, 256 (add its placeholder list to wgmma.cuh)");
+    static constexpr int ACC = N / 2;   // fp32 accumulators per thread
+};
+
+template <int N>
+__device__ void wgmma_m64nNk16_bf16(float (&d)[N / 2], u64 desc_a, u64 desc_b, int scale_d);
+template <int N>
+__device__ void wgmma_m64nNk16_fp16(float (&d)[N / 2], u64 desc_a, u64 desc_b, int scale_d);
+template <int N>
+__device__ void wgmma_m64nNk8_tf32_rs(float (&d)[N / 2], const u32 (&a)[4], u64 desc_b,
+                                      int scale_d);
+
+template <>
+__device__ __forceinline__ void wgmma_m64nNk16_bf16<256>(float (&d)[128], u64 desc_a, u64 desc_b,
+                                                         int scale_d) {
+    wgmma_m64n256k16_bf16(d, desc_a, desc_b, scale_d);
+}
+template <>
+__device__ __forceinline__ void wgmma_m64nNk16_fp16<256>(float (&d)[128], u64 desc_a, u64 desc_b,
+                                                         int scale_d) {
+    wgmma_m64n256k16_fp16(d, desc_a, desc_b, scale_d);
+}
+template <>
+__device__ __forceinline__ void wgmma_m64nNk8_tf32_rs<256>(float (&d)[128], const u32 (&a)[4],
+                                                           u64 desc_b, int scale_d) {
+    wgmma_m64n256k8_tf32_rs(d, a, desc_b, scale_d);
+}
+
+// N accumulators R = N / 2; IA, IB, IS: the placeholders of desc_a, desc_b, scale_d.
+#define WGMMA_SS_16BIT(N, R, IA, IB, IS, NAME, TYPE)                                          \
+    template <>                                                                               \
+    __device__ __forceinline__ void NAME<N>(float (&d)[R], u64 desc_a, u64 desc_b,            \
+                                            int scale_d) {                                    \
+        asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %" #IS ", 0;\n\t"                  \
+                     "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " "      \
+                     WGMMA_D##R ", %" #IA ", %" #IB ", p, 1, 1, 0, 1;\n\t}"                   \
+                     : WGMMA_D##R##_OPERANDS(d)                                               \
+                     : "l"(desc_a), "l"(desc_b), "r"(scale_d));                               \
+    }
+// A0..A3: the placeholders of the A fragment, IB, IS: desc_b, scale_d.
+#define WGMMA_RS_TF32(N, R, A0, A1, A2, A3, IB, IS)                                           \
+    template <>                                                                               \
+    __device__ __forceinline__ void wgmma_m64nNk8_tf32_rs<N>(float (&d)[R], const u32 (&a)[4], \
+                                                             u64 desc_b, int scale_d) {       \
+        asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %" #IS ", 0;\n\t"                  \
+                     "wgmma.mma_async.sync.aligned.m64n" #N "k8.f32.tf32.tf32 " WGMMA_D##R    \
+                     ", {%" #A0 ", %" #A1 ", %" #A2 ", %" #A3 "}, %" #IB ", p, 1, 1;\n\t}"   \
+                     : WGMMA_D##R##_OPERANDS(d)                                               \
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)); \
+    }
+
+WGMMA_SS_16BIT(64, 32, 32, 33, 34, wgmma_m64nNk16_bf16, "bf16")
+WGMMA_SS_16BIT(128, 64, 64, 65, 66, wgmma_m64nNk16_bf16, "bf16")
+WGMMA_SS_16BIT(192, 96, 96, 97, 98, wgmma_m64nNk16_bf16, "bf16")
+WGMMA_SS_16BIT(64, 32, 32, 33, 34, wgmma_m64nNk16_fp16, "f16")
+WGMMA_SS_16BIT(128, 64, 64, 65, 66, wgmma_m64nNk16_fp16, "f16")
+WGMMA_SS_16BIT(192, 96, 96, 97, 98, wgmma_m64nNk16_fp16, "f16")
+WGMMA_RS_TF32(64, 32, 32, 33, 34, 35, 36, 37)
+WGMMA_RS_TF32(128, 64, 64, 65, 66, 67, 68, 69)
+WGMMA_RS_TF32(192, 96, 96, 97, 98, 99, 100, 101)
+#undef WGMMA_SS_16BIT
+#undef WGMMA_RS_TF32
+
 // fp32 -> tf32 with cvt.rna's rounding (to_tf32, mma.cuh), for a register
 // only the tensor cores read. They ignore the low 13 bits, so adding half a tf32 unit in the last place (bit 12) to
 // the bits of a finite value rounds its magnitude to nearest, ties away, as

@@ -35,11 +35,11 @@ __device__ __forceinline__ void store1_f32(float* C, int N, int row, int col, fl
     *p = (beta == 0.0f) ? alpha * v : alpha * v + beta * *p;
 }
 
-template <int ELEM>
+template <int ELEM, bool NARROW>
 __device__ __forceinline__ void store1(void* C, int N, int row, int col, float v, float alpha,
                                        float beta) {
     const size_t i = static_cast<size_t>(row) * N + col;
-    if constexpr (Elem<ELEM>::NARROW) {
+    if constexpr (NARROW) {
         unsigned short* p = static_cast<unsigned short*>(C) + i;
         const float out = (beta == 0.0f) ? alpha * v : alpha * v + beta * narrow_to_float<ELEM>(*p);
         *p = static_cast<unsigned short>(pack_pair<ELEM>(out, 0.0f) & 0xffffu);
@@ -50,10 +50,10 @@ __device__ __forceinline__ void store1(void* C, int N, int row, int col, float v
 
 // Columns col, col + 1 of a row (col even), with one 8-byte (fp32) or 4-byte
 // (16-bit) store; the caller checked alignment and col + 1 < N.
-template <int ELEM>
+template <int ELEM, bool NARROW>
 __device__ __forceinline__ void store_pair(void* C, size_t i, float v0, float v1, float alpha,
                                            float beta) {
-    if constexpr (Elem<ELEM>::NARROW) {
+    if constexpr (NARROW) {
         u32* q = reinterpret_cast<u32*>(static_cast<unsigned short*>(C) + i);
         float o0 = alpha * v0, o1 = alpha * v1;
         if (beta != 0.0f) {
@@ -79,8 +79,8 @@ __device__ __forceinline__ void store_pair(void* C, size_t i, float v0, float v1
 // split by H at compile time so that the only loop left is the one over
 // columns, which the compiler reliably unrolls (a loop it keeps would index
 // the accumulators at run time and move them all to local memory).
-template <int ELEM, int H>
-__device__ __forceinline__ void epilogue_direct_half(const float (&acc)[128], void* C,
+template <int ELEM, bool NARROW, int H>
+__device__ __forceinline__ void epilogue_direct_half(const float (&acc)[ACC], void* C,
                                                      const Problem& p, int r, int x0, int t,
                                                      float alpha, float beta) {
     if constexpr (!Elem<ELEM>::SWAP) {
@@ -89,19 +89,19 @@ __device__ __forceinline__ void epilogue_direct_half(const float (&acc)[128], vo
         // with N odd is every other row.
         const int row = r;
         if (row >= p.M) return;
-        constexpr size_t PAIR_BYTES = Elem<ELEM>::NARROW ? 4 : 8;
+        constexpr size_t PAIR_BYTES = NARROW ? 4 : 8;
         const bool pairs = ((reinterpret_cast<size_t>(C) & (PAIR_BYTES - 1)) == 0) &&
                            ((static_cast<size_t>(row) * p.N) & 1) == 0;
         const size_t row_start = static_cast<size_t>(row) * p.N;
 #pragma unroll
-        for (int j = 0; j < 32; ++j) {
+        for (int j = 0; j < ACC / 4; ++j) {
             const int col = x0 + 8 * j + 2 * t;
             const float v0 = acc[4 * j + 2 * H], v1 = acc[4 * j + 2 * H + 1];
             if (pairs && col + 1 < p.N) {
-                store_pair<ELEM>(C, row_start + col, v0, v1, alpha, beta);
+                store_pair<ELEM, NARROW>(C, row_start + col, v0, v1, alpha, beta);
             } else {
-                if (col < p.N) store1<ELEM>(C, p.N, row, col, v0, alpha, beta);
-                if (col + 1 < p.N) store1<ELEM>(C, p.N, row, col + 1, v1, alpha, beta);
+                if (col < p.N) store1<ELEM, NARROW>(C, p.N, row, col, v0, alpha, beta);
+                if (col + 1 < p.N) store1<ELEM, NARROW>(C, p.N, row, col + 1, v1, alpha, beta);
             }
         }
     } else {
@@ -110,25 +110,28 @@ __device__ __forceinline__ void epilogue_direct_half(const float (&acc)[128], vo
         const int col = r;
         if (col >= p.N) return;
 #pragma unroll
-        for (int j = 0; j < 32; ++j) {
+        for (int j = 0; j < ACC / 4; ++j) {
             const int row = x0 + 8 * j + 2 * t;
-            if (row < p.M) store1<ELEM>(C, p.N, row, col, acc[4 * j + 2 * H], alpha, beta);
+            if (row < p.M)
+                store1<ELEM, NARROW>(C, p.N, row, col, acc[4 * j + 2 * H], alpha, beta);
             if (row + 1 < p.M)
-                store1<ELEM>(C, p.N, row + 1, col, acc[4 * j + 2 * H + 1], alpha, beta);
+                store1<ELEM, NARROW>(C, p.N, row + 1, col, acc[4 * j + 2 * H + 1], alpha, beta);
         }
     }
 }
 
-template <int ELEM>
-__device__ __forceinline__ void epilogue_direct(const float (&acc)[128], void* C,
+// NARROW: C holds the inputs' 16-bit type (Elem<ELEM>::NARROW for C itself;
+// false for split-K partials, which are fp32 whatever C is).
+template <int ELEM, bool NARROW>
+__device__ __forceinline__ void epilogue_direct(const float (&acc)[ACC], void* C,
                                                 const Problem& p, int y0, int x0, int c,
                                                 float alpha, float beta) {
     const int lane = threadIdx.x & 31;
     const int w = (threadIdx.x >> 5) & 3;
     const int g = lane >> 2, t = lane & 3;
     const int r0 = y0 + c * 64 + w * 16 + g;  // wgmma row of acc[0]
-    epilogue_direct_half<ELEM, 0>(acc, C, p, r0, x0, t, alpha, beta);
-    epilogue_direct_half<ELEM, 1>(acc, C, p, r0 + 8, x0, t, alpha, beta);
+    epilogue_direct_half<ELEM, NARROW, 0>(acc, C, p, r0, x0, t, alpha, beta);
+    epilogue_direct_half<ELEM, NARROW, 1>(acc, C, p, r0 + 8, x0, t, alpha, beta);
 }
 
 // EPILOGUE 2: warpgroup c writes its 64 x 256 block of C through shared
@@ -140,7 +143,7 @@ __device__ __forceinline__ void epilogue_direct(const float (&acc)[128], void* C
 // last chunks drain while the warpgroup goes on to its next tile. Only
 // beta == 0.
 template <int ELEM>
-__device__ __forceinline__ void epilogue_tma(const float (&acc)[128], const TmaMap* mapC,
+__device__ __forceinline__ void epilogue_tma(const float (&acc)[ACC], const TmaMap* mapC,
                                              const Ring& ring, const Problem& p, int y0, int x0,
                                              int c, float alpha) {
     constexpr int BOX_COLS = Elem<ELEM>::C_BOX_COLS;
@@ -199,7 +202,7 @@ __device__ __forceinline__ void epilogue_tma(const float (&acc)[128], const TmaM
 }
 
 template <int ELEM>
-__device__ __forceinline__ void epilogue(const float (&acc)[128], const TmaMap* mapC, void* C,
+__device__ __forceinline__ void epilogue(const float (&acc)[ACC], const TmaMap* mapC, void* C,
                                          const Ring& ring, const Problem& p, int y0, int x0,
                                          int c, float alpha, float beta, bool c_tma) {
     if constexpr (Elem<ELEM>::EPI == 2) {
@@ -208,5 +211,5 @@ __device__ __forceinline__ void epilogue(const float (&acc)[128], const TmaMap* 
             return;
         }
     }
-    epilogue_direct<ELEM>(acc, C, p, y0, x0, c, alpha, beta);
+    epilogue_direct<ELEM, Elem<ELEM>::NARROW>(acc, C, p, y0, x0, c, alpha, beta);
 }

@@ -10,7 +10,8 @@ compiled here: the caller (``gemm()``) compiles the instantiation first and
 passes the Kernel in, which this module asks for its register count (the
 setmaxnreg budget) and its cluster occupancy.
 
-The rung's kernels take (mapA, mapB, mapC, C, M, N, K, alpha, beta, unused):
+The rung's kernels take (mapA, mapB, mapC, C, M, N, K, alpha, beta, partials,
+split_stride, splits):
   bf16 / fp16: mapA over A (M x K): box BK (k) x BM (rows); mapB over B
                (K x N): box 64 (columns) x BK (k); both 128-byte swizzled.
   tf32:        the kernel computes C^T = B^T A^T (see the .cu file): mapA's
@@ -21,8 +22,15 @@ The rung's kernels take (mapA, mapB, mapC, C, M, N, K, alpha, beta, unused):
                rows are whole 16 bytes and C is 16-byte aligned (the kernel
                tests the same condition and otherwise stores directly), else
                128 zero bytes, never read.
-  unused:      0 (a parameter left from a dynamic scheduler that lost; removing it
-               changes the SASS, so it goes with a measured change)
+  partials, split_stride, splits: split-K (below); 0, 0, 1 for K in one piece.
+
+Split-K. With ``splits`` = S > 1 the work units are tiles x S: unit (tile, s)
+accumulates k-tiles [s * KT / S, (s + 1) * KT / S) (KT = ceil(K / k_tile)) and
+writes its raw fp32 partial, an M x N row-major matrix, at partials + s *
+split_stride (split_stride: M * N rounded up to 64 elements, so every slice
+starts 256-byte aligned). A second launch, split_reduce.cu, sums the S slices
+in split order, applies alpha and beta and writes C in its type: the same
+bits on every run. S is clamped to KT (a piece of K is at least one k-tile).
 A or B that the copy engine cannot describe as it is (K or N not a multiple
 of 8 for 16-bit types, of 4 for fp32, or a misaligned base) is first copied
 into a runtime.tensormap.PaddedCopy on the launch's stream.
@@ -32,6 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...runtime import driver
+from ...runtime.kernel import compile as compile_kernel
 from ...runtime.launch import LaunchConfig
 from .host import PlainHost
 from ...runtime.tensormap import (UNUSED_MAP, PaddedCopy, cached_matrix_map, matrix_map,
@@ -39,16 +48,25 @@ from ...runtime.tensormap import (UNUSED_MAP, PaddedCopy, cached_matrix_map, mat
 
 __all__ = ["Geometry", "geometry", "wgmma_smem_bytes", "wgmma_work_units",
            "wgmma_grid_blocks", "c_map_usable", "check_register_budget",
-           "wgmma_gemm_launch_config", "TmaWgmmaHost", "TMA_WGMMA", "ELEM_BYTES"]
+           "wgmma_gemm_launch_config", "TmaWgmmaHost", "TMA_WGMMA", "ELEM_BYTES", "SPLITS",
+           "k_tiles", "split_ranges", "split_stride", "split_workspace_bytes",
+           "effective_splits", "reduce_kernel", "reduce_launch_config", "split_launches",
+           "REDUCE_ENTRIES"]
 
 ELEM_BYTES = {"bf16": 2, "fp16": 2, "tf32": 4}
 SWIZZLE_LINE = 128    # bytes: one 128-byte swizzled line per row of a box
-X_BOXES = 4           # the 256-wide operand of a stage arrives as four boxes
+X_BOX = 64            # the tile_x-wide operand of a stage arrives in boxes 64 wide
+WGMMA_N = (128, 192, 256)   # the wgmma N (tile_x) the kernel is built for (wgmma.cuh has 64 too)
 CONSUMERS = 2         # consumer warpgroups, each owning 64 rows of the wgmma tile
 C_BOX_ROWS = 64       # EPILOGUE=2: rows per TMA store (one 8 KB staging buffer)
 STAGING_BYTES = CONSUMERS * 2 * C_BOX_ROWS * SWIZZLE_LINE  # two buffers per consumer
-QUEUE_BYTES = 64      # the unit queue: 2 full + 2 empty mbarriers and 2 unit slots, padded
 ALIGN_SLACK = 1024    # the ring starts on a 1024-byte boundary (the swizzle repeats per 8 lines)
+# The split-K counts a rung-20 entry offers the dispatcher (the kernel takes any S >= 1):
+# up to 128 pieces, for a product of one or two tiles with a long K (128 x 128 x 65536
+# is one tile: 1024 k-tiles, 8 per piece at S = 128).
+SPLITS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+SLICE_ALIGN = 64      # elements: each split's slice of the workspace starts 256-byte aligned
+REDUCE_THREADS = 256  # split_reduce.cu: four elements of C per thread
 
 
 @dataclass(frozen=True)
@@ -60,7 +78,7 @@ class Geometry:
     k_tile: int        # k per stage
     swapped: bool      # tf32: the block computes C^T (wgmma M runs along N)
     tile_y: int        # wgmma M per block
-    tile_x: int        # wgmma N per block
+    tile_x: int        # wgmma N per block (128, 192 or 256)
     a_box: tuple       # (box_rows, box_cols) of A's map
     b_box: tuple       # (box_rows, box_cols) of B's map
 
@@ -80,10 +98,14 @@ class Geometry:
         bk = int(d.get("BK", line))
         swapped = precision == "tf32"
         tile_y, tile_x = (bn, bm) if swapped else (bm, bn)
-        x_box = tile_x // X_BOXES
+        if tile_y != 64 * CONSUMERS or tile_x not in WGMMA_N:
+            raise ValueError(
+                f"rung 20 tiles are {64 * CONSUMERS} x N with N in {WGMMA_N} "
+                f"({'N x 128 for tf32' if swapped else '128 x N'}), not {bm} x {bn}")
+        x_box = X_BOX
         if swapped:   # A is wgmma's K-major B (along X); B is N-major, one line per box row
             a_box, b_box = (x_box, bk), (bk, line)
-        else:         # A is wgmma's A (along Y, one box); B arrives as X_BOXES column boxes
+        else:         # A is wgmma's A (along Y, one box); B arrives in tile_x / 64 column boxes
             a_box, b_box = (tile_y, bk), (bk, x_box)
         return cls(precision, es, bk, swapped, tile_y, tile_x, a_box, b_box)
 
@@ -95,11 +117,11 @@ def geometry(rung) -> Geometry:
 
 def wgmma_smem_bytes(stages: int, epilogue: int = 0, stage_bytes: int = 49152) -> int:
     """Dynamic shared memory of the rung: the ring, the EPILOGUE=2 staging
-    buffers, 2 mbarriers per stage, the unit queue and 1024 bytes of slack to
+    buffers, 2 mbarriers per stage and 1024 bytes of slack to
     align the ring for the 128-byte swizzle. ``stage_bytes``: Geometry.stage_bytes
-    (48 KiB for every registered entry)."""
+    (48 KiB for the 128 x 256 tiles, the default; 32 / 40 KiB for wgmma N = 128 / 192)."""
     staging = STAGING_BYTES if int(epilogue) == 2 else 0
-    return stages * stage_bytes + staging + 16 * stages + QUEUE_BYTES + ALIGN_SLACK
+    return stages * stage_bytes + staging + 16 * stages + ALIGN_SLACK
 
 
 def c_map_usable(address: int, n: int, elem_bytes: int = 4) -> bool:
@@ -108,17 +130,48 @@ def c_map_usable(address: int, n: int, elem_bytes: int = 4) -> bool:
     return address % 16 == 0 and (n * elem_bytes) % 16 == 0
 
 
-def wgmma_work_units(geo: Geometry, m: int, n: int, cluster: int) -> int:
+def k_tiles(geo: Geometry, k: int) -> int:
+    """k-tiles of the whole of K (the last one zero-filled past K)."""
+    return -(-int(k) // geo.k_tile)
+
+
+def effective_splits(geo: Geometry, k: int, split: int) -> int:
+    """The pieces K is cut into for a requested ``split``: at most one per
+    k-tile (a piece of K smaller than a k-tile would only add zeros)."""
+    return max(1, min(int(split), k_tiles(geo, k)))
+
+
+def split_ranges(kt: int, splits: int) -> list:
+    """The k-tiles [kt0, kt1) of each piece, as the kernel's unit_work computes
+    them: together they cover [0, kt) once, and differ in length by at most one."""
+    return [(s * kt // splits, (s + 1) * kt // splits) for s in range(splits)]
+
+
+def split_stride(m: int, n: int) -> int:
+    """Elements between two splits' partials in the workspace: M * N rounded
+    up to SLICE_ALIGN, so each slice starts 256-byte aligned (16 bytes are what
+    the reduction's vector loads need)."""
+    return -(-(int(m) * int(n)) // SLICE_ALIGN) * SLICE_ALIGN
+
+
+def split_workspace_bytes(m: int, n: int, split: int) -> int:
+    """Device scratch for ``split`` pieces of K: S fp32 partials of M x N
+    (none for split 1). Enough for any K: the kernel may use fewer pieces."""
+    return 0 if int(split) <= 1 else 4 * int(split) * split_stride(m, n)
+
+
+def wgmma_work_units(geo: Geometry, m: int, n: int, cluster: int, splits: int = 1) -> int:
     """Work units of the kernel's scheduler: clusters' worth of tiles (the
-    wgmma tile is tile_y x tile_x along (M, N), or (N, M) when swapped)."""
+    wgmma tile is tile_y x tile_x along (M, N), or (N, M) when swapped), times
+    the pieces of K."""
     y_ext, x_ext = (n, m) if geo.swapped else (m, n)
     tiles_y = -(-y_ext // geo.tile_y)
     tiles_x = -(-x_ext // geo.tile_x)
-    return -(-tiles_y // cluster) * tiles_x
+    return -(-tiles_y // cluster) * tiles_x * int(splits)
 
 
 def wgmma_grid_blocks(geo: Geometry, m: int, n: int, cluster: int, resident=None,
-                      balanced: bool = False) -> int:
+                      balanced: bool = False, splits: int = 1) -> int:
     """Blocks to launch: one per tile, or with ``resident`` (blocks that fit
     on the device at once: a persistent grid) no more than that, rounded down
     to whole clusters; every block then walks tiles blockIdx.x/cluster,
@@ -129,7 +182,7 @@ def wgmma_grid_blocks(geo: Geometry, m: int, n: int, cluster: int, resident=None
     fewer): 512 tiles on 132 SMs take 4 rounds either way, on 128 blocks
     with none idle in the last. The SMs left out draw no power, which the
     others' clocks can use."""
-    units = wgmma_work_units(geo, m, n, cluster)
+    units = wgmma_work_units(geo, m, n, cluster, splits)
     if resident is None:
         return units * cluster
     blocks = max(1, min(units, resident // cluster))
@@ -193,7 +246,7 @@ def _persistent_blocks(rung, kernel, cluster: int, block: tuple, smem: int,
 
 
 def wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, *, stream=None,
-                             narrow_output=False, kernel=None) -> dict:
+                             narrow_output=False, kernel=None, splits=1, partials=0) -> dict:
     """Launch of a rung-20 entry for C = alpha * A @ B + beta * C.
 
     a, b, c: device arrays (anything ``driver.device_pointer`` accepts) of the
@@ -210,6 +263,10 @@ def wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, *, stream=None
     SM_LIMIT (at most that many blocks in a persistent grid; 0 = all SMs) and
     BALANCE (1: as few of those as finish in the same number of rounds).
     ``narrow_output``: C has the inputs' 16-bit type (the OUT_16 build).
+    ``splits`` > 1: K in that many pieces (not clamped here; an empty piece
+    writes a zero partial), each unit's partial into ``partials`` (a
+    workspace of split_workspace_bytes(m, n, splits), 16-byte aligned); C is
+    then not touched (split_launches adds the reduction that writes it).
     """
     m, n, k = int(m), int(n), int(k)
     if m < 1 or n < 1 or k < 1:
@@ -234,6 +291,20 @@ def wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, *, stream=None
                          f"EPILOGUE={epilogue} (needs {smem})")
     if kernel is not None and kernel.resources is not None:
         check_register_budget(kernel.resources.registers, bool(ws), rung.name)
+    splits = int(splits)
+    if splits < 1:
+        raise ValueError(f"{rung.name}: splits must be >= 1, not {splits}")
+    stride = 0
+    if splits > 1:
+        pw = driver.device_pointer(partials, "workspace")
+        if pw == 0 or pw % 16:
+            raise ValueError(f"{rung.name}: split-K needs a 16-byte aligned workspace of "
+                             f"{split_workspace_bytes(m, n, splits)} bytes, got address {pw:#x}")
+        have = getattr(partials, "nbytes", None)
+        if have is not None and have < split_workspace_bytes(m, n, splits):
+            raise ValueError(f"{rung.name}: the workspace holds {have} bytes; {splits} pieces "
+                             f"of a {m} x {n} C need {split_workspace_bytes(m, n, splits)}")
+        stride = split_stride(m, n)
 
     s = driver.stream_handle(stream)
     pa = driver.device_pointer(a, "A")
@@ -267,19 +338,76 @@ def wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, *, stream=None
             # one 128-byte line per row: 32 fp32 or 64 16-bit columns
             map_c = cached_matrix_map(pc, dtype if narrow_output else "fp32", m, n, c_elem * n,
                                       C_BOX_ROWS, SWIZZLE_LINE // c_elem)
-    workspace = 0   # the kernel's last parameter is unused (the dynamic scheduler is gone)
 
     resident = _persistent_blocks(rung, kernel, cluster, block, smem, sm_limit) \
         if persistent else None
-    blocks = wgmma_grid_blocks(geo, m, n, cluster, resident, balanced=balance)
+    blocks = wgmma_grid_blocks(geo, m, n, cluster, resident, balanced=balance, splits=splits)
     return {
         "grid": (blocks, 1, 1),
         "block": block,
         "smem": smem,
-        "args": [map_a, map_b, map_c, c, m, n, k, float(alpha), float(beta), workspace],
+        "args": [map_a, map_b, map_c, c, m, n, k, float(alpha), float(beta),
+                 partials if splits > 1 else 0, stride, splits],
         "cluster": (cluster, 1, 1) if cluster > 1 else None,
         "keepalive": keep,
     }
+
+
+_reduce_kernels: dict = {}
+# C's type -> the entry of split_reduce.cu that writes it
+REDUCE_ENTRIES = {"fp32": "split_reduce_f32", "bf16": "split_reduce_bf16",
+                  "fp16": "split_reduce_fp16"}
+REDUCE_ARCH = "sm_90a"   # built for the architecture of the rung it follows
+
+
+def reduce_kernel(out: str = "fp32", arch: str = REDUCE_ARCH):
+    """The compiled split-K reduction writing a C of ``out`` ("fp32", "bf16"
+    or "fp16"), cached per process."""
+    entry = REDUCE_ENTRIES.get(out)
+    if entry is None:
+        raise ValueError(f"the split-K reduction writes fp32, bf16 or fp16, not {out!r}")
+    key = (entry, arch)
+    k = _reduce_kernels.get(key)
+    if k is None:
+        k = _reduce_kernels[key] = compile_kernel("split_reduce.cu", entry, arch=arch)
+    return k
+
+
+def reduce_launch_config(partials, c, m, n, splits, alpha, beta) -> LaunchConfig:
+    """The launch of split_reduce.cu over an M x N C from ``splits`` partials:
+    four elements per thread, at most 8 blocks of 256 threads per SM (a
+    grid-stride loop does the rest)."""
+    count = int(m) * int(n)
+    groups = -(-count // 4)
+    blocks = max(1, min(-(-groups // REDUCE_THREADS), 8 * driver.device().sm_count))
+    return LaunchConfig((blocks, 1, 1), (REDUCE_THREADS, 1, 1), 0,
+                        (partials, c, count, split_stride(m, n), int(splits), float(alpha),
+                         float(beta)))
+
+
+def split_launches(rung, kernel, a, b, c, m, n, k, alpha, beta, *, stream=None,
+                   narrow_output=False, split=1, workspace=0, clamp=True) -> list:
+    """The launches of one product with K in ``split`` pieces, in stream
+    order: [(kernel, its LaunchConfig)] for one piece; else the partial
+    products into ``workspace`` and the reduction that writes C. ``clamp``
+    (the default) cuts K into at most one piece per k-tile; False keeps
+    ``split`` as asked (empty pieces add zero partials), which tests use."""
+    geo = geometry(rung)
+    s = effective_splits(geo, k, split) if clamp else int(split)
+
+    def config(cfg):
+        return LaunchConfig(cfg["grid"], cfg["block"], cfg["smem"], cfg["args"],
+                            cfg["cluster"], tuple(cfg["keepalive"]))
+
+    main = wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, stream=stream,
+                                    narrow_output=narrow_output, kernel=kernel, splits=s,
+                                    partials=workspace)
+    if s == 1:
+        return [(kernel, config(main))]
+    out = rung.precision if narrow_output else "fp32"
+    reduce = reduce_kernel(out)
+    return [(kernel, config(main)),
+            (reduce, reduce_launch_config(workspace, c, m, n, s, alpha, beta))]
 
 
 class TmaWgmmaHost(PlainHost):
@@ -300,6 +428,28 @@ class TmaWgmmaHost(PlainHost):
                                        narrow_output=narrow_output, kernel=kernel)
         return LaunchConfig(cfg["grid"], cfg["block"], cfg["smem"], cfg["args"],
                             cfg["cluster"], tuple(cfg["keepalive"]))
+
+    def workspace_bytes(self, rung, m, n, split) -> int:
+        """S fp32 partials of M x N for ``split`` = S > 1 (0 for 1): enough for
+        any K (launches may cut K into fewer pieces, never more)."""
+        self._check_split(rung, split)
+        return split_workspace_bytes(m, n, split)
+
+    def launches(self, rung, kernel, a, b, c, m, n, k, alpha, beta, *, stream=None,
+                 narrow_output=False, split=1, workspace=0) -> list:
+        """[(kernel, LaunchConfig)] for K in one piece; for ``split`` > 1 the
+        split-K product into ``workspace`` (workspace_bytes(rung, m, n,
+        split), 16-byte aligned) and its deterministic reduction into C,
+        with K cut into min(split, k-tiles) pieces."""
+        self._check_split(rung, split)
+        return split_launches(rung, kernel, a, b, c, m, n, k, alpha, beta, stream=stream,
+                              narrow_output=narrow_output, split=split, workspace=workspace)
+
+    @staticmethod
+    def _check_split(rung, split):
+        if split not in rung.splits:
+            raise ValueError(f"{rung.name} splits K into one of {rung.splits} pieces, "
+                             f"not {split!r}")
 
 
 TMA_WGMMA = TmaWgmmaHost()

@@ -134,21 +134,26 @@ def rung_kernel(r: Rung, aligned: bool, arch=None, *, narrow_output=False) -> Ke
 
 def _wgmma_rung(precision, elem, *, tile_m, tile_n, vector, summary, STAGES=4, EPILOGUE=0,
                 BALANCE=0, **extra) -> Rung:
-    """One entry of cu/gemm/20_tma_wgmma.cu (WGMMA_ELEM 1/2/3 = bf16/fp16/tf32) with the
-    registered knobs. BM x BN is the block's tile of C and BK the k per stage (one
-    128-byte line: 64 16-bit or 32 fp32 elements); the kernel checks them against its
-    wgmma tile (128 x 256, transposed for tf32). smem = STAGES x 48 KiB ring + 32 KiB of
-    C staging (EPILOGUE=2) + 16 B of mbarriers per stage + 64 B (unit-queue barriers the
-    kernel still initialises) + 1 KiB for 1024-B alignment."""
+    """One member of rung 20's family (cu/gemm/20_tma_wgmma.cu, WGMMA_ELEM 1/2/3 =
+    bf16/fp16/tf32): BM x BN is the block's tile of C, BK the k per stage (one 128-byte
+    line: 64 16-bit or 32 fp32 elements). The wgmma tile is 128 x BN (BN x BM for tf32,
+    which computes C^T), so BM = 128 for 16-bit inputs, BN = 128 for tf32, and the other
+    side (wgmma's N) is 128, 192 or 256. The flagship 128 x 256 tile (256 x 128 for tf32)
+    keeps the plain name ``20_tma_wgmma_<precision>``; the other members append their tile,
+    ``20_tma_wgmma_<precision>_<BM>x<BN>``. Shared memory: hopper.wgmma_smem_bytes."""
+    flagship = (tile_m, tile_n) == ((256, 128) if elem == 3 else (128, 256))
+    name = f"20_tma_wgmma_{precision}" + ("" if flagship else f"_{tile_m}x{tile_n}")
+    geo = hopper.Geometry.of(precision, tile_m, tile_n)
     return Rung(
-        f"20_tma_wgmma_{precision}", "20_tma_wgmma.cu", f"gemm_tma_wgmma_{precision}",
+        name, "20_tma_wgmma.cu", f"gemm_tma_wgmma_{precision}",
         precision, block=(384, 1, 1), tile_m=tile_m, tile_n=tile_n,
-        smem=STAGES * 49152 + (32768 if EPILOGUE == 2 else 0) + 16 * STAGES + 64 + 1024,
-        defines={"WGMMA_ELEM": elem, "BM": tile_m, "BN": tile_n, "BK": 32 if elem == 3 else 64,
+        smem=hopper.wgmma_smem_bytes(STAGES, EPILOGUE, geo.stage_bytes),
+        defines={"WGMMA_ELEM": elem, "BM": tile_m, "BN": tile_n, "BK": geo.k_tile,
                  "WARP_SPECIALIZED": 1, "PERSISTENT": 1, "CLUSTER": 1, "STAGES": STAGES,
                  "GROUP": 16, "EPILOGUE": EPILOGUE, "OUT_16": 0, "BALANCE": BALANCE,
                  "SM_LIMIT": 0},
-        vector=vector, arch="sm_90a", host="tma", summary=summary, **extra)
+        vector=vector, arch="sm_90a", host="tma", summary=summary, splits=hopper.SPLITS,
+        **extra)
 
 
 RUNGS: list[Rung] = [
@@ -279,10 +284,34 @@ RUNGS: list[Rung] = [
                 "register's last MMA, rounding in one VIADDMNMX, B fragments of two n-tiles "
                 "per LDS.64"))(),
     # ---- Hopper: TMA + wgmma ----
-    # One source, three entries; the launch comes from ladders/gemm/hopper.py (host="tma").
+    # One source, three entries (one per precision), each built for several tiles;
+    # the launch comes from ladders/gemm/hopper.py (host="tma").
     # Why these knobs: the best of benchmarks/wgmma_sweep.py on the H200 (TMA-store
     # epilogue, grouped static order, no clusters; BALANCE=1 for the 16-bit rungs).
     # The knobs that lost: benchmarks/notes/removed-knobs.md.
+    # The family: smaller wgmma N for shapes the 128 x 256 tile covers in too few or
+    # too unevenly filled waves (1024^2 .. 2048^2: 128 x 128 gives twice the tiles;
+    # 3072^2: 288 tiles of 128 x 256 are 2.2 waves on 132 SMs, 384 of 128 x 192 are
+    # 2.9). Listed before the flagship, which stays the last (auto's pick until the
+    # dispatcher chooses by shape). STAGES: as many as fit 227 KB (unmeasured).
+    _wgmma_rung("bf16", 1, tile_m=128, tile_n=128, vector=8, narrow_output=True, EPILOGUE=2,
+                BALANCE=1, STAGES=6,
+                summary="the bf16 rung with a 128 x 128 tile (wgmma m64n128k16), 6 stages"),
+    _wgmma_rung("bf16", 1, tile_m=128, tile_n=192, vector=8, narrow_output=True, EPILOGUE=2,
+                BALANCE=1, STAGES=4,
+                summary="the bf16 rung with a 128 x 192 tile (wgmma m64n192k16)"),
+    _wgmma_rung("fp16", 2, tile_m=128, tile_n=128, vector=8, narrow_output=True, EPILOGUE=2,
+                BALANCE=1, STAGES=6,
+                summary="the fp16 rung with a 128 x 128 tile (wgmma m64n128k16), 6 stages"),
+    _wgmma_rung("fp16", 2, tile_m=128, tile_n=192, vector=8, narrow_output=True, EPILOGUE=2,
+                BALANCE=1, STAGES=4,
+                summary="the fp16 rung with a 128 x 192 tile (wgmma m64n192k16)"),
+    _wgmma_rung("tf32", 3, tile_m=128, tile_n=128, vector=4, input_roundoff=2.0 ** -10,
+                STAGES=6,
+                summary="the tf32 rung with a 128 x 128 tile (wgmma m64n128k8 on C^T), 6 stages"),
+    _wgmma_rung("tf32", 3, tile_m=192, tile_n=128, vector=4, input_roundoff=2.0 ** -10,
+                STAGES=5,
+                summary="the tf32 rung with a 192 x 128 tile (wgmma m64n192k8 on C^T), 5 stages"),
     _wgmma_rung("bf16", 1, tile_m=128, tile_n=256, vector=8, narrow_output=True, EPILOGUE=2,
                 BALANCE=1,
                 summary="TMA loads into a 4-stage mbarrier ring, wgmma m64n256k16 from shared "

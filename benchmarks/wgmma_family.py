@@ -1,0 +1,153 @@
+"""Every member of rung 20's family (tile shapes) at every split count that
+fills the GPU without drowning it, on the shapes the family is for, against
+cuBLAS in the same run:
+
+    python benchmarks/wgmma_family.py [--precision bf16 fp16 tf32]
+        [--shapes 1024 2048 3072 4096 128x128x65536 512x4096x11008 ...]
+        [--splits 1 2 4 8 16 32 64 128] [--batch 10] [--reps 7] [--json PATH]
+
+What it answers: which (tile, split) wins per shape, what the split-K
+reduction costs (its own kernel is timed inside each batch, as gemm() would
+launch it), and how far each is from cuBLAS: the table a dispatcher's model
+is checked against. A split count is tried only when the work units (tiles x
+splits) stay within 4 waves of the SMs, and only up to the k-tiles of K.
+
+Timing as benchmarks/wgmma_steps.py: `batch` products back to back between
+two events, L2 flushed before each batch, median over `reps` batches; each
+result checked (relative RMSE against float64) before it is timed. Inputs
+random normal, C float32."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import numpy as np
+
+import drvgemm
+from drvgemm.ladders.gemm import hopper, registry
+from drvgemm.runtime import driver
+from drvgemm.runtime.launch import launch_config
+from drvgemm.runtime.timing import batch_median_ms
+from drvgemm.tools.bench import make_inputs, reference, rel_rmse
+from drvgemm.tools.cublas import torch_matmul_call
+from drvgemm.tools.records import device_json, gemm_record
+
+DEFAULT_SHAPES = ["1024", "2048", "3072", "4096", "8192", "128x128x65536", "256x512x32768",
+                  "512x4096x11008", "4096x4096x128", "16384x1024x1024", "1000x700x900",
+                  "257x129x2049"]
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def parse_shape(s):
+    parts = [int(x) for x in s.lower().split("x")]
+    if len(parts) == 1:
+        return parts * 3
+    if len(parts) == 3:
+        return parts
+    raise argparse.ArgumentTypeError(f"shape {s!r}: write N or MxNxK")
+
+
+def members(prec):
+    return [r for r in registry.RUNGS if r.host == "tma" and r.precision == prec]
+
+
+def bench_member(r, split, m, n, k, A, B, ref, batch, reps):
+    kern = registry.rung_kernel(r, True)
+    C = driver.to_device(np.full((m, n), np.nan, np.float32))
+    nbytes = r.workspace_bytes(m, n, split)
+    ws = driver.empty((max(1, nbytes // 4),), np.float32)
+    steps = r.launches(kern, A, B, C, m, n, k, 1.0, 0.0, split=split,
+                       workspace=ws if split > 1 else 0)
+
+    def enqueue():
+        for step_kernel, cfg in steps:
+            launch_config(step_kernel, cfg)
+
+    enqueue()
+    driver.synchronize()
+    err = rel_rmse(C.to_host(), ref)
+    ms = batch_median_ms(enqueue, batch, reps, driver.synchronize)
+    main = steps[0][1]
+    rec = gemm_record(r.name, r.precision, m, n, k, ms, err, False, timing="batch",
+                      tflops_digits=2, split=main.args[-1], grid=list(main.grid),
+                      tile=[r.tile_m, r.tile_n], workspace_bytes=nbytes,
+                      launches=len(steps))
+    del steps
+    C.free()
+    ws.free()
+    return rec
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--precision", nargs="+", default=["bf16"], choices=["bf16", "fp16", "tf32"])
+    ap.add_argument("--shapes", nargs="+", type=parse_shape,
+                    default=[parse_shape(s) for s in DEFAULT_SHAPES])
+    ap.add_argument("--splits", nargs="+", type=int, default=list(hopper.SPLITS))
+    ap.add_argument("--batch", type=int, default=10)
+    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--json", help="write the records here (DESIGN.md results format)")
+    args = ap.parse_args(argv)
+
+    dev = drvgemm.device()
+    log(f"device: {dev}")
+    records = []
+    for prec in args.precision:
+        for m, n, k in args.shapes:
+            log(f"== {prec} {m}x{n}x{k}")
+            a, b = make_inputs(prec, m, n, k, seed=m + n + k)
+            ref = reference(a, b)
+            A, B = driver.to_device(a), driver.to_device(b)
+            rows = []
+            for r in members(prec):
+                geo = hopper.geometry(r)
+                tiles = hopper.wgmma_work_units(geo, m, n, 1)
+                kt = hopper.k_tiles(geo, k)
+                for split in args.splits:
+                    if split not in r.splits or split > kt or \
+                            (split > 1 and tiles * split > 4 * dev.sm_count):
+                        continue
+                    try:
+                        rec = bench_member(r, split, m, n, k, A, B, ref, args.batch, args.reps)
+                    except drvgemm.CudaError:
+                        raise   # a fault leaves the context unusable
+                    except Exception as e:
+                        log(f"  {r.name} split {split}: FAILED {type(e).__name__}: {e}")
+                        continue
+                    rows.append(rec)
+                    log(f"  {r.name:28s} split {split:3d} {rec['median_ms']:8.3f} ms "
+                        f"{rec['tflops']:8.1f} TFLOP/s rel.RMSE {rec['rel_rmse']:.2e} "
+                        f"grid {rec['grid'][0]}")
+            call = torch_matmul_call(prec, a, b)
+            if call is not None:
+                enqueue, result, sync, restore = call
+                try:
+                    enqueue()
+                    err = rel_rmse(result(), ref)
+                    ms = batch_median_ms(enqueue, args.batch, args.reps, sync)
+                finally:
+                    restore()
+                rows.append(gemm_record("cublas", prec, m, n, k, ms, err, True, timing="batch",
+                                        tflops_digits=2, via="torch.matmul"))
+                log(f"  {'cublas (torch.matmul)':28s}           {ms:8.3f} ms")
+            best = min((x for x in rows if not x["baseline"]), key=lambda x: x["median_ms"],
+                       default=None)
+            base = next((x for x in rows if x["baseline"]), None)
+            if best and base:
+                log(f"  best: {best['kernel']} split {best['split']}: "
+                    f"cuBLAS time / ours = {base['median_ms'] / best['median_ms']:.2f}")
+            records += rows
+            A.free()
+            B.free()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": device_json(dev), "records": records}, f, indent=1)
+        log(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+// Rung 20's split-K reduction: C = alpha * (P[0] + P[1] + ... + P[S-1]) + beta * C.
+//
+// With split-K, each work unit of 20_tma_wgmma.cu computes one piece of K for
+// one tile and writes its raw fp32 partial product into its split's slice of
+// a workspace: slice s holds an M x N row-major matrix at P + s * stride. This
+// kernel sums the slices element by element in split order 0, 1, ..., S - 1,
+// always the same order whatever the grid, so a result is the same bits on
+// every run (no atomics), then applies alpha and beta and writes C in its own
+// type. beta == 0 never reads C (NaN there cannot reach the result).
+//
+//   extern "C" __global__ void split_reduce_{f32,bf16,fp16}(
+//       const float* P, void* C, long long count, long long stride, int splits,
+//       float alpha, float beta)
+// count = M * N; stride (elements between slices) a multiple of 4 and P
+// 16-byte aligned (the host's workspace layout), so each thread reads its
+// four consecutive elements of a slice with one 16-byte load; C is stored
+// with one 16-byte (fp32) or 8-byte (16-bit) store where it is aligned for
+// it, element by element otherwise and in the last, partial group.
+#include "types.cuh"
+
+// C's element type
+#define OUT_F32 0
+#define OUT_BF16 1
+#define OUT_FP16 2
+
+template <int OUT>
+__device__ __forceinline__ float load_c(const void* C, long long i) {
+    if constexpr (OUT == OUT_F32) {
+        return static_cast<const float*>(C)[i];
+    } else {
+        const unsigned short bits = static_cast<const unsigned short*>(C)[i];
+        if constexpr (OUT == OUT_BF16) return __uint_as_float(static_cast<u32>(bits) << 16);
+        float f;
+        asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(bits));
+        return f;
+    }
+}
+
+// Two values rounded to nearest even into one word, the first in the low half.
+template <int OUT>
+__device__ __forceinline__ u32 pack2(float lo, float hi) {
+    u32 r;
+    if constexpr (OUT == OUT_BF16)
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    else
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+template <int OUT>
+__device__ __forceinline__ void store_c(void* C, long long i, float v) {
+    if constexpr (OUT == OUT_F32)
+        static_cast<float*>(C)[i] = v;
+    else
+        static_cast<unsigned short*>(C)[i] = static_cast<unsigned short>(pack2<OUT>(v, 0.0f));
+}
+
+template <int OUT>
+__device__ __forceinline__ void split_reduce(const float* __restrict__ P, void* C,
+                                             long long count, long long stride, int splits,
+                                             float alpha, float beta) {
+    constexpr size_t C_VEC = OUT == OUT_F32 ? 16 : 8;   // bytes of four elements of C
+    const bool c_vec = (reinterpret_cast<size_t>(C) & (C_VEC - 1)) == 0;
+    const long long groups = (count + 3) / 4;
+    for (long long g = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+         g < groups; g += static_cast<long long>(gridDim.x) * blockDim.x) {
+        const long long i = 4 * g;
+        float v[4];
+        const float* q = P + i;
+        if (i + 4 <= count) {
+            float4 sum = *reinterpret_cast<const float4*>(q);
+            for (int s = 1; s < splits; ++s) {
+                q += stride;
+                const float4 x = *reinterpret_cast<const float4*>(q);
+                sum.x += x.x;
+                sum.y += x.y;
+                sum.z += x.z;
+                sum.w += x.w;
+            }
+            v[0] = sum.x;
+            v[1] = sum.y;
+            v[2] = sum.z;
+            v[3] = sum.w;
+        } else {
+            const int live = static_cast<int>(count - i);   // 1..3
+#pragma unroll
+            for (int e = 0; e < 4; ++e) v[e] = e < live ? q[e] : 0.0f;
+            for (int s = 1; s < splits; ++s) {
+                q += stride;
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    if (e < live) v[e] += q[e];
+            }
+        }
+        // the same expression as the GEMM kernel's own epilogue
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            if (beta == 0.0f)
+                v[e] = alpha * v[e];
+            else if (i + e < count)
+                v[e] = alpha * v[e] + beta * load_c<OUT>(C, i + e);
+        }
+        if (c_vec && i + 4 <= count) {
+            if constexpr (OUT == OUT_F32)
+                *reinterpret_cast<float4*>(static_cast<float*>(C) + i) =
+                    make_float4(v[0], v[1], v[2], v[3]);
+            else
+                *reinterpret_cast<uint2*>(static_cast<unsigned short*>(C) + i) =
+                    make_uint2(pack2<OUT>(v[0], v[1]), pack2<OUT>(v[2], v[3]));
+        } else {
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                if (i + e < count) store_c<OUT>(C, i + e, v[e]);
+        }
+    }
+}
+
+#define REDUCE_ENTRY(NAME, OUT)                                                              \
+    extern "C" __global__ void __launch_bounds__(256)                                       \
+    NAME(const float* __restrict__ P, void* C, long long count, long long stride,           \
+         int splits, float alpha, float beta) {                                              \
+        split_reduce<OUT>(P, C, count, stride, splits, alpha, beta);                         \
+    }
+
+REDUCE_ENTRY(split_reduce_f32, OUT_F32)
+REDUCE_ENTRY(split_reduce_bf16, OUT_BF16)
+REDUCE_ENTRY(split_reduce_fp16, OUT_FP16)
