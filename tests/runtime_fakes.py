@@ -175,3 +175,42 @@ def loaded(kernel, fn="fn", max_threads=1024, static_smem=0):
     from drvgemm.runtime import kernel as kmod
     kmod._LOADED_KERNELS.add(kernel)
     return kernel
+
+
+class LaunchingDriver(FakeDriver):
+    """FakeDriver that also loads modules and launches (records the stream),
+    so gemm() and softmax() run their whole host path on the CPU."""
+
+    ATTRS = {"MAX_THREADS_PER_BLOCK": 1024, "SHARED_SIZE_BYTES": 0,
+             "MAX_DYNAMIC_SHARED_SIZE_BYTES": 48 * 1024}
+
+    def cuModuleLoadData(self, image):
+        return (0, "module")
+
+    def cuModuleGetFunction(self, module, name):
+        return (0, self._real.CUfunction(0x4000))
+
+    def cuFuncGetAttribute(self, attr, fn):
+        name = attr.name[len("CU_FUNC_ATTRIBUTE_"):]
+        return (0, self.attrs.get((fn, name), self.ATTRS.get(name, 0)))
+
+    def cuGetProcAddress(self, *a):
+        return (1, 0)            # no C fast path: every launch through cuLaunchKernel below
+
+    def cuLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        self._rec("cuLaunchKernel", (gx, gy, gz), 0 if stream is None else int(stream))
+        return (0,)
+
+    def cuLaunchKernelEx(self, cfg, fn, params, extra):
+        self._rec("cuLaunchKernel", (cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ), int(cfg.hStream))
+        return (0,)
+
+    def cuMemsetD8Async(self, ptr, value, n, stream):
+        self._rec("cuMemsetD8Async", int(stream))
+        return (0,)
+
+    def cuOccupancyMaxActiveBlocksPerMultiprocessor(self, fn, threads, smem):
+        return (0, 2)
+
+    def cuOccupancyMaxActiveClusters(self, fn, cfg):
+        return (0, 16)

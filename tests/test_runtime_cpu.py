@@ -345,3 +345,78 @@ def test_tall_m_is_split_into_launches_of_at_most_65535_tile_rows():
         steps = PlainHost().row_blocks(r16, a, c, MAX_GRID_Y * r16.tile_m + 1, 8, 16, True)
         assert steps[1] == (pa + MAX_GRID_Y * r16.tile_m * 16 * 2,
                             pc + MAX_GRID_Y * r16.tile_m * 8 * 2, 1)
+
+
+# ---------------------------------------------------------------------------
+# gemm() / softmax() with host operands and a stream: every copy on that
+# stream, and only that stream waited for (defect 2), on the stand-in driver
+# ---------------------------------------------------------------------------
+@pytest.fixture
+def launching(monkeypatch):
+    from drvgemm.runtime import launch as lm
+    fake = runtime_fakes.install(monkeypatch, runtime_fakes.LaunchingDriver())
+    monkeypatch.setattr(lm, "_fast_address", None)
+    monkeypatch.setattr(lm, "_launch_fn", None)
+    monkeypatch.setattr(lm, "_cu_streams", {})
+    from drvgemm.runtime import kernel as km
+    km._forget_loaded_kernels()        # cached kernels: launchers bound to an earlier driver
+    yield fake
+    km._forget_loaded_kernels()
+
+
+def _ordered_on(fake, stream):
+    """The copies and launches of one call, as (call, stream)."""
+    out = []
+    for c in fake.calls:
+        if c[0] in ("cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync"):
+            out.append((c[0], c[3]))
+        elif c[0] in ("cuLaunchKernel", "cuStreamSynchronize", "cuMemsetD8Async"):
+            out.append((c[0], c[-1]))
+        elif c[0] in ("cuMemcpyHtoD", "cuMemcpyDtoH", "cuCtxSynchronize"):
+            out.append((c[0], None))
+    return out
+
+
+def test_gemm_with_host_operands_orders_every_copy_on_the_callers_stream(launching):
+    from drvgemm.ladders.gemm.dispatch import gemm
+    a = np.ones((40, 24), np.float32)
+    b = np.ones((24, 8), np.float32)
+    c = np.zeros((40, 8), np.float32)
+    out = gemm(a, b, c, beta=0.5, kernel="04_reg_tiled", stream=0x77)
+    assert out is c
+    seq = _ordered_on(launching, 0x77)
+    assert seq == [("cuMemcpyHtoDAsync", 0x77)] * 3 + [("cuLaunchKernel", 0x77),
+                                                       ("cuMemcpyDtoHAsync", 0x77),
+                                                       ("cuStreamSynchronize", 0x77)], seq
+    launching.calls.clear()
+    gemm(a, b, kernel="04_reg_tiled")                       # no stream: the legacy stream
+    assert _ordered_on(launching, 0) == [("cuMemcpyHtoD", None), ("cuMemcpyHtoD", None),
+                                         ("cuLaunchKernel", 0), ("cuMemcpyDtoH", None)]
+
+
+def test_softmax_with_host_input_orders_every_copy_on_the_callers_stream(launching):
+    from drvgemm.ladders.softmax.dispatch import softmax
+    x = np.zeros((16, 300), np.float32)
+    y = softmax(x, stream=0x99)
+    assert isinstance(y, np.ndarray) and y.shape == x.shape
+    seq = _ordered_on(launching, 0x99)
+    assert seq == [("cuMemcpyHtoDAsync", 0x99), ("cuLaunchKernel", 0x99),
+                   ("cuMemcpyDtoHAsync", 0x99), ("cuStreamSynchronize", 0x99)], seq
+
+
+def test_gemm_of_a_dlpack_producer_returns_the_callers_kind(launching):
+    from drvgemm.ladders.gemm.dispatch import gemm
+    from drvgemm.runtime import dlpack
+
+    class Producer:                     # a DLPack-only CUDA array
+        def __init__(self, shape):
+            self.mem = drvgemm.empty(shape, np.float32)
+        def __dlpack_device__(self):
+            return (dlpack.KDL_CUDA, 0)
+        def __dlpack__(self, stream=None, max_version=None):
+            return dlpack.make_capsule(self.mem.ptr, self.mem.shape, np.float32, self)
+
+    out = gemm(Producer((32, 16)), Producer((16, 8)), kernel="04_reg_tiled")
+    assert isinstance(out, DeviceArray) and out.shape == (32, 8)
+    assert [c[0] for c in launching.calls if "Launch" in c[0]] == ["cuLaunchKernel"]
+    assert not any(c[0].startswith("cuMemcpy") for c in launching.calls)   # no copies
