@@ -23,7 +23,7 @@ from drvgemm.runtime.launch import _Packer, slot_type
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import runtime_fakes  # noqa: E402
-from runtime_fakes import H200, loaded  # noqa: E402
+from runtime_fakes import loaded  # noqa: E402
 
 
 @pytest.fixture

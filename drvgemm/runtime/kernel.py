@@ -304,6 +304,10 @@ class Kernel:
             driver.set_function_attribute(fn, n, v)
             if n == "MAX_DYNAMIC_SHARED_SIZE_BYTES":
                 self._dynamic_smem_limit = v
+                # Launchers were checked against the old limit: a lowered one
+                # makes the next launch of each shape check (and opt in) again.
+                self.runners.clear()
+                self.fast_launchers.clear()
         return v
 
     def _forget_function(self):
