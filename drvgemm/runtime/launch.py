@@ -366,7 +366,8 @@ def launch_py(kernel: Kernel, grid, block, args, *, smem=0, stream=None, cluster
     # The common case costs one dict lookup and one call: the launcher for
     # this (grid, block, smem, stream) was built and checked on first use.
     if stream is None:
-        handle = driver.stream_handle(None)   # 0, or this thread's capture stream
+        # 0 (the legacy default stream), or this thread's capture stream.
+        handle = driver.stream_handle(None) if _capturing_threads else 0
     elif type(stream) is driver.Stream and stream.ptr:
         handle = stream.ptr
     else:
