@@ -1,6 +1,8 @@
 """Host overhead per launch of an empty kernel, side by side in one process:
-drvgemm.launch, cuda.bindings' cuLaunchKernel (two argument styles),
-cuda.core's launch() and CuPy's RawKernel, on one stream.
+drvgemm.launch (C and Python paths), a CUDA graph of captured launches
+replayed (drvgemm.graph: the replay's cost divided by the launches in it),
+cuda.bindings' cuLaunchKernel (two argument styles), cuda.core's launch()
+and CuPy's RawKernel.
 
     python benchmarks/launch_overhead.py [--launches 20000] [--json PATH]
 
@@ -23,12 +25,13 @@ SOURCE = 'extern "C" __global__ void empty_kernel(float* p, int n) {}'
 def per_launch_us(fn, n, repeats=3):
     fn(200)  # warm-up: module load, first-launch costs
     drvgemm.synchronize()
+    done = getattr(fn, "launches", lambda n: n)(n)   # a graph replays whole batches
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         fn(n)
         drvgemm.synchronize()
-        times.append((time.perf_counter() - t0) / n * 1e6)
+        times.append((time.perf_counter() - t0) / done * 1e6)
     return statistics.median(times)
 
 
@@ -41,6 +44,31 @@ def path_drvgemm():
         for _ in range(n):
             launch(k, 1, 32, (x, 16))
     run.once = lambda: launch(k, 1, 32, (x, 16))
+    return run
+
+
+GRAPH_LAUNCHES = 1000
+
+
+def path_graph_replay():
+    """GRAPH_LAUNCHES launches of the empty kernel captured once into a
+    drvgemm.graph; each replay is one cuGraphLaunch. The figure is the
+    replay's wall time (host submit and device execution, as for the other
+    paths) over the launches it holds."""
+    k = drvgemm.compile("saxpy.cu", "empty_kernel")
+    x = drvgemm.empty(16, np.float32)
+    launch = drvgemm.launch
+    launch(k, 1, 32, (x, 16))
+    with drvgemm.graph() as g:
+        for _ in range(GRAPH_LAUNCHES):
+            launch(k, 1, 32, (x, 16))
+
+    def run(n):
+        for _ in range(max(1, round(n / GRAPH_LAUNCHES))):
+            g.replay()
+    run.launches = lambda n: max(1, round(n / GRAPH_LAUNCHES)) * GRAPH_LAUNCHES
+    run.once = g.replay
+    run._keep = (g, x)
     return run
 
 
@@ -149,6 +177,8 @@ def path_drvgemm_runner():
 
 PATHS = [("drvgemm.launch", path_drvgemm),
          ("drvgemm.launch, Python path (launch_py)", path_drvgemm_python),
+         (f"drvgemm.graph replay of {GRAPH_LAUNCHES} launches, per launch",
+          path_graph_replay),
          ("drvgemm launch_py's launcher called directly", path_drvgemm_runner),
          ("cuda.bindings cuLaunchKernel, stream None, pre-packed",
           lambda: path_bindings_prepacked(stream_none=True)),

@@ -16,7 +16,11 @@ from .ladders.gemm.dispatch import gemm, kernels
 from .ladders.softmax.dispatch import softmax
 from .runtime.driver import (DeviceArray, Event, Stream, device, empty, has_gpu, no_gpu_reason,
                              synchronize, to_device)
+from .runtime.driver import reset
 from .runtime.errors import CompileError, CudaError, NoDeviceError
+from .runtime.errors import StaleObjectError
+from .runtime.graph import Graph, graph
+from .runtime.isolated import IsolatedError, isolated
 from .runtime.kernel import Kernel, compile
 from .runtime.launch import fast_path as launch_path
 from .runtime.launch import launch
@@ -26,3 +30,4 @@ __all__ = ["CompileError", "CudaError", "NoDeviceError", "DeviceArray", "Event",
            "Kernel", "compile", "device", "empty", "gemm", "has_gpu", "kernels", "launch",
            "launch_path", "no_gpu_reason", "occupancy", "softmax", "synchronize", "to_device",
            "__version__"]
+__all__ += ["Graph", "IsolatedError", "StaleObjectError", "graph", "isolated", "reset"]

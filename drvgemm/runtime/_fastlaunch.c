@@ -52,6 +52,9 @@ typedef struct {
 } Launcher;
 
 static PyObject *str_ptr, *str_fast, *py_slow_launch, *py_first_launch, *py_failed;
+/* Threads capturing a graph (drvgemm.graph): while any does, stream=None may
+ * mean its capture stream, which only the Python path knows. */
+static long capturing = 0;
 
 /* f(*argv[:nargs], **dict(zip(kwnames, argv[nargs:]))) */
 static PyObject *call_py(PyObject *f, PyObject *const *argv, Py_ssize_t nargs,
@@ -310,6 +313,7 @@ static PyObject *fast_launch(PyObject *module, PyObject *const *argv, Py_ssize_t
         }
     }
     if (plain && !(stream == Py_None || PyLong_CheckExact(stream))) plain = 0;
+    if (plain && stream == Py_None && capturing > 0) plain = 0;
     if (!plain) goto slow;
     kernel = argv[0];
     grid = argv[1];
@@ -371,6 +375,14 @@ static PyObject *bind(PyObject *module, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* set_capturing(n): how many threads are capturing a graph right now. */
+static PyObject *set_capturing(PyObject *module, PyObject *arg) {
+    long n = PyLong_AsLong(arg);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    capturing = n;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"launch", (PyCFunction)(void (*)(void))fast_launch, METH_FASTCALL | METH_KEYWORDS,
      "launch($module, kernel, grid, block, args, *, smem=0, stream=None, cluster=None,"
@@ -383,6 +395,8 @@ static PyMethodDef methods[] = {
      "integer handle, is packed and launched from C; everything else, and every error,\n"
      "goes through drvgemm.launch.launch_py."},
     {"bind", bind, METH_VARARGS, "bind(slow_launch, first_launch, failed)"},
+    {"set_capturing", set_capturing, METH_O,
+     "set_capturing(n): n threads capture graphs; stream=None then takes the Python path"},
     {NULL, NULL, 0, NULL},
 };
 

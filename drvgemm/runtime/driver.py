@@ -1,7 +1,15 @@
 """The CUDA driver API as drvgemm uses it: context, device properties,
 memory, streams, events, module loading, function attributes, occupancy
 queries and the translation of every CUresult into a CudaError that says
-what went wrong and, where it helps, why.
+what went wrong and, where it helps, why; and recovery: ``reset()`` gives the
+process a fresh primary context after a sticky fault.
+
+Context generations: every ``reset()`` bumps ``generation()``. Objects that
+hold driver handles of the old context (DeviceArrays, Streams, Events,
+graphs) are marked stale at the reset and raise ``StaleObjectError`` when
+used, instead of handing a dead handle to the driver; caches of other modules
+(loaded modules and functions, launchers, tensor maps, workspaces) are
+dropped by the callbacks they registered with ``on_reset``.
 
 Every call into ``cuda.bindings.driver`` is made from drvgemm/runtime/: here,
 and in launch.py (the hot launch path, which binds cuLaunchKernel once) and
@@ -11,11 +19,13 @@ which get the initialised module from ``bindings()``.
 from __future__ import annotations
 
 import threading
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import CudaError, NoDeviceError
+from . import dlpack
+from .errors import CudaError, NoDeviceError, StaleObjectError
 
 try:
     from cuda.bindings import driver as _cuda_driver
@@ -26,15 +36,20 @@ except Exception as e:  # pragma: no cover - a missing or broken cuda-bindings
 
 __all__ = ["device", "has_gpu", "no_gpu_reason", "default_arch", "DeviceProperties",
            "DeviceArray", "to_device", "empty", "Stream", "Event", "synchronize",
-           "memcpy_dtod", "check"]
+           "memcpy_dtod", "check", "reset", "on_reset", "generation", "FUNCTION_ATTRIBUTES",
+           "SETTABLE_FUNCTION_ATTRIBUTES"]
 
 _state_lock = threading.Lock()
 _tls = threading.local()
 _driver = None          # the cuda.bindings.driver module once cuInit succeeded
-_init_error = None      # NoDeviceError explaining why there is no GPU
+_init_error = None      # (call, code, name, description): why there is no GPU
 _context = None         # primary context of the selected device
 _device_handle = None
 _props = None
+_generation = 0         # bumped by reset(): handles of older generations are dead
+_reset_hooks = []       # callables run by reset(), in registration order
+_live_arrays = weakref.WeakSet()   # DeviceArrays, marked stale by reset()
+_live_handles = weakref.WeakSet()  # Streams, Events, graphs: objects with _invalidate()
 
 # ---------------------------------------------------------------------------
 # errors
@@ -51,14 +66,24 @@ _HINTS = {
         "attribute (drvgemm raises it automatically up to the device's opt-in maximum).",
     "CUDA_ERROR_ILLEGAL_ADDRESS":
         "a kernel read or wrote outside its allocations. The CUDA context is now unusable: "
-        "every later call in this process fails. Restart the process; run the kernel "
-        "under `compute-sanitizer --tool memcheck` to find the access.",
+        "every later call fails until drvgemm.reset() (a fresh context; arrays from before "
+        "are gone) or a restart; run the kernel under `compute-sanitizer --tool memcheck` "
+        "to find the access.",
     "CUDA_ERROR_LAUNCH_FAILED":
-        "a kernel faulted; the context is now unusable. Restart the process and run "
-        "under compute-sanitizer.",
+        "a kernel faulted; the context is now unusable until drvgemm.reset() (or a "
+        "restart). Run under compute-sanitizer.",
     "CUDA_ERROR_MISALIGNED_ADDRESS":
         "a vector or cp.async access used an address that is not aligned to its width "
-        "(16 B for float4); the context is now unusable.",
+        "(16 B for float4); the context is now unusable until drvgemm.reset().",
+    "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE":
+        "a cooperative launch asked for more blocks than can be resident at once "
+        "(blocks/SM from the occupancy query x SMs).",
+    "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED":
+        "a call that waits for the GPU (a synchronisation, a synchronous copy) was made "
+        "while the stream was being captured into a graph; inside drvgemm.graph() use "
+        "device arrays only.",
+    "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED":
+        "the graph capture was invalidated by an earlier unsupported call on the stream.",
     "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES":
         "the block needs more registers than the SM has for it: registers per thread x "
         "threads per block > 65536. Cap registers (--maxrregcount / __launch_bounds__) or "
@@ -109,6 +134,13 @@ def check(result, call):
 # ---------------------------------------------------------------------------
 # initialisation
 # ---------------------------------------------------------------------------
+def _no_device():
+    """A fresh NoDeviceError for the stored reason, each time: re-raising one
+    stored object would append every raise's frames (and their locals, e.g.
+    a 100 MB host array given to to_device) to its traceback for good."""
+    return NoDeviceError(*_init_error)
+
+
 def _init():
     """cuInit + primary context of device 0, once per process. Raises
     NoDeviceError when there is no driver library or no device."""
@@ -116,53 +148,116 @@ def _init():
     if _context is not None:
         return
     if _init_error is not None:
-        raise _init_error
+        raise _no_device()
     with _state_lock:
         if _context is not None:
             return
         driver = _cuda_driver
         if driver is None:  # pragma: no cover - missing package
-            _init_error = NoDeviceError("import cuda.bindings.driver", -1, "NO_BINDINGS",
-                                        f"cuda-bindings is not importable: {_bindings_error}")
-            raise _init_error from None
+            _init_error = ("import cuda.bindings.driver", -1, "NO_BINDINGS",
+                           f"cuda-bindings is not importable: {_bindings_error}")
+            raise _no_device() from None
         try:
             (err,) = driver.cuInit(0)
         except Exception as e:
             # cuda.bindings raises (rather than returning a code) when the
             # driver library libcuda.so is not installed at all.
-            _init_error = NoDeviceError(
-                "cuInit", -1, "NO_DRIVER",
-                f"no CUDA driver library on this machine ({type(e).__name__}: "
-                f"{str(e).splitlines()[0] if str(e) else e})")
-            raise _init_error from None
+            _init_error = ("cuInit", -1, "NO_DRIVER",
+                           f"no CUDA driver library on this machine ({type(e).__name__}: "
+                           f"{str(e).splitlines()[0] if str(e) else e})")
+            raise _no_device() from None
         _driver = driver
         if err != 0:
             name, desc = _name_and_description(driver, err)
             if name in ("CUDA_ERROR_NO_DEVICE", "CUDA_ERROR_INSUFFICIENT_DRIVER"):
-                _init_error = NoDeviceError("cuInit", int(err), name, desc)
-                raise _init_error
+                _init_error = ("cuInit", int(err), name, desc)
+                raise _no_device()
             raise_cuda("cuInit", err)
         count = check(driver.cuDeviceGetCount(), "cuDeviceGetCount")
         if count == 0:
-            _init_error = NoDeviceError("cuDeviceGetCount", 100, "CUDA_ERROR_NO_DEVICE",
-                                        "the driver sees no CUDA device")
-            raise _init_error
+            _init_error = ("cuDeviceGetCount", 100, "CUDA_ERROR_NO_DEVICE",
+                           "the driver sees no CUDA device")
+            raise _no_device()
         dev = check(driver.cuDeviceGet(0), "cuDeviceGet")
         ctx = check(driver.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
         check(driver.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
         _device_handle = dev
         _context = ctx
-        _tls.current = True
+        _tls.gen = _generation
 
 
 def ensure_context():
     """Make the primary context current on the calling thread (cheap after
-    the first call on each thread)."""
-    if getattr(_tls, "current", False):
+    the first call on each thread, and again after a reset())."""
+    if getattr(_tls, "gen", None) == _generation and _context is not None:
         return
     _init()
     check(_driver.cuCtxSetCurrent(_context), "cuCtxSetCurrent")
-    _tls.current = True
+    _tls.gen = _generation
+
+
+def generation() -> int:
+    """The context generation: 0 until the first reset(), then 1, 2, ..."""
+    return _generation
+
+
+# ---------------------------------------------------------------------------
+# recovery
+# ---------------------------------------------------------------------------
+def on_reset(callback):
+    """Register ``callback()`` to run at every ``reset()``, before the new
+    context exists: drop whatever holds handles of the old one (loaded
+    modules, launchers, encoded tensor maps, workspaces, plan caches). Usable
+    as a decorator; returns ``callback``. Callbacks must not call the driver."""
+    _reset_hooks.append(callback)
+    return callback
+
+
+def reset():
+    """After a sticky fault (an illegal address, a trap): give the process a
+    fresh primary context and go on.
+
+    Every cache that holds handles of the old context is dropped (the
+    ``on_reset`` callbacks: kernels reload their modules lazily on the next
+    launch, launchers are rebuilt, tensor maps re-encoded); DeviceArrays,
+    Streams, Events and graphs made before are marked stale and raise
+    ``StaleObjectError`` when used (their memory and handles went with the old
+    context). Function attributes set with ``Kernel.set_attribute`` must be set
+    again. Memory other libraries (PyTorch, CuPy) allocated in the primary
+    context is destroyed too. Call it with no other thread using the GPU.
+    Returns the new generation."""
+    global _context, _generation
+    _init()
+    with _state_lock:
+        errors = []
+        # Old handles first: nothing below may hand one back to the driver.
+        for a in list(_live_arrays):
+            _mark_stale(a)
+        for h in list(_live_handles):
+            try:
+                h._invalidate()
+            except Exception as e:  # pragma: no cover - a broken object
+                errors.append(e)
+        for hook in list(_reset_hooks):
+            try:
+                hook()
+            except Exception as e:
+                errors.append(e)
+        d, dev = _driver, _device_handle
+        # Our retain is released, then the context is destroyed whoever else
+        # retains it (cuDevicePrimaryCtxReset), then a new one is retained.
+        # The first two may report the sticky error itself: ignored.
+        d.cuDevicePrimaryCtxRelease(dev)
+        d.cuDevicePrimaryCtxReset(dev)
+        ctx = check(d.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+        check(d.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+        _context = ctx
+        _generation += 1
+        _tls.gen = _generation
+    if errors:
+        raise RuntimeError(f"drvgemm.reset(): the context was reset, but {len(errors)} reset "
+                           f"callback(s) failed: {errors[0]!r}") from errors[0]
+    return _generation
 
 
 def has_gpu() -> bool:
@@ -296,30 +391,65 @@ def _as_dtype(dtype):
 
 class DeviceArray:
     """A contiguous array in device memory. Freed when ``free()`` is called,
-    when used as a context manager exits, or when garbage-collected."""
+    when used as a context manager exits, or when garbage-collected. Speaks
+    ``__cuda_array_interface__`` (v3) and DLPack (``__dlpack__``,
+    ``__dlpack_device__``), so torch.from_dlpack / cupy.from_dlpack /
+    torch.as_tensor take it without a copy.
 
-    __slots__ = ("ptr", "shape", "dtype", "nbytes", "_owner", "__weakref__")
+    ``generation`` is the context generation it was allocated in; a
+    ``drvgemm.reset()`` turns every DeviceArray of an older generation into a
+    stale one whose every use raises StaleObjectError."""
 
-    def __init__(self, shape, dtype, ptr=None, owner=True):
+    __slots__ = ("ptr", "shape", "dtype", "nbytes", "_owner", "_base", "generation",
+                 "__weakref__")
+
+    def __init__(self, shape, dtype, ptr=None, owner=True, base=None):
         shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
         if any(s < 0 for s in shape):
             raise ValueError(f"negative dimension in shape {shape}")
         self.shape = shape
         self.dtype = _as_dtype(dtype)
         self.nbytes = int(np.prod(shape, dtype=np.int64)) * self.dtype.itemsize
+        self._owner = False
+        self._base = base      # what keeps borrowed memory alive (a parent array, a capsule)
         if ptr is None:
             ensure_context()
             # cuMemAlloc refuses 0 bytes; keep a null pointer for empty arrays.
             ptr = int(check(_driver.cuMemAlloc(self.nbytes), f"cuMemAlloc({self.nbytes})")) \
                 if self.nbytes else 0
+            _note_capture_allocation(self)
         self.ptr = int(ptr)
         self._owner = owner and self.ptr != 0
+        self.generation = _generation
+        _live_arrays.add(self)
 
-    # -- protocol ----------------------------------------------------------
+    # -- protocols -----------------------------------------------------------
     @property
     def __cuda_array_interface__(self):
         return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr, False),
                 "version": 3, "strides": None}
+
+    def __dlpack_device__(self):
+        return (dlpack.KDL_CUDA, 0)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule over this array's memory (no copy unless
+        ``copy=True``). ``stream``: the consumer's stream (None or 1: the
+        legacy default stream, 2: per-thread default, -1: no ordering, else a
+        CUstream handle); drvgemm does not track which stream wrote the array,
+        so unless the consumer says -1 every queued kernel is waited for
+        first. ``max_version`` >= (1, 0) gives a versioned capsule."""
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise BufferError(f"drvgemm cannot move a DeviceArray to DLPack device "
+                              f"{tuple(dl_device)}; it lives on (2, 0) (CUDA device 0)")
+        src = self
+        if copy:
+            src = DeviceArray(self.shape, self.dtype)
+            src.copy_(self)
+        if stream is not None and stream != -1:
+            synchronize()
+        versioned = max_version is not None and tuple(max_version)[0] >= 1
+        return dlpack.make_capsule(src.ptr, src.shape, src.dtype, src, versioned=versioned)
 
     @property
     def size(self):
@@ -337,22 +467,45 @@ class DeviceArray:
 
     # -- copies --------------------------------------------------------------
     def to_host(self, out=None, stream=None) -> np.ndarray:
+        """A numpy copy. With ``stream``: the copy is queued on that stream
+        behind its earlier work (cuMemcpyDtoHAsync) and that stream alone is
+        waited for; without, a synchronous copy on the legacy default stream.
+        Refused inside a graph capture (a graph cannot return host data)."""
         if out is None:
             out = np.empty(self.shape, self.dtype)
         elif out.nbytes != self.nbytes or not out.flags.c_contiguous:
             raise ValueError("out must be a C-contiguous array of the same size")
         if self.nbytes:
             ensure_context()
-            check(_driver.cuMemcpyDtoH(out.ctypes.data, self.ptr, self.nbytes), "cuMemcpyDtoH")
+            h = stream_handle(stream)
+            if h:
+                _refuse_while_capturing(h, "copying a result to the host")
+                check(_driver.cuMemcpyDtoHAsync(out.ctypes.data, self.ptr, self.nbytes,
+                                                _driver.CUstream(h)), "cuMemcpyDtoHAsync")
+                check(_driver.cuStreamSynchronize(_driver.CUstream(h)), "cuStreamSynchronize")
+            else:
+                check(_driver.cuMemcpyDtoH(out.ctypes.data, self.ptr, self.nbytes),
+                      "cuMemcpyDtoH")
         return out
 
-    def copy_from_host(self, host: np.ndarray):
+    def copy_from_host(self, host: np.ndarray, stream=None):
+        """Upload ``host``. With ``stream``: queued on that stream
+        (cuMemcpyHtoDAsync; pageable memory is staged before the call returns,
+        so ``host`` may be reused at once), so later work on the stream sees
+        it; without, a synchronous copy."""
         host = np.ascontiguousarray(host, dtype=self.dtype)
         if host.nbytes != self.nbytes:
             raise ValueError(f"host array has {host.nbytes} bytes, device array {self.nbytes}")
         if self.nbytes:
             ensure_context()
-            check(_driver.cuMemcpyHtoD(self.ptr, host.ctypes.data, self.nbytes), "cuMemcpyHtoD")
+            h = stream_handle(stream)
+            if h:
+                _refuse_while_capturing(h, "uploading a host array")
+                check(_driver.cuMemcpyHtoDAsync(self.ptr, host.ctypes.data, self.nbytes,
+                                                _driver.CUstream(h)), "cuMemcpyHtoDAsync")
+            else:
+                check(_driver.cuMemcpyHtoD(self.ptr, host.ctypes.data, self.nbytes),
+                      "cuMemcpyHtoD")
         return self
 
     def copy_(self, src, stream=None):
@@ -368,10 +521,11 @@ class DeviceArray:
         return self
 
     def view(self, dtype=None, shape=None) -> "DeviceArray":
-        """Another shape/dtype over the same bytes (no copy, no ownership)."""
+        """Another shape/dtype over the same bytes (no copy, no ownership; the
+        view keeps this array alive)."""
         dtype = self.dtype if dtype is None else np.dtype(dtype)
         shape = (self.nbytes // dtype.itemsize,) if shape is None else shape
-        v = DeviceArray(shape, dtype, ptr=self.ptr, owner=False)
+        v = DeviceArray(shape, dtype, ptr=self.ptr, owner=False, base=self)
         if v.nbytes != self.nbytes:
             raise ValueError("view must cover the same number of bytes")
         return v
@@ -385,6 +539,7 @@ class DeviceArray:
                 if err != 0 and err != _driver.CUresult.CUDA_ERROR_DEINITIALIZED:
                     raise_cuda("cuMemFree", err)
         self.ptr = 0
+        self._base = None
 
     def __enter__(self):
         return self
@@ -399,11 +554,137 @@ class DeviceArray:
             pass
 
 
-def to_device(array) -> DeviceArray:
+_ptr_slot = DeviceArray.ptr   # the slot itself, for stale arrays
+
+
+def _stale(obj, what=None):
+    gen = getattr(obj, "generation", "?")
+    return StaleObjectError(
+        f"{what + ': ' if what else ''}{obj!r} was created in CUDA context generation {gen}, "
+        f"before drvgemm.reset() (now generation {_generation}): its memory went with the "
+        "old context. Allocate it again (drvgemm.to_device / drvgemm.empty).")
+
+
+class _StaleDeviceArray(DeviceArray):
+    """What a DeviceArray becomes at reset(): every use that would reach its
+    (dead) memory raises StaleObjectError; freeing it does nothing (the old
+    context took its memory, and the address may belong to a new allocation)."""
+
+    __slots__ = ()
+
+    @property
+    def ptr(self):
+        raise _stale(self)
+
+    @property
+    def __cuda_array_interface__(self):
+        raise _stale(self)
+
+    def __dlpack__(self, **kw):
+        raise _stale(self)
+
+    def to_host(self, out=None, stream=None):
+        raise _stale(self)
+
+    def copy_from_host(self, host, stream=None):
+        raise _stale(self)
+
+    def copy_(self, src, stream=None):
+        raise _stale(self)
+
+    def fill_bytes(self, byte, stream=None):
+        raise _stale(self)
+
+    def view(self, dtype=None, shape=None):
+        raise _stale(self)
+
+    def free(self):
+        self._owner = False
+        self._base = None
+
+    def __repr__(self):
+        return (f"DeviceArray(shape={self.shape}, dtype={self.dtype}, stale: generation "
+                f"{self.generation})")
+
+
+def _mark_stale(a):
+    a._owner = False
+    a.__class__ = _StaleDeviceArray
+
+
+def to_device(array, stream=None) -> DeviceArray:
+    """A DeviceArray holding ``array``.
+
+    A host array (numpy, anything ``np.asarray`` takes, a CPU DLPack producer)
+    is copied -- queued on ``stream`` when one is given (see
+    DeviceArray.copy_from_host). A DeviceArray comes back as it is; another
+    device array (``__cuda_array_interface__``, or ``__dlpack__`` on a CUDA
+    device) is wrapped without a copy, the wrapper keeping it alive."""
+    if isinstance(array, DeviceArray):
+        if type(array) is _StaleDeviceArray:
+            raise _stale(array)
+        return array
+    if not isinstance(array, np.ndarray):
+        dev = foreign_device_array(array)
+        if dev is not None:
+            return dev
+        if hasattr(array, "__dlpack__") and not hasattr(array, "__array__"):
+            array = np.from_dlpack(array)
     host = np.ascontiguousarray(array)
     d = DeviceArray(host.shape, host.dtype)
-    d.copy_from_host(host)
+    d.copy_from_host(host, stream)
     return d
+
+
+def foreign_device_array(obj, what="argument"):
+    """A DeviceArray view (no copy) of a device array from another library:
+    ``__cuda_array_interface__`` first, else ``__dlpack__`` with a CUDA
+    device. None for anything else (host arrays, scalars); ValueError for a
+    DLPack producer on another device or with non-contiguous strides."""
+    cai = getattr(obj, "__cuda_array_interface__", None)
+    if cai is not None:
+        shape = tuple(int(s) for s in cai["shape"])
+        dt = np.dtype(cai["typestr"])
+        if dt.kind == "V" and dt.itemsize == 2 and "bfloat16" in str(getattr(obj, "dtype", "")):
+            dt = dlpack.dl_to_dtype(dlpack.DLDataType(4, 16, 1))
+        strides = cai.get("strides")
+        if strides is not None and not _compact(shape, strides, dt.itemsize):
+            raise ValueError(f"{what} has strides {tuple(strides)} for shape {shape}: drvgemm "
+                             "takes C-contiguous device arrays (call .contiguous() / "
+                             "cupy.ascontiguousarray)")
+        return DeviceArray(shape, dt, ptr=int(cai["data"][0]), owner=False, base=obj)
+    if not hasattr(obj, "__dlpack__") or isinstance(obj, np.ndarray):
+        return None
+    dev_fn = getattr(obj, "__dlpack_device__", None)
+    kind, dev_id = dev_fn() if dev_fn is not None else (None, None)
+    if kind is not None and int(kind) not in (dlpack.KDL_CUDA, dlpack.KDL_CUDA_MANAGED):
+        if int(kind) in (dlpack.KDL_CPU, dlpack.KDL_CUDA_HOST):
+            return None    # host memory: the caller copies it
+        raise ValueError(f"{what} is a DLPack array on device type {int(kind)} "
+                         f"({dlpack.DEVICE_NAMES.get(int(kind), 'unknown')}); drvgemm takes "
+                         "CUDA device arrays")
+    try:
+        capsule = obj.__dlpack__(stream=1, max_version=dlpack.DLPACK_VERSION)
+    except TypeError:      # a producer from before DLPack 1.0
+        capsule = obj.__dlpack__(stream=1)
+    b = dlpack.read_capsule(capsule)
+    if b.device[0] not in (dlpack.KDL_CUDA, dlpack.KDL_CUDA_MANAGED):
+        raise ValueError(f"{what} is a DLPack array on device type {b.device[0]} "
+                         f"({dlpack.DEVICE_NAMES.get(b.device[0], 'unknown')}); drvgemm takes "
+                         "CUDA device arrays")
+    if not b.contiguous():
+        raise ValueError(f"{what} has DLPack strides {b.strides} (elements) for shape "
+                         f"{b.shape}: drvgemm takes C-contiguous device arrays")
+    return DeviceArray(b.shape, b.dtype, ptr=b.ptr, owner=False, base=(b, obj))
+
+
+def _compact(shape, strides, itemsize) -> bool:
+    want = itemsize
+    for n, st in zip(reversed(shape), reversed(tuple(strides))):
+        if n != 1 and st != want:
+            return False
+        want *= n
+    return True
 
 
 def empty(shape, dtype=np.float32) -> DeviceArray:
@@ -418,7 +699,9 @@ def memcpy_dtod(dst, src, nbytes, stream=None):
 
 def mem_alloc(nbytes: int) -> int:
     """A raw device allocation (cuMemAlloc) kept for the life of the process,
-    for small workspaces; DeviceArray is the owning type for everything else."""
+    for small workspaces; DeviceArray is the owning type for everything else.
+    A reset() frees it with the old context: a module caching one must drop
+    it in an ``on_reset`` callback."""
     d = bindings()
     return int(check(d.cuMemAlloc(int(nbytes)), f"cuMemAlloc({nbytes})"))
 
@@ -437,19 +720,45 @@ def memory_info() -> tuple:
 
 
 def device_pointer(obj, what="argument") -> int:
-    """The device address of a DeviceArray or any __cuda_array_interface__
-    object (CuPy, PyTorch, Numba); TypeError for host arrays."""
-    if type(obj) is DeviceArray:
+    """The device address of a DeviceArray, an integer address, or any device
+    array from another library (``__cuda_array_interface__``: CuPy, PyTorch,
+    Numba; or ``__dlpack__`` on a CUDA device: JAX, ...); TypeError for host
+    arrays and booleans, StaleObjectError for an array from before a reset()."""
+    t = type(obj)
+    if t is DeviceArray:
         return obj.ptr
-    if isinstance(obj, int):
-        return obj
+    if t is _StaleDeviceArray:
+        raise _stale(obj, what)
+    if isinstance(obj, (bool, np.bool_)):
+        raise TypeError(f"{what} is a bool ({obj!r}), not a device pointer")
+    if isinstance(obj, (int, np.integer)):
+        return int(obj)
     if isinstance(obj, np.ndarray):
         raise TypeError(f"{what} is a host (numpy) array; pass drvgemm.to_device(x) instead")
     cai = getattr(obj, "__cuda_array_interface__", None)
     if cai is not None:
         return int(cai["data"][0])
+    if hasattr(obj, "__dlpack__"):
+        dev = foreign_device_array(obj, what)
+        if dev is None:
+            raise TypeError(f"{what} is a host DLPack array ({type(obj).__name__}); pass "
+                            "drvgemm.to_device(x) instead")
+        _keep_for_launch(dev)
+        return dev.ptr
     raise TypeError(f"{what} is {type(obj).__name__}, not a device array: expected a "
-                    "DeviceArray or an object with __cuda_array_interface__")
+                    "DeviceArray or an object with __cuda_array_interface__ or __dlpack__")
+
+
+# A DLPack producer's memory is lent to us for as long as the wrapper lives;
+# a raw pointer taken from it must outlive the enqueueing of the launch that
+# uses it: the last few wrappers stay referenced (the producer object itself
+# keeps the memory; this only keeps the producer's capsule protocol happy).
+_recent_wrappers = []
+
+
+def _keep_for_launch(dev):
+    _recent_wrappers.append(dev)
+    del _recent_wrappers[:-64]
 
 
 # ---------------------------------------------------------------------------
@@ -463,12 +772,20 @@ class Stream:
         self.handle = check(_driver.cuStreamCreate(
             _driver.CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate")
         self.ptr = int(self.handle)
+        self.generation = _generation
+        _live_handles.add(self)
 
     def synchronize(self):
-        check(_driver.cuStreamSynchronize(self.handle), "cuStreamSynchronize")
+        check(_driver.cuStreamSynchronize(_driver.CUstream(stream_handle(self))),
+              "cuStreamSynchronize")
 
     def __cuda_stream__(self):
-        return (0, self.ptr)
+        return (0, stream_handle(self))
+
+    def _invalidate(self):
+        # reset(): the handle died with its context; never destroy it.
+        self.ptr = 0
+        self.stale = True
 
     def close(self):
         if self.ptr and _driver is not None:
@@ -483,15 +800,22 @@ class Stream:
 
 
 def stream_handle(stream) -> int:
-    """An integer CUstream from None (legacy default stream), an int, a
-    drvgemm Stream, a cuda.core stream (__cuda_stream__), a CuPy stream
-    (.ptr) or a PyTorch stream (.cuda_stream)."""
+    """An integer CUstream from None (the legacy default stream, or -- inside
+    a ``drvgemm.graph()`` block, on the thread that opened it -- the graph's
+    capture stream), an int, a drvgemm Stream, a cuda.core stream
+    (__cuda_stream__), a CuPy stream (.ptr) or a PyTorch stream
+    (.cuda_stream)."""
     if stream is None:
-        return 0
+        cap = getattr(_tls, "capture", None)
+        return cap[-1].handle if cap else 0
     if isinstance(stream, int):
         return stream
     if isinstance(stream, Stream):
         if not stream.ptr:
+            if getattr(stream, "stale", False):
+                raise StaleObjectError(
+                    f"the stream was created before drvgemm.reset() (generation "
+                    f"{stream.generation}, now {_generation}); create a new drvgemm.Stream")
             raise ValueError("the stream was closed; create a new drvgemm.Stream")
         return stream.ptr
     proto = getattr(stream, "__cuda_stream__", None)
@@ -510,23 +834,132 @@ class Event:
         flags = _driver.CUevent_flags.CU_EVENT_DEFAULT if timing else \
             _driver.CUevent_flags.CU_EVENT_DISABLE_TIMING
         self.handle = check(_driver.cuEventCreate(flags), "cuEventCreate")
+        self.generation = _generation
+        _live_handles.add(self)
+
+    def _live(self):
+        if self.handle is None:
+            raise StaleObjectError(f"the event was created before drvgemm.reset() (generation "
+                                   f"{self.generation}, now {_generation})")
+        return self.handle
 
     def record(self, stream=None):
-        check(_driver.cuEventRecord(self.handle, stream_handle(stream)), "cuEventRecord")
+        check(_driver.cuEventRecord(self._live(), stream_handle(stream)), "cuEventRecord")
         return self
 
     def synchronize(self):
-        check(_driver.cuEventSynchronize(self.handle), "cuEventSynchronize")
+        check(_driver.cuEventSynchronize(self._live()), "cuEventSynchronize")
 
     def elapsed_ms(self, end: "Event") -> float:
-        return check(_driver.cuEventElapsedTime(self.handle, end.handle), "cuEventElapsedTime")
+        return check(_driver.cuEventElapsedTime(self._live(), end._live()), "cuEventElapsedTime")
+
+    def _invalidate(self):
+        self.handle = None
 
     def __del__(self):
         try:
-            if _driver is not None:
+            if _driver is not None and self.handle is not None:
                 _driver.cuEventDestroy(self.handle)
         except Exception:
             pass
+
+
+# ---------------------------------------------------------------------------
+# stream capture (drvgemm.graph uses these; runtime/graph.py)
+# ---------------------------------------------------------------------------
+def push_capture(graph):
+    """Make ``graph`` (with .handle, its stream's handle, and .keep, a list)
+    the target of ``stream=None`` on this thread."""
+    cap = getattr(_tls, "capture", None)
+    if cap is None:
+        cap = _tls.capture = []
+    cap.append(graph)
+
+
+def pop_capture(graph):
+    cap = getattr(_tls, "capture", None)
+    if cap and cap[-1] is graph:
+        cap.pop()
+
+
+def capturing_graph():
+    """The graph this thread is capturing into, or None."""
+    cap = getattr(_tls, "capture", None)
+    return cap[-1] if cap else None
+
+
+def _note_capture_allocation(a):
+    """An allocation made while capturing is baked into the graph by address:
+    the graph keeps it alive for as long as it can be replayed."""
+    cap = getattr(_tls, "capture", None)
+    if cap:
+        cap[-1].keep.append(a)
+
+
+_HOST_DATA = ("a graph cannot move host data; pass device arrays (drvgemm.to_device) to "
+              "the calls you capture")
+
+
+def _refuse_while_capturing(handle, what, why=_HOST_DATA):
+    cap = getattr(_tls, "capture", None)
+    if cap and any(g.handle == handle for g in cap):
+        raise ValueError(f"{what} inside a drvgemm.graph() capture: {why}")
+
+
+def stream_capturing(handle) -> bool:
+    ensure_context()
+    st = check(_driver.cuStreamIsCapturing(_driver.CUstream(int(handle))), "cuStreamIsCapturing")
+    return st == _driver.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_ACTIVE
+
+
+def begin_capture(handle):
+    ensure_context()
+    check(_driver.cuStreamBeginCapture(
+        _driver.CUstream(int(handle)),
+        _driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED), "cuStreamBeginCapture")
+
+
+def end_capture(handle):
+    """The captured CUgraph (raises when the capture was invalidated)."""
+    return check(_driver.cuStreamEndCapture(_driver.CUstream(int(handle))), "cuStreamEndCapture")
+
+
+def instantiate_graph(graph):
+    return check(_driver.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
+
+
+def graph_node_count(graph) -> int:
+    _, n = check(_driver.cuGraphGetNodes(graph, 0), "cuGraphGetNodes")
+    return int(n)
+
+
+def launch_graph(exec_graph, handle):
+    check(_driver.cuGraphLaunch(exec_graph, _driver.CUstream(int(handle))), "cuGraphLaunch")
+
+
+def destroy_graph(graph=None, exec_graph=None):
+    if _driver is None:
+        return
+    if exec_graph is not None:
+        _driver.cuGraphExecDestroy(exec_graph)
+    if graph is not None:
+        _driver.cuGraphDestroy(graph)
+
+
+def register_handle(obj):
+    """Track an object holding driver handles: reset() calls its
+    ``_invalidate()`` (which must not call the driver)."""
+    _live_handles.add(obj)
+
+
+def stream_synchronize(stream) -> None:
+    """Wait for the work queued on one stream (None: the legacy default one)."""
+    ensure_context()
+    h = stream_handle(stream)
+    _refuse_while_capturing(h, "waiting for the capture stream",
+                            "nothing runs until the graph is replayed (g.replay(), then "
+                            "g.synchronize())")
+    check(_driver.cuStreamSynchronize(_driver.CUstream(h)), "cuStreamSynchronize")
 
 
 def synchronize():
@@ -552,9 +985,142 @@ def get_function(module, entry: str):
                  f"cuModuleGetFunction({entry})")
 
 
+# Every CUfunction_attribute, by the name after CU_FUNC_ATTRIBUTE_, with
+# what it says (read with cuFuncGetAttribute).
+FUNCTION_ATTRIBUTES = {
+    "MAX_THREADS_PER_BLOCK": "most threads per block (launch bounds, registers, device)",
+    "SHARED_SIZE_BYTES": "static shared memory per block, bytes",
+    "CONST_SIZE_BYTES": "user constant memory, bytes",
+    "LOCAL_SIZE_BYTES": "local memory per thread (stack, spills), bytes",
+    "NUM_REGS": "registers per thread",
+    "PTX_VERSION": "PTX ISA version the function was compiled for (major*10+minor)",
+    "BINARY_VERSION": "binary architecture (major*10+minor)",
+    "CACHE_MODE_CA": "1 when compiled with -Xptxas --dlcm=ca",
+    "MAX_DYNAMIC_SHARED_SIZE_BYTES": "dynamic shared memory a launch may ask for, bytes",
+    "PREFERRED_SHARED_MEMORY_CARVEOUT": "preferred shared-memory share of L1/shared, percent "
+                                        "(-1: no preference)",
+    "CLUSTER_SIZE_MUST_BE_SET": "1 when the kernel must be launched with a cluster shape",
+    "REQUIRED_CLUSTER_WIDTH": "compile-time cluster width (0: none)",
+    "REQUIRED_CLUSTER_HEIGHT": "compile-time cluster height (0: none)",
+    "REQUIRED_CLUSTER_DEPTH": "compile-time cluster depth (0: none)",
+    "NON_PORTABLE_CLUSTER_SIZE_ALLOWED": "1 when clusters above the portable 8 blocks may run",
+    "CLUSTER_SCHEDULING_POLICY_PREFERENCE": "0 default, 1 spread, 2 load balancing",
+    "DEVICE_NODE_UPDATE_SUPPORTED": "1 when device-side graph node updates are supported",
+    "SHARED_MEMORY_MODE": "shared memory mode",
+}
+
+_CLUSTER_POLICIES = {"default": 0, "spread": 1, "load_balancing": 2}
+_CARVEOUTS = {"default": -1, "max_l1": 0, "max_shared": 100}
+
+
+def _check_int(name, value, lo, hi, hint=""):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"function attribute {name} takes an integer, got "
+                        f"{type(value).__name__} {value!r}")
+    v = int(value)
+    if not lo <= v <= hi:
+        raise ValueError(f"function attribute {name} = {v} is out of range [{lo}, {hi}]"
+                         + (f": {hint}" if hint else ""))
+    return v
+
+
+def _set_max_dynamic(value, ctx):
+    hi = ctx.get("optin", 2**31 - 1) - ctx.get("static_smem", 0)
+    return _check_int("MAX_DYNAMIC_SHARED_SIZE_BYTES", value, 0, hi,
+                      f"the device allows {ctx.get('optin')} B of shared memory per block, "
+                      f"{ctx.get('static_smem', 0)} B of which this kernel declares statically")
+
+
+def _set_carveout(value, ctx):
+    if isinstance(value, str):
+        if value not in _CARVEOUTS:
+            raise ValueError(f"PREFERRED_SHARED_MEMORY_CARVEOUT: use a percentage 0..100, -1 or "
+                             f"one of {sorted(_CARVEOUTS)}, not {value!r}")
+        return _CARVEOUTS[value]
+    return _check_int("PREFERRED_SHARED_MEMORY_CARVEOUT", value, -1, 100,
+                      "a percentage of the unified L1/shared capacity, -1 for no preference")
+
+
+def _set_flag(name):
+    def f(value, ctx):
+        if isinstance(value, (bool, np.bool_)):
+            return int(value)
+        return _check_int(name, value, 0, 1, "0 or 1")
+    return f
+
+
+def _set_cluster_dim(name):
+    def f(value, ctx):
+        return _check_int(name, value, 0, 32, "blocks along one axis of a cluster "
+                          "(the product must be at most 8, or 16 with non-portable sizes)")
+    return f
+
+
+def _set_policy(value, ctx):
+    if isinstance(value, str):
+        if value not in _CLUSTER_POLICIES:
+            raise ValueError(f"CLUSTER_SCHEDULING_POLICY_PREFERENCE: use one of "
+                             f"{sorted(_CLUSTER_POLICIES)} (or 0, 1, 2), not {value!r}")
+        return _CLUSTER_POLICIES[value]
+    return _check_int("CLUSTER_SCHEDULING_POLICY_PREFERENCE", value, 0, 2,
+                      "0 default, 1 spread, 2 load balancing")
+
+
+# The attributes cuFuncSetAttribute takes, each with its validator:
+# value (and {"optin": ..., "static_smem": ...}) -> the int to set.
+SETTABLE_FUNCTION_ATTRIBUTES = {
+    "MAX_DYNAMIC_SHARED_SIZE_BYTES": _set_max_dynamic,
+    "PREFERRED_SHARED_MEMORY_CARVEOUT": _set_carveout,
+    "REQUIRED_CLUSTER_WIDTH": _set_cluster_dim("REQUIRED_CLUSTER_WIDTH"),
+    "REQUIRED_CLUSTER_HEIGHT": _set_cluster_dim("REQUIRED_CLUSTER_HEIGHT"),
+    "REQUIRED_CLUSTER_DEPTH": _set_cluster_dim("REQUIRED_CLUSTER_DEPTH"),
+    "NON_PORTABLE_CLUSTER_SIZE_ALLOWED": _set_flag("NON_PORTABLE_CLUSTER_SIZE_ALLOWED"),
+    "CLUSTER_SCHEDULING_POLICY_PREFERENCE": _set_policy,
+}
+
+
+def attribute_name(name: str) -> str:
+    """'max_dynamic_shared_size_bytes', 'MAX_DYNAMIC_SHARED_SIZE_BYTES' or
+    'CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES' -> the short upper name."""
+    if not isinstance(name, str):
+        raise TypeError(f"a function attribute is named by a string, not {type(name).__name__}")
+    n = name.upper()
+    if n.startswith("CU_FUNC_ATTRIBUTE_"):
+        n = n[len("CU_FUNC_ATTRIBUTE_"):]
+    if n not in FUNCTION_ATTRIBUTES:
+        raise ValueError(f"unknown function attribute {name!r}; known: "
+                         f"{', '.join(n.lower() for n in FUNCTION_ATTRIBUTES)}")
+    return n
+
+
+def validate_function_attribute(name: str, value, ctx: dict) -> tuple[str, int]:
+    """(short name, int value) for ``set_attribute(name, value)``, or a
+    ValueError/TypeError saying why not (read-only, out of range)."""
+    n = attribute_name(name)
+    check_fn = SETTABLE_FUNCTION_ATTRIBUTES.get(n)
+    if check_fn is None:
+        raise ValueError(f"function attribute {n.lower()} is read-only; settable: "
+                         f"{', '.join(x.lower() for x in SETTABLE_FUNCTION_ATTRIBUTES)}")
+    return n, check_fn(value, ctx)
+
+
 def function_attribute(function, name: str) -> int:
     a = getattr(_driver.CUfunction_attribute, "CU_FUNC_ATTRIBUTE_" + name)
     return check(_driver.cuFuncGetAttribute(a, function), f"cuFuncGetAttribute({name})")
+
+
+def function_attributes(function) -> dict:
+    """Every attribute this driver knows, lower-case names -> int (an
+    attribute the driver does not answer for is left out)."""
+    out = {}
+    for n in FUNCTION_ATTRIBUTES:
+        a = getattr(_driver.CUfunction_attribute, "CU_FUNC_ATTRIBUTE_" + n, None)
+        if a is None:
+            continue
+        err, v = _driver.cuFuncGetAttribute(a, function)
+        if err == 0:
+            out[n.lower()] = int(v)
+    return out
 
 
 def set_function_attribute(function, name: str, value: int):
@@ -597,9 +1163,9 @@ def occupancy_max_active_clusters(function, grid, block, smem, cluster) -> int:
 
 
 def launch_kernel_ex(function, grid, block, smem, stream, params_addr, cluster=None,
-                     attributes=()):
-    """cuLaunchKernelEx for launches with a cluster shape or other launch
-    attributes (not the hot path)."""
+                     attributes=(), cooperative=False):
+    """cuLaunchKernelEx for launches with a cluster shape, a cooperative
+    launch (grid-wide sync) or other launch attributes (not the hot path)."""
     d = bindings()
     cfg = d.CUlaunchConfig()
     cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = grid
@@ -611,6 +1177,11 @@ def launch_kernel_ex(function, grid, block, smem, stream, params_addr, cluster=N
         a = d.CUlaunchAttribute()
         a.id = d.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
         a.value.clusterDim.x, a.value.clusterDim.y, a.value.clusterDim.z = cluster
+        attrs.append(a)
+    if cooperative:
+        a = d.CUlaunchAttribute()
+        a.id = d.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_COOPERATIVE
+        a.value.cooperative = 1
         attrs.append(a)
     attrs.extend(attributes)
     cfg.attrs = attrs

@@ -37,3 +37,8 @@ class CudaError(RuntimeError):
 
 class NoDeviceError(CudaError):
     """No CUDA driver library or no device: the reason GPU work is skipped."""
+
+
+class StaleObjectError(RuntimeError):
+    """A DeviceArray, Stream, Event or graph made before ``drvgemm.reset()``
+    was used: its memory or handle went with the old CUDA context."""

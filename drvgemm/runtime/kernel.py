@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
+import weakref
 from dataclasses import dataclass
 
 from . import compiler, driver, sass
@@ -101,6 +102,27 @@ def _source_param_names(source: str, entry: str) -> list[tuple[str, bool, bool]]
     return out
 
 
+# -- attributes and reset (runtime block) ---------------------------------------
+class KernelAttributes(dict):
+    """``Kernel.attributes``: lower-case attribute name -> int. Calling it
+    returns itself, so ``k.attributes()`` (the older method) still works."""
+
+    def __call__(self):
+        return self
+
+
+# Kernels whose module is loaded: reset() makes each forget it (they reload
+# lazily on the next launch).
+_LOADED_KERNELS = weakref.WeakSet()
+
+
+@driver.on_reset
+def _forget_loaded_kernels():
+    for k in list(_LOADED_KERNELS):
+        k._forget_function()
+    _LOADED_KERNELS.clear()
+
+
 class Kernel:
     """A kernel compiled for one architecture. Cheap attributes (``ptx``,
     ``cubin``, ``resources``, ``params``) need no GPU; ``function`` loads the
@@ -192,6 +214,7 @@ class Kernel:
             self._max_threads = driver.function_attribute(fn, "MAX_THREADS_PER_BLOCK")
             self._function_int = int(fn)
             self._function = fn
+            _LOADED_KERNELS.add(self)
 
     # -- attributes (the kernel owns them) -----------------------------------
     @property
@@ -251,13 +274,55 @@ class Kernel:
         """Let the kernel launch clusters of more than 8 blocks (sm_90)."""
         driver.set_function_attribute(self.function, "NON_PORTABLE_CLUSTER_SIZE_ALLOWED", 1)
 
-    def attributes(self) -> dict:
-        """The driver's view of the loaded function (registers, smem, ...)."""
+    # -- function attributes: every one read, the settable ones set ----------
+    @property
+    def attributes(self) -> "KernelAttributes":
+        """Every CUfunction_attribute of the loaded function, as a dict with
+        lower-case names (``num_regs``, ``max_dynamic_shared_size_bytes``,
+        ``preferred_shared_memory_carveout``, ``required_cluster_width``, ...),
+        read now. Also callable (``k.attributes()``), as it used to be."""
+        return KernelAttributes(driver.function_attributes(self.function))
+
+    def set_attribute(self, name: str, value) -> int:
+        """Set a function attribute: ``max_dynamic_shared_size_bytes``
+        (lowers it too, unlike set_max_dynamic_smem), ``preferred_shared_memory_carveout``
+        (0..100 percent, -1, or 'default' / 'max_l1' / 'max_shared'),
+        ``non_portable_cluster_size_allowed`` (0/1), ``required_cluster_width``
+        / ``_height`` / ``_depth`` (a kernel compiled with __cluster_dims__
+        refuses them), ``cluster_scheduling_policy_preference`` (0 / 'default',
+        1 / 'spread', 2 / 'load_balancing'). Names are case-insensitive, with or
+        without CU_FUNC_ATTRIBUTE_. A read-only name, a wrong type or an
+        out-of-range value raises before the driver is called; the driver's
+        own refusal is a CudaError. Returns the value set. A drvgemm.reset()
+        forgets these (set them again)."""
         fn = self.function
-        names = ["NUM_REGS", "SHARED_SIZE_BYTES", "LOCAL_SIZE_BYTES", "CONST_SIZE_BYTES",
-                 "MAX_THREADS_PER_BLOCK", "MAX_DYNAMIC_SHARED_SIZE_BYTES", "PTX_VERSION",
-                 "BINARY_VERSION"]
-        return {n.lower(): driver.function_attribute(fn, n) for n in names}
+        ctx = {"static_smem": self.static_smem}
+        if driver.has_gpu():
+            ctx["optin"] = driver.device().smem_per_block_optin
+        n, v = driver.validate_function_attribute(name, value, ctx)
+        with self._lock:
+            driver.set_function_attribute(fn, n, v)
+            if n == "MAX_DYNAMIC_SHARED_SIZE_BYTES":
+                self._dynamic_smem_limit = v
+                # Launchers were checked against the old limit: a lowered one
+                # makes the next launch of each shape check (and opt in) again.
+                self.runners.clear()
+                self.fast_launchers.clear()
+        return v
+
+    def _forget_function(self):
+        """drvgemm.reset(): the module, the function and every launcher built
+        on them belong to the old context; the next use loads again."""
+        with self._lock:
+            self._module = None
+            self._function = None
+            self._function_int = 0
+            self._static_smem = None
+            self._max_threads = None
+            self._dynamic_smem_limit = 48 * 1024
+            self.runners.clear()
+            self.packers.clear()
+            self.fast_launchers.clear()
 
     # -- inspection ----------------------------------------------------------
     def sass(self) -> str:

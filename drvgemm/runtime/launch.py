@@ -6,6 +6,13 @@ per-kernel buffer whose slot addresses were computed once from the PTX
 parameter list, and calls cuda.bindings' cuLaunchKernel with the address of
 that parameter array. Only when packing fails do we walk the arguments again
 to say which one is wrong and why.
+
+Launch kinds: plain (cuLaunchKernel, the C fast path when built), clusters
+and other launch attributes (cuLaunchKernelEx), cooperative launches
+(``cooperative=True``: cuLaunchKernelEx with the cooperative attribute, after
+checking that the whole grid can be resident at once, which a grid-wide sync
+needs). Inside a ``drvgemm.graph()`` block, ``stream=None`` is the graph's
+capture stream on the thread that opened it (driver.stream_handle).
 """
 from __future__ import annotations
 
@@ -21,7 +28,8 @@ from . import driver
 from .driver import DeviceArray
 from .kernel import Kernel, Param
 
-__all__ = ["launch", "launch_py", "fast_path", "LaunchConfig", "launch_config"]
+__all__ = ["launch", "launch_py", "fast_path", "LaunchConfig", "launch_config",
+           "cooperative_limit", "slot_type"]
 
 _FORMATS = {"u8": "B", "s8": "b", "b8": "B", "u16": "H", "s16": "h", "b16": "H",
             "u32": "I", "s32": "i", "b32": "I", "f32": "f",
@@ -31,6 +39,18 @@ _INT_RANGES = {"u8": (0, 2**8 - 1), "s8": (-2**7, 2**7 - 1), "b8": (0, 2**8 - 1)
                "u32": (0, 2**32 - 1), "s32": (-2**31, 2**31 - 1), "b32": (0, 2**32 - 1),
                "u64": (0, 2**64 - 1), "s64": (-2**63, 2**63 - 1), "b64": (0, 2**64 - 1)}
 _F32_MAX = float(np.finfo(np.float32).max)
+
+
+def slot_type(p: Param) -> str:
+    """The PTX type a parameter is packed as: its own, or the signed type of
+    the same width where the C++ source declares a signed integer (NVRTC
+    writes ``short`` and ``signed char`` as .u16 / .u8, which would refuse -1).
+    A Param says so with ``signed=True`` (derived from the source's
+    signature) or with an .s type."""
+    t = p.ptx_type
+    if getattr(p, "signed", False) and t[0] in "ub" and t[1:] in ("8", "16", "32", "64"):
+        return "s" + t[1:]
+    return t
 
 @dataclass(frozen=True)
 class LaunchConfig:
@@ -72,7 +92,7 @@ class _Packer:
             elif p.ptx_type == "f16":
                 fmt += "e"
             else:
-                fmt += _FORMATS[p.ptx_type]
+                fmt += _FORMATS[slot_type(p)]
             offset += p.size
         self.fmt = struct.Struct(fmt)
         self.offsets = tuple(offsets)
@@ -174,7 +194,7 @@ class _Packer:
 
     @staticmethod
     def _address(p: Param, a) -> int:
-        if isinstance(a, (bool, float, np.floating)):
+        if isinstance(a, (bool, np.bool_, float, np.floating)):
             raise TypeError(f"{p.describe()} expects a device pointer or 64-bit integer, "
                             f"got {type(a).__name__} {a!r}")
         if isinstance(a, np.integer):
@@ -196,7 +216,7 @@ class _Packer:
         for p, a in zip(self.params, args):
             if p.is_bytes:
                 continue
-            t = p.ptx_type
+            t = slot_type(p)
             if t in ("f32", "f64", "f16"):
                 if isinstance(a, (DeviceArray,)) or hasattr(a, "__cuda_array_interface__"):
                     raise TypeError(f"{p.describe()} is a scalar, but got a device array")
@@ -269,6 +289,43 @@ _cu_streams = {}  # integer handle -> cuda.bindings CUstream
 _MAX_RUNNERS = 4096  # per kernel; a program sweeping shapes must not grow without bound
 
 
+@driver.on_reset
+def _drop_streams():
+    # Handles of the old context; a new stream may get the same number.
+    _cu_streams.clear()
+
+
+def cooperative_limit(kernel: Kernel, block, smem, cluster=None) -> tuple[int, str]:
+    """(most blocks a cooperative launch of ``kernel`` may have, how that was
+    found): every block of a grid that syncs grid-wide must be resident at
+    once, i.e. blocks/SM from the occupancy query x SMs (or, for clusters,
+    co-resident clusters x blocks per cluster)."""
+    b = _dims(block, "block")
+    threads = b[0] * b[1] * b[2]
+    dev = driver.device()
+    if cluster is not None:
+        c = _dims(cluster, "cluster")
+        n = driver.occupancy_max_active_clusters(kernel.function, c, b, smem, c)
+        per = c[0] * c[1] * c[2]
+        return n * per, f"{n} co-resident clusters of {per} blocks"
+    per_sm = driver.occupancy_max_active_blocks(kernel.function, threads, smem)
+    return per_sm * dev.sm_count, f"{per_sm} blocks/SM x {dev.sm_count} SMs"
+
+
+def _check_cooperative(kernel, grid, block, smem, cluster):
+    g = _dims(grid, "grid")
+    blocks = g[0] * g[1] * g[2]
+    limit, how = cooperative_limit(kernel, block, smem, cluster)
+    if blocks > limit:
+        b = _dims(block, "block")
+        raise ValueError(
+            f"cooperative launch of {kernel.name}: grid {g} has {blocks} blocks, but at most "
+            f"{limit} blocks of {b[0] * b[1] * b[2]} threads with {smem} B of dynamic shared "
+            f"memory can be resident at once ({how}); a grid-wide sync would never return. "
+            f"Use a grid of at most {limit} blocks (a grid-stride loop covers the rest)"
+            + ("" if limit else "; this block does not fit on an SM at all"))
+
+
 def _cu_stream(handle: int):
     obj = _cu_streams.get(handle)
     if obj is None:
@@ -305,24 +362,25 @@ _LAUNCH_DOC = """Launch ``kernel`` on ``grid`` x ``block`` with ``args`` (a sequ
 
 
 def launch_py(kernel: Kernel, grid, block, args, *, smem=0, stream=None, cluster=None,
-              attributes=()):
+              attributes=(), cooperative=False):
     # The common case costs one dict lookup and one call: the launcher for
     # this (grid, block, smem, stream) was built and checked on first use.
     if stream is None:
-        handle = 0
+        # 0 (the legacy default stream), or this thread's capture stream.
+        handle = driver.stream_handle(None) if _capturing_threads else 0
     elif type(stream) is driver.Stream and stream.ptr:
         handle = stream.ptr
     else:
         handle = driver.stream_handle(stream)
     thread = _get_ident()
-    if cluster is None and not attributes:
+    if cluster is None and not attributes and not cooperative:
         try:
             run = kernel.runners[grid, block, smem, handle, thread]
         except (KeyError, TypeError):
             run = _runner(kernel, grid, block, smem, handle, thread)
         err = run(args)
         if err:
-            if err == _INVALID_CONTEXT:
+            if err in _NO_CONTEXT:
                 # First launch from a new thread: make the context current, retry.
                 driver.ensure_context()
                 err = run(args)
@@ -330,17 +388,27 @@ def launch_py(kernel: Kernel, grid, block, args, *, smem=0, stream=None, cluster
                 _raise(kernel, grid, block, smem, err)
         return
     cfg = _check_config(kernel, grid, block, smem)
+    if cooperative:
+        _check_cooperative(kernel, grid, block, cfg[6], cluster)
     packer = _packer(kernel, thread)
     packer.pack(args)
     err = driver.launch_kernel_ex(kernel.function, cfg[0:3], cfg[3:6], cfg[6],
                                   _cu_stream(handle), packer.array_addr,
                                   cluster=_dims(cluster, "cluster") if cluster else None,
-                                  attributes=attributes)
+                                  attributes=attributes, cooperative=bool(cooperative))
+    if err in _NO_CONTEXT:
+        driver.ensure_context()
+        err = driver.launch_kernel_ex(kernel.function, cfg[0:3], cfg[3:6], cfg[6],
+                                      _cu_stream(handle), packer.array_addr,
+                                      cluster=_dims(cluster, "cluster") if cluster else None,
+                                      attributes=attributes, cooperative=bool(cooperative))
     if err != 0:
         _raise(kernel, grid, block, smem, err)
 
 
-launch_py.__doc__ = _LAUNCH_DOC + """
+launch_py.__doc__ = _LAUNCH_DOC + """ ``cooperative=True`` launches
+    cooperatively (cooperative_groups grid.sync() works), after checking the
+    grid against the blocks that can be resident at once.
 
     The Python implementation: every launch when drvgemm.runtime._fastlaunch (C) is
     not built, and in any case the first launch of each shape, cluster and
@@ -379,7 +447,7 @@ def _fast_launcher(kernel: Kernel, grid, block, smem, stream):
     global _fast_address
     if _fastlaunch is None:
         return None
-    kinds = [_FAST_KINDS.get(p.ptx_type) for p in kernel.params]
+    kinds = [_FAST_KINDS.get(slot_type(p)) for p in kernel.params]
     if any(k is None for k in kinds):
         return None  # by-value structs or narrow scalars: the Python path
     if _fast_address is None:
@@ -396,12 +464,15 @@ def _fast_launcher(kernel: Kernel, grid, block, smem, stream):
 
 
 def _first_launch(kernel, grid, block, args, *, smem=0, stream=None, cluster=None,
-                  attributes=()):
+                  attributes=(), cooperative=False):
     """A shape the C path has not seen: launch through Python (which checks
     everything), then keep a C Launcher for the next time."""
     launch_py(kernel, grid, block, args, smem=smem, stream=stream, cluster=cluster,
-              attributes=attributes)
-    if cluster is None and not attributes and (stream is None or type(stream) is int):
+              attributes=attributes, cooperative=cooperative)
+    if stream is None and driver.capturing_graph() is not None:
+        return   # stream=None was the capture stream: not what None means later
+    if cluster is None and not attributes and not cooperative and \
+            (stream is None or type(stream) is int):
         try:
             hash((grid, block, smem, stream))
         except TypeError:
@@ -415,7 +486,7 @@ def _first_launch(kernel, grid, block, args, *, smem=0, stream=None, cluster=Non
 def _fast_failed(err, kernel, grid, block, smem):
     """A C-path launch returned ``err``: a thread with no current context
     gets one (the C path then retries through Python); anything else raises."""
-    if err == _INVALID_CONTEXT:
+    if err in _NO_CONTEXT:
         driver.ensure_context()
         return
     _raise(kernel, grid, block, smem, err)
@@ -425,8 +496,30 @@ try:
     if os.environ.get("DRVGEMM_NO_FASTLAUNCH"):
         raise ImportError("disabled by DRVGEMM_NO_FASTLAUNCH")
     from . import _fastlaunch
+    if not hasattr(_fastlaunch, "set_capturing"):
+        # Built from an older _fastlaunch.c: it would send stream=None launches
+        # past a graph capture. Rebuild it (pip install -e .) to get it back.
+        raise ImportError("drvgemm.runtime._fastlaunch is out of date")
 except ImportError:
     _fastlaunch = None
+
+_capturing_threads = 0
+
+
+def capture_begun():
+    """A thread started capturing a graph (runtime/graph.py): the C path hands
+    stream=None launches to Python, which knows the capture stream."""
+    global _capturing_threads
+    _capturing_threads += 1
+    if _fastlaunch is not None:
+        _fastlaunch.set_capturing(_capturing_threads)
+
+
+def capture_ended():
+    global _capturing_threads
+    _capturing_threads = max(0, _capturing_threads - 1)
+    if _fastlaunch is not None:
+        _fastlaunch.set_capturing(_capturing_threads)
 
 if _fastlaunch is not None:
     _fastlaunch.bind(launch_py, _first_launch, _fast_failed)
@@ -459,5 +552,8 @@ def _cuLaunchKernel():
 
 
 # CUDA_ERROR_INVALID_CONTEXT: a thread with no current context (CUresult is
-# an int enum, so the driver's result compares equal to it).
+# an int enum, so the driver's result compares equal to it);
+# CUDA_ERROR_CONTEXT_IS_DESTROYED: a thread still holding the context that a
+# reset() replaced.
 _INVALID_CONTEXT = 201
+_NO_CONTEXT = (201, 709)

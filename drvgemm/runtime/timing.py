@@ -10,6 +10,12 @@ from . import driver
 _flush_buffer = None
 
 
+@driver.on_reset
+def _drop_flush_buffer():
+    global _flush_buffer
+    _flush_buffer = None     # its memory went with the old context
+
+
 def flush_l2(stream=None):
     """Overwrite a buffer twice the size of L2, evicting everything else."""
     global _flush_buffer

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...runtime import driver, dtypes
+from ...runtime import driver, dtypes, interop
 from ...runtime.driver import DeviceArray
 from ...runtime.errors import NoDeviceError
 from ...runtime.kernel import compile
@@ -145,6 +145,8 @@ def gemm(a, b, c=None, *, alpha=1.0, beta=0.0, kernel="auto", stream=None, out_d
     ``drvgemm.kernels()`` or "auto" (the fastest rung for the inputs'
     precision).
     """
+    template = c if c is not None else a     # the caller's array type comes back
+    a, b, c = interop.as_input(a), interop.as_input(b), interop.as_input(c)
     a_dev, a_shape, a_dt, a_obj = _operand(a, "A")
     b_dev, b_shape, b_dt, b_obj = _operand(b, "B")
     if a_dt != b_dt:
@@ -193,17 +195,18 @@ def gemm(a, b, c=None, *, alpha=1.0, beta=0.0, kernel="auto", stream=None, out_d
     if m == 0 or n == 0:
         if c is not None:
             return c
-        return np.empty((m, n), out_dt) if not on_device else driver.empty((m, n), out_dt)
+        return np.empty((m, n), out_dt) if not on_device else \
+            interop.like(driver.empty((m, n), out_dt), template)
 
     # Operands on the device.
     if on_device:
         A, B = a_obj, b_obj
         C = c_obj if c is not None else driver.empty((m, n), out_dt)
     else:
-        A = driver.to_device(a_obj)
-        B = driver.to_device(b_obj)
+        A = driver.to_device(a_obj, stream)
+        B = driver.to_device(b_obj, stream)
         if c is not None and beta != 0:
-            C = driver.to_device(c_obj)
+            C = driver.to_device(c_obj, stream)
         else:
             C = driver.empty((m, n), out_dt)
     pa, pb, pc = (driver.device_pointer(x) for x in (A, B, C))
@@ -220,10 +223,8 @@ def gemm(a, b, c=None, *, alpha=1.0, beta=0.0, kernel="auto", stream=None, out_d
         del steps   # frees any staging copies, stream-ordered after the launches
 
     if on_device:
-        return C
-    if stream is not None:
-        driver.synchronize()  # the copy below runs on the legacy stream
+        return interop.like(C, template)
     if c is not None:
-        C.to_host(out=c)
+        C.to_host(out=c, stream=stream)   # queued behind the launches; waits for that stream
         return c
-    return C.to_host()
+    return C.to_host(stream=stream)

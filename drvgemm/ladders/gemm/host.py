@@ -4,7 +4,12 @@ not), whether the kernel writes beta * C itself for K = 0, the launches of
 one product (with K split, where the rung can) and the scratch they need."""
 from __future__ import annotations
 
+from ...runtime import driver, dtypes
 from ...runtime.launch import LaunchConfig
+
+# The grid's y (and z) dimension holds at most 65535 blocks on every CUDA
+# device; the plain kernels read blockIdx.y as the tile row of C.
+MAX_GRID_Y = 65535
 
 
 class PlainHost:
@@ -37,5 +42,24 @@ class PlainHost:
         deterministic reduction, using ``workspace`` (``workspace_bytes``)."""
         if split != 1:
             raise ValueError(f"{rung.name} does not split K (splits {rung.splits})")
-        return [(kernel, self.launch_config(rung, kernel, a, b, c, m, n, k, alpha, beta,
-                                            stream=stream, narrow_output=narrow_output))]
+        cfg = self.launch_config(rung, kernel, a, b, c, m, n, k, alpha, beta,
+                                 stream=stream, narrow_output=narrow_output)
+        if cfg.grid[1] <= MAX_GRID_Y:
+            return [(kernel, cfg)]
+        return [(kernel, self.launch_config(rung, kernel, pa, b, pc, rows, n, k, alpha, beta,
+                                            stream=stream, narrow_output=narrow_output))
+                for pa, pc, rows in self.row_blocks(rung, a, c, m, n, k, narrow_output)]
+
+    def row_blocks(self, rung, a, c, m, n, k, narrow_output=False) -> list:
+        """M too tall for one grid (more than 65535 tiles of tile_m rows):
+        (A pointer, C pointer, rows) of consecutive bands of rows of C, each
+        at most 65535 tiles high, A and C offset to the band's first row (A +
+        r0*K, C + r0*N elements). Each band is a whole number of tiles, and
+        an offset of r0*K (r0*N) elements keeps any 16-byte alignment the
+        whole operand had whenever K (N) allows vector accesses."""
+        band = MAX_GRID_Y * rung.tile_m
+        a_bytes = dtypes.numpy_dtype(rung.precision).itemsize
+        c_bytes = a_bytes if narrow_output else 4
+        pa, pc = driver.device_pointer(a, "A"), driver.device_pointer(c, "C")
+        return [(pa + r0 * k * a_bytes, pc + r0 * n * c_bytes, min(band, m - r0))
+                for r0 in range(0, m, band)]

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...runtime import driver
+from ...runtime import driver, interop
 from ...runtime.kernel import compile as compile_kernel
 from ...runtime.launch import launch
 from .registry import (CLUSTER_CONFIGS, DTYPE_CODES, INT_MAX, PIPELINED_CONFIGS,
@@ -239,6 +239,8 @@ def softmax(x, *, kernel: str = "auto", out=None, stream=None):
     """
     if kernel != "auto":
         rung(kernel)  # unknown names fail before anything touches the GPU
+    template = out if out is not None else x     # the caller's array type comes back
+    x, out = interop.as_input(x), interop.as_input(out)
     on_host = isinstance(x, np.ndarray)
     if on_host:
         shape, dt, ptr = x.shape, x.dtype, None
@@ -265,20 +267,15 @@ def softmax(x, *, kernel: str = "auto", out=None, stream=None):
         out = driver.empty((rows, cols), dt)
         out_ptr = out.ptr
     if rows == 0 or cols == 0:
-        return out
-    dev_x = driver.to_device(np.ascontiguousarray(x)) if on_host else x
+        return interop.like(out, template)
+    dev_x = driver.to_device(np.ascontiguousarray(x), stream) if on_host else x
     if on_host:
         ptr = dev_x.ptr
-        if stream is not None:
-            # the upload went through the legacy stream, which a non-blocking
-            # stream does not wait for
-            driver.synchronize()
     p = plan(rows, cols, precision, kernel=kernel,
              aligned=ptr % 16 == 0 and out_ptr % 16 == 0, cc=driver.device().cc)
     k, p = prepare(p, rows)
     launch(k, p.grid, p.block, (dev_x, out, rows, cols), smem=p.smem, stream=stream,
            cluster=p.cluster)
     if on_host:
-        driver.synchronize()
-        return out.to_host()
-    return out
+        return out.to_host(stream=stream)   # queued behind the launch; waits for that stream
+    return interop.like(out, template)
