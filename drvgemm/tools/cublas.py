@@ -57,15 +57,14 @@ def gemmex_call(prec, m, n, k, a, b, out_fp32=False):
         return None
     try:
         import cupy
-        from cupy_backends.cuda.libs import cublas
+        from cupy_backends.cuda.libs import cublas  # noqa: F401  (gemmex_enqueue's)
     except ImportError:
         return None
     if prec == "tf32":
-        in_t, compute = CUDA_R_32F, COMPUTE_32F_FAST_TF32
+        in_t = CUDA_R_32F
         ca, cb = cupy.asarray(a), cupy.asarray(b)
     else:
         in_t = CUDA_R_16BF if prec == "bf16" else CUDA_R_16F
-        compute = COMPUTE_32F
         ca, cb = cupy.asarray(a.view(np.uint16)), cupy.asarray(b.view(np.uint16))
     if out_fp32 or prec == "tf32":
         out_t, cc = CUDA_R_32F, cupy.empty((m, n), np.float32)

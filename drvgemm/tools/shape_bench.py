@@ -139,9 +139,12 @@ class _Operands:
         return driver.empty((self.m, self.n), np_dt), None
 
     def read_rows(self, c):
-        """The checked rows of C as float64 (C of any of the three types)."""
-        host = c.to_host()
-        return host[self.rows].astype(np.float64)
+        """The checked rows of C as float64 (C of any of the three types),
+        copied row by row: C can be a GiB."""
+        row_bytes = self.n * c.dtype.itemsize
+        return np.stack([driver.DeviceArray((self.n,), c.dtype, ptr=c.ptr + int(r) * row_bytes,
+                                            owner=False).to_host().astype(np.float64)
+                         for r in self.rows])
 
     def free(self):
         for x in self.a + self.b:
