@@ -323,3 +323,145 @@ def test_shapes_rejects_unknown_precisions(capsys):
 def test_run_shape_bench_rejects_unknown_precision_before_the_gpu():
     with pytest.raises(ValueError, match="unknown precision"):
         shape_bench.run_shape_bench(["bf8"])
+
+
+# ---------------------------------------------------------------------------
+# one shape end to end on a fake device (numpy products, wall-clock events)
+# ---------------------------------------------------------------------------
+class _FakeArray:
+    def __init__(self, data):
+        self.data = data
+        self.dtype = data.dtype
+
+    def fill_bytes(self, byte, stream=None):
+        self.data[...] = np.nan
+
+
+class _FakeOps:
+    def __init__(self, precision, m, n, k, sets, seed):
+        rng = np.random.default_rng(seed)
+        self.precision, self.m, self.n, self.k = precision, m, n, k
+        self.torch = None
+        self.a = [_FakeArray(rng.uniform(-1, 1, (m, k))) for _ in range(sets)]
+        self.b = [_FakeArray(rng.uniform(-1, 1, (k, n))) for _ in range(sets)]
+        self.rows = np.arange(min(m, 4))
+        self.ref = self.a[0].data[self.rows] @ self.b[0].data
+        self.freed = False
+
+    def output(self, out):
+        return _FakeArray(np.zeros((self.m, self.n))), None
+
+    def read_rows(self, c):
+        return c.data[self.rows].astype(np.float64)
+
+    def free(self):
+        self.freed = True
+
+
+class _FakeEvent:
+    def record(self, stream=None):
+        import time
+        self.t = time.perf_counter()
+
+    def synchronize(self):
+        pass
+
+    def elapsed_ms(self, end):
+        return (end.t - self.t) * 1e3
+
+
+def _fake_device(monkeypatch, wrong=False):
+    import types
+
+    import drvgemm
+    made = []
+
+    def ops(*a, **k):
+        made.append(_FakeOps(*a, **k))
+        return made[-1]
+    monkeypatch.setattr(shape_bench, "_Operands", ops)
+    monkeypatch.setattr(shape_bench, "driver", types.SimpleNamespace(
+        synchronize=lambda: None, Event=_FakeEvent))
+    monkeypatch.setattr(shape_bench, "timing", types.SimpleNamespace(flush_l2=lambda: None))
+    monkeypatch.setattr(shape_bench, "plan_info", lambda A, B, C, p, kernel="auto": {
+        "kernel": "99_fake", "instantiation": "fake/aligned=1", "sass_hash": "0123456789abcdef",
+        "plan": "drvgemm.plan"})
+
+    def gemm(a, b, c, kernel="auto", precision=None):
+        c.data[...] = a.data @ b.data + (1.0 if wrong else 0.0)
+        return c
+    monkeypatch.setattr(drvgemm, "gemm", gemm)
+
+    def baseline(ops, out):
+        C, _ = ops.output(out)
+
+        def make(A, B):
+            def call():
+                C.data[...] = A.data @ B.data
+            return call
+        return shape_bench._Entry("cublas_gemmex" if out == "fp32" else "cublas", out, True,
+                                  [make(A, B) for A, B in zip(ops.a, ops.b)], C,
+                                  {"via": "fake", "out": out}, ops.read_rows)
+    monkeypatch.setattr(shape_bench, "_gemmex_entry", baseline)
+    return made
+
+
+def test_one_shape_end_to_end_on_a_fake_device(monkeypatch):
+    made = _fake_device(monkeypatch)
+    shape = Shape(64, 48, 40, "odd")
+    recs = shape_bench.bench_shape(shape, "bf16", shape_suite.QUICK_POLICY, 1 << 20,
+                                   progress=lambda m: None)
+    assert made[0].freed
+    drv = [r for r in recs if not r["baseline"]]
+    base = [r for r in recs if r["baseline"]]
+    assert sorted(r["out"] for r in drv) == ["bf16", "fp32"] and len(base) == 2
+    for r in drv:
+        assert r["kernel"] == "99_fake" and r["sass_hash"] == "0123456789abcdef"
+        assert r["median_ms"] > 0 and r["one_call_ms"] > 0 and r["rel_rmse"] == 0
+        assert r["vs_cublas"] > 0 and r["vs_cublas_one_call"] > 0 and "vs_cublas_paired" in r
+        assert r["shape_class"] == "odd" and r["shape"] == "64x48x40"
+        assert r["api"].startswith("drvgemm.gemm(") and r["first_call_ms"] >= 0
+        assert len(r["round_ms"]) == shape_suite.QUICK_POLICY.rounds
+        assert r["one_call_n"] == shape_suite.QUICK_POLICY.one_call
+    sets = drv[0]["rotation_sets"]
+    assert sets == shape_suite.rotation_sets((64 * 40 + 40 * 48) * 2, 1 << 20,
+                                             shape_suite.QUICK_POLICY.max_batch)
+    s = shape_bench.summarize(recs)
+    assert set(s) == {"bf16", "bf16/c=fp32"} and s["bf16"]["compared"] == 1
+    json.dumps(recs)
+
+
+def test_a_wrong_result_is_recorded_not_timed(monkeypatch):
+    _fake_device(monkeypatch, wrong=True)
+    recs = shape_bench.bench_shape(Shape(16, 16, 16, "odd"), "fp32", shape_suite.QUICK_POLICY,
+                                   1 << 20, progress=lambda m: None)
+    drv = [r for r in recs if not r["baseline"]][0]
+    assert drv["median_ms"] is None and drv["error"].startswith("wrong result")
+    assert drv["rel_rmse"] > 0.1
+    assert [r for r in recs if r["baseline"]][0]["median_ms"] > 0
+
+
+def test_suite_budget_and_errors_are_records(monkeypatch):
+    import types
+    monkeypatch.setattr(shape_bench, "driver", types.SimpleNamespace(
+        device=lambda: types.SimpleNamespace(l2_size=1 << 20)))
+    monkeypatch.setattr(shape_bench, "device_json", lambda dev: {"name": "fake"})
+    calls = []
+
+    def bench_shape(shape, p, policy, l2, progress, seed=0):
+        calls.append((shape.name, p))
+        if p == "fp16":
+            raise RuntimeError("no fp16 today")
+        return [shape_bench._error_record(shape, p, "stub")]
+    monkeypatch.setattr(shape_bench, "bench_shape", bench_shape)
+    shapes = [Shape(8, 8, 8, "odd"), Shape(9, 9, 9, "odd")]
+    res = shape_bench.run_shape_bench(["bf16", "fp16"], shapes=shapes, budget_s=1e9,
+                                      progress=lambda m: None)
+    assert len(calls) == 4 and len(res["records"]) == 4
+    assert [r["error"] for r in res["records"] if r["precision"] == "fp16"] == \
+        ["RuntimeError: no fp16 today"] * 2
+    assert res["suite"]["shapes"] == 2 and res["summary"]["fp16"]["failed"] == 2
+    calls.clear()
+    res = shape_bench.run_shape_bench(["bf16"], shapes=shapes, budget_s=-1,
+                                      progress=lambda m: None)
+    assert calls == [] and all("time budget" in r["error"] for r in res["records"])

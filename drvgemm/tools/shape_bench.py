@@ -193,9 +193,9 @@ def plan_info(A, B, C, precision, kernel="auto") -> dict:
         p = plan_fn(A, B, C, kernel=kernel, **kw)
         info["kernel"] = str(getattr(p, "kernel", None))
         info["instantiation"] = str(getattr(p, "instantiation", None))
-        for attr in ("split",):
-            if hasattr(p, attr):
-                info[attr] = getattr(p, attr)
+        if hasattr(p, "split"):
+            split = p.split
+            info["split"] = split if isinstance(split, (int, float, str, type(None))) else str(split)
         pred = getattr(p, "predicted_s", None)
         if pred is not None:
             info["predicted_ms"] = round(float(pred) * 1e3, 5)
@@ -460,10 +460,16 @@ def bench_shape(shape, precision, policy, l2_bytes, progress, seed=0) -> list[di
         return _records(shape, precision, entries, sets)
     finally:
         if torch is not None:
-            torch.backends.cuda.matmul.allow_tf32 = prev_tf32
+            try:
+                torch.backends.cuda.matmul.allow_tf32 = prev_tf32
+            except Exception:
+                pass
         ops.free()
         if torch is not None:
-            torch.cuda.empty_cache()
+            try:
+                torch.cuda.empty_cache()
+            except Exception:   # after a lost context: the original error is the one to see
+                pass
 
 
 def _error_record(shape, precision, error):
