@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import multiprocessing
 import os
 import statistics
 import subprocess
@@ -29,6 +30,10 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from typing import Callable, Sequence
+
+from ..runtime.compiler import compile_binary, parse_resources
+from ..runtime.timing import batch_median_ms
+from .records import device_json, gemm_record, write_json
 
 __all__ = ["CompileJob", "compile_job", "compile_all", "resources_ok", "Entry", "round_robin",
            "measure_batch", "paired_ratios", "geomean", "ratio_records", "format_table",
@@ -65,7 +70,6 @@ def compile_job(job: CompileJob) -> dict:
     """Worker: compile one instantiation exactly as the registry does (same
     defines, arch and options, so the parent then hits the disk cache) and
     return ptxas's resource figures, or {"error": ...}; never raises."""
-    from drvgemm.runtime.compiler import compile_binary, parse_resources
     t = time.time()
     try:
         b = compile_binary(job.source, job.entry, defines=job.defines, arch=job.arch,
@@ -93,7 +97,6 @@ def compile_all(jobs: Sequence[CompileJob], worker: Callable = compile_job,
     workers = max(1, min(len(jobs), processes or os.cpu_count() or 2))
     if workers > 1:
         try:
-            import multiprocessing
             with ProcessPoolExecutor(workers,
                                      mp_context=multiprocessing.get_context("spawn")) as ex:
                 return list(ex.map(worker, jobs))
@@ -213,7 +216,6 @@ def measure_batch(batch: int, reps: int) -> Callable[[Entry], float]:
     ``batch`` back-to-back calls between two events (L2 flushed before each
     batch), per call, in ms."""
     def measure(e: Entry) -> float:
-        from drvgemm.runtime.timing import batch_median_ms
         return batch_median_ms(e.enqueue, batch, reps, e.sync)
     return measure
 
@@ -262,7 +264,6 @@ def ratio_records(entries: Sequence[Entry], m, n, k, precision, *, timing="batch
     ``vs_best_cublas`` (ratio of medians), ``vs_best_cublas_paired`` (median
     of the per-round ratios) and its range; entries that failed get a record
     with their ``error``."""
-    from drvgemm.tools.records import gemm_record
     recs = []
     best = best_baseline(entries)
     for e in entries:
@@ -310,6 +311,5 @@ def format_table(recs, title: str, label: Callable | None = None) -> str:
 
 def write_results(path, dev, records, **extra) -> None:
     """The DESIGN.md results object ({"device", "records"}, plus ``extra``)."""
-    from drvgemm.tools.records import device_json, write_json
     write_json({"device": device_json(dev) if dataclasses.is_dataclass(dev) else dev,
                 "records": records, **extra}, path)
