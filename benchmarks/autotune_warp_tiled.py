@@ -1,16 +1,21 @@
-"""Sweep the tile constants of rung 8 (cu/08_warp_tiled.cu) and time each
-variant at a large square size on the GPU at hand.
+"""Sweep the tile constants of rung 8 (cu/gemm/08_warp_tiled.cu) and time
+each variant at a large square size on the GPU at hand, through
+drvgemm/tools/sweep.py's pipeline:
 
-Every variant is compiled at ALIGNED=1 and ALIGNED=0; one that spills (or
-does not compile) is skipped. Both instantiations are checked against
-numpy first, at small shapes that are not multiples of any tile (integer
-inputs, so the result must be exact; C poisoned with NaN, beta = 0), then
-the ALIGNED=1 one is timed at SIZE^3 (device events, L2 flushed, median).
-The table is printed fastest first, with cuBLAS (through torch, TF32 off)
-when torch is installed, and written as JSON.
+1. every variant is compiled at ALIGNED=1 and ALIGNED=0 in parallel
+   processes; one that spills (or does not compile) is skipped;
+2. both instantiations are checked against numpy once, at small shapes that
+   are not multiples of any tile (integer inputs, so the result must be
+   exact; C poisoned with NaN, beta = 0);
+3. the ALIGNED=1 ones and cuBLAS (torch.matmul, TF32 off) are timed
+   round-robin at SIZE^3 in paired rounds (median of ``reps`` batches of
+   ``batch`` back-to-back launches, L2 flushed before each batch).
 
-    python benchmarks/autotune_warp_tiled.py [--size 4096] [--reps 20]
-        [--json autotune_warp_tiled.json] [--only 0,3,5]
+The table is printed fastest first with each variant's ratio to cuBLAS, and
+written as JSON (DESIGN.md records plus the variants' constants).
+
+    python benchmarks/autotune_warp_tiled.py [--size 4096] [--rounds 5] [--batch 3]
+        [--reps 3] [--json autotune_warp_tiled.json] [--only 0,3,5]
 
 With no GPU it compiles every variant for sm_90 and prints registers,
 spills, shared memory and blocks per SM (the occupancy model), then exits.
@@ -21,17 +26,22 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
+import os
 import sys
-import time
 
 import numpy as np
 
-import drvgemm
-from drvgemm.runtime import driver, timing
-from drvgemm.ladders.gemm.registry import by_name
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import drvgemm  # noqa: E402
+from drvgemm.ladders.gemm.registry import by_name  # noqa: E402
+from drvgemm.runtime import driver  # noqa: E402
+from drvgemm.runtime.launch import launch_config  # noqa: E402
+from drvgemm.tools import sweep  # noqa: E402
 
 RUNG = by_name()["08_warp_tiled"]
+log = sweep.log
+
 
 def _v(bm, bn, bk, wm, wn, tm, tn, min_blocks, kt_unroll=1):
     return dict(BM=bm, BN=bn, BK=bk, WM=wm, WN=wn, TM=tm, TN=tn, MIN_BLOCKS=min_blocks,
@@ -42,8 +52,8 @@ def _v(bm, bn, bk, wm, wn, tm, tn, min_blocks, kt_unroll=1):
 # loaded), 8x8 or 8x16 / 16x8 micro-tiles (FFMA : LDS.128 of 16 : 1 or
 # 21 : 1), warp tiles whose 32 threads form a 4x8 / 8x4 grid, and
 # MIN_BLOCKS chosen so the register cap is reachable without spilling.
-VARIANTS = [
-    _v(128, 128, 8, 32, 64, 8, 8, 2),        # the registry's default
+_TABLE = [
+    _v(128, 128, 8, 32, 64, 8, 8, 2),        # the first registered constants
     _v(128, 128, 8, 32, 64, 8, 8, 2, 2),     # ... two k-tiles per trip: constant smem addresses
     _v(128, 128, 8, 64, 32, 8, 8, 2),
     _v(128, 128, 8, 32, 64, 8, 8, 1),        # no register cap: one block of 8 warps if > 128
@@ -51,7 +61,7 @@ VARIANTS = [
     _v(128, 128, 16, 32, 64, 8, 8, 1),
     _v(128, 128, 16, 64, 32, 8, 8, 1),
     _v(128, 128, 8, 64, 64, 16, 8, 2),       # 4 warps of 64x64, 128 accumulators a thread
-    _v(128, 128, 8, 64, 64, 16, 8, 2, 2),
+    _v(128, 128, 8, 64, 64, 16, 8, 2, 2),    # (registered now: the winner of the first sweep)
     _v(128, 128, 8, 64, 64, 8, 16, 2),
     _v(128, 128, 16, 64, 64, 16, 8, 2),
     _v(128, 256, 8, 64, 64, 8, 16, 1),       # 8 warps, one block per SM
@@ -63,6 +73,9 @@ VARIANTS = [
     _v(128, 64, 8, 64, 32, 8, 8, 3),
     _v(64, 128, 16, 32, 64, 8, 8, 2),
 ]
+# Variant 0 is what the registry holds today, read from its entry (never copied here).
+REGISTERED = {key: RUNG.defines[key] for key in _TABLE[0]}
+VARIANTS = [REGISTERED] + [v for v in _TABLE if v != REGISTERED]
 
 CHECK_SHAPES = {1: (333, 260, 132), 0: (257, 263, 131)}  # ALIGNED=1 needs N, K % 4 == 0
 
@@ -83,12 +96,21 @@ def label(consts: dict) -> str:
             f"thread {c['TM']}x{c['TN']} min_blocks {c['MIN_BLOCKS']} unroll {c['KT_UNROLL']}")
 
 
-def compile_variant(r, aligned: int, arch=None):
-    return drvgemm.compile(r.source, r.entry, defines=dict(r.defines, ALIGNED=aligned), arch=arch)
-
-
-def launch_args(r, A, B, C, m, n, k):
-    return r.grid(m, n), tuple(r.block), (A, B, C, m, n, k, 1.0, 0.0)
+def compile_variants(rungs, arch):
+    """{index: (problem or None, resources of ALIGNED=1)} through the compile pool."""
+    jobs = [sweep.CompileJob((i, al), r.source, r.entry, r.instantiation_defines(al), arch,
+                             tuple(r.options)) for i, r in rungs.items() for al in (1, 0)]
+    out = {}
+    for job, res in zip(jobs, sweep.compile_all(jobs)):
+        i, al = job.key
+        problem, res1 = out.get(i, (None, None))
+        ok, why = sweep.resources_ok(res)
+        if not ok:
+            problem = problem or (why if "error" in res else f"spills ({why})")
+        if al == 1:
+            res1 = res
+        out[i] = (problem, res1)
+    return out
 
 
 def check(r, kern, aligned: int, rng) -> str | None:
@@ -98,8 +120,7 @@ def check(r, kern, aligned: int, rng) -> str | None:
     b = rng.integers(-8, 9, (k, n)).astype(np.float32)
     A, B = drvgemm.to_device(a), drvgemm.to_device(b)
     C = drvgemm.to_device(np.full((m, n), np.nan, np.float32))
-    grid, block, args = launch_args(r, A, B, C, m, n, k)
-    drvgemm.launch(kern, grid, block, args, smem=r.smem)
+    launch_config(kern, r.launch_config(kern, A, B, C, m, n, k, 1.0, 0.0))
     drvgemm.synchronize()
     got = C.to_host()
     want = a.astype(np.float64) @ b.astype(np.float64)
@@ -111,112 +132,91 @@ def check(r, kern, aligned: int, rng) -> str | None:
     return None
 
 
-def time_variant(r, kern, A, B, C, size, reps) -> float:
-    grid, block, args = launch_args(r, A, B, C, size, size, size)
-    return timing.median_ms(lambda: drvgemm.launch(kern, grid, block, args, smem=r.smem),
-                            warmup=3, reps=reps)
-
-
-def cublas_tflops(a, b, size, reps) -> float | None:
-    try:
-        import torch
-        if not torch.cuda.is_available():
-            return None
-    except ImportError:
-        return None
-    prev = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
-    try:
-        ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
-        tc = torch.empty((size, size), dtype=torch.float32, device="cuda")
-        ms = timing.median_ms(lambda: torch.matmul(ta, tb, out=tc), warmup=3, reps=reps)
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = prev
-    return 2.0 * size ** 3 / (ms * 1e-3) / 1e12
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size", type=int, default=4096)
-    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--batch", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--json", default="autotune_warp_tiled.json")
     ap.add_argument("--only", default="", help="comma-separated variant indices")
     args = ap.parse_args(argv)
     chosen = [int(i) for i in args.only.split(",")] if args.only else range(len(VARIANTS))
     gpu = driver.has_gpu()
-    arch = None if gpu else "sm_90"
-    rows = []
     if gpu:
-        rng = np.random.default_rng(0)
-        n = args.size
-        a = rng.standard_normal((n, n), dtype=np.float32)
-        b = rng.standard_normal((n, n), dtype=np.float32)
-        A, B = drvgemm.to_device(a), drvgemm.to_device(b)
-        C = drvgemm.empty((n, n), np.float32)
+        dev = drvgemm.device()
+        arch = f"sm_{dev.cc[0]}{dev.cc[1]}"
     else:
-        print(f"no GPU ({driver.no_gpu_reason()}): compiling for {arch} only", file=sys.stderr)
-    for i in chosen:
-        consts = VARIANTS[i]
-        r = variant_rung(consts)
-        row = {"index": i, "variant": label(consts), "defines": r.defines,
-               "threads": r.threads, "smem": r.smem}
-        rows.append(row)
-        t0 = time.perf_counter()
-        try:
-            kerns = {al: compile_variant(r, al, arch) for al in (1, 0)}
-        except drvgemm.CompileError as e:
-            why = [ln for ln in e.log.splitlines() if "error" in ln] or [str(e).splitlines()[0]]
-            row["skipped"] = "does not compile: " + why[0].strip()
-            print(f"[{i:2d}] {row['variant']}: {row['skipped']}", file=sys.stderr)
-            continue
-        res = kerns[1].resources
-        row.update(registers=res.registers,
-                   spill_bytes=max(k.resources.spill_stores + k.resources.spill_loads
-                                   + k.resources.stack for k in kerns.values()))
-        row["blocks_per_sm"] = drvgemm.occupancy(kerns[1], r.threads, r.smem).blocks_per_sm
-        if row["spill_bytes"]:
-            row["skipped"] = f"spills ({row['spill_bytes']} B of spill/stack)"
+        arch = "sm_90"
+        log(f"no GPU ({driver.no_gpu_reason()}): compiling for {arch} only")
+    rungs = {i: variant_rung(VARIANTS[i]) for i in chosen}
+    compiled = compile_variants(rungs, arch)
+    rows, entries = {}, []
+    rng = np.random.default_rng(0)
+    if gpu:
+        from drvgemm.tools import cublas
+        from drvgemm.tools.bench import make_inputs
+        n = args.size
+        a, b = make_inputs("fp32", n, n, n, seed=0)
+        A, B = drvgemm.to_device(a), drvgemm.to_device(b)
+    for i, r in rungs.items():
+        problem, res = compiled[i]
+        row = rows[i] = {"index": i, "variant": label(VARIANTS[i]), "defines": r.defines,
+                         "threads": r.threads, "smem": r.smem}
+        if res and "error" not in res:
+            row["registers"] = res["registers"]
+            row["spill_bytes"] = res["spills"] + res["stack"]
+            kern = drvgemm.compile(r.source, r.entry, defines=r.instantiation_defines(1), arch=arch)
+            row["blocks_per_sm"] = drvgemm.occupancy(kern, r.threads, r.smem).blocks_per_sm
+        if problem:
+            row["skipped"] = problem
         elif gpu:
+            kerns = {al: drvgemm.compile(r.source, r.entry, defines=r.instantiation_defines(al),
+                                         arch=arch) for al in (1, 0)}
             for al, kern in kerns.items():
                 err = check(r, kern, al, rng)
                 if err:
                     row["skipped"] = "WRONG RESULT " + err
                     break
-        if "skipped" not in row and gpu:
-            ms = time_variant(r, kerns[1], A, B, C, args.size, args.reps)
-            row.update(median_ms=round(ms, 4),
-                       tflops=round(2.0 * args.size ** 3 / (ms * 1e-3) / 1e12, 2))
-        status = row.get("skipped") or (f"{row['tflops']:.1f} TFLOP/s" if gpu else "compiled")
-        print(f"[{i:2d}] {row['variant']}: {res.registers} regs, {row['blocks_per_sm']} blocks/SM, "
-              f"{status} ({time.perf_counter() - t0:.1f}s)", file=sys.stderr, flush=True)
-
-    cublas = cublas_tflops(a, b, args.size, args.reps) if gpu else None
-    ranked = sorted(rows, key=lambda r: -r.get("tflops", -1.0))
-    head = f"{'#':>3} {'variant':<61} {'regs':>4} {'blk/SM':>6} {'smem':>7} {'ms':>8} {'TFLOP/s':>8}"
-    if cublas:
-        head += f" {'% cuBLAS':>8}"
-    print(head)
-    for row in ranked:
-        line = (f"{row['index']:>3} {row['variant']:<61} {row.get('registers', '-'):>4} "
-                f"{row.get('blocks_per_sm', '-'):>6} {row['smem']:>7} ")
-        if "tflops" in row:
-            line += f"{row['median_ms']:>8.3f} {row['tflops']:>8.2f}"
-            if cublas:
-                line += f" {100 * row['tflops'] / cublas:>7.1f}%"
-        else:
-            line += f"  {row.get('skipped', 'not timed (no GPU)')}"
-        print(line)
-    if cublas:
-        print(f"cuBLAS (torch.matmul, TF32 off): {cublas:.2f} TFLOP/s at {args.size}^3")
-    best = next((r for r in ranked if "tflops" in r), None)
+            if "skipped" not in row:
+                C = drvgemm.empty((n, n), np.float32)
+                cfg = r.launch_config(kerns[1], A, B, C, n, n, n, 1.0, 0.0)
+                entries.append(sweep.Entry(
+                    RUNG.name, (lambda k=kerns[1], c=cfg: launch_config(k, c)),
+                    sync=driver.synchronize,
+                    meta={"variant": row["variant"], "index": i, "defines": r.defines,
+                          "registers": row.get("registers"), "smem": r.smem, "out": "fp32"}))
+        status = row.get("skipped") or ("checked" if gpu else "compiled")
+        log(f"[{i:2d}] {row['variant']}: {row.get('registers', '-')} regs, "
+            f"{row.get('blocks_per_sm', '-')} blocks/SM, {status}")
+    records = []
+    if gpu and entries:
+        call = cublas.torch_matmul_call("fp32", a, b)
+        if call:
+            enqueue, _, sync, restore = call
+            entries.append(sweep.Entry("cublas", enqueue, baseline=True, sync=sync, cleanup=restore,
+                                       meta={"via": "torch.matmul (TF32 off)", "out": "fp32"}))
+        try:
+            sweep.round_robin(entries, args.rounds, sweep.measure_batch(args.batch, args.reps),
+                              progress=log)
+        finally:
+            for e in entries:
+                if e.cleanup:
+                    e.cleanup()
+        records = sweep.ratio_records(entries, n, n, n, "fp32")
+        print(sweep.format_table(records, f"rung 8 variants at {n}^3 on {dev.name} "
+                                          "(paired rounds, L2 flushed)"))
+    for row in rows.values():
+        if "skipped" in row or not gpu:
+            print(f"[{row['index']:2d}] {row['variant']}: "
+                  f"{row.get('skipped', 'compiled, not timed (no GPU)')}")
+    timed = [r for r in records if r.get("variant") and r.get("median_ms")]
+    best = max(timed, key=lambda r: r.get("vs_best_cublas", 0), default=None)
     if best:
         print("best: " + ", ".join(f"{k}={best['defines'][k]}" for k in VARIANTS[0]))
     if gpu:
-        out = {"device": dataclasses.asdict(drvgemm.device()) if dataclasses.is_dataclass(
-                   drvgemm.device()) else str(drvgemm.device()),
-               "size": args.size, "cublas_tflops": cublas, "variants": ranked}
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1, default=str)
+        sweep.write_results(args.json, dev, records, size=args.size,
+                            variants=sorted(rows.values(), key=lambda r: r["index"]))
         print(f"wrote {args.json}")
     return 0
 

@@ -1,83 +1,168 @@
 #!/usr/bin/env bash
-# One call on the GPU machine: install, GPU tests, sanitizers, benchmarks.
-# Everything worth keeping lands in $OUT (logs and JSON).
-#   bash benchmarks/h200.sh [install] [tests] [sanitize] [overhead] [bench] [memory] [extra...]
-# extra phases: compile sweep autotune wgmma profile mma wgsweep ncu (each reads its *_ARGS).
-# SANITIZE_RUNGS limits the sanitizers to some rungs, SANITIZE_SOFTMAX=0 skips the softmax pass.
-# With no arguments, all phases run in that order.
+# One script on the GPU machine: install, GPU tests, sanitizers, benchmarks.
+#   bash benchmarks/h200.sh [PHASE ...]
+# Default phases, in this order:
+#   install tests sanitize overhead bench shapes memory
+# Extra phases: compile sweep autotune wgmma profile mma wgsweep ncu (each reads its *_ARGS).
+#
+# What comes back through $OUT (at most 8 files): the committed results
+#   h200.json  h200-roofline.png  h200-shapes.json  h200-shapes.png  h200-memory.json
+#   launch_overhead.json  gemm_call_overhead.json
+# and logs.tar.gz: every phase's whole log (pytest, each sanitizer, bench progress and
+# report, the shape suite's progress, ...), the extra phases' JSON/PNG, and phases.txt
+# (each phase's exit status and seconds). The tar is rewritten after every phase, so a run
+# cut short still brings back what finished.
+#
+# Time: every phase has a timeout (env *_TIMEOUT); LIMIT (default 570 s, one device call
+# is 600 s at most) bounds the whole run: a phase starts only with its minimum time left
+# and its timeout is cut to what remains -- a skipped phase is named at the end.
+# Expected on the H200 (warm disk cache after the first phases):
+#   install ~20 s, tests ~240 s (<= 270), sanitize ~240 s (<= 4 x (75 + 35)),
+#   overhead ~60 s (<= 2 x 90), bench ~150 s (<= 240), shapes ~200 s (<= 300, its own
+#   budget 250), memory ~60 s (<= 120): ~16 min in all, so two calls:
+#     bash benchmarks/h200.sh install tests sanitize
+#     bash benchmarks/h200.sh install overhead bench shapes memory
+# SANITIZE_RUNGS limits the sanitizers to some rungs, SANITIZE_SOFTMAX=0 skips the softmax
+# pass; SHAPES_ARGS=--quick runs the reduced shape suite.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 HYPOTHESIS_PROFILE=gpu DRVGEMM_CACHE_DIR=/tmp/drvgemm-cache
-phases=${*:-install tests sanitize overhead bench}
-SAN=/usr/local/cuda/bin/compute-sanitizer
-have() { [[ " $phases " == *" $1 "* ]]; }
+LOG=${LOG_DIR:-/tmp/h200-logs}; rm -rf "$LOG"; mkdir -p "$LOG"
+export PYTHONUNBUFFERED=1 HYPOTHESIS_PROFILE=gpu DRVGEMM_CACHE_DIR=${DRVGEMM_CACHE_DIR:-/tmp/drvgemm-cache}
+phases=${*:-install tests sanitize overhead bench shapes memory}
+LIMIT=${LIMIT:-570}
+SAN=${SAN:-/usr/local/cuda/bin/compute-sanitizer}
 t0=$(date +%s)
-stamp() { echo "== $1 at +$(( $(date +%s) - t0 ))s"; }
+skipped=""
+failed=""
+have() { [[ " $phases " == *" $1 "* ]]; }
+elapsed() { echo $(( $(date +%s) - t0 )); }
+stamp() { echo "== $1 at +$(elapsed)s" | tee -a "$LOG/phases.txt"; }
+pack() { tar -czf "$OUT/logs.tar.gz.tmp" -C "$LOG" . 2>/dev/null && mv "$OUT/logs.tar.gz.tmp" "$OUT/logs.tar.gz"; }
+# budget WANT [MIN]: the timeout a step may have now (WANT cut to what LIMIT leaves, minus
+# 10 s for packing); prints 0 when less than MIN (default 20 s) is left.
+budget() {
+  local want=$1 min=${2:-20} left=$(( LIMIT - $(elapsed) - 10 ))
+  (( left < want )) && want=$left
+  (( want < min )) && want=0
+  echo "$want"
+}
+# begin NAME WANT [MIN]: start a phase if it has time (sets $T, its timeout), else skip it.
+begin() {
+  T=$(budget "$2" "${3:-20}")
+  if (( T == 0 )); then
+    skipped="$skipped $1"; echo "== $1 skipped: $(( LIMIT - $(elapsed) ))s left of LIMIT=$LIMIT" \
+      | tee -a "$LOG/phases.txt"; return 1
+  fi
+  stamp "$1 (timeout ${T}s)"; P0=$(date +%s)
+}
+# end NAME RC: record the phase's exit status and time, pack the logs.
+end() {
+  echo "   $1: exit $2 in $(( $(date +%s) - P0 ))s" | tee -a "$LOG/phases.txt"
+  [[ $2 == 0 ]] || failed="$failed $1"
+  pack
+}
 
-if have install; then
-  stamp install
-  python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2
-  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
-  python3 -c "import drvgemm; print(drvgemm.device())"
+if have install && begin install 120; then
+  { timeout "$T" python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
+    python3 -c "import drvgemm; print(drvgemm.device())"; } 2>&1 | tee "$LOG/install.log"
+  end install "${PIPESTATUS[0]}"
 fi
-if have compile; then
-  stamp compile
-  python3 -m drvgemm compile 2>/dev/null | tee "$OUT/compile_report.txt" | tail -40
+if have compile && begin compile "${COMPILE_TIMEOUT:-300}"; then
+  timeout "$T" python3 -m drvgemm compile > "$LOG/compile_report.txt" 2>&1; rc=$?
+  tail -40 "$LOG/compile_report.txt"; end compile $rc
 fi
-if have tests; then
-  stamp tests
-  timeout ${TEST_TIMEOUT:-420} python3 -m pytest -m gpu -q --timeout=120 -p no:cacheprovider --continue-on-collection-errors ${TESTS:-} ${TEST_K:+-k "$TEST_K"} 2>&1 \
-    | tee "$OUT/pytest_gpu.log" | tail -40
+if have tests && begin tests "${TEST_TIMEOUT:-270}" 60; then
+  timeout "$T" python3 -m pytest -m gpu -q --timeout=120 -p no:cacheprovider \
+    --continue-on-collection-errors ${TESTS:-} ${TEST_K:+-k "$TEST_K"} > "$LOG/pytest_gpu.log" 2>&1
+  rc=$?; tail -40 "$LOG/pytest_gpu.log"; end tests $rc
 fi
-if have sanitize; then
-  stamp sanitize
+if have sanitize && begin sanitize 60 30; then
+  src=0
   for tool in memcheck racecheck synccheck initcheck; do
-    echo "-- $tool"
-    timeout ${SAN_TIMEOUT:-300} $SAN --tool $tool --error-exitcode 9 python3 benchmarks/sanitize.py ${SANITIZE_RUNGS:-} \
-      > "$OUT/sanitize_$tool.log" 2>&1; echo "exit $?"
-    tail -4 "$OUT/sanitize_$tool.log"
+    T=$(budget "${SAN_TIMEOUT:-75}" 20)
+    if (( T == 0 )); then skipped="$skipped sanitize:$tool"; continue; fi
+    timeout "$T" $SAN --tool $tool --error-exitcode 9 python3 benchmarks/sanitize.py ${SANITIZE_RUNGS:-} \
+      > "$LOG/sanitize_$tool.log" 2>&1; rc=$?; (( rc )) && src=$rc
+    echo "-- $tool: exit $rc"; tail -3 "$LOG/sanitize_$tool.log"
     [[ ${SANITIZE_SOFTMAX:-1} == 1 ]] || continue
-    timeout ${SAN_TIMEOUT:-300} $SAN --tool $tool --error-exitcode 9 python3 benchmarks/sanitize.py --softmax \
-      > "$OUT/sanitize_softmax_$tool.log" 2>&1; echo "softmax exit $?"
-    tail -2 "$OUT/sanitize_softmax_$tool.log"
+    T=$(budget "${SAN_SOFTMAX_TIMEOUT:-35}" 15)
+    if (( T == 0 )); then skipped="$skipped sanitize:softmax-$tool"; continue; fi
+    timeout "$T" $SAN --tool $tool --error-exitcode 9 python3 benchmarks/sanitize.py --softmax \
+      > "$LOG/sanitize_softmax_$tool.log" 2>&1; rc=$?; (( rc )) && src=$rc
+    echo "-- softmax $tool: exit $rc"; tail -2 "$LOG/sanitize_softmax_$tool.log"
   done
+  end sanitize $src
 fi
-if have overhead; then
-  stamp overhead
-  python3 benchmarks/launch_overhead.py --json "$OUT/launch_overhead.json" 2>&1 | tail -12
+if have overhead && begin overhead 90 30; then
+  timeout "$T" python3 benchmarks/launch_overhead.py --json "$OUT/launch_overhead.json" \
+    > "$LOG/launch_overhead.log" 2>&1; rc=$?; tail -12 "$LOG/launch_overhead.log"
+  if [[ -f benchmarks/gemm_call_overhead.py ]]; then
+    T=$(budget "${CALL_OVERHEAD_TIMEOUT:-90}" 30)
+    if (( T > 0 )); then
+      timeout "$T" python3 benchmarks/gemm_call_overhead.py --json "$OUT/gemm_call_overhead.json" \
+        > "$LOG/gemm_call_overhead.log" 2>&1; rc2=$?; (( rc2 )) && rc=$rc2
+      tail -15 "$LOG/gemm_call_overhead.log"
+    else
+      skipped="$skipped overhead:gemm_call"
+    fi
+  else
+    echo "benchmarks/gemm_call_overhead.py is not in this tree: gemm() call overhead not measured" \
+      | tee "$LOG/gemm_call_overhead.log"
+  fi
+  end overhead $rc
 fi
-if have bench; then
-  stamp bench
-  timeout ${BENCH_TIMEOUT:-500} python3 -m drvgemm bench ${BENCH_ARGS:-} --json "$OUT/h200.json" --plot "$OUT/h200-roofline.png" 2> "$OUT/bench_progress.log" \
-    | tee "$OUT/bench_report.txt" | tail -60
+if have bench && begin bench "${BENCH_TIMEOUT:-240}" 60; then
+  timeout "$T" python3 -m drvgemm bench ${BENCH_ARGS:-} --json "$OUT/h200.json" \
+    --plot "$OUT/h200-roofline.png" 2> "$LOG/bench_progress.log" > "$LOG/bench_report.txt"
+  rc=$?; tail -60 "$LOG/bench_report.txt"; tail -3 "$LOG/bench_progress.log"; end bench $rc
+fi
+if have shapes && begin shapes "${SHAPES_TIMEOUT:-300}" 60; then
+  # The suite stops starting shapes when its own budget is spent (records say so), well
+  # before the timeout, so the JSON is always written.
+  timeout "$T" python3 -m drvgemm bench --shapes --budget $(( T > 60 ? T - 50 : 10 )) ${SHAPES_ARGS:-} \
+    --json "$OUT/h200-shapes.json" --plot "$OUT/h200-shapes.png" > "$LOG/shapes_report.txt" \
+    2> "$LOG/shapes_progress.log"; rc=$?
+  cat "$LOG/shapes_report.txt"; tail -3 "$LOG/shapes_progress.log"; end shapes $rc
+fi
+if have memory && begin memory "${MEMORY_TIMEOUT:-120}" 30; then
+  timeout "$T" python3 -m drvgemm bench --memory --json "$OUT/h200-memory.json" > "$LOG/memory.log" 2>&1
+  rc=$?; tail -30 "$LOG/memory.log"; end memory $rc
 fi
 # A phase that runs one Python script: script_phase NAME TIMEOUT TAIL SCRIPT ARGS...
-# (its whole output in $OUT/NAME.log, the last TAIL lines on the console)
+# (its whole output in the logs as NAME.log, the last TAIL lines on the console; its
+# JSON/PNG go into the logs too: $OUT has room for the results above only)
 script_phase() {
   local name=$1 limit=$2 lines=$3; shift 3
-  if have "$name"; then
-    stamp "$name"
-    timeout "$limit" python3 "$@" 2>&1 | tee "$OUT/$name.log" | tail -"$lines"
+  if have "$name" && begin "$name" "$limit" 30; then
+    timeout "$T" python3 "$@" > "$LOG/$name.log" 2>&1; local rc=$?
+    tail -"$lines" "$LOG/$name.log"; end "$name" $rc
   fi
 }
-script_phase sweep 120 45 benchmarks/occupancy_sweep.py --plot "$OUT/occupancy_sweep.png" \
-  --json "$OUT/occupancy_sweep.json"
+script_phase sweep "${SWEEP_TIMEOUT:-120}" 45 benchmarks/occupancy_sweep.py --plot "$LOG/occupancy_sweep.png" \
+  --json "$LOG/occupancy_sweep.json"
 script_phase autotune "${AUTOTUNE_TIMEOUT:-400}" 30 benchmarks/autotune_warp_tiled.py \
-  --json "$OUT/autotune_warp_tiled.json" ${AUTOTUNE_ARGS:-}
+  --json "$LOG/autotune_warp_tiled.json" ${AUTOTUNE_ARGS:-}
 script_phase wgmma "${WGMMA_TIMEOUT:-300}" 40 benchmarks/wgmma_steps.py \
-  --json "$OUT/wgmma_steps.json" ${WGMMA_ARGS:-}
-if have profile; then
-  stamp profile
+  --json "$LOG/wgmma_steps.json" ${WGMMA_ARGS:-}
+if have profile && begin profile 240 30; then
   for k in ${PROFILE_RUNGS:-08_warp_tiled 12_mma_bf16}; do
-    timeout 120 python3 -m drvgemm profile $k --size 4096 2>&1 | tee "$OUT/profile_$k.txt" | tail -25
+    T=$(budget 120 30); (( T == 0 )) && { skipped="$skipped profile:$k"; continue; }
+    timeout "$T" python3 -m drvgemm profile $k --size 4096 > "$LOG/profile_$k.txt" 2>&1
+    tail -25 "$LOG/profile_$k.txt"
   done
+  end profile 0
 fi
-script_phase mma "${MMA_TIMEOUT:-400}" 30 benchmarks/mma_sweep.py --json "$OUT/mma_sweep.json" ${MMA_ARGS:-}
+script_phase mma "${MMA_TIMEOUT:-400}" 30 benchmarks/mma_sweep.py --json "$LOG/mma_sweep.json" ${MMA_ARGS:-}
 script_phase wgsweep "${WGSWEEP_TIMEOUT:-400}" 40 benchmarks/wgmma_sweep.py \
-  --json "$OUT/wgmma_sweep.json" ${WGSWEEP_ARGS:-}
-script_phase ncu "${NCU_TIMEOUT:-300}" 45 benchmarks/ncu_compare.py --raw "$OUT/ncu_compare.csv" ${NCU_ARGS:-}
-if have memory; then
-  stamp memory
-  timeout 300 python3 -m drvgemm bench --memory --json "$OUT/h200_memory.json" 2>&1 | tail -30
-fi
+  --json "$LOG/wgmma_sweep.json" ${WGSWEEP_ARGS:-}
+script_phase ncu "${NCU_TIMEOUT:-300}" 45 benchmarks/ncu_compare.py --raw "$LOG/ncu_compare.csv" ${NCU_ARGS:-}
+
 stamp done
+[[ -n $skipped ]] && echo "NOT RUN (time):$skipped -- run them in another call" | tee -a "$LOG/phases.txt"
+pack
+n=$(find "$OUT" -type f | wc -l)
+(( n > 8 )) && echo "WARNING: $n files in \$OUT; only 8 come back"
+grep -E "exit|skipped|NOT RUN" "$LOG/phases.txt"
+[[ -z $failed ]] || { echo "FAILED:$failed"; exit 1; }
+exit 0

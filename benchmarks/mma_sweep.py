@@ -1,35 +1,41 @@
-"""Candidate configurations of the mma.sync rungs (cu/11 TF32, cu/12 bf16 /
-fp16, cu/14 warp-specialised bf16) side by side in one run, to choose the
+"""Candidate configurations of the mma.sync rungs (cu/gemm/11 TF32, 12 bf16 /
+fp16, 14 warp-specialised bf16) side by side in one run, to choose the
 registered defines:
 
-    python benchmarks/mma_sweep.py [--variants NAME ...] [--size 4096] [--reps 20]
-        [--json PATH] [--list]
+    python benchmarks/mma_sweep.py [--variants NAME ...] [--size 4096] [--rounds 5]
+        [--batch 5] [--reps 3] [--json PATH] [--list]
 
-1. Every variant (a registered rung with some defines overridden) is compiled
-   at ALIGNED=0 and ALIGNED=1 in parallel processes; one that spills, uses a
-   stack or fails to compile is dropped.
-2. Every variant is checked before it is timed: ALIGNED=0 at 333 x 517 x 271
-   with integers in [-8, 8] (edge tiles everywhere; must be exact), and
-   ALIGNED=1 at 1024^3 with normal inputs against float64 (error bound from
-   the input precision).
-3. Each variant that passed is timed at size^3 with drvgemm.timing.median_ms
-   (L2 flushed before every repetition), next to the instruction ceilings
-   measured in the same run (drvgemm.ceilings.measure_ceilings).
+A variant is a registered rung with some defines overridden (the table
+below); the pipeline is drvgemm/tools/sweep.py's:
+1. every variant is compiled at ALIGNED=0 and ALIGNED=1 in parallel
+   processes; one that spills, uses a stack or fails to compile is dropped;
+2. every variant is checked once before it is timed: ALIGNED=0 at
+   333 x 517 x 271 with integers in [-8, 8] (edge tiles everywhere; must be
+   exact), ALIGNED=1 at 1024^3 with normal inputs against float64 (a bound
+   from the input precision);
+3. per precision, the variants that passed and cuBLAS (torch.matmul;
+   cublasGemmEx for 16-bit inputs) are timed round-robin at size^3 in paired
+   rounds (median of ``reps`` batches of ``batch`` back-to-back launches, L2
+   flushed before each batch), next to the mma.sync ceilings measured in the
+   same run.
 
-Prints a table sorted by TFLOP/s (with % of the ceiling of its precision and
-the prediction each variant was added with) and writes the records to --json.
+Prints a table per precision sorted by time (ratio to the best cuBLAS call,
+paired and of medians; % of the ceiling; the prediction each variant was
+added with) and writes the records (DESIGN.md format) to --json.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from drvgemm.tools import sweep  # noqa: E402
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,94 +102,68 @@ VARIANTS = {
                         "measurement only: no conversion at all (truncation)"),
 }
 CEILING_OF = {"tf32": "mma_tf32", "bf16": "mma_bf16", "fp16": "mma_fp16"}
-ELEMENT_BYTES = {"tf32": 4, "bf16": 2, "fp16": 2}
 ODD_SHAPE = (333, 517, 271)
 U_IN = {"tf32": 2.0 ** -11, "bf16": 2.0 ** -8, "fp16": 2.0 ** -11}
-
-
-def log(msg=""):
-    print(msg, file=sys.stderr, flush=True)
+# defines whose change moves the block shape: a variant may not override them
+# without a block formula here (none does today)
+_BLOCK_KEYS = {"BM", "BN", "WM", "WN", "PRODUCER_WARPS"}
+log = sweep.log
 
 
 def variant_rung(name):
-    """The registered rung with the variant's defines; its own name keeps its
-    compiled kernels apart in ladder's cache. Shared memory and the block
-    follow the tile constants."""
+    """The registered rung with the variant's defines, its own name (so its
+    kernels are cached apart). Everything else comes from the registered
+    entry: the block, and shared memory rescaled from the entry's own
+    STAGES x (BM x BK + BK x BN) tiles."""
     from drvgemm.ladders.gemm.registry import by_name
     v = VARIANTS[name]
     base = by_name()[v.rung]
-    if base.source.endswith(".ptx"):
+    if base.source.endswith(".ptx") or not v.defines:
         return dataclasses.replace(base, name=f"{base.name}[{name}]")
+    moved = _BLOCK_KEYS & set(v.defines)
+    if moved:
+        raise ValueError(f"{name}: overriding {sorted(moved)} changes the block; add its formula")
     d = {**base.defines, **v.defines}
-    bm, bk, stages = d.get("BM", base.tile_m), d.get("BK", 32), d.get("STAGES", 3)
-    bn = d.get("BN", base.tile_n)
-    smem = stages * (bm * bk + bk * bn) * ELEMENT_BYTES[base.precision]
-    block = base.block
-    if "WN" in d:   # consumer warps of WM x WN (rung 11: WM = 64), plus producers
-        block = ((bm // d.get("WM", 64)) * (bn // d["WN"]) * 32
-                 + d.get("PRODUCER_WARPS", 0) * 32, 1, 1)
-    return dataclasses.replace(base, name=f"{base.name}[{name}]", defines=d, smem=smem,
-                               block=block)
+
+    def tiles(x):
+        bm, bn = x.get("BM", base.tile_m), x.get("BN", base.tile_n)
+        return x["STAGES"] * (bm * x["BK"] + x["BK"] * bn)
+    elem = base.smem // tiles(base.defines)   # bytes per element, as registered
+    return dataclasses.replace(base, name=f"{base.name}[{name}]", defines=d,
+                               smem=tiles(d) * elem)
 
 
-# ---------------------------------------------------------------------------
-# 1. compile
-# ---------------------------------------------------------------------------
-def _compile_job(job):
-    source, entry, defines, arch = job
-    from drvgemm.runtime.compiler import compile_binary, parse_resources
-    try:
-        b = compile_binary(source, entry, defines=defines, arch=arch)
-    except Exception as e:   # report, never raise across the pool
-        return {"error": f"{type(e).__name__}: {e}"[:1000]}
-    res = parse_resources(b.log).get(b.entry)
-    return {"registers": res.registers if res else None,
-            "spills": (res.spill_stores + res.spill_loads) if res else None,
-            "stack": res.stack if res else None}
-
-
-def compile_all(names, arch):
-    """{name: problem or None, resources}: both instantiations of each variant."""
-    jobs, keys = [], []
+def compile_variants(names, arch):
+    """{name: (problem or None, {aligned: registers})} through the compile pool."""
+    jobs = []
     for nm in names:
         r = variant_rung(nm)
         for aligned in ((None,) if r.source.endswith(".ptx") else (0, 1)):
-            defines = None if aligned is None else {**r.defines, "ALIGNED": aligned}
-            jobs.append((r.source, r.entry, defines, arch))
-            keys.append((nm, aligned))
-    try:
-        import multiprocessing
-        workers = max(1, min(len(jobs), os.cpu_count() or 2))
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as ex:
-            results = list(ex.map(_compile_job, jobs))
-    except Exception as e:
-        log(f"  parallel compile failed ({type(e).__name__}: {e}); compiling in turn")
-        results = [_compile_job(j) for j in jobs]
+            defines = None if aligned is None else r.instantiation_defines(aligned)
+            jobs.append(sweep.CompileJob((nm, aligned), r.source, r.entry, defines, arch,
+                                         tuple(r.options)))
     out = {nm: (None, {}) for nm in names}
-    for (nm, aligned), res in zip(keys, results):
+    for job, res in zip(jobs, sweep.compile_all(jobs)):
+        nm, aligned = job.key
         problem, regs = out[nm]
-        if "error" in res:
-            problem = problem or res["error"].splitlines()[0]
-        elif (res["spills"] or res["stack"]) and not VARIANTS[nm].allow_spill:
-            problem = problem or (f"ALIGNED={aligned}: spills {res['spills']} B, "
-                                  f"stack {res['stack']} B")
+        ok, why = sweep.resources_ok(res, allow_spill=VARIANTS[nm].allow_spill)
+        if not ok:
+            problem = problem or f"ALIGNED={aligned}: {why}"
         else:
             regs = {**regs, aligned: res["registers"]}
-            if res["spills"] or res["stack"]:
+            if res.get("spills") or res.get("stack"):
                 log(f"  {nm} ALIGNED={aligned}: spills {res['spills']} B, stack {res['stack']} B "
                     "(measured anyway)")
         out[nm] = (problem, regs)
     return out
 
 
-# ---------------------------------------------------------------------------
-# 2. correctness, 3. timing
-# ---------------------------------------------------------------------------
 def run_gemm(r, aligned, A, B, C, m, n, k, arch):
+    """One launch of an instantiation, as its host side computes it."""
     from drvgemm.ladders.gemm import registry
-    from drvgemm.runtime.launch import launch
+    from drvgemm.runtime.launch import launch_config
     kern = registry.rung_kernel(r, aligned, arch=arch)
-    launch(kern, r.grid(m, n), r.block, [A, B, C, m, n, k, 1.0, 0.0], smem=r.smem)
+    launch_config(kern, r.launch_config(kern, A, B, C, m, n, k, 1.0, 0.0))
 
 
 def check(r, arch):
@@ -207,12 +187,11 @@ def check(r, arch):
     a = rng.standard_normal((s, s), dtype=np.float32).astype(dt)
     b = rng.standard_normal((s, s), dtype=np.float32).astype(dt)
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    if r.precision == "tf32":   # the kernel rounds fp32 -> tf32 itself (rna)
-        ref = a64 @ b64
-        u = 2.0 ** -10 if r.defines.get("CVT") == 0 else U_IN["tf32"]  # truncation: 2^-10
+    ref = a64 @ b64
+    if r.precision == "tf32":   # the kernel rounds fp32 -> tf32 itself (rna; CVT=0 truncates)
+        u = 2.0 ** -10 if r.defines.get("CVT") == 0 else U_IN["tf32"]
         bound = (2 * u + s * 2.0 ** -24) * (np.abs(a64) @ np.abs(b64)) * 2
     else:
-        ref = a64 @ b64
         bound = (s * 2.0 ** -24) * (np.abs(a64) @ np.abs(b64)) * 2
     C = driver.to_device(np.full((s, s), np.nan, np.float32))
     run_gemm(r, True, driver.to_device(a), driver.to_device(b), C, s, s, s, arch)
@@ -226,23 +205,61 @@ def check(r, arch):
     return True, f"exact {m}x{n}x{k}; 1024^3 max err/bound {float((err / bound).max()):.2f}"
 
 
-def time_variant(r, size, reps, arch):
-    from drvgemm.ladders.gemm import dispatch
-    from drvgemm.runtime import driver, timing
-    dt = dispatch.input_dtype(r.precision)
-    rng = np.random.default_rng(1)
-    A = driver.to_device(rng.standard_normal((size, size), dtype=np.float32).astype(dt))
-    B = driver.to_device(rng.standard_normal((size, size), dtype=np.float32).astype(dt))
-    C = driver.empty((size, size), np.float32)
-    ms = timing.median_ms(lambda: run_gemm(r, True, A, B, C, size, size, size, arch), reps=reps)
-    return ms, 2.0 * size ** 3 / (ms * 1e-3) / 1e12
+def time_precision(prec, rungs, size, args, arch):
+    """Records of the variants [(name, rung, registers)] of one precision and
+    the cuBLAS calls, timed round-robin in paired rounds at size^3."""
+    from drvgemm.ladders.gemm import registry
+    from drvgemm.runtime import driver
+    from drvgemm.runtime.launch import launch_config
+    from drvgemm.tools import cublas
+    from drvgemm.tools.bench import make_inputs
+    a, b = make_inputs(prec, size, size, size, seed=1)
+    A, B = driver.to_device(a), driver.to_device(b)
+    entries = []
+    for nm, r, regs in rungs:
+        kern = registry.rung_kernel(r, True, arch=arch)
+        C = driver.empty((size, size), np.float32)
+        cfg = r.launch_config(kern, A, B, C, size, size, size, 1.0, 0.0)
+        v = VARIANTS[nm]
+        entries.append(sweep.Entry(
+            r.name, (lambda kern=kern, cfg=cfg: launch_config(kern, cfg)), sync=driver.synchronize,
+            meta={"variant": nm, "rung": v.rung, "defines": dict(r.defines), "smem": r.smem,
+                  "block": list(r.block), "registers": regs, "predicted_tflops": v.pred,
+                  "why": v.why, "out": "fp32", "_c": C}))
+    if not args.no_baseline:
+        call = cublas.torch_matmul_call(prec, a, b)
+        if call:
+            enqueue, _, sync, restore = call
+            entries.append(sweep.Entry("cublas", enqueue, baseline=True, sync=sync,
+                                       meta={"via": "torch.matmul",
+                                             "out": "fp32" if prec == "tf32" else prec},
+                                       cleanup=restore))
+        for out_fp32 in ((False,) if prec == "tf32" else (False, True)):
+            call = cublas.gemmex_call(prec, size, size, size, a, b, out_fp32)
+            if call:
+                enqueue, _, sync, name, otype, _ = call
+                entries.append(sweep.Entry(name, enqueue, baseline=True, sync=sync,
+                                           meta={"via": "cupy cublasGemmEx", "out": otype}))
+    try:
+        sweep.round_robin(entries, args.rounds, sweep.measure_batch(args.batch, args.reps),
+                          progress=log)
+    finally:
+        for e in entries:
+            if e.cleanup:
+                e.cleanup()
+    for e in entries:
+        e.meta.pop("_c", None)
+    return sweep.ratio_records(entries, size, size, size, prec)
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--variants", nargs="*", default=None, help="names (default: all)")
     p.add_argument("--size", type=int, default=4096)
-    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--batch", type=int, default=5)
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--no-baseline", action="store_true")
     p.add_argument("--json", default=None)
     p.add_argument("--list", action="store_true")
     args = p.parse_args(argv)
@@ -257,76 +274,67 @@ def main(argv=None) -> int:
 
     import drvgemm
     from drvgemm.tools import ceilings
+    if not drvgemm.has_gpu():
+        log(f"no GPU: {drvgemm.no_gpu_reason()}")
+        return 2
     dev = drvgemm.device()
     arch = f"sm_{dev.cc[0]}{dev.cc[1]}"
     t0 = time.time()
     log(f"compiling {len(names)} variants for {arch} ...")
-    compiled = compile_all(names, arch)
+    compiled = compile_variants(names, arch)
     log(f"  {time.time() - t0:.0f} s")
     log("measuring ceilings ...")
     ceil = ceilings.measure_ceilings()
     log("  " + ", ".join(f"{k} {v:.1f}" for k, v in ceil.items()))
 
-    records = []
+    failed, passed = [], {}
     for nm in names:
-        v = VARIANTS[nm]
         r = variant_rung(nm)
         problem, regs = compiled[nm]
-        rec = {"variant": nm, "rung": v.rung, "precision": r.precision,
-               "defines": {k: val for k, val in r.defines.items()}, "smem": r.smem,
-               "block": list(r.block), "registers": regs.get(1, regs.get(None)),
-               "pred_tflops": v.pred, "why": v.why, "m": args.size, "n": args.size,
-               "k": args.size}
+        if not problem:
+            try:
+                ok, detail = check(r, arch)
+                problem = None if ok else f"WRONG ({detail})"
+            except drvgemm.CudaError as e:
+                problem = f"{e.name}: {e}"[:300]
+                if sweep.is_sticky(e):
+                    log(f"{nm}: {problem}\nthe context is lost: stopping (run the rest with "
+                        "--variants)")
+                    failed.append({"variant": nm, "rung": VARIANTS[nm].rung, "error": problem})
+                    break
         if problem:
-            rec.update(ok=False, detail=problem)
-            log(f"{nm}: dropped ({problem})")
-            records.append(rec)
-            continue
-        try:
-            ok, detail = check(r, arch)
-        except drvgemm.CudaError as e:
-            rec.update(ok=False, detail=f"{e.name}: {e}"[:300])
-            records.append(rec)
-            log(f"{nm}: {rec['detail']}")
-            if e.name in ("CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_LAUNCH_FAILED",
-                          "CUDA_ERROR_ILLEGAL_INSTRUCTION", "CUDA_ERROR_MISALIGNED_ADDRESS"):
-                log("the context is lost: stopping (run the rest with --variants)")
-                break
-            continue
-        rec.update(ok=ok, detail=detail)
-        if ok:
-            ms, tf = time_variant(r, args.size, args.reps, arch)
-            ceiling = ceil.get(CEILING_OF[r.precision])
-            rec.update(time_ms=ms, tflops=tf, ceiling_tflops=ceiling,
-                       fraction_of_ceiling=tf / ceiling if ceiling else None)
-            log(f"{nm}: {tf:.1f} TFLOP/s ({detail})")
+            log(f"{nm}: not timed ({problem})")
+            failed.append({"variant": nm, "rung": VARIANTS[nm].rung, "error": problem})
         else:
-            log(f"{nm}: WRONG ({detail})")
-        records.append(rec)
+            log(f"{nm}: checked")
+            passed[nm] = (r, regs.get(1, regs.get(None)))
 
-    print(f"\nmma.sync variants at {args.size}^3 on {dev.name} "
-          f"(median of {args.reps}, L2 flushed; % of the mma.sync ceiling of the same run)")
-    print(f"{'variant':22s} {'prec':5s} {'TFLOP/s':>8s} {'% ceil':>7s} {'pred':>5s} "
-          f"{'regs':>5s} {'smem KiB':>8s}  defines")
-    timed = sorted((r for r in records if "tflops" in r), key=lambda r: -r["tflops"])
-    for rec in timed:
-        frac = rec["fraction_of_ceiling"]
-        print(f"{rec['variant']:22s} {rec['precision']:5s} {rec['tflops']:8.1f} "
-              f"{100 * frac if frac else float('nan'):6.1f}% {rec['pred_tflops']:5.0f} "
-              f"{rec['registers'] or 0:5d} {rec['smem'] / 1024:8.0f}  "
-              f"{ {k: v for k, v in VARIANTS[rec['variant']].defines.items()} }")
-    for rec in records:
-        if "tflops" not in rec:
-            print(f"{rec['variant']:22s} not timed: {rec['detail']}")
+    records = []
     for prec in ("tf32", "bf16", "fp16"):
-        best = [r for r in timed if r["precision"] == prec]
+        group = [(nm, r, regs) for nm, (r, regs) in passed.items() if r.precision == prec]
+        if not group:
+            continue
+        recs = time_precision(prec, group, args.size, args, arch)
+        ceiling = ceil.get(CEILING_OF[prec])
+        for rec in recs:
+            if rec.get("tflops") and ceiling:
+                rec["ceiling_tflops"] = ceiling
+                rec["fraction_of_ceiling"] = round(rec["tflops"] / ceiling, 4)
+        records.extend(recs)
+        print("\n" + sweep.format_table(recs, f"{prec} mma.sync variants at {args.size}^3 on "
+                                             f"{dev.name} (paired rounds, L2 flushed)"))
+        best = max((r for r in recs if "vs_best_cublas" in r), key=lambda r: r["vs_best_cublas"],
+                   default=None)
         if best:
-            print(f"best {prec}: {best[0]['variant']} {best[0]['tflops']:.1f} TFLOP/s "
-                  f"defines {best[0]['defines']}")
+            print(f"best {prec}: {best['variant']} {best['tflops']:.1f} TFLOP/s = "
+                  f"{best['vs_best_cublas']:.3f} x {best['best_cublas']}; "
+                  f"{100 * best.get('fraction_of_ceiling', 0):.1f}% of the ceiling; "
+                  f"defines {best['defines']}")
+    for f in failed:
+        print(f"{f['variant']:22s} not timed: {f['error']}")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"device": dev.name, "size": args.size, "reps": args.reps,
-                       "ceilings": ceil, "records": records}, f, indent=1)
+        sweep.write_results(args.json, dev, records, ceilings=ceil, size=args.size,
+                            not_timed=failed)
         log(f"wrote {args.json}")
     return 0
 

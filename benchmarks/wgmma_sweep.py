@@ -44,17 +44,15 @@ import dataclasses
 import json
 import math
 import os
-import statistics
-import subprocess
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, _HERE)                       # wgmma_steps (the cuBLAS calls)
-sys.path.insert(1, os.path.dirname(_HERE))      # drvgemm, when not installed
+sys.path.insert(0, os.path.dirname(_HERE))      # drvgemm, when not installed
+
+from drvgemm.tools import sweep  # noqa: E402  (compile pool, checks, paired rounds)
 
 # Every variant starts from the registered entry of its precision and
 # overrides some of its defines. BASE sets the ones the references below
@@ -127,15 +125,10 @@ TF32_VARIANTS = {
 }
 RUNG = {"bf16": "20_tma_wgmma_bf16", "tf32": "20_tma_wgmma_tf32"}
 CHECK_SHAPE = (1999, 2100, 520)
-# Errors after which the context is unusable.
-_STICKY = ("CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_LAUNCH_FAILED", "CUDA_ERROR_ILLEGAL_INSTRUCTION",
-           "CUDA_ERROR_MISALIGNED_ADDRESS", "CUDA_ERROR_HARDWARE_STACK_ERROR",
-           "CUDA_ERROR_INVALID_PC", "CUDA_ERROR_ASSERT")
 ODD_SHAPES = [(4096, 4096, 4100), (8191, 8193, 4096)]
 
 
-def log(msg=""):
-    print(msg, file=sys.stderr, flush=True)
+log = sweep.log
 
 
 def variant_rung(prec, name, defines):
@@ -155,186 +148,85 @@ def registered(prec):
 
 
 # ---------------------------------------------------------------------------
-# 1. compile
+# plumbing: drvgemm/tools/sweep.py (compile pool, isolated checks, paired rounds)
 # ---------------------------------------------------------------------------
-def _compile_job(job):
-    """Worker: compile one rung exactly as dispatch.rung_kernel does (same
-    defines, arch and options: the parent then hits the disk cache)."""
-    source, entry, defines, arch, options = job
-    from drvgemm.runtime.compiler import compile_binary, parse_resources
-    t = time.time()
-    try:
-        b = compile_binary(source, entry, defines=defines, arch=arch, options=options)
-    except Exception as e:   # report, never raise across the pool
-        return {"error": f"{type(e).__name__}: {e}"[:2000]}
-    res = parse_resources(b.log).get(entry)
-    if res is None:   # say what the compiler did say rather than guess
-        return {"error": f"no ptxas resource report for {entry} in the compile log: "
-                         f"{b.log.strip()[:300]!r}"}
-    log_l = b.log.lower()
-    return {"registers": res.registers if res else None,
-            "spills": (res.spill_stores + res.spill_loads) if res else None,
-            "stack": res.stack if res else None,
-            "serialized": "serializ" in log_l or "c7508" in log_l or "c7512" in log_l,
-            "seconds": round(time.time() - t, 2)}
-
-
 def compile_all(rungs):
-    """{rung name: resources or error}, compiling in parallel processes."""
-    jobs = []
-    for r in rungs:
-        d = dict(r.defines)
-        d["ALIGNED"] = 1
-        jobs.append((r.source, r.entry, d, r.arch, tuple(r.options)))
-    workers = max(1, min(len(jobs), (os.cpu_count() or 2)))
-    try:
-        import multiprocessing
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as ex:
-            results = list(ex.map(_compile_job, jobs))
-    except Exception as e:
-        log(f"  parallel compile failed ({type(e).__name__}: {e}); compiling in turn")
-        results = [_compile_job(j) for j in jobs]
-    return {r.name: res for r, res in zip(rungs, results)}
+    """{rung name: resources or error}, compiled in parallel processes
+    exactly as registry.rung_kernel compiles them (the parent then hits the
+    disk cache)."""
+    jobs = [sweep.CompileJob(r.name, r.source, r.entry, r.instantiation_defines(True), r.arch,
+                             tuple(r.options)) for r in rungs]
+    return {j.key: res for j, res in zip(jobs, sweep.compile_all(jobs))}
 
 
 def resources_ok(r, res):
-    if "error" in res:
-        return False, res["error"].splitlines()[0]
-    if res["spills"] or res["stack"]:
-        return False, f"spills {res['spills']} B, stack {res['stack']} B"
-    if res["serialized"]:
-        return False, "ptxas serialised the wgmmas or ignored setmaxnreg"
-    if r.defines["WARP_SPECIALIZED"] and res["registers"] != 168:
-        return False, f"{res['registers']} registers at entry (setmaxnreg needs 168)"
-    return True, f"{res['registers']} regs"
+    """No spills, no stack, wgmma not serialised; 168 registers at entry for
+    a warp-specialised variant (the setmaxnreg budget)."""
+    return sweep.resources_ok(res, registers=168 if r.defines["WARP_SPECIALIZED"] else None)
 
 
-# ---------------------------------------------------------------------------
-# 2. exact check at an odd shape, in a child process
-# ---------------------------------------------------------------------------
-def check_child(spec):
-    """Child process: check each (prec, name, defines) and print one JSON
-    line per variant as soon as it is known."""
-    import drvgemm
+def check_one(item):
+    """Child process: exact results at CHECK_SHAPE, once with the variant's
+    own grid and once with 5 blocks walking every tile."""
     from drvgemm.ladders.gemm import dispatch, hopper, registry
     from drvgemm.runtime import driver
     from drvgemm.runtime.launch import launch
+    prec, name, defines = item["prec"], item["name"], item["defines"]
+    A, B, ref = _check_operands(prec)
+    dt = dispatch.input_dtype(prec)
+    r = variant_rung(prec, name, defines)
+    kern = registry.rung_kernel(r, True)
+    narrow = bool(r.defines.get("OUT_16"))
+    # A 16-bit C holds the exact result rounded to nearest even.
+    want = ref.astype(np.float32).astype(dt).astype(np.float64) if narrow else ref
     m, n, k = CHECK_SHAPE
-    out = {}
-    for prec in sorted({p for p, _, _ in spec}):
+    detail, ok = [], True
+    for blocks in (None, 5):
+        C = driver.to_device(np.full((m, n), np.nan, dt if narrow else np.float32))
+        cfg = hopper.wgmma_gemm_launch_config(r, A, B, C, m, n, k, 1.0, 0.0, kernel=kern,
+                                              narrow_output=narrow)
+        grid = cfg["grid"]
+        if blocks is not None:
+            cl = cfg["cluster"][0] if cfg["cluster"] else 1
+            grid = (max(cl, min(grid[0], blocks) // cl * cl), 1, 1)
+        launch(kern, grid, cfg["block"], cfg["args"], smem=cfg["smem"], cluster=cfg["cluster"])
+        driver.synchronize()
+        bad = int(np.count_nonzero(~(C.to_host().astype(np.float64) == want)))
+        detail.append(f"grid {grid[0]}: {bad} wrong")
+        ok = ok and bad == 0
+        del cfg
+        C.free()
+    return ok, "; ".join(detail)
+
+
+_operands = {}
+
+
+def _check_operands(prec):
+    if prec not in _operands:
+        from drvgemm.ladders.gemm import dispatch
+        from drvgemm.runtime import driver
+        m, n, k = CHECK_SHAPE
         rng = np.random.default_rng(20)
         dt = dispatch.input_dtype(prec)
         a = rng.integers(-8, 9, (m, k)).astype(dt)
         b = rng.integers(-8, 9, (k, n)).astype(dt)
-        ref = a.astype(np.float64) @ b.astype(np.float64)
-        out[prec] = (driver.to_device(a), driver.to_device(b), ref)
-    print(json.dumps({"ready": True}), flush=True)
-    for prec, name, defines in spec:
-        A, B, ref = out[prec]
-        dt = dispatch.input_dtype(prec)
-        r = variant_rung(prec, name, defines)
-        detail = []
-        ok = True
-        try:
-            kern = registry.rung_kernel(r, True)
-            narrow = bool(r.defines.get("OUT_16"))
-            # A 16-bit C holds the exact result rounded to nearest even.
-            want = ref.astype(np.float32).astype(dt).astype(np.float64) if narrow else ref
-            for blocks in (None, 5):
-                C = driver.to_device(np.full((m, n), np.nan, dt if narrow else np.float32))
-                cfg = hopper.wgmma_gemm_launch_config(r, A, B, C, m, n, k, 1.0, 0.0, kernel=kern,
-                                                   narrow_output=narrow)
-                grid = cfg["grid"]
-                if blocks is not None:
-                    cl = cfg["cluster"][0] if cfg["cluster"] else 1
-                    grid = (max(cl, min(grid[0], blocks) // cl * cl), 1, 1)
-                launch(kern, grid, cfg["block"], cfg["args"], smem=cfg["smem"],
-                       cluster=cfg["cluster"])
-                driver.synchronize()
-                got = C.to_host().astype(np.float64)
-                bad = int(np.count_nonzero(~(got == want)))
-                detail.append(f"grid {grid[0]}: {bad} wrong")
-                ok = ok and bad == 0
-                del cfg
-                C.free()
-        except drvgemm.CudaError as e:
-            print(json.dumps({"prec": prec, "name": name, "ok": False,
-                              "detail": f"{e.name}: {e}"[:500]}), flush=True)
-            if e.name in _STICKY:
-                sys.exit(3)   # the context is gone: the parent starts a new child
-            continue
-        except Exception as e:
-            ok = False
-            detail.append(f"{type(e).__name__}: {e}"[:500])
-        print(json.dumps({"prec": prec, "name": name, "ok": ok, "detail": "; ".join(detail)}),
-              flush=True)
-    return 0
+        _operands[prec] = (driver.to_device(a), driver.to_device(b),
+                           a.astype(np.float64) @ b.astype(np.float64))
+    return _operands[prec]
 
 
 def check_all(spec, timeout=300):
-    """Run check_child over spec, restarting after a crash: {(prec, name): (ok, detail)}."""
-    results = {}
-    todo = list(spec)
-    while todo:
-        payload = json.dumps([[p, nm, d] for p, nm, d in todo])
-        try:
-            proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--check-child"],
-                                  input=payload, capture_output=True, text=True, timeout=timeout)
-            stdout, rc, err = proc.stdout, proc.returncode, proc.stderr
-        except subprocess.TimeoutExpired as e:
-            stdout = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-            rc, err = -1, "timed out"
-        ready = False
-        for line in stdout.splitlines():
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if rec.get("ready"):
-                ready = True
-                continue
-            results[(rec["prec"], rec["name"])] = (rec["ok"], rec["detail"])
-        remaining = [t for t in todo if (t[0], t[1]) not in results]
-        if not ready:
-            # The child failed before checking anything: no variant is to blame.
-            why = (err.strip().splitlines() or ["?"])[-1][:300]
-            for t in remaining:
-                results[(t[0], t[1])] = (False, f"check not run: {why}")
-            remaining = []
-        elif remaining and rc != 0:
-            # The first unanswered variant crashed (or hung) the child.
-            culprit = remaining[0]
-            results[(culprit[0], culprit[1])] = (False, f"child exited {rc}: "
-                                                 + (err.strip().splitlines() or ["?"])[-1][:300])
-            remaining = remaining[1:]
-        elif remaining:
-            for t in remaining:
-                results[(t[0], t[1])] = (False, "no answer from the check")
-            remaining = []
-        todo = remaining
-    return results
+    """{(prec, name): (ok, detail)}: check_one over spec in a child process,
+    restarted without the variant that crashed it."""
+    items = [{"key": [p, nm], "prec": p, "name": nm, "defines": d} for p, nm, d in spec]
+    return sweep.check_isolated([sys.executable, os.path.abspath(__file__), "--check-child"],
+                                items, timeout=timeout)
 
 
 # ---------------------------------------------------------------------------
-# 3. timing
+# timing entries
 # ---------------------------------------------------------------------------
-def batch_ms(enqueue, batch, reps, sync):
-    from drvgemm.runtime.timing import batch_median_ms
-    return batch_median_ms(enqueue, batch, reps, sync)
-
-
-class Entry:
-    def __init__(self, kernel, baseline, enqueue, result, sync, *, variant=None, defines=None,
-                 pred=None, extra=None, cleanup=None):
-        self.kernel, self.baseline = kernel, baseline
-        self.enqueue, self.result, self.sync = enqueue, result, sync
-        self.variant, self.defines, self.pred = variant, defines, pred
-        self.extra = extra or {}
-        self.cleanup = cleanup
-        self.rounds = []
-        self.err = None
-
-
 def rung_entry(prec, name, r, m, n, k, A, B, pred):
     from drvgemm.ladders.gemm import dispatch, hopper, registry
     from drvgemm.runtime import driver
@@ -343,7 +235,8 @@ def rung_entry(prec, name, r, m, n, k, A, B, pred):
     narrow = bool(r.defines.get("OUT_16"))   # C in the inputs' type (OUT_16 build)
     C = driver.to_device(np.full((m, n), np.nan, dispatch.input_dtype(prec) if narrow
                                  else np.float32))
-    cfg = hopper.wgmma_gemm_launch_config(r, A, B, C, m, n, k, 1.0, 0.0, kernel=kern, narrow_output=narrow)
+    cfg = hopper.wgmma_gemm_launch_config(r, A, B, C, m, n, k, 1.0, 0.0, kernel=kern,
+                                          narrow_output=narrow)
     staged = len(cfg["keepalive"])
     if staged:
         # Operands the copy engine cannot take are copied on every call, as
@@ -352,7 +245,7 @@ def rung_entry(prec, name, r, m, n, k, A, B, pred):
 
         def enqueue():
             c = hopper.wgmma_gemm_launch_config(r, A, B, C, m, n, k, 1.0, 0.0, kernel=kern,
-                                             narrow_output=narrow)
+                                                narrow_output=narrow)
             launch(kern, c["grid"], c["block"], c["args"], smem=c["smem"], cluster=c["cluster"])
         grid = None
     else:
@@ -363,13 +256,15 @@ def rung_entry(prec, name, r, m, n, k, A, B, pred):
             launch(kern, grid, block, args, smem=smem, cluster=cluster)
 
     res = kern.resources
-    return Entry(r.name, False, enqueue,
-                 lambda: (driver.synchronize(), C.to_host().astype(np.float32))[1],
-                 driver.synchronize, variant=name, defines=dict(r.defines), pred=pred,
-                 extra={"staged": staged, "grid": list(grid) if grid else None,
-                        "registers": res.registers if res else None, "smem": r.smem,
-                        "out": prec if narrow else "fp32"},
-                 cleanup=C.free)
+    meta = {"variant": name, "defines": dict(r.defines), "staged": staged,
+            "grid": list(grid) if grid else None,
+            "registers": res.registers if res else None, "smem": r.smem,
+            "out": prec if narrow else "fp32"}
+    if pred:
+        meta["predicted_tflops"] = pred
+    return sweep.Entry(r.name, enqueue, sync=driver.synchronize,
+                       result=lambda: (driver.synchronize(), C.to_host().astype(np.float32))[1],
+                       meta=meta, cleanup=C.free)
 
 
 def baseline_entries(prec, m, n, k, a, b):
@@ -378,15 +273,16 @@ def baseline_entries(prec, m, n, k, a, b):
     call = cublas.torch_matmul_call(prec, a, b)
     if call:
         enqueue, result, sync, restore = call
-        out.append(Entry("cublas", True, enqueue, result, sync,
-                         extra={"via": "torch.matmul", "out": prec if prec != "tf32" else "fp32"},
-                         cleanup=restore))
+        out.append(sweep.Entry("cublas", enqueue, baseline=True, sync=sync, result=result,
+                               meta={"via": "torch.matmul",
+                                     "out": prec if prec != "tf32" else "fp32"},
+                               cleanup=restore))
     for out_fp32 in ((False,) if prec == "tf32" else (False, True)):
         call = cublas.gemmex_call(prec, m, n, k, a, b, out_fp32)
         if call:
             enqueue, result, sync, name, otype, _ = call
-            out.append(Entry(name, True, enqueue, result, sync,
-                             extra={"via": "cupy cublasGemmEx", "out": otype}))
+            out.append(sweep.Entry(name, enqueue, baseline=True, sync=sync, result=result,
+                                   meta={"via": "cupy cublasGemmEx", "out": otype}))
     return out
 
 
@@ -426,34 +322,23 @@ def run_shape(prec, m, n, k, variants, args, tol):
             entries.extend(baseline_entries(prec, m, n, k, a, b))
         except Exception as e:
             log(f"  baselines failed: {type(e).__name__}: {e}")
-    live = []
     for e in entries:
         try:
             e.enqueue()
-            out = e.result()
-            e.err = rel_rmse(np.asarray(out)[rows], ref)
+            e.err = rel_rmse(np.asarray(e.result())[rows], ref)
         except Exception as ex:
-            log(f"  {e.kernel}: first call failed: {type(ex).__name__}: {ex}")
-            if getattr(ex, "name", "") in _STICKY:
+            e.error = f"first call failed: {type(ex).__name__}: {ex}"[:500]
+            log(f"  {e.meta.get('variant', e.name)}: {e.error}")
+            if sweep.is_sticky(ex):
                 raise
             continue
         if not e.err <= tol:
-            log(f"  {e.kernel}: WRONG (rel. RMSE {e.err:.3g} > {tol}): not timed")
-            continue
-        live.append(e)
-    log(f"  set up and checked {len(live)} entries in {time.time() - t0:.1f} s")
-    for rnd in range(args.rounds):
-        shift = rnd % max(1, len(live))
-        for e in live[shift:] + live[:shift]:
-            if e.rounds is None:
-                continue
-            try:
-                e.rounds.append(batch_ms(e.enqueue, args.batch, args.reps, e.sync))
-            except Exception as ex:
-                log(f"  {e.kernel}: timing failed: {type(ex).__name__}: {ex}")
-                if getattr(ex, "name", "") in _STICKY:
-                    raise
-                e.rounds = None
+            e.error = f"WRONG (rel. RMSE {e.err:.3g} > {tol}): not timed"
+            log(f"  {e.meta.get('variant', e.name)}: {e.error}")
+    log(f"  set up and checked {sum(e.error is None for e in entries)} entries in "
+        f"{time.time() - t0:.1f} s")
+    sweep.round_robin(entries, args.rounds, sweep.measure_batch(args.batch, args.reps),
+                      progress=log)
     for e in entries:
         if e.cleanup:
             try:
@@ -462,58 +347,12 @@ def run_shape(prec, m, n, k, variants, args, tol):
                 pass
     A.free()
     B.free()
-    return records_of(prec, m, n, k, [e for e in live if e.rounds])  # None or [] = dropped
-
-
-def records_of(prec, m, n, k, entries):
-    flops = 2.0 * m * n * k
-    recs = []
-    for e in entries:
-        ms = statistics.median(e.rounds)
-        rec = {"kernel": e.kernel, "precision": prec, "m": m, "n": n, "k": k,
-               "median_ms": round(ms, 5), "tflops": round(flops / (ms * 1e-3) / 1e12, 2),
-               "rel_rmse": float(f"{e.err:.3g}"), "baseline": e.baseline,
-               "timing": "batch, round-robin", "round_ms": [round(x, 5) for x in e.rounds],
-               "spread": round((max(e.rounds) - min(e.rounds)) / ms, 4)}
-        if e.variant:
-            rec["variant"] = e.variant
-            rec["defines"] = e.defines
-            if e.pred:
-                rec["predicted_tflops"] = e.pred
-        rec.update(e.extra)
-        recs.append(rec)
-    best = min((r for r in recs if r["baseline"]), key=lambda r: r["median_ms"], default=None)
-    if best:
-        for r in recs:
-            if not r["baseline"]:
-                r["vs_best_cublas"] = round(best["median_ms"] / r["median_ms"], 4)
-                r["best_cublas"] = f"{best['kernel']} ({best.get('via')}, out {best.get('out')})"
-                # Paired by round: both times of a round were taken minutes
-                # apart at most, so clock and thermal drift across the run
-                # (the first round is often the fastest for every entry)
-                # cancels in the ratio.
-                ratios = [b / x for b, x in zip(best["round_ms"], r["round_ms"])]
-                if ratios:
-                    r["vs_best_cublas_paired"] = round(statistics.median(ratios), 4)
-                    r["paired_range"] = [round(min(ratios), 4), round(max(ratios), 4)]
-    return recs
+    return [r for r in sweep.ratio_records(entries, m, n, k, prec) if r.get("median_ms")]
 
 
 def print_table(recs, title):
-    if not recs:
-        return
-    print(f"\n{title}")
-    print(f"  {'entry':34s} {'ms':>8s} {'TFLOP/s':>8s} {'vs best':>8s} {'paired':>19s} "
-          f"{'pred':>6s} {'spread':>7s}  rel.RMSE")
-    for r in sorted(recs, key=lambda r: r["median_ms"]):
-        name = r.get("variant") or f"{r['kernel']} [{r.get('via')}, out {r.get('out')}]"
-        vs = f"{r['vs_best_cublas']:.3f}" if "vs_best_cublas" in r else "base"
-        paired = (f"{r['vs_best_cublas_paired']:.3f} [{r['paired_range'][0]:.3f}-"
-                  f"{r['paired_range'][1]:.3f}]" if "vs_best_cublas_paired" in r else "")
-        pred = r.get("predicted_tflops")
-        print(f"  {name:34s} {r['median_ms']:8.4f} {r['tflops']:8.1f} {vs:>8s} {paired:>19s} "
-              f"{pred if pred is not None else '':>6} {100 * r['spread']:6.1f}%  {r['rel_rmse']}")
-    sys.stdout.flush()
+    if recs:
+        print("\n" + sweep.format_table(recs, title), flush=True)
 
 
 def pick_best(records, shapes):
@@ -558,8 +397,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     if args.check_child:
-        spec = [(p, nm, d) for p, nm, d in json.loads(sys.stdin.read())]
-        return check_child(spec)
+        return sweep.child_checks(json.loads(sys.stdin.read()), check_one)
     for spec_s in args.extra:
         nm, _, kvs = spec_s.partition(":")
         try:

@@ -11,37 +11,13 @@ never where its source lives, so files can move under an unchanged manifest.
 """
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 import sys
 from pathlib import Path
 
+from drvgemm.runtime.sass import sass_digest   # the one digest, shared with the bench records
+
 MANIFEST = Path(__file__).resolve().parent / "data" / "sass_manifest.json"
-
-# An instruction line of nvdisasm: "/*0040*/   IADD3 R0, R2, 0x7f, RZ ;" -- the
-# address and the section/symbol lines (which carry the entry's name) are left out.
-_INSTR = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s*(.*?)\s*;")
-
-
-_SECTION = re.compile(r"^//-+ (\S+)\s+-+$")
-
-
-def sass_digest(sass: str, entry: str | None = None) -> str:
-    """Digest of the instructions of one entry's .text section (all of them
-    when ``entry`` is None): a cubin of a multi-kernel file holds every kernel."""
-    body, section = [], None
-    for line in sass.splitlines():
-        s = _SECTION.match(line)
-        if s:
-            section = s.group(1)
-            continue
-        m = _INSTR.match(line)
-        if m and (entry is None or section == f".text.{entry}"):
-            body.append(m.group(1))
-    if not body:
-        raise ValueError(f"no instructions for entry {entry!r}")
-    return hashlib.sha256("\n".join(body).encode()).hexdigest()[:16]
 
 
 def instantiations():

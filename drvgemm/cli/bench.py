@@ -1,12 +1,14 @@
 """``drvgemm bench``: every rung against cuBLAS (or, with --memory, the
-memory-bound kernels), as the seed's report, JSON and a roofline plot."""
+memory-bound kernels; with --shapes, gemm(kernel="auto") over the shape
+suite), as the seed's report, JSON and a plot."""
 from __future__ import annotations
 
 import argparse
+import sys
 
 from ..runtime import driver
-from ..tools import bench, ceilings, memory_bench, records
-from ..tools.plots import plot_bench
+from ..tools import bench, ceilings, memory_bench, records, shape_bench, shape_suite
+from ..tools.plots import plot_bench, plot_shape_ratios
 
 
 def sizes(text):
@@ -20,6 +22,15 @@ def names(text):
     return [s.strip() for s in text.split(",") if s.strip()]
 
 
+def precisions(text):
+    got = names(text)
+    bad = [p for p in got if p not in shape_suite.PRECISIONS]
+    if bad or not got:
+        raise argparse.ArgumentTypeError(
+            f"precisions must be among {','.join(shape_suite.PRECISIONS)}: {text!r}")
+    return got
+
+
 def add(sub) -> None:
     b = sub.add_parser("bench", help="time every rung against cuBLAS (seed report format)")
     b.add_argument("--sizes", type=sizes, default=[256, 3072, 4096],
@@ -30,13 +41,50 @@ def add(sub) -> None:
     b.add_argument("--plot", metavar="PATH", help="draw the roofline with every rung (PNG)")
     b.add_argument("--memory", action="store_true",
                    help="memory-bound kernels (softmax, copies, transposes) instead of GEMM")
+    b.add_argument("--shapes", action="store_true",
+                   help="gemm(kernel='auto') over the shape suite (decode, prefill, squares, "
+                        "long K, tall/wide, odd sizes) against the best cuBLAS call")
+    b.add_argument("--precisions", type=precisions, default=list(shape_suite.PRECISIONS),
+                   help="with --shapes: comma separated (default bf16,fp16,tf32,fp32)")
+    b.add_argument("--quick", action="store_true", help="with --shapes: the reduced suite")
+    b.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                   help="with --shapes: skip the shapes left after this many seconds "
+                        "(default 330, 120 with --quick)")
     b.add_argument("--no-baseline", action="store_true", help="skip cuBLAS")
     b.add_argument("--reps", type=int, default=None, help="timed repetitions per point")
     b.add_argument("--arch", default="sm_90", help=argparse.SUPPRESS)
     b.set_defaults(func=run)
 
 
+def run_shapes(args) -> int:
+    reason = driver.no_gpu_reason()
+    if reason:
+        print(f"drvgemm bench --shapes: error: it times gemm() against cuBLAS and needs a GPU; "
+              f"none found ({reason})", file=sys.stderr)
+        return 1
+    print(f"device: {driver.device()}", flush=True)
+    results = shape_bench.run_shape_bench(args.precisions, quick=args.quick, budget_s=args.budget)
+    print(shape_bench.format_summary(results), flush=True)
+    if args.json:
+        records.write_json(results, args.json)
+        print(f"results written to {args.json}")
+    if args.plot:
+        try:
+            plot_shape_ratios(results, args.plot)
+            print(f"ratio plot written to {args.plot}")
+        except (ImportError, ValueError) as e:
+            print(f"no plot: {e}", file=sys.stderr)
+    measured = sum(s["compared"] for s in results["summary"].values())
+    if not measured:
+        print("drvgemm bench --shapes: error: no drvgemm record could be compared with cuBLAS",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
 def run(args) -> int:
+    if args.shapes:
+        return run_shapes(args)
     reason = driver.no_gpu_reason()
     if reason:
         print(f"no GPU found ({reason}); showing the compile-only report for "

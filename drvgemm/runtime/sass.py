@@ -3,6 +3,7 @@ the PATH), so SASS can be read and checked with no GPU: HMMA, HGMMA,
 LDGSTS, LDSM, UTMALDG present where a rung means them, no LDL/STL."""
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -21,7 +22,13 @@ def nvdisasm_path() -> str | None:
                     return str(cand)
     except ImportError:
         pass
-    return shutil.which("nvdisasm")
+    found = shutil.which("nvdisasm")
+    if found:
+        return found
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if home and os.access(os.path.join(home, "bin", "nvdisasm"), os.X_OK):
+            return os.path.join(home, "bin", "nvdisasm")
+    return None
 
 
 def disassemble(cubin: bytes) -> str:
@@ -81,3 +88,40 @@ def hottest_loop(sass: str) -> list[tuple[str, str]]:
     if best is None:
         return []
     return [(op, mods) for op, mods, _ in ins[best[0]:best[1] + 1]]
+
+
+# An instruction line of nvdisasm: "/*0040*/   IADD3 R0, R2, 0x7f, RZ ;" -- the
+# address and the section/symbol lines (which carry the entry's name) are left out.
+_INSTR = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s*(.*?)\s*;")
+_SECTION = re.compile(r"^//-+ (\S+)\s+-+$")
+
+
+def sass_digest(sass_text: str, entry: str | None = None) -> str:
+    """Digest of the instructions of one entry's .text section (all of them
+    when ``entry`` is None): a cubin of a multi-kernel file holds every kernel.
+    The SASS manifest (tests/sass_manifest.py) and the bench records'
+    ``sass_hash`` are this digest."""
+    body, section = [], None
+    for line in sass_text.splitlines():
+        s = _SECTION.match(line)
+        if s:
+            section = s.group(1)
+            continue
+        m = _INSTR.match(line)
+        if m and (entry is None or section == f".text.{entry}"):
+            body.append(m.group(1))
+    if not body:
+        raise ValueError(f"no instructions for entry {entry!r}")
+    return hashlib.sha256("\n".join(body).encode()).hexdigest()[:16]
+
+
+_kernel_digests: dict = {}
+
+
+def kernel_sass_hash(kernel) -> str:
+    """sass_digest of a compiled Kernel's own entry (cached per cubin)."""
+    key = (hash(kernel.cubin), kernel.entry)
+    d = _kernel_digests.get(key)
+    if d is None:
+        d = _kernel_digests[key] = sass_digest(disassemble(kernel.cubin), kernel.entry)
+    return d

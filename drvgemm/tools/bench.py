@@ -22,6 +22,7 @@ from ..runtime.timing import median_ms
 from .cublas import gemmex_call, torch_matmul_call
 from .optional import torch_cuda, why_not
 from .records import device_json, gemm_record
+from .shape_bench import plan_info
 
 DEFAULT_SIZES = (256, 3072, 4096)
 
@@ -87,11 +88,25 @@ def bench_rung(r: Rung, m, n, k, A, B, ref, *, reps=None, narrow_output=False):
     driver.synchronize()
     est = (time.perf_counter() - t0) * 1e3
     ms = median_ms(run, warmup=1, reps=reps or _reps_for(est))
+    sass = instantiation_of(r, A, B, C)
     C.free()
     if narrow_output:
         return gemm_record(f"{r.name}.{r.precision}_out", r.precision, m, n, k, ms, err, False,
-                       out=r.precision)
-    return gemm_record(r.name, r.precision, m, n, k, ms, err, False, out="fp32")
+                           out=r.precision, **sass)
+    return gemm_record(r.name, r.precision, m, n, k, ms, err, False, out="fp32", **sass)
+
+
+def instantiation_of(r: Rung, A, B, C) -> dict:
+    """{"instantiation", "sass_hash"} of what gemm(A, B, C, kernel=r.name)
+    launched, so a reader can tell whether committed results belong to the
+    kernels in the tree (the digest of tests/sass_manifest.py); the reason
+    in "sass_hash_error" when it cannot be had (no nvdisasm)."""
+    try:
+        info = plan_info(A, B, C, r.precision, kernel=r.name)
+    except Exception as e:
+        return {"sass_hash": None, "sass_hash_error": f"{type(e).__name__}: {e}"[:200]}
+    keep = ("instantiation", "sass_hash", "sass_hash_error", "split")
+    return {key: info[key] for key in keep if key in info}
 
 
 def bench_torch(precision, m, n, k, a_host, b_host, ref, *, reps=None):

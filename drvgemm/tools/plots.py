@@ -11,7 +11,8 @@ from ..analysis.roofline import (PRECISION_BYTES, RooflineSpec, format_rate, rec
                                  spec_for_device_name)
 from ..ladders.gemm import registry
 
-__all__ = ["PlotLayout", "plot_roofline", "bench_points", "plot_bench"]
+__all__ = ["PlotLayout", "plot_roofline", "bench_points", "plot_bench", "shape_ratio_series",
+           "plot_shape_ratios"]
 
 
 @dataclass
@@ -274,3 +275,66 @@ def plot_bench(results: Mapping, path, *, spec: RooflineSpec | None = None,
     size = max((int(r["m"]) for r in results["records"] if r.get("tflops") is not None), default=0)
     return plot_roofline(spec, [p[:3] for p in points], path, precisions=precisions or None,
                          title=title or f"{spec.name}: GEMM rungs at their largest size ({size})")
+
+
+# ---------------------------------------------------------------------------
+# the shape suite: cuBLAS time / drvgemm time against shape
+# ---------------------------------------------------------------------------
+def shape_ratio_series(results: Mapping) -> tuple[list[str], dict]:
+    """(shape labels in suite order, {series: [(index, b2b ratio, one-call
+    ratio)]}) from ``drvgemm bench --shapes`` results, one series per
+    precision and C type of the drvgemm records that were compared."""
+    labels, index = [], {}
+    series: dict = {}
+    for rec in results.get("records", []):
+        key = (rec.get("shape_class", ""), rec["m"], rec["n"], rec["k"])
+        if key not in index:
+            index[key] = len(labels)
+            labels.append(f"{rec['m']}x{rec['n']}x{rec['k']} {key[0]}")
+        if rec.get("baseline") or rec.get("vs_cublas") is None:
+            continue
+        out = rec.get("out") or "fp32"
+        headline = out == rec["precision"] or (out == "fp32" and rec["precision"] in ("tf32", "fp32"))
+        name = rec["precision"] if headline else f"{rec['precision']}, C {out}"
+        series.setdefault(name, []).append((index[key], rec["vs_cublas"],
+                                            rec.get("vs_cublas_one_call")))
+    return labels, series
+
+
+def plot_shape_ratios(results: Mapping, path, *, title: str | None = None, dpi: int = 110):
+    """`drvgemm bench --shapes --plot`: per precision, cuBLAS time / drvgemm
+    time at every shape of the suite (filled: calls back to back; hollow: one
+    call), log scale, with the lines at 1 (parity) and 0.6 (the floor the
+    targets allow)."""
+    Figure, FigureCanvasAgg, _ = _import_matplotlib()
+    labels, series = shape_ratio_series(results)
+    if not series:
+        raise ValueError("no drvgemm record was compared with cuBLAS: nothing to plot")
+    fig = Figure(figsize=(max(10.0, 0.22 * len(labels) + 3), 6.0))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    colours = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf"]
+    width = 0.7 / max(1, len(series))
+    for j, (name, pts) in enumerate(sorted(series.items())):
+        c = colours[j % len(colours)]
+        xs = [i - 0.35 + width * (j + 0.5) for i, _, _ in pts]
+        ax.scatter(xs, [b for _, b, _ in pts], color=c, s=18, label=f"{name} back to back",
+                   zorder=3)
+        one = [(x, o) for x, (_, _, o) in zip(xs, pts) if o]
+        if one:
+            ax.scatter([x for x, _ in one], [o for _, o in one], facecolors="none",
+                       edgecolors=c, s=18, label=f"{name} one call", zorder=3)
+    ax.axhline(1.0, color="black", lw=0.8)
+    ax.axhline(0.6, color="grey", lw=0.8, ls="--")
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels(labels, rotation=90, fontsize=6)
+    ax.set_xlim(-0.6, len(labels) - 0.4)
+    ax.set_ylabel("cuBLAS time / drvgemm time (> 1: drvgemm faster)")
+    ax.grid(True, which="both", axis="y", alpha=0.3)
+    ax.legend(fontsize=7, ncol=2, loc="best")
+    dev = results.get("device", {}).get("name", "")
+    ax.set_title(title or f"gemm(kernel='auto') against the best cuBLAS call, {dev}".strip())
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    return path

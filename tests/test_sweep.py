@@ -1,0 +1,219 @@
+"""The sweep harness (drvgemm/tools/sweep.py) on fake timings and fake child
+processes, and the three sweep scripts built on it (no GPU)."""
+import importlib.util
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from drvgemm.tools import sweep
+from drvgemm.tools.sweep import Entry
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def _script(name):
+    key = f"_sweep_script_{name}"
+    if key not in sys.modules:   # dataclasses look their module up there
+        spec = importlib.util.spec_from_file_location(key, BENCH / f"{name}.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[key] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules[key]
+
+
+# ---------------------------------------------------------------------------
+# paired round-robin timing
+# ---------------------------------------------------------------------------
+def test_round_robin_rotates_the_order_each_round():
+    order = []
+    entries = [Entry(x, lambda: None) for x in "abc"]
+    sweep.round_robin(entries, 4, lambda e: order.append(e.name) or 1.0)
+    assert order == list("abc" "bca" "cab" "abc")
+    assert all(e.rounds == [1.0] * 4 for e in entries)
+
+
+def test_a_failing_entry_sits_out_and_a_lost_context_stops_the_sweep():
+    class Sticky(Exception):
+        name = "CUDA_ERROR_ILLEGAL_ADDRESS"
+    calls = []
+
+    def measure(e):
+        calls.append(e.name)
+        if e.name == "bad" and len(e.rounds) == 1:
+            raise RuntimeError("boom")
+        return 2.0
+    entries = [Entry("ok", None), Entry("bad", None)]
+    sweep.round_robin(entries, 3, measure)
+    assert entries[0].rounds == [2.0] * 3 and entries[1].rounds == [2.0]
+    assert "boom" in entries[1].error and calls.count("bad") == 2
+
+    def lost(e):
+        raise Sticky("gone")
+    with pytest.raises(Sticky):
+        sweep.round_robin([Entry("x", None), Entry("y", None)], 2, lost)
+
+
+def test_ratios_paired_and_of_medians():
+    base = Entry("cublas", None, baseline=True, meta={"via": "torch", "out": "bf16"})
+    slow_base = Entry("cublas_gemmex", None, baseline=True, meta={"via": "cupy", "out": "bf16"})
+    var = Entry("20_x", None, meta={"variant": "v1", "defines": {"A": 1}})
+    broken = Entry("20_y", None, meta={"variant": "v2"})
+    base.rounds = [1.0, 2.0, 1.0]          # a slow second round (the clocks dropped)
+    slow_base.rounds = [3.0, 3.0, 3.0]
+    var.rounds = [0.5, 1.0, 2.0]
+    broken.error = "WRONG"
+    for e in (base, slow_base, var):
+        e.err = 1e-3
+    recs = sweep.ratio_records([base, slow_base, var, broken], 4096, 4096, 4096, "bf16")
+    r = {x["kernel"]: x for x in recs}
+    v = r["20_x"]
+    assert v["median_ms"] == 1.0 and v["vs_best_cublas"] == 1.0   # median 1.0 / median 1.0
+    assert v["vs_best_cublas_paired"] == statistics.median([2.0, 2.0, 0.5])
+    assert v["paired_range"] == [0.5, 2.0]
+    assert v["best_cublas"] == "cublas (torch, out bf16)"
+    assert v["variant"] == "v1" and v["defines"] == {"A": 1} and v["baseline"] is False
+    assert v["spread"] == 1.5 and v["round_ms"] == [0.5, 1.0, 2.0]
+    assert v["tflops"] == pytest.approx(2 * 4096 ** 3 / 1e-3 / 1e12, rel=1e-2)
+    assert "vs_best_cublas" not in r["cublas"] and r["cublas"]["baseline"] is True
+    assert r["20_y"]["median_ms"] is None and r["20_y"]["error"] == "WRONG"
+    table = sweep.format_table(recs, "title")
+    assert table.splitlines()[0] == "title" and "not timed: WRONG" in table
+
+
+def test_paired_ratios_and_geomean():
+    assert sweep.paired_ratios([2, 4], [1, 2]) == [2.0, 2.0]
+    assert sweep.paired_ratios([2, 4, 6], [1, 0]) == [2.0]   # zip, zero skipped
+    assert sweep.geomean([1, 4]) == pytest.approx(2.0)
+    assert sweep.geomean([None, 0, float("nan")]) is None
+
+
+# ---------------------------------------------------------------------------
+# compile pool, resources, isolated checks
+# ---------------------------------------------------------------------------
+def _double(job):
+    return {"key": job.key, "twice": 2 * job.key}
+
+
+def test_compile_all_keeps_the_order_serially_and_in_processes():
+    jobs = [sweep.CompileJob(i, "x.cu", "e", None, "sm_90") for i in range(5)]
+    assert [r["twice"] for r in sweep.compile_all(jobs, worker=_double, processes=1)] == \
+        [0, 2, 4, 6, 8]
+    assert sweep.compile_all([], worker=_double) == []
+
+
+def test_compile_job_reports_an_error_instead_of_raising():
+    res = sweep.compile_job(sweep.CompileJob("k", "no_such_kernel.cu", "nope", None, "sm_90"))
+    assert "error" in res
+    ok, why = sweep.resources_ok(res)
+    assert not ok and why
+
+
+def test_resources_ok():
+    good = {"registers": 168, "spills": 0, "stack": 0, "serialized": False}
+    assert sweep.resources_ok(good, registers=168) == (True, "168 regs")
+    assert not sweep.resources_ok(dict(good, spills=8))[0]
+    assert sweep.resources_ok(dict(good, spills=8), allow_spill=True)[0]
+    assert not sweep.resources_ok(dict(good, serialized=True))[0]
+    assert "needs 168" in sweep.resources_ok(dict(good, registers=170), registers=168)[1]
+
+
+class FakeRun:
+    """subprocess.run for check_isolated: the child answers items until it
+    meets one named 'crash', then exits 3 (a lost context)."""
+
+    def __init__(self):
+        self.inputs = []
+
+    def __call__(self, argv, input, capture_output, text, timeout):
+        items = json.loads(input)
+        self.inputs.append([i["key"] for i in items])
+        lines = [json.dumps({"ready": True})]
+        for it in items:
+            if it["key"][1] == "crash":
+                return subprocess.CompletedProcess(argv, 3, "\n".join(lines), "lost context")
+            lines.append(json.dumps({"key": it["key"], "ok": it["key"][1] != "wrong",
+                                     "detail": "d"}))
+        return subprocess.CompletedProcess(argv, 0, "\n".join(lines), "")
+
+
+def test_check_isolated_restarts_without_the_item_that_crashed():
+    items = [{"key": ["bf16", x]} for x in ("a", "crash", "wrong", "b")]
+    run = FakeRun()
+    res = sweep.check_isolated(["child"], items, run=run)
+    assert res[("bf16", "a")] == (True, "d") and res[("bf16", "b")] == (True, "d")
+    assert res[("bf16", "wrong")][0] is False
+    assert res[("bf16", "crash")] == (False, "child exited 3: lost context")
+    assert run.inputs == [[["bf16", x] for x in ("a", "crash", "wrong", "b")],
+                          [["bf16", "wrong"], ["bf16", "b"]]]
+
+
+def test_check_isolated_blames_nobody_when_the_child_never_starts():
+    def run(argv, input, **kw):
+        return subprocess.CompletedProcess(argv, 1, "", "ImportError: no drvgemm")
+    res = sweep.check_isolated(["child"], [{"key": "a"}, {"key": "b"}], run=run)
+    assert res == {"a": (False, "check not run: ImportError: no drvgemm"),
+                   "b": (False, "check not run: ImportError: no drvgemm")}
+
+
+def test_child_checks_prints_one_line_per_item(capsys):
+    def check(item):
+        if item["key"] == "boom":
+            raise ValueError("bad defines")
+        return item["key"] == "good", "detail"
+    assert sweep.child_checks([{"key": "good"}, {"key": "boom"}, {"key": "bad"}], check) == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert lines[0] == {"ready": True}
+    assert lines[1] == {"key": "good", "ok": True, "detail": "detail"}
+    assert lines[2]["ok"] is False and "bad defines" in lines[2]["detail"]
+    assert lines[3]["ok"] is False
+
+
+# ---------------------------------------------------------------------------
+# the scripts: variant tables over the registered entries
+# ---------------------------------------------------------------------------
+def test_mma_sweep_variants_start_from_the_registry():
+    from drvgemm.ladders.gemm.registry import by_name
+    mod = _script("mma_sweep")
+    reg = by_name()
+    for name, v in mod.VARIANTS.items():
+        r = mod.variant_rung(name)
+        base = reg[v.rung]
+        assert r.name == f"{base.name}[{name}]"
+        if base.defines:
+            assert r.defines == {**base.defines, **v.defines}
+        assert r.block == base.block
+        if v.defines == {k: base.defines.get(k) for k in v.defines}:
+            assert r.smem == base.smem, f"{name}: the registered constants give the registered smem"
+    # a variant of rung 12 with 4 stages of BK=32 tiles: 4 x (128x32 + 32x256) bf16
+    assert mod.variant_rung("12_base").smem == 4 * (128 * 32 + 32 * 256) * 2
+
+
+def test_autotune_variant_zero_is_the_registered_rung_8():
+    from drvgemm.ladders.gemm.registry import by_name
+    mod = _script("autotune_warp_tiled")
+    reg = by_name()["08_warp_tiled"]
+    r = mod.variant_rung(mod.VARIANTS[0])
+    assert (r.defines, r.block, r.smem, r.tile_m, r.tile_n) == \
+        (reg.defines, reg.block, reg.smem, reg.tile_m, reg.tile_n)
+    assert len({json.dumps(v, sort_keys=True) for v in mod.VARIANTS}) == len(mod.VARIANTS)
+
+
+def test_wgmma_sweep_lists_its_tables_and_needs_a_gpu(capsys):
+    mod = _script("wgmma_sweep")
+    assert mod.main(["--list"]) == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in list(mod.VARIANTS) + list(mod.TF32_VARIANTS))
+    r = mod.variant_rung("bf16", "static_g16", mod.VARIANTS["static_g16"].defines)
+    assert r.defines["EPILOGUE"] == mod.BASE["EPILOGUE"]
+
+
+def test_sweep_scripts_say_no_gpu(monkeypatch):
+    from drvgemm.runtime import driver
+    if driver.has_gpu():
+        pytest.skip("a GPU is present")
+    for name in ("mma_sweep", "wgmma_sweep"):
+        assert _script(name).main(["--variants", next(iter(_script(name).VARIANTS))]) == 2
