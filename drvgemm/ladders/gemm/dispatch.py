@@ -486,23 +486,26 @@ def gemm(a, b, c=None, *, alpha=1.0, beta=0.0, kernel="auto", stream=None, out_d
     TF32 tensor cores). ``drvgemm.plan(...)`` with the same arguments says
     what this call launches and why.
     """
+    call = None
     try:
         hit = _key(a, b, c, alpha, beta, kernel, stream, out_dtype, precision)
         if hit is not None:
-            key, pa, pb, pc, handle = hit
-            call = _calls.get(key)
+            call = _calls.get(hit[0])
             if call is not None:
-                _stats["hits"] += 1
-                if c is None:
-                    C = driver.empty((call.m, call.n), call.out_dt)
-                    pc = C.ptr
-                else:
-                    C = c
-                call.run(C, pa, pb, pc, float(alpha), float(beta), handle)
-                return _result(C, c, True, stream)
+                alpha, beta = float(alpha), float(beta)
     except (TypeError, ValueError, AttributeError):
-        hit = None   # the checked path says what is wrong
-    return _checked_gemm(a, b, c, alpha, beta, kernel, stream, out_dtype, precision, hit)
+        hit, call = None, None   # the checked path says what is wrong
+    if call is None:
+        return _checked_gemm(a, b, c, alpha, beta, kernel, stream, out_dtype, precision, hit)
+    _stats["hits"] += 1
+    _, pa, pb, pc, handle = hit
+    if c is None:
+        C = driver.empty((call.m, call.n), call.out_dt)
+        pc = C.ptr
+    else:
+        C = c
+    call.run(C, pa, pb, pc, alpha, beta, handle)
+    return _result(C, c, True, stream)
 
 
 def _checked_gemm(a, b, c, alpha, beta, kernel, stream, out_dtype, precision, hit):
