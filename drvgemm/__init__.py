@@ -12,7 +12,7 @@ The package, by layer (each imports only the ones above it in this list):
   cli/       the ``drvgemm`` command, one module per subcommand
 """
 from ._version import __version__
-from .ladders.gemm.dispatch import gemm, kernels
+from .ladders.gemm.dispatch import gemm, kernels, plan
 from .ladders.softmax.dispatch import softmax
 from .runtime.driver import (DeviceArray, Event, Stream, device, empty, has_gpu, no_gpu_reason,
                              synchronize, to_device)
@@ -28,6 +28,6 @@ from .tools.kernel_occupancy import occupancy
 
 __all__ = ["CompileError", "CudaError", "NoDeviceError", "DeviceArray", "Event", "Stream",
            "Kernel", "compile", "device", "empty", "gemm", "has_gpu", "kernels", "launch",
-           "launch_path", "no_gpu_reason", "occupancy", "softmax", "synchronize", "to_device",
+           "launch_path", "no_gpu_reason", "occupancy", "plan", "softmax", "synchronize", "to_device",
            "__version__"]
 __all__ += ["Graph", "IsolatedError", "StaleObjectError", "graph", "isolated", "reset"]

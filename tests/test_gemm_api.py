@@ -88,7 +88,9 @@ def test_empty_product_has_the_requested_output_type():
     assert out.shape == (0, 3) and out.dtype == ml_dtypes.bfloat16
 
 
-def test_only_the_hopper_16bit_rungs_write_a_16bit_c():
-    assert {r.name for r in RUNGS if r.narrow_output} == {
-        r.name for r in RUNGS if r.name.startswith(("20_tma_wgmma_bf16", "20_tma_wgmma_fp16"))}
-    assert {"20_tma_wgmma_bf16", "20_tma_wgmma_fp16"} <= {r.name for r in RUNGS if r.narrow_output}
+def test_only_the_hopper_and_small_m_16bit_rungs_write_a_16bit_c():
+    narrow = {r.name for r in RUNGS if r.narrow_output}
+    assert {"20_tma_wgmma_bf16", "20_tma_wgmma_fp16"} <= narrow
+    assert all(n.startswith(("20_tma_wgmma_", "30_small_m_")) for n in narrow)
+    assert all(by_prec in ("bf16", "fp16") for by_prec in
+               (r.precision for r in RUNGS if r.narrow_output))

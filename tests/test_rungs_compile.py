@@ -18,7 +18,8 @@ from drvgemm.runtime.compiler import compile_binary, parse_resources
 from drvgemm.runtime.errors import CompileError
 from drvgemm.ladders.gemm.registry import RUNGS
 
-FP32 = [r for r in RUNGS if r.precision == "fp32"]
+# The fp32 SIMT ladder of the plain signature (rung 30 has its own tests).
+FP32 = [r for r in RUNGS if r.precision == "fp32" and r.host == ""]
 ARCHS = ("sm_80", "sm_90")
 REGISTERS_PER_SM = 65536
 # Dynamic shared memory a block may opt in to, by the lowest arch a rung runs on.
@@ -57,7 +58,11 @@ def main_loop_counts(text: str):
 # --------------------------------------------------------------------------
 def test_the_ladder_has_eight_numbered_fp32_rungs():
     names = [r.name for r in FP32]
-    assert [n[:3] for n in names] == [f"{i:02d}_" for i in range(1, 9)], names
+    # one entry per ladder number, in order; a later entry may add a variant
+    # of a rung (08 on 64x64 tiles) under the same number
+    numbers = [n[:3] for n in names]
+    assert numbers == sorted(numbers), names
+    assert sorted(set(numbers)) == [f"{i:02d}_" for i in range(1, 9)], names
     assert len(set(names)) == len(names)
 
 

@@ -22,7 +22,8 @@ from drvgemm.runtime.errors import CompileError
 from drvgemm.analysis.occupancy import SPECS, kernel_max_threads, model
 from drvgemm.ladders.gemm.registry import RUNGS, by_name
 
-TENSOR = [r for r in RUNGS if r.precision != "fp32" and r.arch == "sm_80"]
+# The mma.sync / WMMA ladder of the plain signature (rung 30: tests/test_small_m_cpu.py).
+TENSOR = [r for r in RUNGS if r.precision != "fp32" and r.arch == "sm_80" and r.host == ""]
 ARCHS = ("sm_80", "sm_90")
 DEVICE_OF_ARCH = {"sm_80": "A100", "sm_90": "H200"}
 

@@ -30,6 +30,11 @@ class PlainHost:
         return LaunchConfig(rung.grid(m, n), tuple(rung.block), rung.smem,
                             (a, b, c, m, n, k, alpha, beta))
 
+    def split_counts(self, rung, m, n, k) -> tuple:
+        """The split-K counts worth ranking for this shape: the entry's
+        ``splits`` that leave every piece at least one element of K."""
+        return tuple(s for s in rung.splits if s == 1 or s <= k)
+
     def workspace_bytes(self, rung, m, n, split) -> int:
         """Device scratch that ``launches`` needs for a split of K (0: none)."""
         return 0

@@ -14,7 +14,13 @@ Every plain rung is compiled with -DALIGNED=1 or -DALIGNED=0. ALIGNED=1 is
 picked only when K and N are multiples of ``vector`` and the three pointers
 are 16-byte aligned, so a rung's vector loads may assume that; the ALIGNED=0
 instantiation must be correct for any M, N, K >= 1. Rung 20 (``host="tma"``)
-takes tensor maps; its host side is drvgemm/gemm/hopper.py.
+takes tensor maps; its host side is drvgemm/ladders/gemm/hopper.py. Rung 30
+(``host="small_m"``) has its own signature (a split-K workspace, the grid's
+strips, z chunks and splits); its host side is drvgemm/ladders/gemm/small_m.py.
+
+``auto=True`` entries are the candidates of kernel="auto": the dispatcher
+(plan.py) predicts each one's time on the shape with analysis/gemm_model.py
+and launches the fastest; the teaching rungs are ``auto=False``.
 
 Why each entry's constants are what they are, with the measurements behind
 them: benchmarks/notes/gemm-registry.md.
@@ -25,13 +31,13 @@ from dataclasses import dataclass, field
 
 from ...runtime.kernel import Kernel, compile
 from ...runtime.launch import LaunchConfig
-from . import hopper
+from . import hopper, small_m
 from .host import PlainHost
 
 
 PLAIN = PlainHost()
 # Rung.host (a name, so that an entry stays plain data) -> its host side.
-HOSTS = {"": PLAIN, "tma": hopper.TMA_WGMMA}
+HOSTS = {"": PLAIN, "tma": hopper.TMA_WGMMA, "small_m": small_m.SMALL_M}
 
 
 @dataclass(frozen=True)
@@ -53,11 +59,11 @@ class Rung:
     # precision's usual one: TF32 wgmma reads A straight from shared memory, and the
     # hardware drops the low 13 mantissa bits (truncation, 2^-10) instead of rna (2^-11).
     input_roundoff: float = 0.0
-    host: str = ""            # a key of HOSTS: "" plain signature, "tma" (gemm/hopper.py)
+    host: str = ""            # a key of HOSTS: "" plain, "tma" (hopper.py), "small_m" (small_m.py)
     # C may also be in the inputs' own 16-bit type (compiled with OUT_16=1),
     # not only float32: gemm(..., out_dtype=...) or a 16-bit C picks it.
     narrow_output: bool = False
-    auto: bool = True         # kernel="auto" may pick it (False: a teaching rung only)
+    auto: bool = True         # a candidate of kernel="auto" (False: a teaching rung only)
     splits: tuple = (1,)      # the split-K counts its host side runs (1: K in one piece)
 
     def __post_init__(self):
@@ -162,43 +168,43 @@ RUNGS: list[Rung] = [
     # block shape, tile and shared-memory size are computed from them, and
     # the same numbers reach the kernel as -D defines.
     (lambda BM=16, BN=16: Rung(
-        name="01_naive", source="01_naive.cu", entry="gemm_naive", precision="fp32",
+        name="01_naive", auto=False, source="01_naive.cu", entry="gemm_naive", precision="fp32",
         block=(BN, BM, 1), tile_m=BM, tile_n=BN,
         defines=dict(BM=BM, BN=BN),
         summary="one thread per element of C, straight from global memory"))(),
     (lambda TILE=32: Rung(
-        name="02_smem_tiled", source="02_smem_tiled.cu", entry="gemm_smem_tiled", precision="fp32",
+        name="02_smem_tiled", auto=False, source="02_smem_tiled.cu", entry="gemm_smem_tiled", precision="fp32",
         block=(TILE, TILE, 1), tile_m=TILE, tile_n=TILE,
         smem=2 * TILE * TILE * 4,  # one TILE x TILE tile each of A and B
         defines=dict(TILE=TILE),
         summary="32x32 tiles of A and B in dynamic shared memory, each value reused 32 times"))(),
     (lambda TILE=32, BK=32, COARSEN=2, APAD=4: Rung(
-        name="03_coarsened", source="03_coarsened.cu", entry="gemm_coarsened", precision="fp32",
+        name="03_coarsened", auto=False, source="03_coarsened.cu", entry="gemm_coarsened", precision="fp32",
         block=(TILE // COARSEN, TILE // COARSEN, 1), tile_m=TILE, tile_n=TILE,
         smem=(TILE * (BK + APAD) + BK * TILE) * 4,  # A [TILE][BK + APAD], B [BK][TILE]
         defines=dict(TILE=TILE, BK=BK, COARSEN=COARSEN, APAD=APAD),
         summary="2x2 outputs per thread: half the shared-memory loads per FMA"))(),
     (lambda BM=128, BN=128, BK=16, TM=8, TN=8: Rung(
-        name="04_reg_tiled", source="04_reg_tiled.cu", entry="gemm_reg_tiled", precision="fp32",
+        name="04_reg_tiled", auto=False, source="04_reg_tiled.cu", entry="gemm_reg_tiled", precision="fp32",
         block=(BN // TN, BM // TM, 1), tile_m=BM, tile_n=BN,
         smem=(BM * BK + BK * BN) * 4,  # A [BM][BK], B [BK][BN]
         defines=dict(BM=BM, BN=BN, BK=BK, TM=TM, TN=TN),
         summary="8x8 register micro-tile per thread (the seed's MB=8, TS=128)"))(),
     (lambda BM=128, BN=128, BK=16, TM=8, TN=8, MIN_BLOCKS=1: Rung(
-        name="05_double_buffered", source="05_double_buffered.cu", entry="gemm_double_buffered",
+        name="05_double_buffered", auto=False, source="05_double_buffered.cu", entry="gemm_double_buffered",
         precision="fp32", block=(BN // TN, BM // TM, 1), tile_m=BM, tile_n=BN,
         smem=2 * (BM * BK + BK * BN) * 4,  # two buffers of rung 4's tiles
         defines=dict(BM=BM, BN=BN, BK=BK, TM=TM, TN=TN, MIN_BLOCKS=MIN_BLOCKS),
         summary="the next tile's global loads overlap this tile's FMAs; one barrier per tile"))(),
     (lambda BM=128, BN=128, BK=8, TM=8, TN=8, APAD=4, MIN_BLOCKS=2: Rung(
-        name="06_vectorized", source="06_vectorized.cu", entry="gemm_vectorized", precision="fp32",
+        name="06_vectorized", auto=False, source="06_vectorized.cu", entry="gemm_vectorized", precision="fp32",
         block=(BN // TN, BM // TM, 1), tile_m=BM, tile_n=BN,
         smem=2 * BK * ((BM + APAD) + BN) * 4,  # two buffers of A^T [BK][BM + APAD], B [BK][BN]
         defines=dict(BM=BM, BN=BN, BK=BK, TM=TM, TN=TN, APAD=APAD, MIN_BLOCKS=MIN_BLOCKS),
         vector=4,
         summary="float4 global loads, A transposed in shared memory, conflict-free LDS.128"))(),
     (lambda BM=128, BN=128, BK=16, TM=8, TN=8, STAGES=3, APAD=4, MIN_BLOCKS=2: Rung(
-        name="07_cp_async", source="07_cp_async.cu", entry="gemm_cp_async", precision="fp32",
+        name="07_cp_async", auto=False, source="07_cp_async.cu", entry="gemm_cp_async", precision="fp32",
         block=(BN // TN, BM // TM, 1), tile_m=BM, tile_n=BN,
         smem=STAGES * (BM * (BK + APAD) + BK * BN) * 4,  # STAGES x (A [BM][BK + APAD], B [BK][BN])
         defines=dict(BM=BM, BN=BN, BK=BK, TM=TM, TN=TN, STAGES=STAGES, APAD=APAD,
@@ -214,11 +220,22 @@ RUNGS: list[Rung] = [
                      MIN_BLOCKS=MIN_BLOCKS, KT_UNROLL=KT_UNROLL),
         vector=4,
         summary="warp tiles of 4x8 threads, double-buffered fragments, __launch_bounds__"))(),
+    # Rung 08 on 64x64 tiles (4 warps of 32x32, 8x4 per thread): four times the
+    # blocks of the 128x128 tile for the shapes that leave most SMs idle there
+    # (1024^2 is 64 tiles of 128x128 on 132 SMs).
+    (lambda BM=64, BN=64, BK=8, WM=32, WN=32, TM=8, TN=4, APAD=4, MIN_BLOCKS=4, KT_UNROLL=2: Rung(
+        name="08_warp_tiled_64x64", source="08_warp_tiled.cu", entry="gemm_warp_tiled",
+        precision="fp32", block=((BM // WM) * (BN // WN) * 32, 1, 1), tile_m=BM, tile_n=BN,
+        smem=2 * BK * ((BM + APAD) + BN) * 4,
+        defines=dict(BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, TM=TM, TN=TN, APAD=APAD,
+                     MIN_BLOCKS=MIN_BLOCKS, KT_UNROLL=KT_UNROLL),
+        vector=4,
+        summary="rung 08 on 64x64 tiles: more blocks for medium shapes"))(),
     # ---- tensor cores: mma.sync / WMMA ----
     # Shared memory is STAGES x (A tile + B tile). Rungs 12-14 share one block
     # tile (cu/gemm/mma_bf16_block.cuh) so that 12 and 14 differ only in who copies.
     (lambda BM=128, BN=128, WM=64, WN=32, BK=32, STAGES=2, A_LD=32 + 16, B_LD=128 + 16: Rung(
-        name="09_wmma_fp16", source="09_wmma_fp16.cu", entry="wmma_fp16_gemm", precision="fp16",
+        name="09_wmma_fp16", auto=False, source="09_wmma_fp16.cu", entry="wmma_fp16_gemm", precision="fp16",
         block=((BM // WM) * (BN // WN) * 32, 1, 1), tile_m=BM, tile_n=BN,
         smem=STAGES * (BM * A_LD + BK * B_LD) * 2,  # padded A [BM][BK+16], B [BK][BN+16]
         defines=dict(BM=BM, BN=BN, WM=WM, WN=WN, BK=BK, STAGES=STAGES, GROUP_M=8),
@@ -226,13 +243,13 @@ RUNGS: list[Rung] = [
         summary="tensor cores through WMMA: 16x16x16 fp16 fragments, fp32 accumulators, "
                 "opaque layouts (epilogue via shared memory)"))(),
     (lambda BM=128, BN=256, BK=32, STAGES=3: Rung(
-        name="10_mma_tf32_ptx", source="10_mma_tf32_ptx.ptx", entry="mma_tf32_ptx_gemm",
+        name="10_mma_tf32_ptx", auto=False, source="10_mma_tf32_ptx.ptx", entry="mma_tf32_ptx_gemm",
         precision="tf32", block=(256, 1, 1), tile_m=BM, tile_n=BN,
         smem=STAGES * (BM * BK + BK * BN) * 4,  # 3 x (A [128][32] + B [32][256]) fp32
         vector=4,  # the 16-byte path is chosen at run time: a .ptx takes no -D
         summary="TF32 mma.sync.m16n8k8 in hand-written PTX: the twin of rung 11"))(),
     (lambda BM=128, BN=256, BK=32, WN=64, STAGES=3: Rung(
-        name="11_mma_tf32", source="11_mma_tf32.cu", entry="mma_tf32_gemm", precision="tf32",
+        name="11_mma_tf32", auto=False, source="11_mma_tf32.cu", entry="mma_tf32_gemm", precision="tf32",
         block=((BM // 64) * (BN // WN) * 32, 1, 1), tile_m=BM, tile_n=BN,
         smem=STAGES * (BM * BK + BK * BN) * 4,  # A [BM][BK], B [BK][BN] fp32, swizzled
         defines=dict(BM=BM, BK=BK, WN=WN, STAGES=STAGES, GROUP_M=8, CVT=1),
@@ -240,7 +257,7 @@ RUNGS: list[Rung] = [
         summary="TF32 mma.sync.m16n8k8 (cvt.rna), 3-stage cp.async commit groups, "
                 "XOR-swizzled shared memory, ldmatrix for A"))(),
     (lambda BM=128, BN=256, BK=64, WM=64, WN=64, STAGES=3, FRAG_PIPE=1: Rung(
-        name="12_mma_bf16", source="12_mma_bf16_fp16.cu", entry="mma_bf16_gemm", precision="bf16",
+        name="12_mma_bf16", auto=False, source="12_mma_bf16_fp16.cu", entry="mma_bf16_gemm", precision="bf16",
         block=((BM // WM) * (BN // WN) * 32, 1, 1), tile_m=BM, tile_n=BN,
         smem=STAGES * (BM * BK + BK * BN) * 2,  # A [BM][BK], B [BK][BN] bf16, swizzled
         defines=dict(BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, STAGES=STAGES, GROUP_M=8,
@@ -250,7 +267,7 @@ RUNGS: list[Rung] = [
                 "memory, 3-stage cp.async of 64-wide k-tiles, fragments double-buffered "
                 "in registers"))(),
     (lambda BM=128, BN=256, BK=64, WM=64, WN=64, STAGES=3, FRAG_PIPE=1: Rung(
-        name="13_mma_fp16", source="12_mma_bf16_fp16.cu", entry="mma_fp16_gemm", precision="fp16",
+        name="13_mma_fp16", auto=False, source="12_mma_bf16_fp16.cu", entry="mma_fp16_gemm", precision="fp16",
         block=((BM // WM) * (BN // WN) * 32, 1, 1), tile_m=BM, tile_n=BN,
         smem=STAGES * (BM * BK + BK * BN) * 2,
         defines=dict(BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, STAGES=STAGES, GROUP_M=8,
@@ -260,7 +277,7 @@ RUNGS: list[Rung] = [
     # Why 14's constants: the faster of two measured against 12 (benchmarks/mma_sweep.py);
     # no FRAG_PIPE, as two fragment sets beside 128 accumulators spill at 168 registers.
     (lambda BM=128, BN=256, BK=32, WM=64, WN=64, STAGES=4, PRODUCER_WARPS=4: Rung(
-        name="14_warp_specialized_mma_bf16", source="14_warp_specialized_mma_bf16.cu",
+        name="14_warp_specialized_mma_bf16", auto=False, source="14_warp_specialized_mma_bf16.cu",
         entry="ws_mma_bf16_gemm", precision="bf16",
         block=((BM // WM) * (BN // WN) * 32 + PRODUCER_WARPS * 32, 1, 1), tile_m=BM, tile_n=BN,
         smem=STAGES * (BM * BK + BK * BN) * 2,
@@ -323,6 +340,41 @@ RUNGS: list[Rung] = [
                 summary="TF32 wgmma m64n256k8 on C^T = B^T A^T: A through TMA as wgmma's "
                         "K-major B, B from shared memory into register fragments (32-bit "
                         "wgmma operands cannot be transposed)"),
+]
+
+
+def _small_m_rung(precision, ROWS, *, STAGES=6, MIN_BLOCKS=4, WARPS=4, summary) -> Rung:
+    """One entry of cu/gemm/30_small_m.cu (PREC 0/1/2 = fp32/bf16/fp16): ROWS rows of M
+    and one strip of columns (128 fp32, 64 16-bit) per block of WARPS warps, each warp
+    streaming B through a STAGES-deep cp.async ring; more rows of M are more blocks
+    along z. Shared memory and the defines: ladders/gemm/small_m.py, from the same
+    constants (the kernel checks the figure through SMEM_BYTES_HOST)."""
+    g = small_m.Geometry(precision, ROWS, WARPS, STAGES, MIN_BLOCKS)
+    return Rung(
+        f"30_small_m_{precision}" + ("" if ROWS == 16 else f"_r{ROWS}"), "30_small_m.cu",
+        "small_m_gemm", precision, block=(g.threads, 1, 1), tile_m=ROWS, tile_n=g.strip,
+        smem=g.smem, defines=small_m.defines(precision, ROWS, WARPS, STAGES, MIN_BLOCKS),
+        vector=16 // small_m.ELEM_BYTES[precision], host="small_m",
+        narrow_output=precision != "fp32", splits=tuple(range(1, small_m.MAX_SPLITS + 1)),
+        summary=summary)
+
+
+# ---- Rung 30: small M ----
+# Why these constants (benchmarks/notes/small-m.md, three H200 runs): COALESCED copies
+# (each quarter-warp one 128-byte line) took bf16 M <= 8 from 0.35-0.50 to 0.94-0.98 of
+# copy bandwidth; STAGES 6 was better or equal on every measured shape for ROWS 16/32
+# (ROWS 64: 194 registers, 2 blocks/SM, so MIN_BLOCKS 2). fp32: 16 rows per block
+# (64 accumulators per lane).
+RUNGS += [
+    _small_m_rung("fp32", 16, summary="small M: B streamed once through per-lane cp.async "
+                                      "rings, FFMA, deterministic split-K (last block sums)"),
+    _small_m_rung("bf16", 16, summary="small M, bf16: mma.sync m16n8k16 on rows padded to 16, "
+                                      "B fragments paired from row-major rows by PRMT"),
+    _small_m_rung("bf16", 32, summary="the bf16 small-M rung with 32 rows per block"),
+    _small_m_rung("bf16", 64, MIN_BLOCKS=2, summary="the bf16 small-M rung with 64 rows per block"),
+    _small_m_rung("fp16", 16, summary="the bf16 small-M rung with fp16 inputs"),
+    _small_m_rung("fp16", 32, summary="the fp16 small-M rung with 32 rows per block"),
+    _small_m_rung("fp16", 64, MIN_BLOCKS=2, summary="the fp16 small-M rung with 64 rows per block"),
 ]
 
 

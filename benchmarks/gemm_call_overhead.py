@@ -1,0 +1,105 @@
+"""Host cost of one gemm() call against torch.matmul(out=), side by side in
+one process: N back-to-back calls of a 16 x 16 x 16 product (so the GPU
+never holds the host back), device tensors, C preallocated, for fp32 and
+bf16 inputs (fp32 C).
+
+    python benchmarks/gemm_call_overhead.py [--calls 3000] [--json PATH]
+
+Per path: the host time to enqueue N calls over N ("host_us": what the
+caller's thread spends per call) and the wall time to the end of the last
+kernel over N ("wall_us"), the median of 5 repetitions after a warm-up.
+drvgemm runs on torch tensors (data_ptr, the cached plan) and on
+DeviceArrays; torch is optional (without it only the DeviceArray path runs).
+The plan cache's hit count after the run shows the repeat calls took the
+cached path."""
+import argparse
+import json
+import statistics
+import sys
+import time
+
+import numpy as np
+
+import drvgemm
+from drvgemm.ladders.gemm import dispatch
+from drvgemm.runtime import dtypes
+
+
+def timed(fn, calls, sync, repeats=5):
+    fn(200)
+    sync()
+    host, wall = [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn(calls)
+        t1 = time.perf_counter()
+        sync()
+        t2 = time.perf_counter()
+        host.append((t1 - t0) / calls * 1e6)
+        wall.append((t2 - t0) / calls * 1e6)
+    return statistics.median(host), statistics.median(wall)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--calls", type=int, default=3000)
+    ap.add_argument("--size", type=int, default=16)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    n = args.size
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    records = []
+    rng = np.random.default_rng(0)
+    for prec in ("fp32", "bf16"):
+        dt = dtypes.numpy_dtype(prec)
+        a = rng.standard_normal((n, n), dtype=np.float32).astype(dt)
+        b = rng.standard_normal((n, n), dtype=np.float32).astype(dt)
+        A, B = drvgemm.to_device(a), drvgemm.to_device(b)
+        C = drvgemm.empty((n, n), np.float32)
+        paths = {}
+
+        def drv_dev(k, A=A, B=B, C=C):
+            g = drvgemm.gemm
+            for _ in range(k):
+                g(A, B, C)
+        paths["drvgemm.gemm(DeviceArray)"] = (drv_dev, drvgemm.synchronize)
+        if torch is not None:
+            tdt = torch.float32 if prec == "fp32" else torch.bfloat16
+            ta = torch.from_numpy(a.astype(np.float32)).to("cuda", tdt)
+            tb = torch.from_numpy(b.astype(np.float32)).to("cuda", tdt)
+            tc = torch.empty((n, n), device="cuda", dtype=torch.float32)
+            tc16 = torch.empty((n, n), device="cuda", dtype=tdt)
+
+            def drv_torch(k, ta=ta, tb=tb, tc=tc):
+                g = drvgemm.gemm
+                for _ in range(k):
+                    g(ta, tb, tc)
+
+            def torch_mm(k, ta=ta, tb=tb, tc=tc16):
+                mm = torch.matmul
+                for _ in range(k):
+                    mm(ta, tb, out=tc)
+            paths["drvgemm.gemm(torch)"] = (drv_torch, torch.cuda.synchronize)
+            paths["torch.matmul(out=)"] = (torch_mm, torch.cuda.synchronize)
+        before = dispatch.plan_cache_info()["hits"]
+        for name, (fn, sync) in paths.items():
+            host, wall = timed(fn, args.calls, sync)
+            records.append({"path": name, "precision": prec, "m": n, "n": n, "k": n,
+                            "host_us": round(host, 2), "wall_us": round(wall, 2)})
+            print(f"{prec:5} {name:28} host {host:7.2f} us/call   wall {wall:7.2f} us/call")
+        p = drvgemm.plan(A, B, C)
+        print(f"      chosen: {p.instantiation} split {p.split}; plan-cache hits "
+              f"{dispatch.plan_cache_info()['hits'] - before}")
+    if args.json:
+        out = {"device": str(drvgemm.device()), "launch_path": drvgemm.launch_path(),
+               "calls": args.calls, "records": records}
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,317 @@
+"""How long a GEMM instantiation should take on a shape: the model the
+dispatcher ranks candidates by. Pure arithmetic, no GPU.
+
+Two kinds of kernel, two formulas.
+
+Tiled kernels (SIMT, mma.sync, wgmma): a candidate is a tile of C
+(tile_m x tile_n per unit of work), a split of K into ``split`` pieces, and
+its family (the unit it computes on and what it reaches there, below).
+
+    time = launch + fixed + max(compute, memory) + reduction + staging
+
+- compute: the units (tiles x split) are dealt to ``slots`` = SMs x blocks
+  per SM in waves; each wave lasts as long as one unit (2 * tile_m * tile_n
+  * K/split FLOPs at the slot's share of the unit's ceiling x the family's
+  efficiency), so a shape that leaves a wave a third full pays for a whole
+  one. Edge tiles cost as much as full ones: the padding is computed too.
+- memory: every byte of A and B read from DRAM once (the L2 holds the panel
+  that neighbouring tiles share), C written once (read too when beta != 0),
+  at the device's copy bandwidth.
+- reduction: a workspace split writes split x M x N fp32 partials and reads
+  them back once at copy bandwidth, plus a launch.
+- staging: operands a TMA kernel cannot describe (misaligned rows) are
+  copied first: read and written once more.
+
+Streaming kernels (rung 30, small M): the product is a stream over B, read
+once; the time is B's bytes over the copy bandwidth as long as every SM
+keeps enough bytes in flight (Little's law), else the math ceiling, plus the
+split-K workspace round trip and the last block's reduction chain.
+
+Every figure below is stated once, with the measurement it comes from
+(benchmarks/results/h200.json, the README table, benchmarks/notes/small-m.md,
+../shared/ANCHORS.md). Other devices scale the H200's figures by their
+catalogue peaks; only the H200's are measured.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .devices import CATALOGUE, find, for_device_name
+
+__all__ = ["Ceilings", "Family", "FAMILIES", "Candidate", "StreamCandidate", "Prediction",
+           "ceilings", "predict", "predict_stream", "waves", "H200_CEILINGS", "STREAM"]
+
+
+# ---------------------------------------------------------------------------
+# the device
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Ceilings:
+    """What the units of one device reach (FLOP/s, whole device) and its
+    copy bandwidth (bytes read + written per second)."""
+    name: str
+    sm_count: int
+    units: dict = field(hash=False)
+    copy_bw: float
+    smem_per_sm: int = 233472
+    regs_per_sm: int = 65536
+    threads_per_sm: int = 2048
+    blocks_per_sm: int = 32
+    measured: bool = False
+
+    def rate(self, unit: str) -> float:
+        return self.units[unit]
+
+
+# Measured on the H200 (ANCHORS.md: register-only microbenchmarks, 132 x 8
+# blocks of 256 threads; copy of 2 GiB); wgmma from the datasheet (dense).
+H200_CEILINGS = Ceilings(
+    "H200", 132,
+    {"ffma": 60.2e12, "mma_sync_tf32": 321.9e12, "mma_sync_16": 643.0e12,
+     "wgmma_16": 989.4e12, "wgmma_tf32": 494.7e12},
+    copy_bw=4.27e12, measured=True)
+
+# Which catalogue peak scales each unit for a device other than the H200.
+_UNIT_PRECISION = {"ffma": "fp32", "mma_sync_tf32": "tf32", "mma_sync_16": "bf16",
+                   "wgmma_16": "bf16", "wgmma_tf32": "tf32"}
+
+
+def ceilings(device_name: str | None = None, sm_count: int | None = None) -> Ceilings:
+    """The ceilings of a device by the name the driver reports or a user
+    types ("NVIDIA H200", "h100"); None or an unknown name: the H200's.
+    Devices other than the H200 get the H200's measured fraction of each
+    datasheet peak, applied to their own peaks."""
+    entry = None
+    if device_name:
+        entry = for_device_name(device_name) or find(device_name)
+    if entry is None or entry.name == "H200" or entry.ceilings is None:
+        base = H200_CEILINGS
+        if sm_count and sm_count != base.sm_count:
+            scale = sm_count / base.sm_count
+            return Ceilings(base.name, sm_count, {u: r * scale for u, r in base.units.items()},
+                            base.copy_bw, measured=False)
+        return base
+    h200 = next(d for d in CATALOGUE if d.name == "H200").ceilings
+    roof = entry.ceilings
+    units = {}
+    for unit, rate in H200_CEILINGS.units.items():
+        p = _UNIT_PRECISION[unit]
+        if p in roof.peak_flops:
+            units[unit] = rate * roof.peak_flops[p] / h200.peak_flops[p]
+    res = entry.resources
+    bw = H200_CEILINGS.copy_bw * roof.dram_bw / h200.dram_bw
+    kw = {}
+    if res is not None:
+        kw = dict(smem_per_sm=res.smem_per_sm, regs_per_sm=res.regs_per_sm,
+                  threads_per_sm=res.max_threads_per_sm, blocks_per_sm=res.max_blocks_per_sm)
+    sms = sm_count or (res.sm_count if res is not None and res.sm_count else 132)
+    return Ceilings(entry.name, sms, units, bw, **kw)
+
+
+# ---------------------------------------------------------------------------
+# kernel families: what each reaches when busy (H200 measurements)
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Family:
+    """What a kernel family reaches on a full wave of full tiles, as a
+    fraction of its unit's ceiling, and its fixed cost per launch (pipeline
+    fill and drain, epilogue, first DRAM latency) beyond the launch itself."""
+    name: str
+    unit: str                # key of Ceilings.units
+    efficiency: float
+    fixed_s: float
+    unaligned: float = 1.0   # efficiency factor of the ALIGNED=0 instantiation
+    source: str = ""
+
+
+# Fitted to two points each, time = launch + fixed + waves x unit time: the
+# 4096^3 median (full waves: efficiency) and the 256^3 median (one unit of a
+# short K: fixed), both from benchmarks/results/h200.json (L2 flushed).
+# 3072^3 is the check (each entry says how close).
+FAMILIES: dict[str, Family] = {f.name: f for f in (
+    Family("simt_fp32", "ffma", 0.868, 0.0, unaligned=0.5,
+           source="08_warp_tiled 128x128, 2 blocks/SM: 4096^3 2.710 ms (50.7 TFLOP/s, 4 waves), "
+                  "256^3 39.4 us (fixed fits below 0: a lone block runs faster than half an "
+                  "SM; taken as 0); 3072^3 1.530 ms (predicted 1.523)"),
+    # The 64x64-tile entries of rung 08 share the loop; a 64x64 tile reuses
+    # each shared-memory value half as often (estimate, not yet measured).
+    Family("simt_fp32_small", "ffma", 0.60, 1.5e-6, unaligned=0.5,
+           source="estimate: 0.7 x simt_fp32 for half the reuse per shared-memory load"),
+    Family("mma_sync_tf32", "mma_sync_tf32", 0.565, 4.6e-6, unaligned=0.5,
+           source="11_mma_tf32 128x256, 1 block/SM: 4096^3 0.786 ms (174.9 TFLOP/s), 256^3 "
+                  "18.8 us; 3072^3 0.455 ms (predicted 0.445)"),
+    Family("mma_sync_16", "mma_sync_16", 0.78, 5.1e-6, unaligned=0.5,
+           source="12_mma_bf16 128x256, 1 block/SM: 4096^3 0.290 ms (474.4 TFLOP/s), 256^3 "
+                  "11.5 us; 3072^3 0.171 ms (predicted 0.166)"),
+    Family("wgmma_16", "wgmma_16", 0.844, 10.0e-6,
+           source="20_tma_wgmma_bf16 128x256, persistent: 4096^3 0.1817 ms (756.5 TFLOP/s, "
+                  "4 rounds of 132), 256^3 14.6 us; 3072^3 0.1009 ms (predicted 0.107)"),
+    Family("wgmma_tf32", "wgmma_tf32", 0.813, 7.6e-6,
+           source="20_tma_wgmma_tf32 256x128, persistent: 4096^3 0.3619 ms (379.7 TFLOP/s), "
+                  "256^3 15.1 us; 3072^3 0.205 ms (predicted 0.208)"),
+    # The smaller members of rung 20 (128 x 192, 128 x 128; tf32 192 x 128, 128 x
+    # 128) run the same loop with a narrower wgmma: per byte of shared memory a
+    # third / half fewer MMAs, and the producer's TMA issue rate per FLOP up by
+    # as much. Estimates until the shape suite measures them: 0.94 and 0.86 of
+    # the flagship's efficiency, the same fixed cost.
+    Family("wgmma_16_192", "wgmma_16", 0.844 * 0.94, 10.0e-6,
+           source="estimate: 0.94 x wgmma_16 (128x192 tile)"),
+    Family("wgmma_16_128", "wgmma_16", 0.844 * 0.86, 10.0e-6,
+           source="estimate: 0.86 x wgmma_16 (128x128 tile)"),
+    Family("wgmma_tf32_192", "wgmma_tf32", 0.813 * 0.94, 7.6e-6,
+           source="estimate: 0.94 x wgmma_tf32 (192x128 tile)"),
+    Family("wgmma_tf32_128", "wgmma_tf32", 0.813 * 0.86, 7.6e-6,
+           source="estimate: 0.86 x wgmma_tf32 (128x128 tile)"),
+)}
+
+
+# ---------------------------------------------------------------------------
+# the tiled model
+# ---------------------------------------------------------------------------
+LAUNCH_S = 2.0e-6     # one launch as the GPU sees it (back to back, ANCHORS.md)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    family: Family
+    tile_m: int
+    tile_n: int
+    split: int = 1           # pieces of K; > 1 means partial sums to be reduced
+    workspace: bool = True   # split partials through a workspace pass (else in-kernel)
+    blocks_per_sm: int = 1   # resident units per SM (occupancy of the instantiation)
+    aligned: bool = True
+    staged_bytes: int = 0    # bytes copied first (TMA staging of misaligned operands)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    seconds: float
+    compute_s: float
+    memory_s: float
+    reduce_s: float
+    units: int
+    waves: int
+    wave_fill: float         # units / (waves x slots): 1.0 is a full last wave
+    note: str = ""
+
+    def describe(self) -> str:
+        return (f"{self.seconds * 1e6:.1f} us (compute {self.compute_s * 1e6:.1f}, memory "
+                f"{self.memory_s * 1e6:.1f}, reduce {self.reduce_s * 1e6:.1f}; {self.units} "
+                f"units in {self.waves} wave{'s' * (self.waves != 1)}, "
+                f"{self.wave_fill:.0%} full{'; ' + self.note if self.note else ''})")
+
+
+def waves(units: int, slots: int) -> int:
+    return max(1, math.ceil(units / slots))
+
+
+def predict(c: Candidate, m: int, n: int, k: int, *, in_bytes: int, out_bytes: int,
+            dev: Ceilings = H200_CEILINGS, beta_reads_c: bool = False) -> Prediction:
+    """The predicted time of tiled candidate ``c`` on an M x N x K product."""
+    f = c.family
+    tiles = math.ceil(m / c.tile_m) * math.ceil(n / c.tile_n)
+    units = tiles * c.split
+    slots = dev.sm_count * max(1, c.blocks_per_sm)
+    w = waves(units, slots)
+    k_unit = math.ceil(k / c.split)
+    unit_flops = 2.0 * c.tile_m * c.tile_n * k_unit
+    eff = f.efficiency * (1.0 if c.aligned else f.unaligned)
+    slot_rate = dev.rate(f.unit) * eff / slots
+    compute = w * unit_flops / slot_rate
+    c_bytes = m * n * out_bytes * (2 if beta_reads_c else 1)
+    memory = ((m * k + k * n) * in_bytes + c_bytes) / dev.copy_bw
+    reduce = 0.0
+    if c.split > 1 and c.workspace:
+        reduce = 2.0 * c.split * m * n * 4 / dev.copy_bw + LAUNCH_S
+    staging = 2.0 * c.staged_bytes / dev.copy_bw + (LAUNCH_S if c.staged_bytes else 0.0)
+    total = LAUNCH_S + f.fixed_s + max(compute, memory) + reduce + staging
+    return Prediction(total, compute, memory, reduce, units, w, units / (w * slots),
+                      "operands staged" if c.staged_bytes else "")
+
+
+# ---------------------------------------------------------------------------
+# the streaming model (rung 30)
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StreamFigures:
+    """Rung 30's figures, fitted to the third H200 run of
+    benchmarks/notes/small-m.md (COALESCED, STAGES 6):
+    bf16 1 x 28672 x 8192 112.9 us (0.98 of copy: stream_eff), 1 x 4096^2
+    14.3 us and 16 x 4096^2 15.7 us (ramp), 64 x 4096^2 with 64 rows per
+    block 25.7 us (mma_eff of ROWS 64: its 194 registers leave 2 blocks per
+    SM and a 64 x 64 epilogue per block), fp32 64 x 4096^2 82 us (ffma_eff:
+    26 TFLOP/s, 0.43 of FFMA)."""
+    stream_eff: float = 0.97          # of the copy bandwidth, for a read-only stream
+    in_flight_per_sm: int = 64 << 10  # bytes: Little's law with ~2 us of latency at full load
+    l2_round_trip_s: float = 0.6e-6   # one dependent L2 access under load (reduction chain)
+    ramp_s: float = 5.0e-6            # launch, first DRAM latency, last block's epilogue
+    ffma_eff: float = 0.45
+    # mma.sync on rows padded to ROWS, by ROWS (the rest of the issue slots go
+    # to the copies, PRMT and the A fragments)
+    mma_eff: tuple = ((16, 0.5), (32, 0.5), (64, 0.14))
+
+    def mma_efficiency(self, rows: int) -> float:
+        return dict(self.mma_eff).get(rows, min(e for _, e in self.mma_eff))
+
+
+STREAM = StreamFigures()
+
+
+@dataclass(frozen=True)
+class StreamCandidate:
+    """One launch of rung 30: ``rows`` of M and ``strip`` columns per block,
+    M in ``zchunks`` blocks along z, K in ``splits`` pieces of
+    ``steps_per_split`` steps of ``kstep`` rows."""
+    precision: str
+    rows: int
+    strip: int
+    kstep: int
+    threads: int
+    blocks_per_sm: int
+    in_flight_bytes: int
+    strips: int
+    zchunks: int
+    splits: int
+    steps_per_split: int
+
+
+def predict_stream(c: StreamCandidate, m: int, n: int, k: int, *, in_bytes: int,
+                   out_bytes: int, dev: Ceilings = H200_CEILINGS,
+                   beta_reads_c: bool = False, fig: StreamFigures = STREAM) -> Prediction:
+    """time = max(stream of B and A over the blocks, math at the derated
+    ceiling) + C and the workspace round trip at copy bandwidth + the last
+    block's reduction chain (ceil(S / 8) dependent L2 round trips per item:
+    eight splits' loads are in flight at once) + ramp."""
+    sms = dev.sm_count
+    capacity = c.blocks_per_sm * sms
+    blocks = c.strips * c.zchunks * c.splits
+    bw = dev.copy_bw * fig.stream_eff
+    per_block = (k * n + m * k) * in_bytes / blocks
+    # Waves of ``capacity`` blocks; a wave with too few bytes in flight per
+    # SM runs at the fraction of the bandwidth that Little's law allows.
+    stream, left = 0.0, blocks
+    while left > 0:
+        wave = min(left, capacity)
+        cover = wave / sms * c.in_flight_bytes / fig.in_flight_per_sm
+        stream += wave * per_block / (bw * min(1.0, cover))
+        left -= wave
+    if c.precision == "fp32":
+        rate = dev.rate("ffma") * fig.ffma_eff
+    else:
+        rate = dev.rate("mma_sync_16") * fig.mma_efficiency(c.rows)
+    math_s = 2.0 * c.zchunks * c.rows * k * n / rate
+    # >= 2 resident blocks per SM keep an SM's FFMA / tensor pipes fed
+    math_s /= min(1.0, min(blocks, capacity) / (2 * sms))
+    t = max(stream, math_s)
+    rows_used = min(m, c.rows)
+    work = 2 * c.strips * c.zchunks * c.splits * rows_used * c.strip * 4 if c.splits > 1 else 0
+    items = rows_used * c.strip // 4
+    chain = (math.ceil(c.splits / 8) * math.ceil(items / c.threads) * fig.l2_round_trip_s
+             if c.splits > 1 else 0.0)
+    c_bytes = m * n * out_bytes * (2 if beta_reads_c else 1)
+    reduce = work / bw + chain
+    total = t + c_bytes / bw + reduce + fig.ramp_s
+    w = waves(blocks, capacity)
+    return Prediction(total, math_s, stream, reduce, blocks, w, blocks / (w * capacity),
+                      f"{c.strips} strips x {c.zchunks} z x {c.splits} splits")

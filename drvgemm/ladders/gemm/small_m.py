@@ -1,0 +1,214 @@
+"""The host side of rung 30 (small M, cu/gemm/30_small_m.cu): its geometry,
+the alignment rule, the split of K and its workspace, the launch.
+
+With M this small the product is a stream over B (K x N elements, read
+once). A block is WARPS warps on one strip of columns (64 for 16-bit inputs,
+128 for fp32) and ROWS rows of M; more rows are more blocks along the grid's
+z part (adjacent in launch order, so they share B in L2). N / strip is often
+far fewer blocks than the GPU holds (N = 4096 in bf16 is 64 strips), so K is
+split too: ``split`` blocks per strip, each on a contiguous range of K, their
+partial strips added in a fixed order by the last one to finish
+(deterministic). How many splits: the dispatcher asks the streaming model
+(analysis/gemm_model.predict_stream) for each count ``split_counts`` offers.
+
+Kernel parameters: (A, B, C, work, counters, M, N, K, alpha, beta, strips,
+zchunks, splits, steps_per_split). The workspace (``workspace_bytes``) is
+int32 counters, one per (z chunk, strip), then fp32 partial tiles
+[zchunks * strips][splits][ROWS][strip]. The counters must be 0 when a
+launch starts; every launch leaves them 0 (the last block resets its
+counter), so a workspace zeroed once serves every later call on its stream.
+Two launches that may run at the same time (two streams) need two
+workspaces.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...runtime.launch import LaunchConfig
+from .host import PlainHost
+
+__all__ = ["auto_domain", "ELEM_BYTES", "Geometry", "geometry", "smem_bytes", "SmallMHost", "SMALL_M",
+           "COUNTER_BYTES_ALIGN", "MAX_SPLITS", "MIN_STEPS_PER_WARP"]
+
+ELEM_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+PREC = {"fp32": 0, "bf16": 1, "fp16": 2}
+B_STAGE = 4 * 32 * 16          # per warp step: 32 lanes x 4 chunks of 16 B of B
+COUNTER_BYTES_ALIGN = 256      # partial tiles start on a 256-byte boundary after the counters
+MIN_STEPS_PER_WARP = 4         # a split gives each warp >= 4 steps (>= 32 KB of B per block)
+MAX_SPLITS = 64
+# kernel="auto" offers rung 30 where it was measured: 16-bit inputs with all of M
+# in one block (M <= ROWS; more rows are z chunks that re-read B, unmeasured),
+# fp32 up to 512 rows (z chunks of 16 share B through L2; FFMA-bound there, measured
+# to 64 rows: beyond, the model's FFMA figure decides against the SIMT tiles).
+AUTO_MAX_M_FP32 = 512
+
+
+def auto_domain(rung, m: int) -> bool:
+    """Whether kernel="auto" may rank ``rung`` (a rung-30 entry) for M rows."""
+    if rung.precision == "fp32":
+        return m <= AUTO_MAX_M_FP32
+    return m <= int(rung.defines["ROWS"])
+
+
+def smem_bytes(precision: str, rows: int, warps: int, stages: int, nwarps: int = 1) -> int:
+    """Dynamic shared memory: the rings, or the cross-warp reduction buffer
+    aliased on them, whichever is larger (SMEM_BYTES in the .cu, which
+    checks this figure at compile time through SMEM_BYTES_HOST)."""
+    strip = (128 if precision == "fp32" else 64) * nwarps
+    if precision == "fp32":
+        a_stage = rows * 16
+    else:
+        a_stage = (rows // 16) * 2 * 32 * 8
+    pipe = warps * stages * (B_STAGE + a_stage)
+    red = (warps // nwarps) * rows * (strip + 4) * 4
+    return max(pipe, red)
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """A rung-30 entry's launch figures, all derived from its defines."""
+    precision: str
+    rows: int          # ROWS: rows of M per block
+    warps: int         # WARPS
+    stages: int        # STAGES: depth of each lane's cp.async ring
+    min_blocks: int    # MIN_BLOCKS of __launch_bounds__
+    nwarps: int = 1    # NWARPS: warps side by side along N
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps
+
+    @property
+    def kwarps(self) -> int:
+        return self.warps // self.nwarps
+
+    @property
+    def strip(self) -> int:
+        """Columns of C per block: 32 lanes x 4 floats, or 8 lanes x 8 halves, per warp."""
+        return (128 if self.precision == "fp32" else 64) * self.nwarps
+
+    @property
+    def kstep(self) -> int:
+        """Rows of B per warp step: 4 x 512 B (fp32) or one k16 mma block (16-bit)."""
+        return 4 if self.precision == "fp32" else 16
+
+    @property
+    def step_bytes(self) -> int:
+        return self.kstep * (self.strip // self.nwarps) * ELEM_BYTES[self.precision]
+
+    @property
+    def smem(self) -> int:
+        return smem_bytes(self.precision, self.rows, self.warps, self.stages, self.nwarps)
+
+    @property
+    def in_flight_bytes(self) -> int:
+        """B bytes a block keeps in flight in steady state: (STAGES-1) steps per warp."""
+        return self.warps * (self.stages - 1) * self.step_bytes
+
+    @property
+    def register_cap(self) -> int:
+        per_thread = 65536 // (self.threads * self.min_blocks)
+        return min(255, per_thread - per_thread % 8)
+
+    def blocks_per_sm(self, *, smem_per_sm=233472, smem_reserved=1024, regs_per_sm=65536,
+                      threads_per_sm=2048, blocks_limit=32) -> int:
+        """Resident blocks per SM at the launch-bounds register cap (which
+        the compile never exceeds; H200 figures by default)."""
+        by_regs = regs_per_sm // (self.register_cap * self.threads)
+        by_smem = smem_per_sm // (self.smem + smem_reserved)
+        return max(1, min(by_regs, by_smem, threads_per_sm // self.threads, blocks_limit))
+
+    def shape(self, m: int, n: int, k: int, split: int) -> tuple:
+        """(strips, zchunks, splits, steps_per_split) of a launch: ``split``
+        normalised so that no split is empty."""
+        strips = -(-n // self.strip)
+        zchunks = -(-m // self.rows)
+        steps = -(-k // self.kstep)
+        if steps == 0:
+            return strips, zchunks, 1, 0
+        sps = -(-steps // max(1, min(split, steps)))
+        return strips, zchunks, -(-steps // sps), sps
+
+
+def defines(precision, ROWS, WARPS=4, STAGES=6, MIN_BLOCKS=4) -> dict:
+    """The -D defines of an entry but ALIGNED (OUT_16 0: the registry's
+    narrow instantiation sets it to 1)."""
+    return {"PREC": PREC[precision], "ROWS": ROWS, "WARPS": WARPS, "STAGES": STAGES,
+            "MIN_BLOCKS": MIN_BLOCKS, "OUT_16": 0,
+            "SMEM_BYTES_HOST": smem_bytes(precision, ROWS, WARPS, STAGES)}
+
+
+def geometry(rung) -> Geometry:
+    d = rung.defines
+    return Geometry(rung.precision, int(d["ROWS"]), int(d["WARPS"]), int(d["STAGES"]),
+                    int(d["MIN_BLOCKS"]), int(d.get("NWARPS", 1)))
+
+
+class SmallMHost(PlainHost):
+    """The host side of a ``host="small_m"`` entry."""
+    name = "small_m"
+    unaligned = True
+    takes_empty_k = True   # an empty K loop: the kernel writes beta * C itself
+
+    def aligned(self, rung, m, n, k, pa, pb, pc) -> bool:
+        """ALIGNED=1: B rows in whole 16-byte chunks (N a multiple of 16 /
+        element size, B 16-byte aligned), A copied in 8-byte (16-bit) or
+        16-byte (fp32) pieces (K % 4 == 0, A aligned to that). C has no
+        requirement: it is written element by element."""
+        vec = 16 // ELEM_BYTES[rung.precision]
+        a_align = 16 if rung.precision == "fp32" else 8
+        return n % vec == 0 and k % 4 == 0 and pb % 16 == 0 and pa % a_align == 0
+
+    def split_counts(self, rung, m, n, k) -> tuple:
+        """The distinct split counts worth considering: up to what keeps
+        every warp >= MIN_STEPS_PER_WARP steps, normalised (no empty split)."""
+        g = geometry(rung)
+        steps = -(-k // g.kstep)
+        top = max(1, min(MAX_SPLITS, steps // (g.kwarps * MIN_STEPS_PER_WARP)))
+        out = []
+        for s in range(1, top + 1):
+            eff = g.shape(m, n, k, s)[2]
+            if not out or eff != out[-1]:
+                out.append(eff)
+        return tuple(out)
+
+    def workspace_bytes(self, rung, m, n, split) -> int:
+        if split <= 1:
+            return 0
+        g = geometry(rung)
+        strips, zchunks = -(-n // g.strip), -(-m // g.rows)
+        counters = -(-strips * zchunks * 4 // COUNTER_BYTES_ALIGN) * COUNTER_BYTES_ALIGN
+        return counters + zchunks * strips * split * g.rows * g.strip * 4
+
+    def grid(self, rung, m, n, k, split=1) -> tuple:
+        strips, zchunks, splits, _ = geometry(rung).shape(m, n, k, split)
+        return (strips * zchunks * splits, 1, 1)
+
+    def launch_config(self, rung, kernel, a, b, c, m, n, k, alpha, beta, *, stream=None,
+                      narrow_output=False) -> LaunchConfig:
+        return self.launches(rung, kernel, a, b, c, m, n, k, alpha, beta, stream=stream,
+                             narrow_output=narrow_output)[0][1]
+
+    def launches(self, rung, kernel, a, b, c, m, n, k, alpha, beta, *, stream=None,
+                 narrow_output=False, split=1, workspace=0) -> list:
+        """One launch; ``workspace``: the device address of
+        ``workspace_bytes(rung, m, n, split)`` bytes whose counters are 0
+        (any value for one split)."""
+        g = geometry(rung)
+        strips, zchunks, splits, sps = g.shape(m, n, k, split)
+        work = counters = 0
+        if splits > 1:
+            if not workspace:
+                raise ValueError(f"{rung.name}: a split of K in {splits} needs a workspace "
+                                 f"of {self.workspace_bytes(rung, m, n, splits)} bytes")
+            counters = int(workspace)
+            work = counters + -(-strips * zchunks * 4 // COUNTER_BYTES_ALIGN) * \
+                COUNTER_BYTES_ALIGN
+        if k == 0:
+            a = b = c    # never read (an empty K loop): any valid address
+        args = (a, b, c, work, counters, m, n, k, alpha, beta, strips, zchunks, splits, sps)
+        return [(kernel, LaunchConfig((strips * zchunks * splits, 1, 1), (g.threads, 1, 1),
+                                      g.smem, args))]
+
+
+SMALL_M = SmallMHost()

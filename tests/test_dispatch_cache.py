@@ -1,0 +1,225 @@
+"""The per-call plan cache of gemm(), with a stand-in for the GPU: the
+launches are recorded instead of enqueued, so what each call would launch
+(kernel, grid, arguments, stream) can be checked with no device.
+
+A repeat call with the same signature is a hit and launches the same thing
+with its own pointers; a new alignment class, stream, shape, dtype, C type,
+beta-zero-ness or contiguity is a miss that goes through every check again;
+nothing the checks reject is cached."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import drvgemm
+from drvgemm.ladders.gemm import dispatch, plan as planning
+from drvgemm.runtime import driver, dtypes
+from drvgemm.runtime.driver import DeviceArray
+
+
+class FakeKernel:
+    def __init__(self, rung, key):
+        self.rung, self.key = rung, key
+        self.name = f"fake:{rung.name}/aligned={int(key[1])}/out16={int(key[2])}"
+
+
+@pytest.fixture
+def gpu(monkeypatch):
+    """A stand-in device: compiles become FakeKernels, launches are recorded,
+    allocations get fresh 256-aligned fake addresses."""
+    launches = []
+    kernels = {}
+    addresses = itertools.count(0x7_0000_0000, 0x100_0000)
+
+    def rung_kernel(r, aligned, arch=None, *, narrow_output=False):
+        key = (r.name, bool(aligned), bool(narrow_output))
+        return kernels.setdefault(key, FakeKernel(r, key))
+
+    def fake_launch(kernel, grid, block, args, *, smem=0, stream=None, cluster=None):
+        launches.append(dict(kernel=kernel, grid=grid, block=block, args=tuple(args),
+                             smem=smem, stream=stream))
+
+    def ensure(self, nbytes, stream):
+        if nbytes > self.nbytes:
+            self.ptr, self.nbytes = next(addresses), nbytes
+
+    monkeypatch.setattr(driver, "has_gpu", lambda: True)
+    monkeypatch.setattr(driver, "empty",
+                        lambda shape, dtype=np.float32: DeviceArray(shape, dtype,
+                                                                    ptr=next(addresses),
+                                                                    owner=False))
+    monkeypatch.setattr(dispatch, "_target", lambda: planning.target("H200"))
+    monkeypatch.setattr(dispatch, "rung_kernel", rung_kernel)
+    monkeypatch.setattr(dispatch, "launch", fake_launch)
+    monkeypatch.setattr(dispatch._Workspace, "ensure", ensure)
+    dispatch.clear_plan_cache()
+    yield launches
+    dispatch.clear_plan_cache()
+
+
+def dev(shape, dtype=np.float32, ptr=0x1000_0000):
+    return DeviceArray(shape, dtype, ptr=ptr, owner=False)
+
+
+BF16 = dtypes.bf16()
+
+
+def test_same_call_twice_is_a_hit_with_the_same_launch(gpu):
+    a, b, c = dev((16, 64)), dev((64, 256), ptr=0x2000_0000), dev((16, 256), ptr=0x3000_0000)
+    drvgemm.gemm(a, b, c)
+    drvgemm.gemm(a, b, c)
+    info = dispatch.plan_cache_info()
+    assert (info["misses"], info["hits"], info["size"]) == (1, 1, 1)
+    assert len(gpu) == 2 and gpu[0] == gpu[1]
+    first = gpu[0]
+    assert first["kernel"].rung.name == "30_small_m_fp32"
+    assert first["args"][:3] == (a.ptr, b.ptr, c.ptr) and first["stream"] is None
+
+
+def test_new_pointers_of_the_same_class_reuse_the_plan(gpu):
+    a, b, c = dev((16, 64)), dev((64, 256), ptr=0x2000_0000), dev((16, 256), ptr=0x3000_0000)
+    drvgemm.gemm(a, b, c, alpha=2.0)
+    a2, c2 = dev((16, 64), ptr=0x5000_0010), dev((16, 256), ptr=0x6000_0000)
+    drvgemm.gemm(a2, b, c2, alpha=3.0)
+    assert dispatch.plan_cache_info()["hits"] == 1
+    assert gpu[1]["kernel"] is gpu[0]["kernel"]
+    assert gpu[1]["args"][:3] == (a2.ptr, b.ptr, c2.ptr)
+    assert gpu[1]["args"][8] == 3.0 and gpu[0]["args"][8] == 2.0   # alpha: the call's own
+
+
+def test_another_alignment_class_is_a_miss_and_another_instantiation(gpu):
+    b = dev((64, 4096), BF16, ptr=0x2000_0000)
+    drvgemm.gemm(dev((8, 64), BF16), b, dev((8, 4096), ptr=0x3000_0000))
+    drvgemm.gemm(dev((8, 64), BF16, ptr=0x1000_0002), b, dev((8, 4096), ptr=0x3000_0000))
+    info = dispatch.plan_cache_info()
+    assert info["misses"] == 2 and info["hits"] == 0
+    assert gpu[0]["kernel"].key[1] is True and gpu[1]["kernel"].key[1] is False
+
+
+def test_another_stream_is_a_miss_and_launches_on_it(gpu):
+    a, b, c = dev((4, 64)), dev((64, 128), ptr=0x2000_0000), dev((4, 128), ptr=0x3000_0000)
+    drvgemm.gemm(a, b, c)
+    drvgemm.gemm(a, b, c, stream=0x1234)
+    drvgemm.gemm(a, b, c, stream=0x1234)
+    info = dispatch.plan_cache_info()
+    assert (info["misses"], info["hits"]) == (2, 1)
+    assert [x["stream"] for x in gpu] == [None, 0x1234, 0x1234]
+
+
+@pytest.mark.parametrize("change", ["shape", "dtype", "beta", "out_dtype", "kernel",
+                                    "precision", "c"])
+def test_any_other_property_is_a_miss(gpu, change):
+    a, b = dev((16, 64)), dev((64, 256), ptr=0x2000_0000)
+    c = dev((16, 256), ptr=0x3000_0000)
+    drvgemm.gemm(a, b, c)
+    kw = {}
+    if change == "shape":
+        a, c = dev((15, 64)), dev((15, 256), ptr=0x3000_0000)
+    elif change == "dtype":
+        a, b = dev((16, 64), BF16), dev((64, 256), BF16, ptr=0x2000_0000)
+    elif change == "beta":
+        kw = {"beta": 1.0}
+    elif change == "out_dtype":
+        a, b = dev((16, 64), BF16), dev((64, 256), BF16, ptr=0x2000_0000)
+        drvgemm.gemm(a, b, c)
+        c = dev((16, 256), BF16, ptr=0x3000_0000)
+    elif change == "kernel":
+        kw = {"kernel": "08_warp_tiled"}
+    elif change == "precision":
+        kw = {"precision": "tf32"}
+    elif change == "c":
+        c = None
+    before = dispatch.plan_cache_info()["misses"]
+    drvgemm.gemm(a, b, c, **kw)
+    info = dispatch.plan_cache_info()
+    assert info["misses"] == before + 1 and info["hits"] == 0
+
+
+def test_errors_are_never_cached(gpu):
+    a, b = dev((16, 64)), dev((64, 256), ptr=0x2000_0000)
+    for _ in range(2):
+        with pytest.raises(ValueError, match="C must be 16x256"):
+            drvgemm.gemm(a, b, dev((16, 255), ptr=0x3000_0000))
+        with pytest.raises(ValueError, match="needs an input C"):
+            drvgemm.gemm(a, b, beta=1.0)
+        with pytest.raises(TypeError, match="alpha and beta"):
+            drvgemm.gemm(a, b, dev((16, 256), ptr=0x3000_0000), alpha="x")
+    assert dispatch.plan_cache_info()["size"] == 0 and not gpu
+
+
+def test_split_k_gets_a_workspace_per_stream(gpu):
+    a, b = dev((1, 4096), BF16), dev((4096, 4096), BF16, ptr=0x2000_0000)
+    c = dev((1, 4096), ptr=0x3000_0000)
+    drvgemm.gemm(a, b, c)
+    drvgemm.gemm(a, b, c, stream=0x99)
+    (x, y) = gpu
+    name = x["kernel"].rung.name
+    assert name == "30_small_m_bf16"
+    splits = x["args"][12]
+    assert splits > 1
+    counters, work = x["args"][4], x["args"][3]
+    assert counters and work > counters
+    assert y["args"][4] != counters   # another stream, another workspace
+    drvgemm.gemm(a, b, c, stream=0x99)
+    assert gpu[2]["args"][4] == y["args"][4]
+
+
+def test_c_none_gets_a_new_output_every_call(gpu):
+    a, b = dev((16, 64)), dev((64, 256), ptr=0x2000_0000)
+    c1 = drvgemm.gemm(a, b)
+    c2 = drvgemm.gemm(a, b)
+    assert dispatch.plan_cache_info()["hits"] == 1
+    assert isinstance(c1, DeviceArray) and c1.shape == (16, 256) and c1.ptr != c2.ptr
+    assert gpu[0]["args"][2] == c1.ptr and gpu[1]["args"][2] == c2.ptr
+
+
+def test_empty_and_k_zero_calls(gpu):
+    a, b, c = dev((0, 64)), dev((64, 8), ptr=0x2000_0000), dev((0, 8), ptr=0x3000_0000)
+    assert drvgemm.gemm(a, b, c) is c and not gpu
+    a, b, c = dev((4, 0)), dev((0, 8), ptr=0x2000_0000), dev((4, 8), ptr=0x3000_0000)
+    assert drvgemm.gemm(a, b, c, beta=2.0) is c
+    assert len(gpu) == 1
+    args = gpu[0]["args"]
+    k_at, beta_at = (7, 9) if gpu[0]["kernel"].rung.host == "small_m" else (5, 7)
+    assert args[k_at] == 0 and args[beta_at] == 2.0
+
+
+class FakeTorchTensor:
+    """Enough of a torch.Tensor for the probe and the checked path."""
+    __module__ = "torch.fake"
+
+    def __init__(self, shape, dtype="torch.float32", ptr=0x1000_0000, contiguous=True):
+        self.shape, self.dtype, self._ptr, self._contig = tuple(shape), dtype, ptr, contiguous
+        self.is_cuda, self.device = True, "cuda:0"
+
+    def data_ptr(self):
+        return self._ptr
+
+    def is_contiguous(self):
+        return self._contig
+
+    def get_device(self):
+        return 0
+
+    def stride(self):
+        return (1, self.shape[0])
+
+
+def test_torch_tensors_use_data_ptr_and_their_contiguity_is_checked(gpu):
+    a = FakeTorchTensor((16, 64))
+    b = FakeTorchTensor((64, 256), ptr=0x2000_0000)
+    c = FakeTorchTensor((16, 256), ptr=0x3000_0000)
+    assert drvgemm.gemm(a, b, c) is c
+    assert drvgemm.gemm(a, b, c) is c
+    assert dispatch.plan_cache_info()["hits"] == 1
+    assert gpu[1]["args"][:3] == (a._ptr, b._ptr, c._ptr)
+    bad = FakeTorchTensor((16, 64), contiguous=False)
+    for _ in range(2):
+        with pytest.raises(ValueError, match="rows must be contiguous"):
+            drvgemm.gemm(bad, b, c)
+    bf = FakeTorchTensor((16, 64), "torch.bfloat16")
+    bfb = FakeTorchTensor((64, 256), "torch.bfloat16", ptr=0x2000_0000)
+    drvgemm.gemm(bf, bfb, c)
+    assert gpu[-1]["kernel"].rung.precision == "bf16"

@@ -1,0 +1,212 @@
+"""The dispatcher's choice, with no GPU: a committed table of shapes x
+precisions (tests/data/dispatch_choices.json) holds what kernel="auto"
+picks on the H200, so that any change of choice -- a new registry entry, a
+new figure in analysis/gemm_model.py -- shows up as a diff to review;
+the Plan's fields; the model's own invariants; the CLI.
+
+    python tests/test_dispatch_cpu.py      # rewrite the table after a deliberate change
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+import drvgemm
+from drvgemm.analysis import gemm_model as gm
+from drvgemm.cli import main as cli_main
+from drvgemm.ladders.gemm import dispatch, plan as planning
+from drvgemm.ladders.gemm.registry import RUNGS, by_name
+
+TABLE = Path(__file__).resolve().parent / "data" / "dispatch_choices.json"
+
+SHAPES = [
+    # decode: M small against model weights
+    (1, 4096, 4096), (2, 4096, 4096), (4, 4096, 4096), (8, 4096, 4096), (16, 4096, 4096),
+    (17, 4096, 4096), (32, 4096, 4096), (33, 4096, 4096), (64, 4096, 4096),
+    (128, 4096, 4096), (1, 11008, 4096), (16, 14336, 4096), (8, 128256, 4096),
+    (1, 28672, 8192),
+    # prefill
+    (512, 4096, 11008), (2048, 4096, 4096), (16384, 4096, 4096),
+    # squares, including non-powers of two
+    (128, 128, 128), (256, 256, 256), (1024, 1024, 1024), (2048, 2048, 2048),
+    (3072, 3072, 3072), (4096, 4096, 4096), (8192, 8192, 8192), (6144, 6144, 6144),
+    # long K, short K, tall and wide
+    (128, 128, 65536), (64, 64, 32768), (4096, 4096, 128), (16384, 1024, 1024),
+    (1024, 16384, 1024),
+    # odd and prime
+    (1000, 700, 900), (257, 129, 2049), (1, 1, 1), (3, 5, 7), (127, 251, 509),
+    (4099, 4097, 131),
+]
+PRECISIONS = ["bf16", "fp16", "fp32", "tf32"]
+
+
+def _key(prec, out, shape):
+    return f"{prec} c={out} {shape[0]}x{shape[1]}x{shape[2]}"
+
+
+def _cases():
+    cases = [(p, "fp32", s) for p in PRECISIONS for s in SHAPES]
+    cases += [(p, p, s) for p in ("bf16", "fp16") for s in SHAPES[::3]]
+    return cases
+
+
+def _choice(prec, out, shape) -> str:
+    p = planning.choose(*shape, prec, out=out, t=planning.target("H200"))
+    return f"{p.kernel}/split={p.split}/aligned={int(p.aligned)}"
+
+
+def compute_table() -> dict:
+    return {_key(*c): _choice(*c) for c in _cases()}
+
+
+def test_table_covers_enough_shapes():
+    table = json.loads(TABLE.read_text())
+    assert len(SHAPES) >= 30 and len(table) == len(_cases()) >= 120
+
+
+@pytest.mark.parametrize("case", _cases(), ids=lambda c: _key(*c))
+def test_choice_is_the_committed_one(case):
+    table = json.loads(TABLE.read_text())
+    assert _choice(*case) == table[_key(*case)], \
+        planning.choose(*case[2], case[0], out=case[1]).describe()
+
+
+def test_choice_follows_the_measured_rules():
+    """What the H200 runs said (benchmarks/notes/small-m.md, h200.json)."""
+    t = planning.target("H200")
+    for m in (1, 8, 16):
+        assert planning.choose(m, 4096, 4096, "bf16", t=t).kernel.startswith("30_small_m_bf16")
+        assert planning.choose(m, 4096, 4096, "fp32", t=t).kernel == "30_small_m_fp32"
+    assert planning.choose(4096, 4096, 4096, "bf16", t=t).kernel.startswith("20_tma_wgmma_bf16")
+    assert planning.choose(4096, 4096, 4096, "fp32", t=t).kernel.startswith("08_warp_tiled")
+    assert planning.choose(4096, 4096, 4096, "tf32", t=t).kernel.startswith("20_tma_wgmma_tf32")
+    # fp32 semantics: no TF32 rung is a candidate unless asked for
+    for shape in SHAPES:
+        assert by_name()[planning.choose(*shape, "fp32", t=t).kernel].precision == "fp32"
+    # 16-bit small-M only with all of M in one block
+    p = planning.choose(128, 4096, 4096, "bf16", t=t)
+    assert not p.kernel.startswith("30_")
+
+
+def test_choice_is_deterministic_and_ties_go_to_the_registry_order():
+    a = planning.choose(1, 4096, 4096, "bf16")
+    b = planning.choose(1, 4096, 4096, "bf16")
+    assert (a.kernel, a.split, a.alternatives) == (b.kernel, b.split, b.alternatives)
+    # r16 and r32 predict the same time at M = 1: the earlier entry wins
+    assert a.kernel == "30_small_m_bf16"
+
+
+def test_plan_fields():
+    p = drvgemm.plan(__import__("numpy").ones((16, 4096), "float32"),
+                     __import__("numpy").ones((4096, 4096), "float32"))
+    assert p.kernel == "30_small_m_fp32" and p.split >= 1
+    assert p.instantiation == f"gemm/{p.kernel}/aligned=1/c=fp32/sm_90"
+    assert p.predicted_s > 0 and p.alternatives
+    names = [n for n, _ in p.alternatives]
+    assert all(isinstance(s, float) and s >= p.predicted_s for _, s in p.alternatives)
+    chosen = p.kernel + (f"/split={p.split}" if p.split > 1 else "")
+    assert len(names) == len(set(names)) and chosen not in names
+    assert len(p.grid) == 3 and p.block == (128, 1, 1) and p.smem > 0
+    assert p.workspace_bytes == (0 if p.split == 1 else
+                                 by_name()[p.kernel].workspace_bytes(16, 4096, p.split))
+    text = p.describe()
+    assert p.kernel in text and "alternatives" in text and p.instantiation in text
+    k = p.compiled()
+    assert k.resources is not None and k.resources.spill_stores == 0
+
+
+def test_plan_instantiation_names_a_manifest_key():
+    manifest = json.loads((TABLE.parent / "sass_manifest.json").read_text())
+    for prec, out in (("bf16", "fp32"), ("bf16", "bf16"), ("fp32", "fp32"), ("tf32", "fp32")):
+        for shape in SHAPES[::4]:
+            p = planning.choose(*shape, prec, out=out)
+            assert p.instantiation in manifest, p.instantiation
+
+
+def test_plan_checks_arguments_like_gemm():
+    import numpy as np
+    f32 = np.ones((4, 4), np.float32)
+    with pytest.raises(ValueError, match="applies to float32"):
+        drvgemm.plan(f32.astype(np.float16), f32.astype(np.float16), precision="tf32")
+    with pytest.raises(ValueError, match="does not match"):
+        drvgemm.plan(f32, f32, precision="bf16")
+    with pytest.raises(ValueError, match="computes in tf32"):
+        drvgemm.plan(f32, f32, precision="fp32", kernel="20_tma_wgmma_tf32")
+    with pytest.raises(ValueError, match="precision must be"):
+        drvgemm.plan(f32, f32, precision="int8")
+    # precision="tf32" permits TF32 rungs; None keeps float32 on fp32 rungs
+    assert by_name()[drvgemm.plan(np.ones((4096, 4096), np.float32),
+                                  np.ones((4096, 4096), np.float32),
+                                  precision="tf32").kernel].precision == "tf32"
+    assert by_name()[drvgemm.plan(np.ones((4096, 4096), np.float32),
+                                  np.ones((4096, 4096), np.float32)).kernel].precision == "fp32"
+
+
+def test_named_kernel_ranks_only_its_splits():
+    p = dispatch.plan_shape(1, 4096, 4096, precision="bf16", kernel="30_small_m_bf16_r32")
+    assert p.kernel == "30_small_m_bf16_r32" and p.reason == "kernel=30_small_m_bf16_r32"
+    assert all(n.startswith("30_small_m_bf16_r32") for n, _ in p.alternatives)
+    # a named rung outside auto's domain still plans (every rung takes every shape)
+    p = dispatch.plan_shape(1000, 64, 64, precision="bf16", kernel="30_small_m_bf16")
+    assert p.grid[0] >= math.ceil(1000 / 16)
+
+
+def test_unaligned_pointers_change_the_instantiation():
+    a = dispatch.plan_shape(8, 4096, 4096, precision="bf16")
+    b = dispatch.plan_shape(8, 4096, 4096, precision="bf16", residues=(2, 2, 0))
+    assert a.aligned and not b.aligned and b.predicted_s > a.predicted_s
+    assert "aligned=0" in b.instantiation
+
+
+def test_model_waves_and_splits():
+    f = gm.FAMILIES["wgmma_16"]
+    dev = gm.H200_CEILINGS
+    full = gm.predict(gm.Candidate(f, 128, 256), 128 * 12, 256 * 11, 4096, in_bytes=2,
+                      out_bytes=4, dev=dev)     # 132 tiles: one full wave
+    one_more = gm.predict(gm.Candidate(f, 128, 256), 128 * 12 + 1, 256 * 11, 4096,
+                          in_bytes=2, out_bytes=4, dev=dev)
+    assert full.waves == 1 and full.wave_fill == 1.0
+    assert one_more.waves == 2 and one_more.seconds > 1.9 * full.compute_s
+    # a split fills the machine for few tiles, at the price of a reduction
+    few = gm.predict(gm.Candidate(f, 128, 256), 128, 256, 65536, in_bytes=2, out_bytes=4,
+                     dev=dev)
+    split = gm.predict(gm.Candidate(f, 128, 256, split=64), 128, 256, 65536, in_bytes=2,
+                       out_bytes=4, dev=dev)
+    assert split.seconds < few.seconds / 10 and split.reduce_s > 0
+    # the figures reproduce the measurement they were fitted to (within 2%)
+    t = gm.predict(gm.Candidate(gm.FAMILIES["simt_fp32"], 128, 128, blocks_per_sm=2),
+                   4096, 4096, 4096, in_bytes=4, out_bytes=4, dev=dev)
+    assert abs(t.seconds / 2.71043e-3 - 1) < 0.02
+
+
+def test_other_devices_scale_the_h200_figures():
+    h100 = gm.ceilings("NVIDIA H100 80GB HBM3")
+    assert h100.name == "H100" and h100.copy_bw < gm.H200_CEILINGS.copy_bw
+    a100 = gm.ceilings("A100")
+    assert a100.sm_count == 108 and a100.rate("ffma") < gm.H200_CEILINGS.rate("ffma")
+    assert "wgmma_16" in a100.units   # the unit exists; sm_90a rungs are excluded by arch
+    t = planning.target("A100")
+    assert all(not r.arch.endswith("a") for r in planning.candidates("bf16", False, t, 4096))
+
+
+def test_cli_plan(capsys):
+    assert cli_main(["plan", "16", "4096", "4096", "--precision", "bf16"]) == 0
+    out = capsys.readouterr().out
+    assert "30_small_m_bf16" in out and "alternatives" in out and "predicted" in out
+    assert cli_main(["plan", "4096", "4096", "4096", "--precision", "bf16", "--out-dtype",
+                     "bf16", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["kernel"].startswith("20_tma_wgmma_bf16")
+    assert "c=bf16" in d["instantiation"] and isinstance(d["alternatives"], list)
+    assert cli_main(["plan", "64", "64", "64", "--precision", "fp32", "--gpu", "A100"]) == 0
+    assert "A100" in capsys.readouterr().out
+    assert cli_main(["plan", "4", "4", "4", "--precision", "fp32", "--out-dtype", "bf16"]) == 2
+
+
+if __name__ == "__main__":
+    TABLE.write_text(json.dumps(compute_table(), indent=1) + "\n")
+    print(f"{len(compute_table())} choices -> {TABLE}", file=sys.stderr)

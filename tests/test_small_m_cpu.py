@@ -1,0 +1,249 @@
+"""Rung 30 (cu/gemm/30_small_m.cu, host side drvgemm/ladders/gemm/small_m.py)
+checked with no GPU:
+
+* every registered instantiation compiles with NVRTC for sm_80 and sm_90,
+  with no spills and no stack, within its launch-bounds register cap, and
+  in the shared memory of both archs (the kernel checks the host's figure
+  at compile time);
+* the SASS of the aligned path streams B with 16-byte copies
+  (LDGSTS.E.BYPASS.128), four per warp step, with HMMA (16-bit) or FFMA
+  (fp32); the unaligned path has no 16-byte global access of A or B;
+* a missing define is a compile error naming it;
+* a lane-level numpy emulation of the kernel (tests/small_m_emulator.py)
+  gives exactly A @ B on small-integer inputs for odd shapes, both alignment
+  classes, split counts and z chunks, launched with the host side's own
+  arguments;
+* the host side: alignment rule, split counts, workspace layout, arguments.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+from drvgemm.ladders.gemm import small_m
+from drvgemm.ladders.gemm.registry import RUNGS, by_name
+from drvgemm.runtime import sass
+from drvgemm.runtime.compiler import compile_binary, parse_resources
+from drvgemm.runtime.errors import CompileError
+from drvgemm.runtime.sources import find_source
+from small_m_emulator import Emulator
+
+SOURCE = str(find_source("30_small_m.cu"))
+ARCHS = ("sm_80", "sm_90")
+SMEM_OPTIN = {"sm_80": 163 * 1024, "sm_90": 227 * 1024}
+SMEM_PER_SM = {"sm_80": 164 * 1024, "sm_90": 228 * 1024}
+HOST = small_m.SMALL_M
+ENTRIES = [r for r in RUNGS if r.host == "small_m"]
+# (rung, aligned, narrow C) of every instantiation
+INSTANCES = [(r, al, nar) for r in ENTRIES for al in (True, False)
+             for nar in ((False, True) if r.narrow_output else (False,))]
+
+
+def _id(x):
+    r, al, nar = x
+    return f"{r.name}-a{int(al)}{'-out16' if nar else ''}"
+
+
+@functools.lru_cache(maxsize=None)
+def _build(name, aligned, narrow, arch):
+    r = by_name()[name]
+    b = compile_binary(SOURCE, r.entry, defines=r.instantiation_defines(aligned, narrow),
+                       arch=arch)
+    return b, parse_resources(b.log)[b.entry]
+
+
+@functools.lru_cache(maxsize=None)
+def _sass(name, aligned, narrow):
+    b, _ = _build(name, aligned, narrow, "sm_90")
+    return sass.disassemble(b.cubin)
+
+
+def test_registry_is_complete():
+    names = {r.name for r in ENTRIES}
+    assert names == {"30_small_m_fp32", "30_small_m_bf16", "30_small_m_bf16_r32",
+                     "30_small_m_bf16_r64", "30_small_m_fp16", "30_small_m_fp16_r32",
+                     "30_small_m_fp16_r64"}
+    for r in ENTRIES:
+        g = small_m.geometry(r)
+        assert r.smem == g.smem and r.block == (g.threads, 1, 1)
+        assert (r.tile_m, r.tile_n) == (g.rows, g.strip)
+        assert r.narrow_output == (r.precision != "fp32")
+        assert r.defines["OUT_16"] == 0 and r.defines["SMEM_BYTES_HOST"] == g.smem
+    # the constants the H200 runs chose (benchmarks/notes/small-m.md)
+    assert by_name()["30_small_m_bf16"].defines["STAGES"] == 6
+    assert by_name()["30_small_m_bf16_r64"].defines["MIN_BLOCKS"] == 2
+
+
+def test_missing_defines_are_errors():
+    r = by_name()["30_small_m_bf16"]
+    full = r.instantiation_defines(True)
+    for name in ("PREC", "ALIGNED", "ROWS", "WARPS", "STAGES", "MIN_BLOCKS", "OUT_16"):
+        d = {k: v for k, v in full.items() if k != name}
+        with pytest.raises(CompileError) as e:
+            compile_binary(SOURCE, r.entry, defines=d, arch="sm_90")
+        assert name in (e.value.log or "") + str(e.value)
+
+
+def test_host_and_kernel_agree_on_shared_memory():
+    r = by_name()["30_small_m_bf16"]
+    bad = dict(r.instantiation_defines(True), SMEM_BYTES_HOST=r.smem + 16)
+    with pytest.raises(CompileError):
+        compile_binary(SOURCE, r.entry, defines=bad, arch="sm_90")
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("inst", INSTANCES, ids=_id)
+def test_compiles_without_spills(inst, arch):
+    r, al, nar = inst
+    _, res = _build(r.name, al, nar, arch)
+    g = small_m.geometry(r)
+    assert res.spill_stores == 0 and res.spill_loads == 0, res
+    assert res.stack == 0, res
+    assert res.registers <= g.register_cap, res
+    assert g.blocks_per_sm(smem_per_sm=SMEM_PER_SM[arch]) >= \
+        min(g.min_blocks, SMEM_PER_SM[arch] // (g.smem + 1024))
+    assert g.smem <= SMEM_OPTIN[arch]
+
+
+def _main_loop(inst):
+    key = "HMMA" if inst[0].precision != "fp32" else "FFMA"
+    loops = []
+    text = _sass(inst[0].name, inst[1], inst[2])
+    labels, ins = {}, []
+    for line in text.splitlines():
+        m = sass._LABEL.match(line)
+        if m:
+            labels[m.group(1)] = len(ins)
+            continue
+        m = sass.OPCODE.search(line)
+        if m:
+            t = sass._BRANCH_TARGET.search(line, m.end())
+            ins.append((m.group(1) + m.group(2), t.group(1) if t else None))
+    for i, (op, target) in enumerate(ins):
+        if op.startswith("BRA") and target in labels and labels[target] <= i:
+            loops.append([o for o, _ in ins[labels[target]:i + 1]])
+    best = max(loops, key=lambda body: sum(o.startswith(key) for o in body))
+    assert any(o.startswith(key) for o in best), f"{inst[0].name}: no loop with {key}"
+    return best
+
+
+@pytest.mark.parametrize("inst", [i for i in INSTANCES if i[1] and not i[2]], ids=_id)
+def test_aligned_path_streams_b_in_16_byte_copies(inst):
+    r = inst[0]
+    ops = sass.opcodes(_sass(*[inst[0].name, inst[1], inst[2]]))
+    assert not any(o.startswith(("LDL", "STL")) for o in ops)
+    body = _main_loop(inst)
+    b_copies = [o for o in body if o.startswith("LDGSTS") and o.endswith(".128")]
+    assert len(b_copies) == (4 if r.precision != "fp32" else 5), body
+    assert all("BYPASS" in o for o in b_copies[:4]), b_copies
+    assert not any(o.startswith("LDG.") for o in body), body
+    rows = r.defines["ROWS"]
+    if r.precision == "fp32":
+        assert sum(o.startswith("FFMA") for o in body) == 16 * rows
+    else:
+        hmma = [o for o in body if o.startswith("HMMA")]
+        kind = "HMMA.16816.F32.BF16" if r.precision == "bf16" else "HMMA.16816.F32"
+        assert len(hmma) == 8 * rows // 16 and all(o == kind for o in hmma), hmma
+
+
+@pytest.mark.parametrize("inst", [i for i in INSTANCES if not i[1] and not i[2]], ids=_id)
+def test_unaligned_path_has_no_wide_global_access(inst):
+    ops = sass.opcodes(_sass(inst[0].name, inst[1], inst[2]))
+    assert not any(o.startswith(("LDL", "STL", "LDGSTS")) for o in ops)
+    wide = [o for o in ops if o.startswith(("LDG", "STG")) and o.endswith((".64", ".128"))
+            and "STRONG" not in o]
+    assert all(o.startswith("STG") for o in wide), wide   # the workspace tiles only
+
+
+def test_alignment_rule():
+    bf, f32 = by_name()["30_small_m_bf16"], by_name()["30_small_m_fp32"]
+    ok = HOST.aligned
+    assert ok(bf, 1, 4096, 4096, 0x1000, 0x2000, 0)
+    assert not ok(bf, 1, 4100, 4096, 0x1000, 0x2000, 0)     # N % 8
+    assert not ok(bf, 1, 4096, 4098, 0x1000, 0x2000, 0)     # K % 4
+    assert not ok(bf, 1, 4096, 4096, 0x1000, 0x2002, 0)     # B + 1 element
+    assert not ok(bf, 1, 4096, 4096, 0x1002, 0x2000, 0)     # A + 1 element
+    assert ok(bf, 1, 4096, 4096, 0x1008, 0x2000, 0x3002)    # A 8-byte is enough; C any
+    assert not ok(f32, 1, 4096, 4096, 0x1008, 0x2000, 0)    # fp32 A needs 16
+    assert ok(f32, 1, 4100, 4096, 0x1000, 0x2000, 0)        # N % 4 for fp32
+
+
+def test_split_counts_are_distinct_and_never_empty():
+    r = by_name()["30_small_m_bf16"]
+    g = small_m.geometry(r)
+    for m, n, k in [(1, 4096, 4096), (16, 64, 65536), (3, 100, 17), (8, 8, 1)]:
+        counts = HOST.split_counts(r, m, n, k)
+        assert counts[0] == 1 and list(counts) == sorted(set(counts))
+        assert max(counts) <= small_m.MAX_SPLITS
+        steps = -(-k // g.kstep)
+        for s in counts:
+            strips, z, splits, sps = g.shape(m, n, k, s)
+            assert splits == s and (s - 1) * sps < steps <= s * sps
+            # every warp keeps >= MIN_STEPS_PER_WARP steps, unless unsplit
+            assert s == 1 or sps >= g.kwarps * small_m.MIN_STEPS_PER_WARP
+
+
+def test_launch_arguments_and_workspace_layout():
+    r = by_name()["30_small_m_bf16"]
+    m, n, k, split = 5, 200, 4096, 4
+    need = HOST.workspace_bytes(r, m, n, split)
+    strips = -(-n // 64)
+    assert need == 256 + strips * split * 16 * 64 * 4
+    with pytest.raises(ValueError, match="workspace"):
+        HOST.launches(r, "K", 1, 2, 3, m, n, k, 1.0, 0.0, split=split, workspace=0)
+    [(kern, cfg)] = HOST.launches(r, "K", 0xA0, 0xB0, 0xC0, m, n, k, 2.0, 0.5, split=split,
+                                  workspace=0x10000)
+    assert kern == "K" and cfg.block == (128, 1, 1) and cfg.smem == r.smem
+    assert cfg.grid == (strips * split, 1, 1)
+    assert cfg.args == (0xA0, 0xB0, 0xC0, 0x10000 + 256, 0x10000, m, n, k, 2.0, 0.5, strips, 1,
+                        split, 64)
+    # K = 0: one empty split, A and B never read
+    [(_, cfg)] = HOST.launches(r, "K", 0, 0, 0xC0, m, n, 0, 1.0, 3.0)
+    assert cfg.args[:5] == (0xC0, 0xC0, 0xC0, 0, 0) and cfg.args[-2:] == (1, 0)
+    assert HOST.workspace_bytes(r, m, n, 1) == 0
+
+
+EMU_CASES = [
+    # rung, M, N, K, aligned, split
+    ("30_small_m_bf16", 1, 64, 16, True, 1),
+    ("30_small_m_bf16", 5, 72, 40, True, 2),
+    ("30_small_m_bf16", 9, 136, 100, True, 3),
+    ("30_small_m_bf16", 16, 64, 48, True, 3),
+    ("30_small_m_fp16_r32", 17, 128, 64, True, 2),
+    ("30_small_m_fp16_r64", 33, 64, 36, True, 1),
+    ("30_small_m_bf16_r64", 64, 72, 20, True, 2),
+    ("30_small_m_bf16", 3, 67, 37, False, 2),
+    ("30_small_m_fp16_r32", 20, 70, 37, False, 1),
+    ("30_small_m_bf16", 1, 1, 1, False, 1),
+    ("30_small_m_bf16", 7, 13, 129, False, 5),
+    ("30_small_m_bf16", 40, 72, 64, True, 2),          # z chunks of 16-bit rows
+    ("30_small_m_fp32", 1, 128, 8, True, 1),
+    ("30_small_m_fp32", 3, 132, 20, True, 3),
+    ("30_small_m_fp32", 17, 130, 21, False, 2),
+    ("30_small_m_fp32", 40, 5, 9, False, 3),
+    ("30_small_m_fp32", 1, 1, 1, False, 1),
+]
+
+
+@pytest.mark.parametrize("name,m,n,k,aligned,split", EMU_CASES)
+def test_emulated_kernel_is_exact(name, m, n, k, aligned, split):
+    r = by_name()[name]
+    g = small_m.geometry(r)
+    rng = np.random.default_rng(m * 1000003 + n * 1009 + k)
+    A = rng.integers(-4, 5, (m, k)).astype(np.float64)
+    B = rng.integers(-4, 5, (k, n)).astype(np.float64)
+    C = rng.integers(-4, 5, (m, n)).astype(np.float64)
+    ws = HOST.workspace_bytes(r, m, n, split)
+    [(_, cfg)] = HOST.launches(r, None, 1, 2, 3, m, n, k, 1.5, -0.5, split=split,
+                               workspace=0x1000 if ws else 0)
+    strips, zchunks, splits, sps = cfg.args[10:]
+    assert splits == split
+    emu = Emulator(r.precision, g.rows, g.warps, aligned, g.nwarps)
+    out = emu.run(A, B, C, m, n, k, 1.5, -0.5, strips, zchunks, splits, sps)
+    bad = np.argwhere(out != 1.5 * (A @ B) - 0.5 * C)
+    assert bad.size == 0, f"{name} {m}x{n}x{k} aligned={aligned} split={split}: {bad[:3]}"
+    out0 = emu.run(A, B, np.full((m, n), np.nan), m, n, k, 1.0, 0.0, strips, zchunks, splits,
+                   sps)
+    assert np.array_equal(out0, A @ B)    # beta == 0: C never read
