@@ -1,0 +1,216 @@
+"""A lane-level numpy emulation of rung 30 (cu/gemm/30_small_m.cu), so that
+its indexing can be checked with no GPU: the block decode, each warp's steps,
+the cursor, what fill_stage puts in each lane's ring slot (zero-fill rules of
+both alignment classes), the PRMT pairing of B rows into mma fragments, the
+k-permuted A fragments, mma.sync itself (through drvgemm.layouts, the same
+maps the layout probes check on the hardware), the accumulator -> reduction
+buffer map, the warp-ordered block sum, the split tiles and the last block's
+fixed-order sum, and the alpha / beta epilogue.
+
+Values are carried in float64; feed small integers and the emulation is
+exact, so any indexing slip shows as a wrong element, not as rounding.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from drvgemm.layouts import mma_fragments, unpack_registers
+
+
+def _prmt(a, b, sel):
+    """prmt.b32 with a 16-bit selector (no sign mode): byte i of the result is
+    byte (sel >> 4i) & 7 of the 8-byte value {b, a}."""
+    a = a.astype(np.uint64)
+    b = b.astype(np.uint64)
+    src = a | (b << np.uint64(32))
+    out = np.zeros_like(a)
+    for i in range(4):
+        idx = (sel >> (4 * i)) & 7
+        byte = (src >> np.uint64(8 * idx)) & np.uint64(0xFF)
+        out |= byte << np.uint64(8 * i)
+    return out.astype(np.uint32)
+
+
+class Emulator:
+    """One instance's geometry (WARPS, ROWS, precision) and the kernel's
+    arithmetic, block by block. ``run(A, B, C, plan_fields)`` returns the new C
+    (float64) and the workspace tiles it wrote."""
+
+    def __init__(self, precision, rows, warps, aligned):
+        self.precision = precision
+        self.rows_per_block = rows
+        self.warps = warps
+        self.aligned = aligned
+        self.strip = 128 if precision == "fp32" else 64
+        self.kstep = 4 if precision == "fp32" else 16
+
+    # -- one warp step --------------------------------------------------
+    def _b_chunk(self, B, k, col, N, K, vec):
+        """The VEC values a lane's chunk of row k from column col holds."""
+        out = np.zeros(vec)
+        if k >= K:
+            return out
+        if self.aligned:
+            assert N % vec == 0
+            if col < N:
+                out[:] = B[k, col:col + vec]
+            return out
+        for j in range(vec):
+            if col + j < N:
+                out[j] = B[k, col + j]
+        return out
+
+    def _a_piece(self, A, m, rows_here, m0, kcol, K):
+        out = np.zeros(4)
+        if m >= rows_here:
+            return out
+        for j in range(4):
+            if kcol + j < K:
+                out[j] = A[m0 + m, kcol + j]
+        if self.aligned:
+            assert K % 4 == 0   # all four or none
+        return out
+
+    def _step16(self, acc, A, B, geo, step):
+        """compute_stage(fill_stage(step)) for every lane of a warp, 16-bit."""
+        M, N, K, m0, rows_here, n0 = geo
+        lanes = np.arange(32)
+        g, t = lanes >> 2, lanes & 3
+        col = n0 + 8 * g
+        k = step * 16 + 4 * t                      # cursor.k per lane
+        # raw[r] : (32, 8) values -> packed words (32, 4) of float16 bits
+        raw = np.zeros((4, 32, 8))
+        for lane in range(32):
+            for r in range(4):
+                raw[r, lane] = self._b_chunk(B, k[lane] + r, col[lane], N, K, 8)
+        words = raw.astype(np.float16).view(np.uint16).astype(np.uint32)
+        words = words[..., 0::2] | (words[..., 1::2] << 16)          # (4, 32, 4)
+        b0 = np.zeros((32, 8), np.uint32)
+        b1 = np.zeros((32, 8), np.uint32)
+        for i in range(4):
+            b0[:, 2 * i] = _prmt(words[0, :, i], words[1, :, i], 0x5410)
+            b0[:, 2 * i + 1] = _prmt(words[0, :, i], words[1, :, i], 0x7632)
+            b1[:, 2 * i] = _prmt(words[2, :, i], words[3, :, i], 0x5410)
+            b1[:, 2 * i + 1] = _prmt(words[2, :, i], words[3, :, i], 0x7632)
+        m_tiles = self.rows_per_block // 16
+        for tm in range(m_tiles):
+            if 16 * tm >= rows_here:
+                break
+            pieces = np.zeros((2, 32, 4))
+            for h in range(2):
+                if 16 * tm + 8 * h >= rows_here:
+                    continue                        # never copied, read as zeros
+                for lane in range(32):
+                    pieces[h, lane] = self._a_piece(A, 16 * tm + 8 * h + g[lane], rows_here, m0,
+                                                    k[lane], K)
+            pw = pieces.astype(np.float16).view(np.uint16).astype(np.uint32)
+            pw = pw[..., 0::2] | (pw[..., 1::2] << 16)              # (2, 32, 2)
+            a_words = np.stack([pw[0, :, 0], pw[1, :, 0], pw[0, :, 1], pw[1, :, 1]], axis=1)
+            a_frag = unpack_registers(a_words, "f16").astype(np.float64)
+            for j in range(8):
+                b_words = np.stack([b0[:, j], b1[:, j]], axis=1)
+                b_frag = unpack_registers(b_words, "f16").astype(np.float64)
+                c = acc[tm, j][..., None]
+                acc[tm, j] = mma_fragments("m16n8k16", "f16", a_frag, b_frag, c)[..., 0]
+
+    def _stash16(self, acc, red, rows_here):
+        for lane in range(32):
+            g, t = lane >> 2, lane & 3
+            for tm in range(self.rows_per_block // 16):
+                for h in range(2):
+                    m = 16 * tm + 8 * h + g
+                    if m >= rows_here:
+                        continue
+                    for q in range(2):
+                        for i in range(4):
+                            red[m, 16 * t + 4 * q + i] = acc[tm, 4 * q + i, lane, 2 * h]
+                            red[m, 16 * t + 8 + 4 * q + i] = acc[tm, 4 * q + i, lane, 2 * h + 1]
+
+    def _step32(self, acc, A, B, geo, step):
+        M, N, K, m0, rows_here, n0 = geo
+        kb = step * 4
+        a = np.zeros((self.rows_per_block, 4))
+        for lane in range(min(32, self.rows_per_block)):
+            a[lane] = self._a_piece(A, lane, rows_here, m0, kb, K)
+        for lane in range(32):
+            col = n0 + 4 * lane
+            b = np.stack([self._b_chunk(B, kb + r, col, N, K, 4) for r in range(4)])
+            for m in range(self.rows_per_block):
+                if m >= rows_here:
+                    break
+                for r in range(4):
+                    acc[m, lane] += a[m, r] * b[r]
+
+    # -- the kernel -------------------------------------------------------
+    def run(self, A, B, C, M, N, K, alpha, beta, strips, zchunks, splits, steps_per_split):
+        A = np.asarray(A, np.float64)
+        B = np.asarray(B, np.float64)
+        out = np.array(C, np.float64, copy=True)
+        ROWS, STRIP = self.rows_per_block, self.strip
+        tiles = {}
+        counters = np.zeros(zchunks * strips, np.int64)
+        total_steps = -(-K // self.kstep)
+        written = np.zeros((M, N), np.int64)
+        for bid0 in range(strips * zchunks * splits):
+            bid = bid0
+            z = bid % zchunks
+            bid //= zchunks
+            strip = bid % strips
+            split = bid // strips
+            m0 = z * ROWS
+            rows_here = min(ROWS, M - m0)
+            n0 = strip * STRIP
+            q0 = split * steps_per_split
+            q1 = min(total_steps, q0 + steps_per_split)
+            assert q1 > q0 or (K == 0 and splits == 1), "an empty split"
+            geo = (M, N, K, m0, rows_here, n0)
+            red = np.zeros((self.warps, ROWS, STRIP))
+            for w in range(self.warps):
+                mine = (q1 - q0 - w + self.warps - 1) // self.warps if q1 - q0 > w else 0
+                if self.precision == "fp32":
+                    acc = np.zeros((ROWS, 32, 4))
+                else:
+                    acc = np.zeros((ROWS // 16, 8, 32, 4))
+                for i in range(mine):
+                    step = q0 + w + i * self.warps
+                    assert q0 <= step < q1
+                    if self.precision == "fp32":
+                        self._step32(acc, A, B, geo, step)
+                    else:
+                        self._step16(acc, A, B, geo, step)
+                if self.precision == "fp32":
+                    for m in range(rows_here):
+                        red[w, m] = acc[m].reshape(-1)
+                else:
+                    self._stash16(acc, red[w], rows_here)
+            part = np.zeros((ROWS, STRIP))
+            for w in range(self.warps):            # warp order
+                part[:rows_here] += red[w, :rows_here]
+            cid = z * strips + strip
+
+            def epilogue(vals):
+                for m in range(rows_here):
+                    for c in range(STRIP):
+                        n = n0 + c
+                        if n >= N:
+                            continue
+                        v = alpha * vals[m, c]
+                        if beta != 0:
+                            v += beta * C[m0 + m, n]
+                        out[m0 + m, n] = v
+                        written[m0 + m, n] += 1
+
+            if splits == 1:
+                epilogue(part)
+                continue
+            tiles[(cid, split)] = part.copy()
+            counters[cid] += 1
+            if counters[cid] == splits:             # the last one to arrive
+                total = np.zeros((ROWS, STRIP))
+                for sp in range(splits):            # fixed order
+                    total += tiles[(cid, sp)]
+                epilogue(total)
+                counters[cid] = 0
+        assert (written == 1).all(), "every element of C written exactly once"
+        assert (counters == 0).all()
+        return out
