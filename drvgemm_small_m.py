@@ -27,8 +27,8 @@ import numpy as np
 
 import drvgemm
 
-__all__ = ["SmallMInstance", "INSTANCES", "Plan", "Workspace", "instance_for", "plan",
-           "compile_instance", "launch_small_m", "alignment_ok", "SOURCE", "ENTRY"]
+__all__ = ["SmallMInstance", "INSTANCES", "Plan", "Workspace", "Launch", "instance_for", "plan",
+           "compile_instance", "prepare", "launch_small_m", "alignment_ok", "SOURCE", "ENTRY"]
 
 _HERE = Path(__file__).resolve().parent
 SOURCE = "cu/gemm/30_small_m.cu"
@@ -390,38 +390,43 @@ def _ptr(x) -> int:
     return driver.device_pointer(x)
 
 
-_NP = {"fp32": np.dtype(np.float32), "bf16": None, "fp16": np.dtype(np.float16)}
+@dataclass
+class Launch:
+    """A planned, compiled launch: ``run()`` enqueues it again (same
+    pointers, or ``args`` with some replaced, e.g. a rotated B for timing)."""
+    kernel: object
+    plan: Plan
+    args: tuple
+    stream: object = None
+
+    def run(self, args=None):
+        drvgemm.launch(self.kernel, self.plan.grid, self.plan.block,
+                       self.args if args is None else args, smem=self.plan.smem,
+                       stream=self.stream)
 
 
-def launch_small_m(A, B, C, m, n, k, alpha=1.0, beta=0.0, precision="bf16", out16=False,
-                   stream=None, workspace=None, *, plan_out=None):
-    """Enqueue C = alpha * A @ B + beta * C on ``stream``.
-
-    A, B, C: device arrays (DeviceArray or __cuda_array_interface__ objects),
-    row-major and contiguous, A m x k, B k x n, C m x n; bf16 data may come
-    as uint16 (raw bits). M or N = 0: nothing. K = 0: the kernel writes
-    beta * C (its K loop is empty; beta = 0 writes zeros without reading C).
-    The alignment class is read from the pointers on every call; the plan
-    is deterministic, so the result is the same bits on every call."""
+def prepare(A, B, C, m, n, k, alpha=1.0, beta=0.0, precision="bf16", out16=False,
+            stream=None, workspace=None) -> Launch | None:
+    """Everything launch_small_m does except the launch; None when M or N is 0."""
     m, n, k = int(m), int(n), int(k)
+    if m < 0 or n < 0 or k < 0:
+        raise ValueError(f"negative dimension: {m}x{n}x{k}")
     if m == 0 or n == 0:
         return None
-    if k < 0 or m < 0 or n < 0:
-        raise ValueError(f"negative dimension: {m}x{n}x{k}")
     a_ptr, b_ptr, c_ptr = _ptr(A), _ptr(B), _ptr(C)
     if k == 0:
-        a_ptr = b_ptr = b_ptr or c_ptr   # never read: any valid address
+        a_ptr = b_ptr = c_ptr   # never read: any valid address
     aligned = alignment_ok(precision, n, k, a_ptr, b_ptr)
-    p = plan(m, n, k, precision, drvgemm.device().sm_count if drvgemm.has_gpu() else 132,
-             aligned=aligned, out16=out16, beta_nonzero=beta != 0)
+    sm_count = drvgemm.device().sm_count
+    p = plan(m, n, k, precision, sm_count, aligned=aligned, out16=out16,
+             beta_nonzero=beta != 0)
     kern = compile_instance(p.instance)
-    if p.instance.threads and kern.resources is not None:
+    res = kern.resources
+    if res is not None and p.instance.blocks_per_sm(res.registers) != p.blocks_per_sm:
         # Re-plan with the registers ptxas actually used (more blocks per SM
         # than the launch-bounds floor where they fit).
-        bps = p.instance.blocks_per_sm(kern.resources.registers)
-        if bps != p.blocks_per_sm:
-            p = plan(m, n, k, precision, drvgemm.device().sm_count, aligned=aligned,
-                     out16=out16, beta_nonzero=beta != 0, registers=kern.resources.registers)
+        p = plan(m, n, k, precision, sm_count, aligned=aligned, out16=out16,
+                 beta_nonzero=beta != 0, registers=res.registers)
     work_ptr = cnt_ptr = 0
     if p.splits > 1:
         if workspace is None:
@@ -431,10 +436,25 @@ def launch_small_m(A, B, C, m, n, k, alpha=1.0, beta=0.0, precision="bf16", out1
                 workspace = _workspaces[key] = Workspace()
         workspace.ensure(p.workspace_floats, p.counters, stream)
         work_ptr, cnt_ptr = workspace.work.ptr, workspace.counters.ptr
-    drvgemm.launch(kern, p.grid, p.block,
-                   (a_ptr, b_ptr, c_ptr, work_ptr, cnt_ptr, m, n, k, float(alpha), float(beta),
-                    p.strips, p.zchunks, p.splits, p.steps_per_split),
-                   smem=p.smem, stream=stream)
-    if plan_out is not None:
-        plan_out.append(p)
-    return p
+    args = (a_ptr, b_ptr, c_ptr, work_ptr, cnt_ptr, m, n, k, float(alpha), float(beta),
+            p.strips, p.zchunks, p.splits, p.steps_per_split)
+    return Launch(kern, p, args, stream)
+
+
+def launch_small_m(A, B, C, m, n, k, alpha=1.0, beta=0.0, precision="bf16", out16=False,
+                   stream=None, workspace=None):
+    """Enqueue C = alpha * A @ B + beta * C on ``stream``; returns the Plan.
+
+    A, B, C: device arrays (DeviceArray, __cuda_array_interface__ objects or
+    raw device addresses), row-major and contiguous, A m x k, B k x n,
+    C m x n; bf16 data may come as uint16 (raw bits). M or N = 0: nothing.
+    K = 0: the kernel writes beta * C (its K loop is empty; beta = 0 writes
+    zeros without reading C). The alignment class is read from the pointers
+    on every call; the plan is deterministic, so a call gives the same bits
+    every time (split-K included). ``workspace``: a Workspace for split K
+    (default: one per stream, grown as needed)."""
+    launch = prepare(A, B, C, m, n, k, alpha, beta, precision, out16, stream, workspace)
+    if launch is None:
+        return None
+    launch.run()
+    return launch.plan
