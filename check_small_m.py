@@ -502,12 +502,106 @@ def timing(records, copy_gbps, torch_ok, deadline):
                 torch.cuda.empty_cache()
 
 
+def variants_timing(records, copy_gbps, torch_ok, deadline):
+    """--quick: a focused set of decode shapes, each timed for several
+    variants of the instance the plan picks (diagnostics and candidates),
+    and torch.matmul once."""
+    import dataclasses
+    shapes = [("bf16", 1, 4096, 4096), ("bf16", 1, 28672, 8192), ("bf16", 16, 14336, 4096),
+              ("bf16", 16, 4096, 4096), ("bf16", 64, 4096, 4096), ("bf16", 8, 128256, 4096),
+              ("fp32", 64, 4096, 4096), ("fp32", 16, 4096, 4096)]
+    V = [("plan", {}), ("n1", dict(nwarps=1)), ("n2", dict(nwarps=2)), ("n4", dict(nwarps=4)),
+         ("n1_s6", dict(nwarps=1, stages=6)), ("n1_nohint", dict(nwarps=1, extra=("NO_HINT",))),
+         ("n1_skipmath", dict(nwarps=1, extra=("SKIP_MATH",))),
+         ("w8n4", dict(nwarps=4, warps=8, min_blocks=2)), ("n4_s6", dict(nwarps=4, stages=6))]
+    stream = (torch_stream_handle() if torch_ok else 0) or None
+    for (prec, m, n, k) in shapes:
+        if time.perf_counter() > deadline:
+            log("  time budget reached")
+            break
+        e = ITEM[prec]
+        out16 = prec != "fp32"
+        ec = 2 if out16 else 4
+        b_bytes = k * n * e
+        copies = max(1, min(8, math.ceil(200e6 / b_bytes)))
+        Bs = [DevBuf(b_bytes) for _ in range(copies)]
+        for i, b in enumerate(Bs):
+            fill_random(b.base, k * n, prec, 100 + i)
+        A = DevBuf(m * k * e)
+        fill_random(A.base, m * k, prec, 7)
+        C = DevBuf(m * n * ec)
+        tot = m * k * e + b_bytes + m * n * ec
+        tmed = None
+        if torch_ok:
+            tdt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[prec]
+            torch.backends.cuda.matmul.allow_tf32 = False
+            tb = [torch.empty((k, n), dtype=tdt, device="cuda").uniform_(-1, 1) for _ in range(copies)]
+            ta = torch.empty((m, k), dtype=tdt, device="cuda").uniform_(-1, 1)
+            tc = torch.empty((m, n), dtype=tdt, device="cuda")
+
+            def trun(i):
+                torch.matmul(ta, tb[i % len(tb)], out=tc)
+            tmed, _ = time_events(trun, 60, stream)
+            records.append({"kernel": "torch.matmul", "precision": prec, "m": m, "n": n, "k": k,
+                            "median_ms": tmed, "gbps": tot / (tmed * 1e-3) / 1e9, "baseline": True})
+            log(f"  {prec} M={m:2d} N={n:6d} K={k:5d}: torch {tmed * 1e3:8.1f} us "
+                f"{tot / (tmed * 1e-3) / 1e9:6.0f} GB/s")
+        base = sm.instance_for(m, prec, True, out16)
+        variants = list(V)
+        if prec == "fp32":
+            variants = [("plan", {}), ("S2x", "S2"), ("S4x", "S4"), ("nohint", dict(extra=("NO_HINT",)))]
+        for name, ov in variants:
+            try:
+                inst, fs = None, None
+                if isinstance(ov, str):
+                    p0 = sm.plan(m, n, k, prec, drvgemm.device().sm_count, out16=out16)
+                    fs = p0.splits * int(ov[1:])
+                elif ov:
+                    inst = dataclasses.replace(base, **ov)
+                launch = sm.prepare(A.base, Bs[0].base, C.base, m, n, k, 1.0, 0.0, prec, out16,
+                                    stream=stream, inst=inst, force_splits=fs)
+                argsets = []
+                for b in Bs:
+                    a = list(launch.args)
+                    a[1] = b.base
+                    argsets.append(tuple(a))
+
+                def run(i, launch=launch, argsets=argsets):
+                    launch.run(argsets[i % len(argsets)])
+                med, best = time_events(run, 60, stream)
+                r = launch.kernel.resources
+                rec = {"kernel": "30_small_m", "variant": name, "precision": prec, "m": m, "n": n,
+                       "k": k, "median_ms": med, "min_ms": best, "gbps": tot / (med * 1e-3) / 1e9,
+                       "frac_of_copy": tot / (med * 1e-3) / 1e9 / copy_gbps,
+                       "instance": launch.plan.instance.name, "splits": launch.plan.splits,
+                       "grid": launch.plan.grid[0], "registers": getattr(r, "registers", None),
+                       "predicted_ms": launch.plan.predicted_s * 1e3}
+                if tmed:
+                    rec["speedup_vs_torch"] = tmed / med
+                records.append(rec)
+                log(f"    {name:12s} {launch.plan.instance.name:34s} S={launch.plan.splits:2d} "
+                    f"grid={launch.plan.grid[0]:4d} regs={rec['registers']}: {med * 1e3:8.1f} us "
+                    f"{rec['gbps']:6.0f} GB/s ({rec['frac_of_copy']:.2f} of copy)"
+                    + (f" x{tmed / med:.2f} torch" if tmed else "")
+                    + f" [pred {rec['predicted_ms'] * 1e3:.1f}]")
+            except Exception as ex:  # noqa: BLE001
+                log(f"    {name}: {type(ex).__name__}: {ex}")
+                if isinstance(ex, drvgemm.CudaError):
+                    raise
+        del Bs, A, C
+        if torch_ok:
+            del tb, ta, tc
+            torch.cuda.empty_cache()
+
+
 # ---------------------------------------------------------------------------
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--json", required=True, help="where to write the results")
     ap.add_argument("--skip-timing", action="store_true")
     ap.add_argument("--skip-correctness", action="store_true")
+    ap.add_argument("--quick", action="store_true",
+                    help="compile only the aligned instances, then the variant timing set")
     args = ap.parse_args()
     out = {"device": None, "torch": None, "correctness": [], "determinism": [], "records": [],
            "summary": {}}
@@ -610,7 +704,10 @@ def main():
         out["copy_gbps"] = copy
         log(f"  device-to-device copy: {copy:.0f} GB/s (read + write)")
         try:
-            timing(out["records"], copy, torch_ok, T0 + TIME_BUDGET_S)
+            if args.quick:
+                variants_timing(out["records"], copy, torch_ok, T0 + TIME_BUDGET_S)
+            else:
+                timing(out["records"], copy, torch_ok, T0 + TIME_BUDGET_S)
         except Exception as e:  # noqa: BLE001
             log(f"  timing stopped: {type(e).__name__}: {e}")
             out["timing_error"] = traceback.format_exc()[-3000:]

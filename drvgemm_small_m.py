@@ -54,12 +54,22 @@ class SmallMInstance:
     warps: int = 4        # WARPS: warps per block, splitting the block's K range step by step
     stages: int = 4       # STAGES: depth of each lane's cp.async ring
     min_blocks: int = 4   # MIN_BLOCKS of __launch_bounds__: caps registers at 64K/(threads*this)
+    nwarps: int = 1       # NWARPS: warps side by side along N (the rest take turns along K)
+    extra: tuple = ()     # extra -D names (diagnostic variants only: NO_HINT, SKIP_MATH)
 
     # -- what the kernel is built from --------------------------------------
     @property
     def name(self) -> str:
         return (f"30_small_m_{self.precision}_r{self.rows}"
-                f"{'_out16' if self.out16 else ''}{'' if self.aligned else '_unaligned'}")
+                f"{f'_w{self.warps}n{self.nwarps}' if (self.warps, self.nwarps) != (4, 1) else ''}"
+                f"{f'_s{self.stages}' if self.stages != 4 else ''}"
+                f"{'_out16' if self.out16 else ''}{'' if self.aligned else '_unaligned'}"
+                f"{''.join('_' + x.lower() for x in self.extra)}")
+
+    @property
+    def kwarps(self) -> int:
+        """Warps taking turns along K (WARPS / NWARPS)."""
+        return self.warps // self.nwarps
 
     @property
     def threads(self) -> int:
@@ -80,8 +90,9 @@ class SmallMInstance:
 
     @property
     def strip(self) -> int:
-        """Columns of C per block: 32 lanes x 4 floats, or 8 lanes x 8 halves."""
-        return 128 if self.precision == "fp32" else 64
+        """Columns of C per block: NWARPS warps of 32 lanes x 4 floats, or of
+        8 lanes x 8 halves."""
+        return (128 if self.precision == "fp32" else 64) * self.nwarps
 
     @property
     def kstep(self) -> int:
@@ -90,7 +101,8 @@ class SmallMInstance:
 
     @property
     def step_bytes(self) -> int:
-        return self.kstep * self.strip * self.elem_bytes   # 2 KB for both
+        """B bytes of one warp step (one warp's strip): 2 KB for both."""
+        return self.kstep * (self.strip // self.nwarps) * self.elem_bytes
 
     @property
     def smem(self) -> int:
@@ -102,7 +114,7 @@ class SmallMInstance:
         else:
             a_stage = (self.rows // 16) * 2 * 32 * 8
         pipe = self.warps * self.stages * (b_stage + a_stage)
-        red = self.warps * self.rows * (self.strip + 4) * 4
+        red = self.kwarps * self.rows * (self.strip + 4) * 4
         return max(pipe, red)
 
     @property
@@ -114,7 +126,9 @@ class SmallMInstance:
     def defines(self) -> dict:
         return {"PREC": _PREC[self.precision], "ALIGNED": int(self.aligned), "ROWS": self.rows,
                 "WARPS": self.warps, "STAGES": self.stages, "MIN_BLOCKS": self.min_blocks,
-                "OUT_16": int(self.out16), "SMEM_BYTES_HOST": self.smem}
+                "OUT_16": int(self.out16), "SMEM_BYTES_HOST": self.smem,
+                **({"NWARPS": self.nwarps} if self.nwarps != 1 else {}),
+                **{x: 1 for x in self.extra}}
 
     @property
     def register_cap(self) -> int:
@@ -136,6 +150,9 @@ class SmallMInstance:
         return max(1, min(by_regs, by_smem, threads_per_sm // self.threads, blocks_limit))
 
 
+NW16 = 4   # warps side by side along N in the 16-bit instances
+
+
 def _registry() -> list[SmallMInstance]:
     out = []
     for aligned in (True, False):
@@ -147,9 +164,12 @@ def _registry() -> list[SmallMInstance]:
                 # rows 16: ~96 registers, 5 blocks/SM; rows 32: 128, 4 blocks;
                 # rows 64: ~194 (128 accumulators), 2 blocks, so a deeper ring
                 # (5 steps of 2 KB per warp in flight) to keep 80 KB per SM in the air.
-                out.append(SmallMInstance(prec, 16, aligned, out16, min_blocks=4))
-                out.append(SmallMInstance(prec, 32, aligned, out16, min_blocks=4))
-                out.append(SmallMInstance(prec, 64, aligned, out16, stages=6, min_blocks=2))
+                # nwarps=4: the four warps side by side along N, so a block reads
+                # 512 contiguous bytes of each B row (see benchmarks/notes/small-m.md).
+                out.append(SmallMInstance(prec, 16, aligned, out16, min_blocks=4, nwarps=NW16))
+                out.append(SmallMInstance(prec, 32, aligned, out16, min_blocks=4, nwarps=NW16))
+                out.append(SmallMInstance(prec, 64, aligned, out16, stages=6, min_blocks=2,
+                                          nwarps=NW16))
     return out
 
 
@@ -270,7 +290,8 @@ def _stream_time(blocks: int, bytes_per_block: float, capacity: int, sm_count: i
 
 
 def plan(m: int, n: int, k: int, precision: str, sm_count: int = 132, *, aligned: bool = True,
-         out16: bool = False, beta_nonzero: bool = False, registers: int | None = None) -> Plan:
+         out16: bool = False, beta_nonzero: bool = False, registers: int | None = None,
+         inst: SmallMInstance | None = None, force_splits: int | None = None) -> Plan:
     """Choose the instance, split count and grid for an M x N x K product.
 
     The model: time = max(stream(B, split over the blocks, A and C charged
@@ -284,7 +305,8 @@ def plan(m: int, n: int, k: int, precision: str, sm_count: int = 132, *, aligned
     (sm_count) and instance."""
     if m < 1 or n < 1 or k < 0:
         raise ValueError(f"plan needs M, N >= 1 and K >= 0, got {m}x{n}x{k}")
-    inst = instance_for(m, precision, aligned, out16)
+    if inst is None:
+        inst = instance_for(m, precision, aligned, out16)
     e = inst.elem_bytes
     strips = -(-n // inst.strip)
     zchunks = -(-m // inst.rows)
@@ -298,9 +320,11 @@ def plan(m: int, n: int, k: int, precision: str, sm_count: int = 132, *, aligned
     b_bytes = k * n * e
     flops = 2.0 * zchunks * inst.rows * k * n
     math_time = flops / (FFMA_RATE if precision == "fp32" else MMA_RATE)
-    max_splits = max(1, min(MAX_SPLITS, steps // (inst.warps * MIN_STEPS_PER_WARP)))
+    max_splits = max(1, min(MAX_SPLITS, steps // (inst.kwarps * MIN_STEPS_PER_WARP)))
+    if force_splits is not None:
+        max_splits = max(1, min(force_splits, steps or 1))
     best, alternatives = None, []
-    for s_try in range(1, max_splits + 1):
+    for s_try in (range(1, max_splits + 1) if force_splits is None else (max_splits,)):
         sps = -(-steps // s_try) if steps else 0
         splits = -(-steps // sps) if sps else 1      # no empty split
         if alternatives and splits == alternatives[-1][0]:
@@ -313,8 +337,10 @@ def plan(m: int, n: int, k: int, precision: str, sm_count: int = 132, *, aligned
         # The math needs the SMs too: >= 2 resident blocks (8 warps) per SM
         # to keep an SM's FFMA / tensor pipes fed.
         t = max(t, math_time / min(1.0, min(blocks, capacity) / (2 * sm_count)))
-        work = 2 * base * splits * inst.rows * inst.strip * 4 if splits > 1 else 0
-        items = inst.rows * inst.strip // 4
+        # the workspace and the reduction touch only the rows a block owns
+        rows_used = min(m, inst.rows)
+        work = 2 * base * splits * rows_used * inst.strip * 4 if splits > 1 else 0
+        items = rows_used * inst.strip // 4
         chain = (math.ceil(splits / 8) * math.ceil(items / inst.threads) * L2_ROUND_TRIP
                  if splits > 1 else 0.0)
         t += (c_bytes + work) / (COPY_BW * STREAM_EFF) + chain + LAUNCH_AND_RAMP
@@ -406,7 +432,7 @@ class Launch:
 
 
 def prepare(A, B, C, m, n, k, alpha=1.0, beta=0.0, precision="bf16", out16=False,
-            stream=None, workspace=None) -> Launch | None:
+            stream=None, workspace=None, inst=None, force_splits=None) -> Launch | None:
     """Everything launch_small_m does except the launch; None when M or N is 0."""
     m, n, k = int(m), int(n), int(k)
     if m < 0 or n < 0 or k < 0:
@@ -419,14 +445,15 @@ def prepare(A, B, C, m, n, k, alpha=1.0, beta=0.0, precision="bf16", out16=False
     aligned = alignment_ok(precision, n, k, a_ptr, b_ptr)
     sm_count = drvgemm.device().sm_count
     p = plan(m, n, k, precision, sm_count, aligned=aligned, out16=out16,
-             beta_nonzero=beta != 0)
+             beta_nonzero=beta != 0, inst=inst, force_splits=force_splits)
     kern = compile_instance(p.instance)
     res = kern.resources
     if res is not None and p.instance.blocks_per_sm(res.registers) != p.blocks_per_sm:
         # Re-plan with the registers ptxas actually used (more blocks per SM
         # than the launch-bounds floor where they fit).
         p = plan(m, n, k, precision, sm_count, aligned=aligned, out16=out16,
-                 beta_nonzero=beta != 0, registers=res.registers)
+                 beta_nonzero=beta != 0, registers=res.registers, inst=inst,
+                 force_splits=force_splits)
     work_ptr = cnt_ptr = 0
     if p.splits > 1:
         if workspace is None:

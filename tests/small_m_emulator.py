@@ -36,12 +36,15 @@ class Emulator:
     arithmetic, block by block. ``run(A, B, C, plan_fields)`` returns the new C
     (float64) and the workspace tiles it wrote."""
 
-    def __init__(self, precision, rows, warps, aligned):
+    def __init__(self, precision, rows, warps, aligned, nwarps=1):
         self.precision = precision
         self.rows_per_block = rows
         self.warps = warps
+        self.nwarps = nwarps                  # side by side along N
+        self.kwarps = warps // nwarps         # taking turns along K
         self.aligned = aligned
-        self.strip = 128 if precision == "fp32" else 64
+        self.warp_strip = 128 if precision == "fp32" else 64
+        self.strip = self.warp_strip * nwarps
         self.kstep = 4 if precision == "fp32" else 16
 
     # -- one warp step --------------------------------------------------
@@ -163,16 +166,18 @@ class Emulator:
             q0 = split * steps_per_split
             q1 = min(total_steps, q0 + steps_per_split)
             assert q1 > q0 or (K == 0 and splits == 1), "an empty split"
-            geo = (M, N, K, m0, rows_here, n0)
-            red = np.zeros((self.warps, ROWS, STRIP))
-            for w in range(self.warps):
-                mine = (q1 - q0 - w + self.warps - 1) // self.warps if q1 - q0 > w else 0
+            red = np.zeros((self.kwarps, ROWS, STRIP))
+            WS, KW = self.warp_strip, self.kwarps
+            for warp in range(self.warps):
+                nw, w = warp % self.nwarps, warp // self.nwarps
+                geo = (M, N, K, m0, rows_here, n0 + nw * WS)
+                mine = (q1 - q0 - w + KW - 1) // KW if q1 - q0 > w else 0
                 if self.precision == "fp32":
                     acc = np.zeros((ROWS, 32, 4))
                 else:
                     acc = np.zeros((ROWS // 16, 8, 32, 4))
                 for i in range(mine):
-                    step = q0 + w + i * self.warps
+                    step = q0 + w + i * KW
                     assert q0 <= step < q1
                     if self.precision == "fp32":
                         self._step32(acc, A, B, geo, step)
@@ -180,11 +185,11 @@ class Emulator:
                         self._step16(acc, A, B, geo, step)
                 if self.precision == "fp32":
                     for m in range(rows_here):
-                        red[w, m] = acc[m].reshape(-1)
+                        red[w, m, nw * WS:(nw + 1) * WS] = acc[m].reshape(-1)
                 else:
-                    self._stash16(acc, red[w], rows_here)
+                    self._stash16(acc, red[w, :, nw * WS:(nw + 1) * WS], rows_here)
             part = np.zeros((ROWS, STRIP))
-            for w in range(self.warps):            # warp order
+            for w in range(KW):                    # warp order
                 part[:rows_here] += red[w, :rows_here]
             cid = z * strips + strip
 

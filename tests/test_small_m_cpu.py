@@ -216,7 +216,7 @@ def test_source_fragment_conventions_match_the_emulator():
     assert "a[0] = lo.x; a[2] = lo.y;" in text
     assert "a[1] = hi.x; a[3] = hi.y;" in text
     assert "c.k = step * KSTEP + 4 * (G.lane & 3);" in text
-    assert "G.col = n0 + 8 * (lane >> 2);" in text
+    assert "G.col = n0 + nw * WARP_STRIP + 8 * (lane >> 2);" in text
 
 
 # ---------------------------------------------------------------------------
@@ -259,7 +259,7 @@ def test_emulated_kernel_is_exact(prec, m, n, k, aligned, splits):
     A = rng.integers(-4, 5, (m, k)).astype(np.float64)
     B = rng.integers(-4, 5, (k, n)).astype(np.float64)
     C = rng.integers(-4, 5, (m, n)).astype(np.float64)
-    emu = Emulator(prec, inst.rows, inst.warps, aligned)
+    emu = Emulator(prec, inst.rows, inst.warps, aligned, inst.nwarps)
     out = emu.run(A, B, C, m, n, k, 1.5, -0.5, p.strips, p.zchunks, sp, sps)
     ref = 1.5 * (A @ B) - 0.5 * C
     bad = np.argwhere(out != ref)

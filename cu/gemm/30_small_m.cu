@@ -79,6 +79,13 @@
 #error "OUT_16 must be defined: 1 = C in the inputs' 16-bit type, 0 = C is float32"
 #endif
 
+// NWARPS: warps of a block side by side along N (each on its own strip of
+// WARP_STRIP columns, all at the same K step); the other WARPS / NWARPS warps
+// take turns along K. Side by side, a block reads NWARPS x 128 (16-bit) or
+// x 512 (fp32) contiguous bytes of every B row it touches at the same time.
+#ifndef NWARPS
+#define NWARPS 1
+#endif
 #if PREC < 0 || PREC > 2
 #error "PREC must be 0, 1 or 2"
 #endif
@@ -98,23 +105,28 @@
 #error "WARPS is 1 .. 32"
 #endif
 
+#if WARPS % NWARPS != 0
+#error "NWARPS divides WARPS"
+#endif
 #define DEVI __device__ __forceinline__
 
 typedef unsigned short u16;
 
 constexpr int THREADS = WARPS * 32;
+constexpr int KWARPS = WARPS / NWARPS;     // warps taking turns along K
 #if PREC == 0
 typedef float Elem;
-constexpr int STRIP = 128;     // columns per block: 32 lanes x 4 floats
+constexpr int WARP_STRIP = 128;   // columns per warp: 32 lanes x 4 floats
 constexpr int KSTEP = 4;       // rows of B per warp step (4 x 512 B)
 constexpr int A_STAGE = ROWS * 16;          // A[ROWS][4 k] floats, shared by the warp
 #else
 typedef u16 Elem;
-constexpr int STRIP = 64;      // columns per block: 8 lanes x 8 halves
+constexpr int WARP_STRIP = 64;    // columns per warp: 8 lanes x 8 halves
 constexpr int KSTEP = 16;      // rows of B per warp step (one mma k-block)
 constexpr int M_TILES = ROWS / 16;
 constexpr int A_STAGE = M_TILES * 2 * 32 * 8;  // per lane: rows g, g+8 of each m-tile, 8 B each
 #endif
+constexpr int STRIP = WARP_STRIP * NWARPS;     // columns per block
 constexpr int B_STAGE = 4 * 32 * 16;           // per lane: 4 chunks of 16 B; 2 KB per warp
 constexpr int WARP_STAGE = B_STAGE + A_STAGE;
 constexpr int PIPE_BYTES = WARPS * STAGES * WARP_STAGE;
@@ -122,7 +134,7 @@ constexpr int PIPE_BYTES = WARPS * STAGES * WARP_STAGE;
 // 4 floats: 16-byte aligned rows with fewer bank conflicts on the 16-bit
 // path's float4 stores (a one-off per block, next to streaming >= 32 KB).
 constexpr int RED_LD = STRIP + 4;
-constexpr int RED_BYTES = WARPS * ROWS * RED_LD * 4;
+constexpr int RED_BYTES = KWARPS * ROWS * RED_LD * 4;
 constexpr int SMEM_BYTES = PIPE_BYTES > RED_BYTES ? PIPE_BYTES : RED_BYTES;
 // The host declares the dynamic shared memory it launches with (it is the
 // one that computes it, from the same constants); a mismatch fails here.
@@ -297,7 +309,12 @@ DEVI void fill_stage(unsigned stage, const Geometry& G, const Cursor& cur,
 #if ALIGNED
         // N % VEC == 0: a chunk is wholly inside B or wholly outside.
         const bool in = k < G.K && G.col < G.N;
+#ifdef NO_HINT
+        (void)policy;
+        cp_async_16(dst, in ? (const void*)src : (const void*)G.B, in ? 16u : 0u);
+#else
         cp_async_16_stream(dst, in ? (const void*)src : (const void*)G.B, in ? 16u : 0u, policy);
+#endif
 #elif PREC == 0
         float v[4];
 #pragma unroll
@@ -367,8 +384,8 @@ DEVI void fill_stage(unsigned stage, const Geometry& G, const Cursor& cur,
 
 DEVI void advance(Cursor& c, long long b_stride) {
     c.b += b_stride;
-    c.a += WARPS * KSTEP;
-    c.k += WARPS * KSTEP;
+    c.a += KWARPS * KSTEP;
+    c.k += KWARPS * KSTEP;
 }
 
 // ---------------------------------------------------------------------------
@@ -433,6 +450,11 @@ DEVI void compute_stage(Acc& acc, unsigned stage, int lane, int rows) {
         b1[2 * i] = prmt(w23[0][i], w23[1][i], 0x5410);
         b1[2 * i + 1] = prmt(w23[0][i], w23[1][i], 0x7632);
     }
+#ifdef SKIP_MATH
+    // Diagnostic only (wrong results): the loads stay live, no mma.
+    acc.v[0][0][0] += __uint_as_float((b0[0] ^ b1[1] ^ b0[2] ^ b1[3] ^ b0[4] ^ b1[5] ^ b0[6] ^ b1[7]) & 0x3f800000u);
+    return;
+#endif
 #pragma unroll
     for (int tm = 0; tm < M_TILES; ++tm) {
         if (16 * tm >= rows) break;                    // warp-uniform
@@ -535,6 +557,7 @@ small_m_gemm(const Elem* __restrict__ A, const Elem* __restrict__ B, OutT* __res
              int strips, int zchunks, int splits, int steps_per_split)
 {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int nw = warp % NWARPS, kw = warp / NWARPS;
     int bid = blockIdx.x;
     const int z = bid % zchunks;
     bid /= zchunks;
@@ -548,15 +571,15 @@ small_m_gemm(const Elem* __restrict__ A, const Elem* __restrict__ B, OutT* __res
     G.lane = lane;
     const int n0 = strip * STRIP;
 #if PREC == 0
-    G.col = n0 + 4 * lane;
+    G.col = n0 + nw * WARP_STRIP + 4 * lane;
 #else
-    G.col = n0 + 8 * (lane >> 2);
+    G.col = n0 + nw * WARP_STRIP + 8 * (lane >> 2);
 #endif
 
     const int total_steps = (K + KSTEP - 1) / KSTEP;
     const int q0 = split * steps_per_split;
     const int q1 = min(total_steps, q0 + steps_per_split);
-    const int mine = q1 - q0 > warp ? (q1 - q0 - warp + WARPS - 1) / WARPS : 0;
+    const int mine = q1 - q0 > kw ? (q1 - q0 - kw + KWARPS - 1) / KWARPS : 0;
 
     unsigned char* smem = dynamic_smem();
     const unsigned ring = smem_u32(smem) + warp * STAGES * WARP_STAGE;
@@ -567,8 +590,8 @@ small_m_gemm(const Elem* __restrict__ A, const Elem* __restrict__ B, OutT* __res
 
     // Prologue: steps 0 .. STAGES-2 in flight, one commit group each (empty
     // when this warp has fewer steps, so the group count stays exact).
-    Cursor cur = cursor_at(G, q0 + warp);
-    const long long b_stride = (long long)WARPS * KSTEP * N;
+    Cursor cur = cursor_at(G, q0 + kw);
+    const long long b_stride = (long long)KWARPS * KSTEP * N;
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
         if (s < mine) fill_stage(ring + s * WARP_STAGE, G, cur, policy);
@@ -599,7 +622,7 @@ small_m_gemm(const Elem* __restrict__ A, const Elem* __restrict__ B, OutT* __res
     __syncthreads();   // every warp is out of the ring: it becomes the reduction buffer
 
     float* red = reinterpret_cast<float*>(smem);
-    stash_partials(acc, red + warp * ROWS * RED_LD, lane, G.rows);
+    stash_partials(acc, red + kw * ROWS * RED_LD + nw * WARP_STRIP, lane, G.rows);
     __syncthreads();
 
     // Sum over the warps in warp order, four columns per item (the buffer's
@@ -611,7 +634,7 @@ small_m_gemm(const Elem* __restrict__ A, const Elem* __restrict__ B, OutT* __res
             const int m = it / Q, c = 4 * (it % Q);
             float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
-            for (int w = 0; w < WARPS; ++w)
+            for (int w = 0; w < KWARPS; ++w)
                 s = add4(s, *reinterpret_cast<const float4*>(red + (w * ROWS + m) * RED_LD + c));
             if (n0 + c < N) store_c4(C, N, G.m0 + m, n0 + c, s, alpha, beta);
         }
@@ -630,7 +653,7 @@ small_m_gemm(const Elem* __restrict__ A, const Elem* __restrict__ B, OutT* __res
             const int m = it / Q, c = 4 * (it % Q);
             float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
-            for (int w = 0; w < WARPS; ++w)
+            for (int w = 0; w < KWARPS; ++w)
                 s = add4(s, *reinterpret_cast<const float4*>(red + (w * ROWS + m) * RED_LD + c));
             *reinterpret_cast<float4*>(mine_tile + m * STRIP + c) = s;
         }
