@@ -509,11 +509,10 @@ def variants_timing(records, copy_gbps, torch_ok, deadline):
     import dataclasses
     shapes = [("bf16", 1, 4096, 4096), ("bf16", 1, 28672, 8192), ("bf16", 16, 14336, 4096),
               ("bf16", 16, 4096, 4096), ("bf16", 64, 4096, 4096), ("bf16", 8, 128256, 4096),
+              ("bf16", 32, 14336, 4096), ("fp16", 1, 11008, 4096), ("fp16", 16, 28672, 8192),
               ("fp32", 64, 4096, 4096), ("fp32", 16, 4096, 4096)]
-    V = [("plan", {}), ("n1", dict(nwarps=1)), ("n2", dict(nwarps=2)), ("n4", dict(nwarps=4)),
-         ("n1_s6", dict(nwarps=1, stages=6)), ("n1_nohint", dict(nwarps=1, extra=("NO_HINT",))),
-         ("n1_skipmath", dict(nwarps=1, extra=("SKIP_MATH",))),
-         ("w8n4", dict(nwarps=4, warps=8, min_blocks=2)), ("n4_s6", dict(nwarps=4, stages=6))]
+    V = [("plan", {}), ("lanecopy", dict(coalesced=False)), ("s6", dict(stages=6)),
+         ("n4", dict(nwarps=4)), ("skipmath", dict(extra=("SKIP_MATH",)))]
     stream = (torch_stream_handle() if torch_ok else 0) or None
     for (prec, m, n, k) in shapes:
         if time.perf_counter() > deadline:
@@ -549,7 +548,7 @@ def variants_timing(records, copy_gbps, torch_ok, deadline):
         base = sm.instance_for(m, prec, True, out16)
         variants = list(V)
         if prec == "fp32":
-            variants = [("plan", {}), ("S2x", "S2"), ("S4x", "S4"), ("nohint", dict(extra=("NO_HINT",)))]
+            variants = [("plan", {})]
         for name, ov in variants:
             try:
                 inst, fs = None, None

@@ -56,6 +56,7 @@ class SmallMInstance:
     min_blocks: int = 4   # MIN_BLOCKS of __launch_bounds__: caps registers at 64K/(threads*this)
     nwarps: int = 1       # NWARPS: warps side by side along N (the rest take turns along K)
     extra: tuple = ()     # extra -D names (diagnostic variants only: NO_HINT, SKIP_MATH)
+    coalesced: bool = True  # COALESCED (16-bit): copy lanes by whole 128-byte lines
 
     # -- what the kernel is built from --------------------------------------
     @property
@@ -64,6 +65,7 @@ class SmallMInstance:
                 f"{f'_w{self.warps}n{self.nwarps}' if (self.warps, self.nwarps) != (4, 1) else ''}"
                 f"{f'_s{self.stages}' if self.stages != 4 else ''}"
                 f"{'_out16' if self.out16 else ''}{'' if self.aligned else '_unaligned'}"
+                f"{'' if self.coalesced or self.precision == 'fp32' else '_lanecopy'}"
                 f"{''.join('_' + x.lower() for x in self.extra)}")
 
     @property
@@ -128,6 +130,7 @@ class SmallMInstance:
                 "WARPS": self.warps, "STAGES": self.stages, "MIN_BLOCKS": self.min_blocks,
                 "OUT_16": int(self.out16), "SMEM_BYTES_HOST": self.smem,
                 **({"NWARPS": self.nwarps} if self.nwarps != 1 else {}),
+                **({"COALESCED": 0} if not self.coalesced else {}),
                 **{x: 1 for x in self.extra}}
 
     @property
@@ -150,7 +153,7 @@ class SmallMInstance:
         return max(1, min(by_regs, by_smem, threads_per_sm // self.threads, blocks_limit))
 
 
-NW16 = 4   # warps side by side along N in the 16-bit instances
+NW16 = 1   # warps side by side along N in the 16-bit instances (4 gained nothing)
 
 
 def _registry() -> list[SmallMInstance]:

@@ -216,7 +216,7 @@ def test_source_fragment_conventions_match_the_emulator():
     assert "a[0] = lo.x; a[2] = lo.y;" in text
     assert "a[1] = hi.x; a[3] = hi.y;" in text
     assert "c.k = step * KSTEP + 4 * (G.lane & 3);" in text
-    assert "G.col = n0 + nw * WARP_STRIP + 8 * (lane >> 2);" in text
+    assert "const int rslot = 8 * (lane & 3) + ((lane >> 2) ^ (2 * (lane & 3)));" in text
 
 
 # ---------------------------------------------------------------------------

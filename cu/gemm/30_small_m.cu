@@ -86,6 +86,17 @@
 #ifndef NWARPS
 #define NWARPS 1
 #endif
+// COALESCED (16-bit): the lane that copies a chunk of B is not the lane that
+// reads it. Copy: lane L of instruction r takes row 4 (L / 8) + r, chunk L % 8,
+// so each quarter-warp (8 lanes, the unit the LSU coalesces 16-byte accesses
+// in) asks for one whole 128-byte line. The reader keeps the fragment mapping
+// (lane (g, t): rows 4t + r, chunk g). Slots are XOR-swizzled so both sides
+// are free of bank conflicts; a __syncwarp per step makes the other lanes'
+// cp.async bytes visible. COALESCED 0: every lane copies its own fragment
+// (a quarter-warp then touches 4 lines with 32 bytes each).
+#ifndef COALESCED
+#define COALESCED 1
+#endif
 #if PREC < 0 || PREC > 2
 #error "PREC must be 0, 1 or 2"
 #endif
@@ -277,6 +288,7 @@ struct Cursor {
     const Elem* b;
     const Elem* a;
     int k;
+    int kb;      // the B row of this lane's first copied chunk
 };
 
 DEVI Cursor cursor_at(const Geometry& G, int step) {
@@ -288,7 +300,12 @@ DEVI Cursor cursor_at(const Geometry& G, int step) {
     c.k = step * KSTEP + 4 * (G.lane & 3);
     c.a = G.A + (long long)(G.m0 + (G.lane >> 2)) * G.K + c.k;
 #endif
-    c.b = G.B + (long long)c.k * G.N + G.col;
+#if PREC != 0 && COALESCED
+    c.kb = step * KSTEP + 4 * (G.lane >> 3);
+#else
+    c.kb = c.k;
+#endif
+    c.b = G.B + (long long)c.kb * G.N + G.col;
     return c;
 }
 
@@ -303,8 +320,13 @@ DEVI void fill_stage(unsigned stage, const Geometry& G, const Cursor& cur,
     // B: rows cur.k + r (r = 0..3), columns col .. col + VEC - 1.
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
-        const int k = cur.k + r;
+        const int k = cur.kb + r;
+#if PREC != 0 && COALESCED
+        // slot of (row 4t + r, chunk g) is r*32 + 8t + (g ^ 2t); here t = L/8, g = L%8
+        const unsigned dst = stage + (r * 32 + (lane & 24) + ((lane & 7) ^ ((lane >> 2) & 6))) * 16;
+#else
         const unsigned dst = stage + (r * 32 + lane) * 16;
+#endif
         const Elem* src = cur.b + r * G.N;
 #if ALIGNED
         // N % VEC == 0: a chunk is wholly inside B or wholly outside.
@@ -386,6 +408,7 @@ DEVI void advance(Cursor& c, long long b_stride) {
     c.b += b_stride;
     c.a += KWARPS * KSTEP;
     c.k += KWARPS * KSTEP;
+    c.kb += KWARPS * KSTEP;
 }
 
 // ---------------------------------------------------------------------------
@@ -437,8 +460,13 @@ DEVI void zero(Acc& acc) {
 
 DEVI void compute_stage(Acc& acc, unsigned stage, int lane, int rows) {
     uint4 q[4];
+#if COALESCED
+    const int rslot = 8 * (lane & 3) + ((lane >> 2) ^ (2 * (lane & 3)));   // (g, t) = (lane/4, lane%4)
+#else
+    const int rslot = lane;
+#endif
 #pragma unroll
-    for (int r = 0; r < 4; ++r) q[r] = lds128(stage + (r * 32 + lane) * 16);
+    for (int r = 0; r < 4; ++r) q[r] = lds128(stage + (r * 32 + rslot) * 16);
     // Pair rows (0, 1) and (2, 3) column by column: b0 / b1 of n-tile j.
     const unsigned w01[2][4] = {{q[0].x, q[0].y, q[0].z, q[0].w}, {q[1].x, q[1].y, q[1].z, q[1].w}};
     const unsigned w23[2][4] = {{q[2].x, q[2].y, q[2].z, q[2].w}, {q[3].x, q[3].y, q[3].z, q[3].w}};
@@ -573,7 +601,7 @@ small_m_gemm(const Elem* __restrict__ A, const Elem* __restrict__ B, OutT* __res
 #if PREC == 0
     G.col = n0 + nw * WARP_STRIP + 4 * lane;
 #else
-    G.col = n0 + nw * WARP_STRIP + 8 * (lane >> 2);
+    G.col = n0 + nw * WARP_STRIP + 8 * (COALESCED ? (lane & 7) : (lane >> 2));   // copier's column
 #endif
 
     const int total_steps = (K + KSTEP - 1) / KSTEP;
@@ -602,7 +630,7 @@ small_m_gemm(const Elem* __restrict__ A, const Elem* __restrict__ B, OutT* __res
     for (int i = 0; i < mine; ++i) {
         // STAGES-1+i groups committed; at most STAGES-2 pending: step i landed.
         cp_async_wait<STAGES - 2>();
-#if PREC == 0
+#if PREC == 0 || COALESCED
         // The A rows of the stage were copied by lanes 0 .. ROWS-1; this also
         // says every lane is done with the slot refilled just below (it was
         // read in the previous trip).
