@@ -169,8 +169,10 @@ def _registry() -> list[SmallMInstance]:
                 # (5 steps of 2 KB per warp in flight) to keep 80 KB per SM in the air.
                 # nwarps=4: the four warps side by side along N, so a block reads
                 # 512 contiguous bytes of each B row (see benchmarks/notes/small-m.md).
-                out.append(SmallMInstance(prec, 16, aligned, out16, min_blocks=4, nwarps=NW16))
-                out.append(SmallMInstance(prec, 32, aligned, out16, min_blocks=4, nwarps=NW16))
+                out.append(SmallMInstance(prec, 16, aligned, out16, stages=6, min_blocks=4,
+                                          nwarps=NW16))
+                out.append(SmallMInstance(prec, 32, aligned, out16, stages=6, min_blocks=4,
+                                          nwarps=NW16))
                 out.append(SmallMInstance(prec, 64, aligned, out16, stages=6, min_blocks=2,
                                           nwarps=NW16))
     return out
