@@ -128,10 +128,11 @@ class AnyRowConfig:
 
 def _rows(rt, items, vec):
     """Lane groups of rt <= 32 threads in 256-thread blocks, four blocks an SM
-    (64 registers a thread); RPT tops a group up to 4 vectors (64 B) in flight
-    a thread, so short rows still keep enough bytes outstanding."""
-    return AnyRowConfig("rows", 256, items, vec, row_threads=rt, rpt=max(1, 4 // items),
-                        min_blocks=4)
+    (64 registers a thread); RPT tops a group up to 16 values (4 fp32 vectors,
+    2 16-bit ones: 64 / 32 B in flight a thread) so short rows still keep
+    bytes outstanding; 32 values over 4 row windows would spill."""
+    return AnyRowConfig("rows", 256, items, vec, row_threads=rt,
+                        rpt=max(1, (16 // vec) // items), min_blocks=4)
 
 
 def _registry(vec: int) -> tuple:
@@ -156,6 +157,8 @@ def _registry(vec: int) -> tuple:
             out.append(AnyRowConfig("cluster", 512, it, vec, cluster=c, min_blocks=2))
     for it in ((10, 12) if vec == 4 else (5, 6)):
         out.append(AnyRowConfig("cluster", 512, it, vec, cluster=8, min_blocks=1))
+    # split chunks, two 512-thread blocks an SM (264 resident on an H200):
+    # up to 32 values a thread, 64 KiB of a row a block
     for it in ((2, 4, 8) if vec == 4 else (1, 2, 4)):
         out.append(AnyRowConfig("split", 512, it, vec, min_blocks=2))
     out.append(AnyRowConfig("split_stream", 512, 4 if vec == 4 else 2, vec, min_blocks=2))
@@ -303,8 +306,10 @@ def _plan_split(rows, nv, cfgs, sm_count):
         if split > resident:
             continue
         slots = min(rows, resident // split)
-        used = slots * split
-        key = (used, c.items)
+        passes = -(-rows // slots)
+        # fewest passes over the rows (every row in flight at once if possible),
+        # then the larger share of the resident blocks at work, then bigger chunks
+        key = (-passes, slots * split / resident, c.items)
         if best is None or key > best[0]:
             best = (key, c, split, slots)
     if best is not None:

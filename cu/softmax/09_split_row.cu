@@ -88,18 +88,59 @@ __device__ __forceinline__ MaxSum fold_row(const MaxSum* pairs, int split, int l
     return shfl_merge<32>(acc);
 }
 
-// One row step of a slot; RESIDENT: the chunk stays in registers (1R + 1W),
-// else chunks are streamed twice (2R + 1W). Two entries, not one with a
-// runtime branch: holding the streaming path's state next to the 32
-// resident values spills.
+// One row of a slot. RESIDENT: the chunk stays in registers (1R + 1W), else
+// chunks are streamed twice (2R + 1W). Two entries, not one with a runtime
+// branch, and the row step a function of its own (not inlined into the row
+// loop): with the loop around it ptxas put the held values on the stack.
+template <bool RESIDENT>
+__device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t* __restrict__ y,
+                                            long long row, int cols, long long ldx, long long ldy,
+                                            MaxSum* row_pairs, unsigned* arrive, unsigned target,
+                                            int split, int chunk, MaxSum* part) {
+    constexpr int N = ITEMS * VEC;
+    constexpr int SLICE = THREADS * ITEMS;          // window vectors per chunk
+    const RowWindow w = row_window(x, y, row, cols, ldx, ldy);
+    float v[N];
+    MaxSum th;                                       // this thread's pair
+    if constexpr (RESIDENT) {
+        window_load<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v);
+        th = slice_exp<N>(v);
+    } else {
+        const int nchunks = (window_vectors(w) + SLICE - 1) / SLICE;
+        th = MaxSum{NEG_INF, 0.0f};
+        for (int c = chunk; c < nchunks; c += split) {
+            window_load<ITEMS, THREADS>(w, c * SLICE, threadIdx.x, true, v);
+            th = merge(th, slice_exp<N>(v));
+        }
+    }
+    const MaxSum blk = block_merge<THREADS>(th, part);
+    if (threadIdx.x == 0) {
+        row_pairs[chunk] = blk;
+        __threadfence();                             // the pair before the count
+        atomicAdd(arrive, 1u);
+        wait_count(arrive, target);
+    }
+    __syncthreads();                                 // thread 0's acquire, for everyone
+    const MaxSum r = fold_row(row_pairs, split, threadIdx.x & 31);
+    if constexpr (RESIDENT) {
+        window_store<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v, slice_scale(th.m, r));
+    } else {
+        const int nchunks = (window_vectors(w) + SLICE - 1) / SLICE;
+        const float inv = 1.0f / r.l;
+        for (int c = chunk; c < nchunks; c += split) {
+            window_load<ITEMS, THREADS>(w, c * SLICE, threadIdx.x, true, v);
+#pragma unroll
+            for (int e = 0; e < N; ++e) v[e] = expf(v[e] - r.m);   // -inf - -inf: NaN row, as it must
+            window_store<ITEMS, THREADS>(w, c * SLICE, threadIdx.x, true, v, inv);
+        }
+    }
+}
+
 template <bool RESIDENT>
 __device__ __forceinline__ void split_rows(const elem_t* __restrict__ x, elem_t* __restrict__ y, int rows,
                                            int cols, long long ldx, long long ldy, MaxSum* __restrict__ ws,
                                            int split) {
-    constexpr int N = ITEMS * VEC;
-    constexpr int SLICE = THREADS * ITEMS;          // window vectors per chunk
     __shared__ MaxSum part[THREADS / 32];
-
     const int slots = gridDim.x / split;
     const int slot = blockIdx.x / split;
     const int chunk = blockIdx.x % split;
@@ -107,46 +148,14 @@ __device__ __forceinline__ void split_rows(const elem_t* __restrict__ x, elem_t*
     MaxSum* pairs = ws + static_cast<long long>(slot) * 2 * split;
     unsigned* arrive = reinterpret_cast<unsigned*>(ws + static_cast<long long>(slots) * 2 * split);
     unsigned* leave = arrive + slots;
-    const int lane = threadIdx.x & 31;
 
-    unsigned k = 0;                                  // rows done by this slot
+    // Row k of the slot is complete when arrive[slot] reaches (k + 1) * split.
+    // The block barrier inside each step (block_merge) keeps `part` safe: its
+    // next write comes after every thread passed the wait barrier of this row.
+    unsigned k = 0;
     for (long long row = slot; row < rows; row += slots, ++k) {
-        const RowWindow w = row_window(x, y, row, cols, ldx, ldy);
-        MaxSum* row_pairs = pairs + (k & 1) * split;
-        float v[N];
-        MaxSum th;                                   // this thread's pair
-        if constexpr (RESIDENT) {
-            window_load<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v);
-            th = slice_exp<N>(v);
-        } else {
-            const int nchunks = (window_vectors(w) + SLICE - 1) / SLICE;
-            th = MaxSum{NEG_INF, 0.0f};
-            for (int c = chunk; c < nchunks; c += split) {
-                window_load<ITEMS, THREADS>(w, c * SLICE, threadIdx.x, true, v);
-                th = merge(th, slice_exp<N>(v));
-            }
-        }
-        const MaxSum blk = block_merge<THREADS>(th, part);
-        if (threadIdx.x == 0) {
-            row_pairs[chunk] = blk;
-            __threadfence();                         // the pair before the count
-            atomicAdd(arrive + slot, 1u);
-            wait_count(arrive + slot, (k + 1) * static_cast<unsigned>(split));
-        }
-        __syncthreads();                             // thread 0's acquire, for everyone
-        const MaxSum r = fold_row(row_pairs, split, lane);
-        if constexpr (RESIDENT) {
-            window_store<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v, slice_scale(th.m, r));
-        } else {
-            const int nchunks = (window_vectors(w) + SLICE - 1) / SLICE;
-            const float inv = 1.0f / r.l;
-            for (int c = chunk; c < nchunks; c += split) {
-                window_load<ITEMS, THREADS>(w, c * SLICE, threadIdx.x, true, v);
-#pragma unroll
-                for (int e = 0; e < N; ++e) v[e] = expf(v[e] - r.m);   // -inf - -inf: NaN row, as it must
-                window_store<ITEMS, THREADS>(w, c * SLICE, threadIdx.x, true, v, inv);
-            }
-        }
+        split_row_step<RESIDENT>(x, y, row, cols, ldx, ldy, pairs + (k & 1) * split, arrive + slot,
+                                 (k + 1) * static_cast<unsigned>(split), split, chunk, part);
     }
     // Reset the counters once every block of the slot is past its last wait.
     __syncthreads();
