@@ -46,7 +46,7 @@ ENTRIES = {
 DTYPE_CODES = {"fp32": 0, "bf16": 1, "fp16": 2}
 ITEMSIZE = {"fp32": 4, "bf16": 2, "fp16": 2}
 INT_MAX = 2**31 - 1
-WATCHDOG_NS = 10_000_000_000      # a split-row wait that outlasts 10 s traps instead of hanging
+WATCHDOG_NS = 2_000_000_000       # a split-row wait that outlasts 2 s traps instead of hanging
 SPLIT_MIN_BYTES = 4 << 20         # below this a few long rows are launch-bound: no grid-wide sync
 MAX_COLS = INT_MAX - 65536        # window coordinates are 32-bit: cols plus a chunk of vectors must fit
 
@@ -444,9 +444,24 @@ def _resident_blocks(kernel, threads):
     return driver.occupancy_max_active_blocks(kernel.function, threads, 0) * driver.device().sm_count
 
 
+_prepared: dict = {}
+
+
 def prepare(rows, cols, precision, *, aligned=True, same_phase=True, ldx=None):
-    """(kernel, plan) for the current device: the split plans re-derived from
-    the driver's occupancy (the pure-Python plan assumes min_blocks per SM)."""
+    """(kernel, plan) for the current device, cached per shape (the host cost
+    of a call is what small shapes are measured by): the split plans
+    re-derived from the driver's occupancy (the pure-Python plan assumes
+    min_blocks per SM)."""
+    key = (rows, cols, precision, aligned, same_phase, ldx)
+    hit = _prepared.get(key)
+    if hit is None:
+        if len(_prepared) > 4096:
+            _prepared.clear()
+        hit = _prepared[key] = _prepare(rows, cols, precision, aligned, same_phase, ldx)
+    return hit
+
+
+def _prepare(rows, cols, precision, aligned, same_phase, ldx):
     import dataclasses
     from drvgemm import driver
     dev = driver.device()
