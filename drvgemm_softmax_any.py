@@ -49,6 +49,20 @@ INT_MAX = 2**31 - 1
 WATCHDOG_NS = 2_000_000_000       # a split-row wait that outlasts 2 s traps instead of hanging
 SPLIT_MIN_BYTES = 4 << 20         # below this a few long rows are launch-bound: no grid-wide sync
 MAX_COLS = INT_MAX - 65536        # window coordinates are 32-bit: cols plus a chunk of vectors must fit
+WS_MAX_SLOTS = 1024               # split kernels: row slots in the workspace's counter head (09_split_row.cu)
+
+
+def split_workspace_layout(slots: int, split: int) -> dict:
+    """Byte offsets in the split kernels' workspace (cu/softmax/09_split_row.cu):
+    the counters at a fixed head whatever the plan, arrive[WS_MAX_SLOTS] then
+    leave[WS_MAX_SLOTS] (unsigned), then pairs[slots][2][split] (8 bytes each).
+    Fixed so that one buffer serves plans of any (slots, split): a plan's
+    pairs never land on another plan's counters."""
+    if not 1 <= slots <= WS_MAX_SLOTS:
+        raise ValueError(f"slots must be in [1, {WS_MAX_SLOTS}], got {slots}")
+    head = 2 * WS_MAX_SLOTS * 4
+    return {"arrive": 0, "leave": WS_MAX_SLOTS * 4, "pairs": head,
+            "bytes": head + slots * 2 * split * 8}
 
 
 def vec_of(precision: str) -> int:
@@ -305,7 +319,7 @@ def _plan_split(rows, nv, cfgs, sm_count):
         split = -(-nv // c.window)
         if split > resident:
             continue
-        slots = min(rows, resident // split)
+        slots = min(rows, resident // split, WS_MAX_SLOTS)
         passes = -(-rows // slots)
         # fewest passes over the rows (every row in flight at once if possible),
         # then the larger share of the resident blocks at work, then bigger chunks
@@ -316,7 +330,7 @@ def _plan_split(rows, nv, cfgs, sm_count):
         return best[1], best[2], best[3]
     c = next(c for c in cfgs if c.kind == "split_stream")
     resident = c.min_blocks * sm_count
-    slots = min(rows, max(1, resident // 64))
+    slots = min(rows, max(1, resident // 64), WS_MAX_SLOTS)
     return c, resident // slots, slots
 
 
@@ -357,7 +371,7 @@ def plan(rows: int, cols: int, precision: str = "fp32", aligned: bool = True, sm
 
     def split_plan(why):
         c, split, slots = _plan_split(rows, nv, cfgs, sm_count)
-        ws = (slots * 2 * split) * 8 + slots * 2 * 4
+        ws = split_workspace_layout(slots, split)["bytes"]
         reads = 2 if c.kind == "split_stream" else 1
         return AnyRowPlan(c, precision, (slots * split, 1, 1), (c.threads, 1, 1), 0, split=split,
                           slots=slots, workspace_bytes=ws, cooperative=True, note=why,
@@ -472,13 +486,13 @@ def _prepare(rows, cols, precision, aligned, same_phase, ldx):
     if p.split:
         resident = _resident_blocks(k, p.config.threads)
         if p.slots * p.split > resident:
-            slots = max(1, resident // p.split) if p.config.kind == "split" else p.slots
+            slots = min(max(1, resident // p.split), WS_MAX_SLOTS) if p.config.kind == "split" else p.slots
             split = p.split if p.config.kind == "split" else max(1, resident // slots)
             if p.config.kind == "split" and p.split > resident:
                 raise RuntimeError(f"{p.describe()}: {p.split} blocks a row, only {resident} "
                                    "resident on this device")
             p = dataclasses.replace(p, grid=(slots * split, 1, 1), slots=slots, split=split,
-                                    workspace_bytes=slots * 2 * split * 8 + slots * 8)
+                                    workspace_bytes=split_workspace_layout(slots, split)["bytes"])
     return k, p
 
 

@@ -25,11 +25,17 @@
 // exp / write): 2 reads + 1 write, correct for any length up to 2^31 - 16.
 //
 // Workspace (zeroed once by the host, left zeroed by every launch that
-// completes): pairs[slots][2][split] (row parity double-buffers them: a block
-// can be at most one row ahead of the slowest block of its slot), then
-// unsigned arrive[slots], leave[slots]. arrive[s] only grows during a launch
+// completes): a fixed head of counters, unsigned arrive[WS_MAX_SLOTS] then
+// leave[WS_MAX_SLOTS], then pairs[slots][2][split] (row parity
+// double-buffers them: a block can be at most one row ahead of the slowest
+// block of its slot). The counters sit at the same offsets for every plan:
+// one buffer serves plans of different (slots, split), and were the counters
+// placed after the pairs (offset slots * 2 * split), one plan's pairs would
+// land on another plan's counters and its next launch would start with
+// "arrived" counts and fold stale pairs. arrive[s] only grows during a launch
 // (row j of a slot is complete at (j + 1) * split); the last block to leave
-// resets both counters for the next launch.
+// resets both counters for the next launch. Pairs are always written before
+// they are read in a launch, so they need no reset.
 //
 // Parameters: x, y rows x cols with row pitches ldx, ldy (elements);
 // grid = slots * split (slots >= 1); split >= 1.
@@ -50,6 +56,10 @@
 
 static_assert(THREADS % 32 == 0 && THREADS >= 64 && THREADS <= 1024, "THREADS: a multiple of 32, 64..1024");
 static_assert(ITEMS >= 1 && ITEMS * VEC <= 64, "ITEMS: 1 .. 64 / VEC values a thread");
+
+// Row slots the counter head has room for (the host: drvgemm_softmax_any.WS_MAX_SLOTS).
+constexpr int WS_MAX_SLOTS = 1024;
+constexpr int WS_PAIRS_OFFSET = 2 * WS_MAX_SLOTS * 4;   // bytes: the pairs after the counters
 
 __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
     unsigned v;
@@ -144,10 +154,11 @@ __device__ __forceinline__ void split_rows(const elem_t* __restrict__ x, elem_t*
     const int slots = gridDim.x / split;
     const int slot = blockIdx.x / split;
     const int chunk = blockIdx.x % split;
-    if (slot >= slots) return;                      // a grid that is not a multiple of split
-    MaxSum* pairs = ws + static_cast<long long>(slot) * 2 * split;
-    unsigned* arrive = reinterpret_cast<unsigned*>(ws + static_cast<long long>(slots) * 2 * split);
-    unsigned* leave = arrive + slots;
+    if (slot >= slots || slots > WS_MAX_SLOTS) return;   // a grid that is not a multiple of split
+    unsigned* arrive = reinterpret_cast<unsigned*>(ws);
+    unsigned* leave = arrive + WS_MAX_SLOTS;
+    MaxSum* pairs = reinterpret_cast<MaxSum*>(reinterpret_cast<char*>(ws) + WS_PAIRS_OFFSET) +
+                    static_cast<long long>(slot) * 2 * split;
 
     // Row k of the slot is complete when arrive[slot] reaches (k + 1) * split.
     // The block barrier inside each step (block_merge) keeps `part` safe: its
