@@ -158,7 +158,7 @@ def check_case(rows, cols, prec, *, xoff=0, yoff=0, xpad=0, ypad=0, kind="normal
             problems.append("-inf entries not 0")
     rel = float(np.max(err[ok] / np.maximum(np.abs(ref[ok]), 1e-30))) if ok.any() else 0.0
     return {"rows": rows, "cols": cols, "precision": prec, "xoff": xoff, "yoff": yoff,
-            "xpad": xpad, "ypad": ypad, "kind": kind, "config": p.describe(),
+            "xpad": xpad, "ypad": ypad, "kind": kind, "config": p.describe() if p else "existing auto",
             "ok": not problems, "problems": problems, "max_rel_err": rel}
 
 
@@ -311,7 +311,8 @@ def bench_shape(rows, cols, prec, torch):
     rec = {"rows": rows, "cols": cols, "precision": prec, "bytes": moved}
     try:
         p = A.plan(rows, cols, prec, True, driver.device().sm_count, cc=driver.device().cc)
-        rec["config"] = p.describe()
+        route = A.existing_route(rows, cols, prec, True, True)
+        rec["config"] = f"auto({route})" if route else p.describe()
         rec["predicted_copy_ratio"] = p.predicted_copy_ratio
         new = lambda: A.run(x, y, rows, cols, prec)  # noqa: E731
         y.fill_bytes(0xFF)

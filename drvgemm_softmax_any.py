@@ -496,6 +496,35 @@ def _prepare(rows, cols, precision, aligned, same_phase, ldx):
     return k, p
 
 
+ROUTE_MIN_BYTES = 8 << 20
+
+
+def existing_route(rows: int, cols: int, precision: str, aligned: bool, contiguous: bool) -> str | None:
+    """Where the existing ladder (drvgemm.softmax kernel="auto") beat the
+    kernels here on the H200 (2nd GPU run; copy ratios new vs auto): the name
+    of the rung auto takes, else None. Only contiguous rows from 16-byte
+    aligned pointers and >= 8 MiB (the ladder's host path costs more per call).
+
+    - fp32 rows of <= 8 (rung 04, one lane a row, scalar or float4): 1048576 x
+      1/2/3/8 at 0.72/0.93/0.98/1.00 vs 0.58/0.62/0.65/0.74 here; every vector
+      of such a row is a partial window vector, element-wise here.
+    - fp32 16384 < cols <= 131072, cols % 4 == 0, >= 132 rows (rung 06: bulk
+      copies land the next rows while this one is written): 2048/4096 x 32000
+      0.89/0.91 vs 0.86, 1024 x 128256 0.88 vs 0.75.
+    - rows > 131072 columns, many rows (rung 04 streamed, 2R + 1W): 151936
+      fp32 0.63-0.65 vs 0.53, bf16 0.49 vs 0.37 (a cluster of 8 at one block
+      an SM serialises load -> barrier -> store)."""
+    if not (aligned and contiguous) or rows * cols * ITEMSIZE[precision] < ROUTE_MIN_BYTES:
+        return None
+    if precision == "fp32" and cols <= 8:
+        return "softmax_04_vectorized"
+    if precision == "fp32" and 16384 < cols <= 131072 and cols % 4 == 0 and rows >= 132:
+        return "softmax_06_pipelined"
+    if cols > 131072 and rows >= 132:
+        return "softmax_04_vectorized"
+    return None
+
+
 def _ptr(a):
     from drvgemm import driver
     return driver.device_pointer(a)
@@ -518,6 +547,14 @@ def run(x_dev, y_dev, rows: int, cols: int, precision: str, stream=None, *, ldx=
     vec = vec_of(precision)
     aligned = px % 16 == 0
     same_phase = (py - px) % 16 == 0 and (ldx - ldy) % vec == 0
+    if existing_route(rows, cols, precision, aligned and py % 16 == 0, ldx == cols and ldy == cols):
+        from drvgemm import driver
+        from drvgemm.softmax import numpy_dtype
+        dt = numpy_dtype(precision)
+        xa = driver.DeviceArray((rows, cols), dt, ptr=px, owner=False)
+        ya = driver.DeviceArray((rows, cols), dt, ptr=py, owner=False)
+        drvgemm.softmax(xa, kernel="auto", out=ya, stream=stream)
+        return None
     k, p = prepare(rows, cols, precision, aligned=aligned, same_phase=same_phase, ldx=ldx)
     if p.split:
         ws = workspace(p.workspace_bytes)
