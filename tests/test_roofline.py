@@ -218,8 +218,8 @@ SEED_STRINGS = ["74.17 FLOP/B", "n >= 445", "0.25 FLOP/B", "512.00 FLOP/B", "T=1
                 "165.52 B/cycle", "132,414 B"]
 
 
-def test_cli_default_reproduces_the_seed(monkeypatch, capsys):
-    assert _run([], monkeypatch) == 0
+def test_cli_reproduces_the_seed(monkeypatch, capsys):
+    assert _run(["--gpu", "RTX 4000 Ada"], monkeypatch) == 0
     out = capsys.readouterr().out
     assert "RTX 4000 Ada" in out
     for s in SEED_STRINGS:
@@ -231,8 +231,8 @@ def test_cli_default_reproduces_the_seed(monkeypatch, capsys):
 def test_cli_live_gpu_without_figures_falls_back(monkeypatch, capsys):
     assert _run([], monkeypatch, live=(None, "NVIDIA GeForce GTX 480")) == 0
     captured = capsys.readouterr()
-    assert "no built-in figures for NVIDIA GeForce GTX 480" in captured.err
-    assert "132,414 B" in captured.out
+    assert "no built-in figures for NVIDIA GeForce GTX 480; showing H200" in captured.err
+    assert "Roofline of H200" in captured.out
 
 
 def test_cli_live_gpu_uses_its_spec(monkeypatch, capsys):
@@ -253,8 +253,11 @@ def test_cli_other_device_and_precision(monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("argv,msg", [
-    (["--gpu", "GTX 480"], "no built-in roofline figures"),
-    (["--precision", "bf16"], "no bf16 peak"),
+    (["--gpu", "GTX 480"], "not in the device catalogue"),
+    (["--gpu", "seed"], "seed has no roofline figures"),
+    (["--gpu", "RTX 4000 Ada", "--precision", "bf16"], "no bf16 peak"),
+    (["--latency", "-100"], "--latency must be a positive number"),
+    (["--latency", "0"], "--latency must be a positive number"),
     (["--n", "0"], "--n must be"),
 ])
 def test_cli_errors_are_one_line(monkeypatch, capsys, argv, msg):
