@@ -57,9 +57,20 @@ def test_empty_m_or_n_is_a_no_op_without_gpu():
 
 def test_kernels_lists_the_ladder_in_order():
     names = drvgemm.kernels()
-    assert names == [r.name for r in RUNGS]
     numbers = [int(n.split("_", 1)[0]) for n in names]
-    assert numbers == sorted(numbers)
+    assert numbers == sorted(numbers) and len(set(names)) == len(names)
+    assert drvgemm.kernels("fp32") == ["01_naive", "02_smem_tiled", "03_coarsened",
+                                       "04_reg_tiled", "05_double_buffered", "06_vectorized",
+                                       "07_cp_async", "08_warp_tiled"]
+    for precision, dt in (("fp32", np.float32), ("fp16", np.float16)):
+        for name in drvgemm.kernels(precision):
+            # every listed name is one gemm() takes, for inputs of that precision
+            # (an empty M gives the result without a GPU)
+            out = drvgemm.gemm(np.ones((0, 3), dt), np.ones((3, 2), dt), kernel=name)
+            assert out.shape == (0, 2)
+    assert set(drvgemm.kernels("fp16")).isdisjoint(drvgemm.kernels("bf16"))
+    assert sorted(sum((drvgemm.kernels(p) for p in ("fp32", "tf32", "fp16", "bf16")), [])) \
+        == sorted(names)
 
 
 def test_output_type_is_checked_before_the_gpu():

@@ -27,12 +27,17 @@ def test_ridge_point_and_first_compute_bound_size():
     assert rf.min_compute_bound_n(ADA) == 445
 
 
-def test_threshold_is_exact_at_the_boundary():
-    # 26.7 TFLOP/s / 360 GB/s * 6 is exactly 445: n = 445 is compute-bound
-    # (n/6 equals the ridge), n = 444 is not; float rounding must not push
-    # the answer to 446.
-    ridge = Fraction(26_700, 360)
-    assert Fraction(445, 6) >= ridge > Fraction(444, 6)
+@pytest.mark.parametrize("tflops, gbs, n0", [(26.7, 360, 445), (17.1, 360, 285),
+                                            (68.4, 360, 1140), (132.3, 360, 2205)])
+def test_threshold_is_exact_at_the_boundary(tflops, gbs, n0):
+    # Figures as a datasheet writes them, whose ridge is exactly n0 / 6 FLOP/B:
+    # n0 itself is compute-bound (its ideal intensity n/6 equals the ridge);
+    # float rounding of peak / bandwidth must not push the answer to n0 + 1
+    # (in floats, 17.1e12 / 360e9 * 6 is above 285). A higher peak must.
+    spec = rf.RooflineSpec("x", {"fp32": float(f"{tflops}e12")}, dram_bw=float(f"{gbs}e9"))
+    assert rf.min_compute_bound_n(spec) == n0
+    up = rf.RooflineSpec("x", {"fp32": float(f"{tflops}01e12")}, dram_bw=float(f"{gbs}e9"))
+    assert rf.min_compute_bound_n(up) == n0 + 1
 
 
 def test_operational_intensities():
