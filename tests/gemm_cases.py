@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 PRIMES = [2, 3, 5, 7, 13, 31, 61, 127, 251, 509, 1021, 2039, 4093]
 LAYOUTS = ("any", "aligned", "aligned_k_tail", "misaligned")
-MAX_MNK = 1 << 30            # the reference's cost: 2 float64 GEMMs of this size
+MAX_MNK = 1 << 29            # the reference's cost: 2 float64 GEMMs of this size
 MAX_EXACT_K_16BIT = 2048     # exact mode for 16-bit / TF32 inputs keeps K below this
 
 
@@ -77,14 +77,17 @@ def _round_up(x, v):
 
 @st.composite
 def cases(draw, r):
-    size = draw(st.sampled_from(["small"] * 16 + ["medium"] * 3 + ["large"]))
+    # The size class from a uniform draw (hypothesis leans its own choices
+    # towards the first option, which would make the few large cases none).
+    u = draw(st.randoms(use_true_random=False)).random()
+    size = "small" if u < 0.80 else "medium" if u < 0.95 else "large"
     if size == "small":
         m, n, k = draw(dim(r)), draw(dim(r)), draw(dim(r))
     elif size == "medium":
         m, n, k = (draw(st.one_of(dim(r), st.integers(300, 1100))) for _ in range(3))
     else:
         m, n = draw(dim(r, large=True)), draw(dim(r, large=True))
-        k = draw(st.one_of(st.integers(1, 16384), st.sampled_from([4099, 8191, 16384, 16383])))
+        k = draw(st.one_of(st.integers(2049, 16384), st.sampled_from([4099, 8191, 16384, 16383])))
     layout = draw(st.sampled_from(LAYOUTS))
     v, bk = max(1, r.vector), k_tile(r)
     if layout != "any":

@@ -209,7 +209,7 @@ def test_rung_property(gpu, name):
 
 
 @pytest.mark.parametrize("name", [r.name for r in RUNGS])
-@pytest.mark.parametrize("shape", [(1024, 1024, 1024), (1031, 977, 1500), (2048, 257, 4099),
+@pytest.mark.parametrize("shape", [(1024, 1024, 1024), (2048, 257, 4099),
                                    (128, 264, 16384)])
 def test_rung_large_shapes(gpu, name, shape):
     r = need(gpu, name)
