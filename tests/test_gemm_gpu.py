@@ -157,9 +157,10 @@ def run_case(r, case: Case, label):
                     shift=case.shift if case.shifted == "C" else 0)
         if beta != 0:
             C.fill(c0)                  # beta = 0: C stays NaN and must never be read
-        pa, pb, pc = A.ptr, B.ptr, C.view.ptr
-        assert r.host_side.aligned(r, case.m, case.n, case.k, pa, pb, pc) == \
-            expects_aligned(r, case), f"{label}: the case does not reach the instantiation it means"
+        if r.host_side.unaligned:        # a host side with two instantiations
+            picked = r.host_side.aligned(r, case.m, case.n, case.k, A.ptr, B.ptr, C.view.ptr)
+            assert picked == expects_aligned(r, case), \
+                f"{label}: the case does not reach the instantiation it means"
         drvgemm.gemm(A, B, C.view, alpha=alpha, beta=beta, kernel=r.name)
         driver.synchronize()
         out = C.view.to_host()
@@ -275,10 +276,10 @@ def test_gemm_on_a_busy_stream_is_ordered(gpu):
     them), with device and with host operands."""
     fp32 = ladder.auto_rung("fp32").name
     rng = np.random.default_rng(11)
-    big = 4096
-    a = rng.integers(-2, 3, (big, big)).astype(np.float32)
-    b = rng.integers(-2, 3, (big, big)).astype(np.float32)
-    b2 = rng.integers(-2, 3, (big, 8)).astype(np.float32)
+    big = 2048        # entries in {-1, 0, 1}: every sum below is exact in fp32
+    a = rng.integers(-1, 2, (big, big)).astype(np.float32)
+    b = rng.integers(-1, 2, (big, big)).astype(np.float32)
+    b2 = rng.integers(-1, 2, (big, 8)).astype(np.float32)
     s = drvgemm.Stream()
     try:
         A, B, B2 = drvgemm.to_device(a), drvgemm.to_device(b), drvgemm.to_device(b2)
@@ -286,16 +287,16 @@ def test_gemm_on_a_busy_stream_is_ordered(gpu):
         C1.fill_bytes(POISON)
         driver.synchronize()
         C2 = driver.empty((big, 8))
-        drvgemm.gemm(A, B, C1, kernel=fp32, stream=s)     # ~10 ms of work
+        drvgemm.gemm(A, B, C1, kernel=fp32, stream=s)     # a few ms of work
         drvgemm.gemm(C1, B2, C2, kernel=fp32, stream=s)   # reads C1
         s.synchronize()
         c1 = a.astype(np.float64) @ b
         np.testing.assert_array_equal(C2.to_host(), (c1 @ b2).astype(np.float32))
         # host operands on the busy stream
         drvgemm.gemm(A, B, C1, kernel=fp32, stream=s)
-        out = drvgemm.gemm(a[:300, :200], b[:200, :100], kernel=fp32, stream=s)
-        np.testing.assert_array_equal(out, (a[:300, :200].astype(np.float64)
-                                            @ b[:200, :100]).astype(np.float32))
+        a_s, b_s = np.ascontiguousarray(a[:300, :200]), np.ascontiguousarray(b[:200, :100])
+        out = drvgemm.gemm(a_s, b_s, kernel=fp32, stream=s)
+        np.testing.assert_array_equal(out, (a_s.astype(np.float64) @ b_s).astype(np.float32))
         s.synchronize()
     finally:
         s.close()

@@ -16,6 +16,8 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
+from .compiler import cache_dir
+
 
 def nvdisasm_path() -> str | None:
     try:
@@ -44,7 +46,6 @@ def nvdisasm_version(tool: str) -> str:
 
 
 def _cache_path(key: str) -> Path | None:
-    from .compiler import cache_dir
     d = cache_dir()
     return None if d is None else d / f"{key}.sass"
 
