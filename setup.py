@@ -37,4 +37,7 @@ FAST_LAUNCH = Extension(
     optional=True,                # no compiler: drvgemm works without it
 )
 
-setup(cmdclass={"build_py": BuildPyWithKernels}, ext_modules=[FAST_LAUNCH])
+# The wheel's tag says what the extension is: abi3 from CPython 3.10 on
+# (cp310-abi3-<platform>), not the interpreter that happened to build it.
+setup(cmdclass={"build_py": BuildPyWithKernels}, ext_modules=[FAST_LAUNCH],
+      options={"bdist_wheel": {"py_limited_api": "cp310"}})

@@ -22,7 +22,10 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 @pytest.fixture(scope="session")
 def gpu():
     import drvgemm
-    reason = drvgemm.no_gpu_reason()
-    if reason is not None:
+    import gpu_gate
+    what, reason = gpu_gate.decide()
+    if what == "skip":
         pytest.skip(f"no GPU: {reason}")
+    if what == "fail":
+        pytest.fail(reason, pytrace=False)
     return drvgemm.device()

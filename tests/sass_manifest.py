@@ -4,7 +4,16 @@ softmax configs, memory kernels, helpers), so that any change to a kernel's
 machine code is deliberate and visible.
 
     python3 tests/sass_manifest.py          # rewrite tests/data/sass_manifest.json
+    python3 tests/sass_manifest.py --sample KEY N   # compile KEY N times afresh and
+                                                    # record any new digest as a variant
     python3 -m pytest tests/test_sass_manifest.py
+
+A few instantiations are not reproducible: NVRTC's PTX for them varies from
+compile to compile, and so does the SASS (tests/data/sass_manifest_variants.json
+says which, with the evidence). For those the test accepts any digest seen
+from the unchanged source under the same NVRTC, and before calling a new one a
+change it compiles the source afresh a few times: a change is a digest the
+current source never gives back among the known ones.
 
 Keys name what an instantiation *is* (rung, alignment class, C type, arch),
 never where its source lives, so files can move under an unchanged manifest.
@@ -18,6 +27,7 @@ from pathlib import Path
 from drvgemm.runtime.sass import sass_digest   # the one digest, shared with the bench records
 
 MANIFEST = Path(__file__).resolve().parent / "data" / "sass_manifest.json"
+VARIANTS = MANIFEST.with_name("sass_manifest_variants.json")
 
 
 def instantiations():
@@ -58,6 +68,43 @@ def instantiations():
     return out
 
 
+def _nvrtc() -> str:
+    from drvgemm.runtime.compiler import nvrtc_version
+    return "%d.%d" % nvrtc_version()
+
+
+def known_digests(key: str, recorded: dict) -> set:
+    """Every digest the unchanged source is known to give for ``key``: the
+    manifest's, plus the recorded variants when they were seen with this NVRTC."""
+    out = {recorded[key]} if key in recorded else set()
+    v = json.loads(VARIANTS.read_text())
+    if v.get("nvrtc") == _nvrtc():
+        out |= set(v["keys"].get(key, {}).get("digests", ()))
+    return out
+
+
+def nondeterministic(key: str) -> bool:
+    return key in json.loads(VARIANTS.read_text())["keys"]
+
+
+def sample(key: str) -> str:
+    """The digest of one fresh compile of ``key`` (compile cache bypassed)."""
+    import os
+    from drvgemm.runtime import sass
+    from drvgemm.runtime.compiler import compile_binary
+    (_, source, entry, defines, arch), = [i for i in instantiations() if i[0] == key]
+    old = os.environ.get("DRVGEMM_NO_CACHE")
+    os.environ["DRVGEMM_NO_CACHE"] = "1"
+    try:
+        b = compile_binary(source, entry, defines=defines, arch=arch)
+    finally:
+        if old is None:
+            del os.environ["DRVGEMM_NO_CACHE"]
+        else:
+            os.environ["DRVGEMM_NO_CACHE"] = old
+    return sass_digest(sass.disassemble(b.cubin), b.entry)
+
+
 def compute(progress=False) -> dict:
     import drvgemm
     from drvgemm.runtime import sass
@@ -71,6 +118,20 @@ def compute(progress=False) -> dict:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--sample"]:
+        key, times = sys.argv[2], int(sys.argv[3])
+        v = json.loads(VARIANTS.read_text())
+        if v.get("nvrtc") != _nvrtc():
+            sys.exit(f"the variants were recorded with NVRTC {v.get('nvrtc')}, this is {_nvrtc()}: "
+                     "start the file afresh")
+        entry = v["keys"].setdefault(key, {"digests": [json.loads(MANIFEST.read_text())[key]]})
+        for _ in range(times):
+            d = sample(key)
+            print(d, file=sys.stderr)
+            if d not in entry["digests"]:
+                entry["digests"].append(d)
+        VARIANTS.write_text(json.dumps(v, indent=1) + "\n")
+        sys.exit(0)
     table = compute(progress=True)
     MANIFEST.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
     print(f"{len(table)} instantiations -> {MANIFEST}")

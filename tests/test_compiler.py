@@ -155,16 +155,20 @@ ptxas info    : Used 32 registers, used 0 barriers
     assert r["gemm_b"] == Resources(32, 0, 0, 0, 0, 0)
 
 
-def test_warm_start_of_the_whole_kernel_set_is_under_a_second(tmp_path):
-    """Compile every kernel once into a fresh cache, then time a new process
-    that asks for all of them again: every one must come from the cache."""
+def test_warm_start_of_the_whole_kernel_set_is_under_a_second():
+    """Compile every kernel once into the suite's cache (a no-op where other
+    tests already did: the entries are shared, not rebuilt in a fresh cache
+    for this one timing), then time a new process that asks for all of them
+    again: every one must come from the cache."""
     import subprocess
     import sys
+    from drvgemm.runtime.compiler import cache_dir
+    if cache_dir() is None:
+        pytest.skip("the compile cache is switched off (DRVGEMM_NO_CACHE)")
     code = ("import time; from drvgemm.tools.bench import compile_report\n"
             "t = time.perf_counter(); r = compile_report(progress=lambda m: None)\n"
             "print(time.perf_counter() - t); assert 'FAILED' not in r, r")
-    env = dict(os.environ, DRVGEMM_CACHE_DIR=str(tmp_path / "c"))
-    env.pop("DRVGEMM_NO_CACHE", None)
+    env = dict(os.environ, DRVGEMM_CACHE_DIR=str(cache_dir()))
     cold = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert cold.returncode == 0, cold.stderr[-2000:]
     warm = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)

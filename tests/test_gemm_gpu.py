@@ -1,95 +1,424 @@
 """Every registered rung against a float64 reference, for hypothesis-drawn
-shapes: exact mode (small integers, must match exactly), random mode (a
-K-dependent elementwise bound), NaN-poisoned output, beta = 0 with NaN in C,
-beta != 0, host and device operands."""
+cases (tests/gemm_cases.py: shapes from the rung's tile and alignment, each
+alignment class on purpose, most cases small, a few with K up to 16384):
+exact mode (small integers, must match exactly), random mode (the K-dependent
+bound of gemm_check), C poisoned with NaN -- in host mode too -- and guarded
+by sentinels before and after it, beta = 0 with NaN in C, beta != 0, host
+and device operands, offset views for misaligned pointers.
+
+Then what a property test does not reach: K = 0, streams, threads, device
+memory over many calls, M*N >= 2^31, and repeated launches that must give
+identical bits.
+
+Under HYPOTHESIS_PROFILE=gpu every rung gets at least 200 cases (the profile's
+max_examples; GEMM_EXAMPLES overrides). The run's seed is GEMM_SEED (random
+when unset) and every failure says how to replay it."""
+from __future__ import annotations
+
+import contextlib
 import os
+import random
+import threading
+import time
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, seed, settings
 
 import drvgemm
 from drvgemm.ladders.gemm import dispatch as ladder
 from drvgemm.ladders.gemm.registry import RUNGS
+from drvgemm.runtime import driver
+from drvgemm.runtime.driver import DeviceArray
 
+from gemm_cases import Case, cases, expects_aligned
 from gemm_check import check, inputs
 
 pytestmark = pytest.mark.gpu
 
-PRIMES = [2, 3, 5, 7, 13, 31, 61, 127, 251, 509, 1021]
+RUN_SEED = int(os.environ.get("GEMM_SEED") or random.SystemRandom().randrange(2**32))
+SENTINEL = 0xA5           # guard bytes
+POISON = 0xFF             # C before the kernel: NaN in fp32, bf16 and fp16
+GUARD_BEFORE = 256        # elements: keeps C 16-byte aligned for every element type
 
 
-def dims(r):
-    tiles = sorted({r.tile_m, r.tile_n, 8, 16, 32, 64, 128})
-    near_tiles = [t + d for t in tiles for d in (-1, 0, 1) if t + d >= 1]
-    return st.one_of(st.just(1), st.sampled_from(PRIMES), st.sampled_from(near_tiles),
-                     st.integers(1, 1100))
-
-
-def run(r, m, n, k, seed, mode, alpha, beta, on_device):
-    a, b, c0 = inputs(r.precision, m, n, k, seed, mode)
-    c_in = np.full((m, n), np.nan, np.float32) if beta == 0 else c0.copy()
-    if on_device:
-        A, B, C = drvgemm.to_device(a), drvgemm.to_device(b), drvgemm.to_device(c_in)
-        drvgemm.gemm(A, B, C, alpha=alpha, beta=beta, kernel=r.name)
-        out = C.to_host()
-    else:
-        out = drvgemm.gemm(a, b, c_in, alpha=alpha, beta=beta, kernel=r.name)
-    check(out, a, b, c0, alpha, beta, precision=r.precision, mode=mode,
-          label=f"{r.name} seed={seed}", u_in=r.input_roundoff or None)
+def replay(name, case=None):
+    what = f"; case: {case}" if case is not None else ""
+    return (f"replay: GEMM_SEED={RUN_SEED} HYPOTHESIS_PROFILE=gpu python -m pytest "
+            f"tests/test_gemm_gpu.py -k '{name}'{what}")
 
 
 def runnable(r):
-    from drvgemm.ladders.gemm.dispatch import device_arch_ok as _device_arch_ok
-    return _device_arch_ok(r)
+    return ladder.device_arch_ok(r)
 
 
-@pytest.mark.parametrize("name", [r.name for r in RUNGS])
-def test_rung_property(gpu, name, request):
+def need(gpu, name):
     r = ladder.rung(name)
     if not runnable(r):
         pytest.skip(f"{name} needs {r.arch}, device is {gpu.arch}")
+    return r
 
-    @settings(max_examples=int(os.environ.get("GEMM_EXAMPLES", "40")), deadline=None, suppress_health_check=list(HealthCheck))
-    @given(m=dims(r), n=dims(r), k=dims(r), seed=st.integers(0, 2**31 - 1),
-           mode=st.sampled_from(["exact", "random"]),
-           beta=st.sampled_from([0.0, 0.0, 1.0, -0.5]),
-           on_device=st.booleans())
-    def prop(m, n, k, seed, mode, beta, on_device):
-        if mode == "exact" and r.precision != "fp32" and k > 2048:
-            k = 2048
-        alpha = 2.0 if mode == "exact" else 1.0
-        run(r, m, n, k, seed, mode, alpha, beta, on_device)
+
+# ---------------------------------------------------------------------------
+# guarded, poisoned device buffers
+# ---------------------------------------------------------------------------
+class Guarded:
+    """An (m, n) array inside a larger allocation: ``before`` + ``shift``
+    elements ahead of it and ``after`` behind it hold SENTINEL bytes, the
+    array itself POISON bytes; ``check()`` says whether a kernel wrote
+    outside it."""
+
+    def __init__(self, shape, dtype, *, before=GUARD_BEFORE, after=None, shift=0, tile_rows=256):
+        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
+        m, n = self.shape
+        # a row past the end of C, plus a tile's overhang, lands in the guard
+        self.after = min(tile_rows * max(n, 1) + 1024, 1 << 22) if after is None else after
+        self.lead = before + shift
+        total = self.lead + m * n + self.after
+        self.base = driver.empty((total,), self.dtype)
+        self.base.fill_bytes(SENTINEL)
+        isz = self.dtype.itemsize
+        self.view = DeviceArray(self.shape, self.dtype, ptr=self.base.ptr + self.lead * isz,
+                                owner=False)
+        if m * n:
+            driver.memset_d8_async(self.view.ptr, POISON, m * n * isz)
+        driver.synchronize()
+
+    def fill(self, host):
+        self.view.copy_from_host(np.ascontiguousarray(host, self.dtype))
+        return self
+
+    def check(self, label):
+        raw = self.base.to_host().view(np.uint8)
+        isz = self.dtype.itemsize
+        head = raw[:self.lead * isz]
+        tail = raw[(self.lead + int(np.prod(self.shape))) * isz:]
+        for where, part, first in (("before", head, 0),
+                                   ("after", tail, self.lead + int(np.prod(self.shape)))):
+            bad = np.flatnonzero(part != SENTINEL)
+            if bad.size:
+                i = first + bad[0] // isz
+                raise AssertionError(
+                    f"{label}: {bad.size} byte(s) written {where} C (first at element "
+                    f"{i - self.lead} relative to C's start, C is {self.shape[0]}x"
+                    f"{self.shape[1]})")
+
+    def free(self):
+        self.base.free()
+
+
+@contextlib.contextmanager
+def poisoned_allocations(tile_rows=256):
+    """Every driver.empty() inside the block (gemm()'s own C in host mode, and
+    any scratch) comes back poisoned and guarded; on exit the guards of all of
+    them are checked. Yields the list of Guarded buffers."""
+    made = []
+    real = driver.empty
+
+    def empty(shape, dtype=np.float32):
+        shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+        if len(shape) != 2:
+            return real(shape, dtype)
+        g = Guarded(shape, dtype, tile_rows=tile_rows)
+        made.append(g)
+        return g.view
+
+    driver.empty = empty
+    try:
+        yield made
+    finally:
+        driver.empty = real
+
+
+def operand(host, shift=0):
+    """A device copy of ``host``, ``shift`` elements into a larger buffer
+    (an offset view: its address is not 16-byte aligned for shift 1-3)."""
+    if not shift:
+        return drvgemm.to_device(host), None
+    base = driver.empty((host.size + shift + 16,), host.dtype)
+    view = DeviceArray(host.shape, host.dtype, ptr=base.ptr + shift * host.dtype.itemsize,
+                       owner=False)
+    view.copy_from_host(host)
+    return view, base
+
+
+# ---------------------------------------------------------------------------
+# one case
+# ---------------------------------------------------------------------------
+def run_case(r, case: Case, label):
+    a, b, c0 = inputs(r.precision, case.m, case.n, case.k, case.seed, case.mode)
+    alpha = 2.0 if case.mode == "exact" else 1.0
+    beta = case.beta
+    tile_rows = r.tile_m
+    if case.on_device:
+        A, a_base = operand(a, case.shift if case.shifted == "A" else 0)
+        B, b_base = operand(b, case.shift if case.shifted == "B" else 0)
+        C = Guarded((case.m, case.n), np.float32, tile_rows=tile_rows,
+                    shift=case.shift if case.shifted == "C" else 0)
+        if beta != 0:
+            C.fill(c0)                  # beta = 0: C stays NaN and must never be read
+        if r.host_side.unaligned:        # a host side with two instantiations
+            picked = r.host_side.aligned(r, case.m, case.n, case.k, A.ptr, B.ptr, C.view.ptr)
+            assert picked == expects_aligned(r, case), \
+                f"{label}: the case does not reach the instantiation it means"
+        drvgemm.gemm(A, B, C.view, alpha=alpha, beta=beta, kernel=r.name)
+        driver.synchronize()
+        out = C.view.to_host()
+        C.check(label)
+        for x in (C, a_base, b_base):
+            if x is not None:
+                x.free()
+    else:
+        c_in = c0.copy() if beta != 0 else np.full((case.m, case.n), np.nan, np.float32)
+        with poisoned_allocations(tile_rows) as made:
+            out = drvgemm.gemm(a, b, c_in, alpha=alpha, beta=beta, kernel=r.name)
+        for g in made:
+            g.check(label)
+            g.free()
+    check(out, a, b, c0, alpha, beta, precision=r.precision, mode=case.mode, label=label,
+          u_in=r.input_roundoff or None)
+
+
+# ---------------------------------------------------------------------------
+# the property
+# ---------------------------------------------------------------------------
+def _examples():
+    n = os.environ.get("GEMM_EXAMPLES")
+    return {} if n is None else {"max_examples": int(n)}
+
+
+@pytest.mark.parametrize("name", [r.name for r in RUNGS])
+def test_rung_property(gpu, name):
+    r = need(gpu, name)
+    started = time.monotonic()
+    count = [0]
+
+    @seed(RUN_SEED)
+    @settings(deadline=None, suppress_health_check=list(HealthCheck), **_examples())
+    @given(case=cases(r))
+    def prop(case):
+        count[0] += 1
+        label = f"{r.name} [{case}]"
+        try:
+            run_case(r, case, label)
+        except Exception as e:
+            e.add_note(replay(f"test_rung_property and {name}", case))
+            raise
 
     prop()
+    print(f"{name}: {count[0]} cases in {time.monotonic() - started:.1f} s (seed {RUN_SEED})")
 
 
 @pytest.mark.parametrize("name", [r.name for r in RUNGS])
-@pytest.mark.parametrize("shape", [(1024, 1024, 1024), (1031, 977, 1500), (2048, 257, 4099)])
+@pytest.mark.parametrize("shape", [(1024, 1024, 1024), (2048, 257, 4099),
+                                   (128, 264, 16384)])
 def test_rung_large_shapes(gpu, name, shape):
-    r = ladder.rung(name)
-    if not runnable(r):
-        pytest.skip(f"{name} needs {r.arch}")
+    r = need(gpu, name)
     m, n, k = shape
-    run(r, m, n, k, seed=m + n + k, mode="random", alpha=1.0, beta=0.0, on_device=True)
+    case = Case(m, n, k, "any", "", 0, "random", 0.0, True, m + n + k)
+    run_case(r, case, f"{name} [{case}]")
 
 
+# ---------------------------------------------------------------------------
+# K = 0: C = beta * C, and with beta = 0 the NaN in C is not read
+# ---------------------------------------------------------------------------
 @pytest.mark.parametrize("name", [r.name for r in RUNGS])
-def test_k_zero_gives_beta_c_and_empty_outputs(gpu, name):
-    r = ladder.rung(name)
-    if not runnable(r):
-        pytest.skip(f"{name} needs {r.arch}")
+def test_k_zero_gives_beta_c(gpu, name):
+    r = need(gpu, name)
     dt = ladder.input_dtype(r.precision)
-    c0 = np.arange(35, dtype=np.float32).reshape(5, 7)
-    out = drvgemm.gemm(np.zeros((5, 0), dt), np.zeros((0, 7), dt), c0.copy(), beta=3.0,
-                       kernel=name)
-    np.testing.assert_array_equal(out, 3.0 * c0)
-    out = drvgemm.gemm(np.zeros((5, 0), dt), np.zeros((0, 7), dt),
-                       np.full((5, 7), np.nan, np.float32), beta=0.0, kernel=name)
-    np.testing.assert_array_equal(out, np.zeros((5, 7), np.float32))
+    m, n = 37, 61
+    a, b = np.zeros((m, 0), dt), np.zeros((0, n), dt)
+    c0 = np.arange(m * n, dtype=np.float32).reshape(m, n)
+    A, B = drvgemm.to_device(a), drvgemm.to_device(b)
+    # device C holding NaN, beta = 0: zeros, and nothing outside C written
+    C = Guarded((m, n), np.float32, tile_rows=r.tile_m)
+    drvgemm.gemm(A, B, C.view, beta=0.0, kernel=name)
+    driver.synchronize()
+    np.testing.assert_array_equal(C.view.to_host(), np.zeros((m, n), np.float32))
+    C.check(f"{name} K=0 beta=0")
+    # device C, beta = 3
+    C = Guarded((m, n), np.float32, tile_rows=r.tile_m).fill(c0)
+    drvgemm.gemm(A, B, C.view, beta=3.0, kernel=name)
+    driver.synchronize()
+    np.testing.assert_array_equal(C.view.to_host(), 3.0 * c0)
+    C.check(f"{name} K=0 beta=3")
+    # host operands, beta = 0: gemm()'s own C starts poisoned
+    with poisoned_allocations(r.tile_m) as made:
+        out = drvgemm.gemm(a, b, np.full((m, n), np.nan, np.float32), beta=0.0, kernel=name)
+    np.testing.assert_array_equal(out, np.zeros((m, n), np.float32))
+    assert any(g.shape == (m, n) for g in made), "host mode allocated no C on the device"
+    for g in made:
+        g.check(f"{name} K=0 host")
+    # empty M or N
     assert drvgemm.gemm(np.ones((0, 3), dt), np.ones((3, 4), dt), kernel=name).shape == (0, 4)
 
 
+def test_host_mode_poisons_the_fresh_c(gpu, monkeypatch):
+    """The poisoning of host mode is real: a C that gemm() did not write
+    comes back NaN (the launch replaced by nothing)."""
+    import drvgemm.ladders.gemm.dispatch as d
+    if not hasattr(d, "launch_config"):
+        pytest.skip("the dispatcher launches through another name")
+    r = next(x for x in RUNGS if runnable(x) and x.precision == "fp32")
+    monkeypatch.setattr(d, "launch_config", lambda *args, **kw: None)
+    with poisoned_allocations():
+        out = drvgemm.gemm(np.ones((8, 4), np.float32), np.ones((4, 8), np.float32),
+                           kernel=r.name)
+    assert np.isnan(out).all()
+
+
+# ---------------------------------------------------------------------------
+# streams, threads, memory
+# ---------------------------------------------------------------------------
+def test_gemm_on_a_busy_stream_is_ordered(gpu):
+    """Two products on one non-blocking stream, the second reading the
+    first's output: the second must see it complete (the stream orders
+    them), with device and with host operands."""
+    fp32 = ladder.auto_rung("fp32").name
+    rng = np.random.default_rng(11)
+    big = 2048        # entries in {-1, 0, 1}: every sum below is exact in fp32
+    a = rng.integers(-1, 2, (big, big)).astype(np.float32)
+    b = rng.integers(-1, 2, (big, big)).astype(np.float32)
+    b2 = rng.integers(-1, 2, (big, 8)).astype(np.float32)
+    s = drvgemm.Stream()
+    try:
+        A, B, B2 = drvgemm.to_device(a), drvgemm.to_device(b), drvgemm.to_device(b2)
+        C1 = driver.empty((big, big))
+        C1.fill_bytes(POISON)
+        driver.synchronize()
+        C2 = driver.empty((big, 8))
+        drvgemm.gemm(A, B, C1, kernel=fp32, stream=s)     # a few ms of work
+        drvgemm.gemm(C1, B2, C2, kernel=fp32, stream=s)   # reads C1
+        s.synchronize()
+        c1 = a.astype(np.float64) @ b
+        np.testing.assert_array_equal(C2.to_host(), (c1 @ b2).astype(np.float32))
+        # host operands on the busy stream
+        drvgemm.gemm(A, B, C1, kernel=fp32, stream=s)
+        a_s, b_s = np.ascontiguousarray(a[:300, :200]), np.ascontiguousarray(b[:200, :100])
+        out = drvgemm.gemm(a_s, b_s, kernel=fp32, stream=s)
+        np.testing.assert_array_equal(out, (a_s.astype(np.float64) @ b_s).astype(np.float32))
+        s.synchronize()
+    finally:
+        s.close()
+
+
+def test_gemm_from_several_threads(gpu):
+    rungs = [r for r in RUNGS if runnable(r)]
+    errors = []
+
+    def work(t):
+        try:
+            rng = np.random.default_rng(t)
+            for i in range(12):
+                r = rungs[(t + i) % len(rungs)]
+                m, n, k = (int(x) for x in rng.integers(1, 300, 3))
+                a, b, c0 = inputs(r.precision, m, n, k, t * 100 + i, "exact")
+                out = drvgemm.gemm(a, b, kernel=r.name)
+                check(out, a, b, c0, 1.0, 0.0, precision=r.precision, mode="exact",
+                      label=f"{r.name} thread {t} call {i}")
+        except Exception as e:          # noqa: BLE001 -- reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=300)
+    assert not any(th.is_alive() for th in threads), "a gemm() thread hung"
+    assert not errors, errors[0]
+
+
+@pytest.mark.parametrize("name", [r.name for r in RUNGS])
+def test_repeated_calls_do_not_grow_device_memory(gpu, name):
+    """200 calls, half of them on a stream of their own: device memory in
+    use afterwards is what it was before (per-call or per-stream buffers
+    are given back)."""
+    r = need(gpu, name)
+    a, b, _ = inputs(r.precision, 129, 136, 72, 3, "exact")
+    A, B = drvgemm.to_device(a), drvgemm.to_device(b)
+    C = driver.empty((129, 136))
+    for _ in range(3):                   # compile, load, first-launch set-up
+        drvgemm.gemm(A, B, C, kernel=name)
+        drvgemm.gemm(a, b, kernel=name)
+    driver.synchronize()
+    free_before = driver.memory_info()[0]
+    for i in range(200):
+        if i % 2:
+            s = drvgemm.Stream()
+            drvgemm.gemm(A, B, C, kernel=name, stream=s)
+            s.synchronize()
+            s.close()
+        else:
+            drvgemm.gemm(a, b, kernel=name)
+    driver.synchronize()
+    grown = free_before - driver.memory_info()[0]
+    assert grown < 8 << 20, f"{name}: 200 calls kept {grown / 2**20:.1f} MiB of device memory"
+
+
+# ---------------------------------------------------------------------------
+# M * N >= 2^31
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["01_naive", "08_warp_tiled", "12_mma_bf16",
+                                  "20_tma_wgmma_bf16"])
+def test_c_of_more_than_2_to_the_31_elements(gpu, name):
+    """M = 2^16 + 1, N = 2^15, K = 1: C has 2^31 + 2^15 elements (8 GiB of
+    fp32); its last row starts exactly at element 2^31. Rows on both sides
+    of that boundary, and the guard after C, are checked."""
+    if name not in ladder.kernels():
+        pytest.skip(f"{name} is not registered")
+    r = need(gpu, name)
+    m, n = (1 << 16) + 1, 1 << 15
+    if driver.memory_info()[0] < (m * n * 4 + (2 << 30)):
+        pytest.skip("not enough free device memory for an 8 GiB C")
+    dt = ladder.input_dtype(r.precision)
+    a = ((np.arange(m) % 7) - 3).astype(np.float32).reshape(m, 1)
+    b = ((np.arange(n) % 5) - 2).astype(np.float32).reshape(1, n)
+    A, B = drvgemm.to_device(a.astype(dt)), drvgemm.to_device(b.astype(dt))
+    C = Guarded((m, n), np.float32, after=1 << 20)
+    try:
+        drvgemm.gemm(A, B, C.view, kernel=name)
+        driver.synchronize()
+        for row in (0, 1, (1 << 16) - 1, 1 << 16):
+            got = DeviceArray((1, n), np.float32, ptr=C.view.ptr + row * n * 4,
+                              owner=False).to_host()
+            np.testing.assert_array_equal(got[0], a[row, 0] * b[0], err_msg=f"{name} row {row}")
+        tail = DeviceArray((1 << 20,), np.uint8, ptr=C.view.ptr + m * n * 4,
+                           owner=False).to_host()
+        assert (tail == SENTINEL).all(), f"{name}: written past the end of an 8 GiB C"
+    finally:
+        C.free()
+
+
+# ---------------------------------------------------------------------------
+# races: the same launch many times, identical bits
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("name", [r.name for r in RUNGS])
+@pytest.mark.parametrize("shape", [(131, 67, 251), (257, 264, 520)])
+def test_fifty_launches_give_identical_bits(gpu, name, shape):
+    """A race (a missing barrier, a stage reused too early) shows as results
+    that differ from launch to launch; compute-sanitizer's racecheck runs
+    outside pytest."""
+    r = need(gpu, name)
+    m, n, k = shape
+    a, b, c0 = inputs(r.precision, m, n, k, 5, "random")
+    A, B = drvgemm.to_device(a), drvgemm.to_device(b)
+    C = driver.empty((m, n))
+    first = None
+    for i in range(50):
+        C.fill_bytes(POISON)
+        drvgemm.gemm(A, B, C, kernel=name)
+        out = C.to_host()
+        if first is None:
+            check(out, a, b, c0, 1.0, 0.0, precision=r.precision, mode="random",
+                  label=f"{name} {shape}", u_in=r.input_roundoff or None)
+            first = out.view(np.uint32).copy()
+        else:
+            diff = np.flatnonzero(out.view(np.uint32) != first)
+            assert diff.size == 0, (f"{name} {shape}: launch {i} differs from the first in "
+                                    f"{diff.size} elements (first at {divmod(diff[0], n)})")
+
+
+# ---------------------------------------------------------------------------
 def test_auto_picks_a_rung_per_precision(gpu):
     a = np.ones((33, 17), np.float32)
     b = np.ones((17, 9), np.float32)

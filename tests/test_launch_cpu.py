@@ -280,10 +280,19 @@ def test_c_launch_dispatch_hit_miss_and_failure(saxpy):
 
 
 def test_launch_is_the_c_path_when_built():
-    assert drvgemm.launch_path() in ("C", "Python")
-    if drvgemm.launch_path() == "C":
-        assert drvgemm.launch.__module__ in (None, "drvgemm.runtime._fastlaunch") or \
-            type(drvgemm.launch).__name__ == "builtin_function_or_method"
+    """launch_path() names the function drvgemm.launch really is: the C one
+    exactly when the extension can be imported (and is not switched off)."""
+    import importlib.util
+    import os
+    import drvgemm.runtime.launch as lm
+    built = importlib.util.find_spec("drvgemm.runtime._fastlaunch") is not None
+    want = "C" if built and not os.environ.get("DRVGEMM_NO_FASTLAUNCH") else "Python"
+    assert drvgemm.launch_path() == want
+    if want == "C":
+        assert drvgemm.launch is lm._fastlaunch.launch
+        assert type(drvgemm.launch).__name__ == "builtin_function_or_method"
+    else:
+        assert drvgemm.launch is lm.launch_py
 
 
 def test_fast_path_can_be_switched_off():

@@ -387,7 +387,7 @@ def test_cli_rung(no_gpu, capsys):
     (["no_such_rung"], "neither a registered rung"),
     (["x.cu", "--block", "64"], "--entry"),
     (["--regs", "32", "--block", "64", "--smem", "lots"], "not a size"),
-    (["--regs", "32", "--block", "64", "--gpu", "V100"], "no built-in device spec"),
+    (["--regs", "32", "--block", "64", "--gpu", "V100"], "not in the device catalogue"),
     (["--regs", "32", "--block", "64", "--set", "colour=3"], "not a settable field"),
 ])
 def test_cli_errors_are_messages(no_gpu, capsys, argv, message):

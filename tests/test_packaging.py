@@ -31,6 +31,22 @@ def test_wheel_carries_every_kernel_source(wheel):
             assert f"drvgemm/_kernels/{src.relative_to(ROOT).as_posix()}" in names
 
 
+def test_wheel_is_tagged_abi3(wheel):
+    """The extension is built against the limited API (Py_LIMITED_API in
+    _fastlaunch.c, py_limited_api in setup.py): the wheel must say so, or pip
+    refuses it on every other CPython."""
+    names = zipfile.ZipFile(wheel).namelist()
+    exts = [n for n in names if n.startswith("drvgemm/runtime/_fastlaunch") and n.endswith(".so")]
+    if not exts:
+        pytest.skip("the optional extension was not built here (no C compiler)")
+    assert exts == ["drvgemm/runtime/_fastlaunch.abi3.so"], exts
+    _, _, python_tag, abi_tag, _platform = wheel.stem.split("-")
+    assert (python_tag, abi_tag) == ("cp310", "abi3"), wheel.name
+    meta = zipfile.ZipFile(wheel).read("drvgemm-0.1.0.dist-info/WHEEL".replace(
+        "0.1.0", wheel.stem.split("-")[1])).decode()
+    assert "Tag: cp310-abi3-" in meta and "Root-Is-Purelib: false" in meta
+
+
 def test_installed_wheel_compiles_from_its_own_sources(wheel, tmp_path):
     target = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(target)

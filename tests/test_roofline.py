@@ -27,12 +27,17 @@ def test_ridge_point_and_first_compute_bound_size():
     assert rf.min_compute_bound_n(ADA) == 445
 
 
-def test_threshold_is_exact_at_the_boundary():
-    # 26.7 TFLOP/s / 360 GB/s * 6 is exactly 445: n = 445 is compute-bound
-    # (n/6 equals the ridge), n = 444 is not; float rounding must not push
-    # the answer to 446.
-    ridge = Fraction(26_700, 360)
-    assert Fraction(445, 6) >= ridge > Fraction(444, 6)
+@pytest.mark.parametrize("tflops, gbs, n0", [(26.7, 360, 445), (17.1, 360, 285),
+                                            (68.4, 360, 1140), (132.3, 360, 2205)])
+def test_threshold_is_exact_at_the_boundary(tflops, gbs, n0):
+    # Figures as a datasheet writes them, whose ridge is exactly n0 / 6 FLOP/B:
+    # n0 itself is compute-bound (its ideal intensity n/6 equals the ridge);
+    # float rounding of peak / bandwidth must not push the answer to n0 + 1
+    # (in floats, 17.1e12 / 360e9 * 6 is above 285). A higher peak must.
+    spec = rf.RooflineSpec("x", {"fp32": float(f"{tflops}e12")}, dram_bw=float(f"{gbs}e9"))
+    assert rf.min_compute_bound_n(spec) == n0
+    up = rf.RooflineSpec("x", {"fp32": float(f"{tflops}01e12")}, dram_bw=float(f"{gbs}e9"))
+    assert rf.min_compute_bound_n(up) == n0 + 1
 
 
 def test_operational_intensities():
@@ -218,8 +223,8 @@ SEED_STRINGS = ["74.17 FLOP/B", "n >= 445", "0.25 FLOP/B", "512.00 FLOP/B", "T=1
                 "165.52 B/cycle", "132,414 B"]
 
 
-def test_cli_default_reproduces_the_seed(monkeypatch, capsys):
-    assert _run([], monkeypatch) == 0
+def test_cli_reproduces_the_seed(monkeypatch, capsys):
+    assert _run(["--gpu", "RTX 4000 Ada"], monkeypatch) == 0
     out = capsys.readouterr().out
     assert "RTX 4000 Ada" in out
     for s in SEED_STRINGS:
@@ -231,8 +236,8 @@ def test_cli_default_reproduces_the_seed(monkeypatch, capsys):
 def test_cli_live_gpu_without_figures_falls_back(monkeypatch, capsys):
     assert _run([], monkeypatch, live=(None, "NVIDIA GeForce GTX 480")) == 0
     captured = capsys.readouterr()
-    assert "no built-in figures for NVIDIA GeForce GTX 480" in captured.err
-    assert "132,414 B" in captured.out
+    assert "no built-in figures for NVIDIA GeForce GTX 480; showing H200" in captured.err
+    assert "Roofline of H200" in captured.out
 
 
 def test_cli_live_gpu_uses_its_spec(monkeypatch, capsys):
@@ -253,8 +258,11 @@ def test_cli_other_device_and_precision(monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("argv,msg", [
-    (["--gpu", "GTX 480"], "no built-in roofline figures"),
-    (["--precision", "bf16"], "no bf16 peak"),
+    (["--gpu", "GTX 480"], "not in the device catalogue"),
+    (["--gpu", "seed"], "seed has no roofline figures"),
+    (["--gpu", "RTX 4000 Ada", "--precision", "bf16"], "no bf16 peak"),
+    (["--latency", "-100"], "--latency must be a positive number"),
+    (["--latency", "0"], "--latency must be a positive number"),
     (["--n", "0"], "--n must be"),
 ])
 def test_cli_errors_are_one_line(monkeypatch, capsys, argv, msg):

@@ -81,40 +81,24 @@ def test_registry_entry_matches_the_kernel_source(rung):
     assert (rung.vector == 4) == uses_vectors, (rung.name, rung.vector)
 
 
-def _expected_shape(d: dict):
-    """(threads per block as (x, y, z), tile_m, tile_n, dynamic smem bytes),
-    derived from a rung's defines by the layout each kernel family uses."""
-    if "WM" in d:        # 08: warps of 32 threads over a BM x BN tile; A^T padded, B, two buffers
-        threads = (d["BM"] // d["WM"]) * (d["BN"] // d["WN"]) * 32
-        return (threads, 1, 1), d["BM"], d["BN"], 2 * d["BK"] * (d["BM"] + d["APAD"] + d["BN"]) * 4
-    if "STAGES" in d:    # 07: A row-major padded, B, STAGES stages
-        return ((d["BN"] // d["TN"], d["BM"] // d["TM"], 1), d["BM"], d["BN"],
-                d["STAGES"] * (d["BM"] * (d["BK"] + d["APAD"]) + d["BK"] * d["BN"]) * 4)
-    if "APAD" in d and "TM" in d:  # 06: A^T padded, B, two buffers
-        return ((d["BN"] // d["TN"], d["BM"] // d["TM"], 1), d["BM"], d["BN"],
-                2 * d["BK"] * (d["BM"] + d["APAD"] + d["BN"]) * 4)
-    if "TM" in d:        # 04 (one buffer) and 05 (MIN_BLOCKS: double buffered)
-        buffers = 2 if "MIN_BLOCKS" in d else 1
-        return ((d["BN"] // d["TN"], d["BM"] // d["TM"], 1), d["BM"], d["BN"],
-                buffers * (d["BM"] * d["BK"] + d["BK"] * d["BN"]) * 4)
-    if "COARSEN" in d:   # 03
-        t = d["TILE"] // d["COARSEN"]
-        return (t, t, 1), d["TILE"], d["TILE"], (d["TILE"] * (d["BK"] + d["APAD"]) + d["BK"] * d["TILE"]) * 4
-    if "TILE" in d:      # 02
-        return (d["TILE"], d["TILE"], 1), d["TILE"], d["TILE"], 2 * d["TILE"] ** 2 * 4
-    return (d["BN"], d["BM"], 1), d["BM"], d["BN"], 0  # 01
-
-
 @pytest.mark.parametrize("rung", FP32, ids=_ids)
-def test_registry_geometry_is_consistent(rung):
-    block, tile_m, tile_n, smem = _expected_shape(rung.defines)
-    assert tuple(rung.block) == block
-    assert (rung.tile_m, rung.tile_n) == (tile_m, tile_n)
-    assert rung.smem == smem
-    assert rung.threads == block[0] * block[1] * block[2] <= 1024
-    assert rung.smem <= SMEM_OPTIN[rung.arch]
-    assert rung.grid(1, 1) == (1, 1, 1)
-    assert rung.grid(tile_m + 1, 2 * tile_n) == (2, 2, 1)
+def test_registry_block_is_what_the_kernel_declares(rung):
+    """The block gemm() launches is the one the compiled kernel was built
+    for: the __launch_bounds__ in its PTX (.maxntid), and
+    the registered shared memory fits the kernel's own static use next to
+    it. The grid covers C exactly: one block per tile, no tile left out."""
+    from drvgemm.analysis.occupancy import kernel_max_threads
+    b, res, _ = _build(rung.name, "sm_90", 0)
+    declared = kernel_max_threads(b.ptx, b.entry)
+    assert declared is not None, f"{rung.name} declares no __launch_bounds__"
+    assert declared == rung.threads, (rung.name, declared, rung.threads)
+    assert rung.threads <= 1024
+    assert rung.smem + res.static_smem <= SMEM_OPTIN[rung.arch]
+    for m, n in ((1, 1), (rung.tile_m + 1, 2 * rung.tile_n), (1000, 7), (3, 4099)):
+        gx, gy, gz = rung.grid(m, n)
+        assert gz == 1
+        assert (gx - 1) * rung.tile_n < n <= gx * rung.tile_n
+        assert (gy - 1) * rung.tile_m < m <= gy * rung.tile_m
 
 
 def test_a_tile_constant_that_breaks_the_layout_fails_to_compile():

@@ -255,31 +255,6 @@ def test_plan_info_reads_a_plan_and_hashes_its_kernel(monkeypatch, saxpy):
     assert info["predicted_ms"] == 0.15 and info["alternatives"] == 3
     assert info["sass_hash"] == sass.sass_digest(sass.disassemble(saxpy.cubin), saxpy.entry)
 
-    class Bare:
-        kernel, instantiation = "x", "y"
-    monkeypatch.setattr(drvgemm, "plan", lambda *a, **k: Bare(), raising=False)
-    info = shape_bench.plan_info(A, B, C, "fp32")
-    assert "sass_hash" not in info and "no compiled Kernel" in info["sass_hash_error"]
-
-
-def test_plan_info_without_plan_names_what_gemm_picks(monkeypatch):
-    import drvgemm
-    from drvgemm.ladders.gemm import dispatch
-    from drvgemm.ladders.gemm.registry import by_name
-    from drvgemm.runtime import driver, sass
-    if sass.nvdisasm_path() is None:
-        pytest.skip("no nvdisasm")
-    monkeypatch.delattr(drvgemm, "plan", raising=False)
-    monkeypatch.setattr(dispatch, "auto_rung", lambda p, narrow_output=False:
-                        by_name()["01_naive"])
-    A = driver.DeviceArray((4, 8), np.float32, ptr=0x10000, owner=False)
-    B = driver.DeviceArray((8, 4), np.float32, ptr=0x20000, owner=False)
-    C = driver.DeviceArray((4, 4), np.float32, ptr=0x30000, owner=False)
-    info = shape_bench.plan_info(A, B, C, "fp32")
-    assert info["kernel"] == "01_naive" and info["plan"].startswith("missing")
-    assert info["instantiation"].startswith("gemm/01_naive/aligned=1/c=fp32/")
-    assert len(info["sass_hash"]) == 16
-
 
 def test_one_sass_digest_for_manifest_and_bench():
     import sass_manifest

@@ -11,6 +11,7 @@ import argparse
 import os
 import sys
 
+from .._version import __version__
 from ..runtime.errors import CompileError, CudaError
 from . import (bench, ceilings, compile, device, kernels, layout, occupancy, plan, profile,
                roofline)
@@ -25,7 +26,11 @@ def build_parser() -> argparse.ArgumentParser:
         prog="drvgemm",
         description="GEMM kernels from naive to tensor cores, compiled with NVRTC and "
                     "launched through the CUDA driver API. With no command: the benchmark "
-                    "report on a GPU, the compile-only report without one.")
+                    "report on a GPU, the compile-only report without one.",
+        epilog="\"The seed\" in these help texts is the single-file benchmark and design "
+               "notes this project grew from: its report format and its worked examples "
+               "(a device, a roofline) are kept as references.")
+    p.add_argument("--version", action="version", version=f"drvgemm {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for command in COMMANDS:
         command.add(sub)

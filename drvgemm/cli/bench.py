@@ -6,16 +6,23 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..ladders.gemm.registry import by_name
 from ..runtime import driver
 from ..tools import bench, ceilings, memory_bench, records, shape_bench, shape_suite
 from ..tools.plots import plot_bench, plot_shape_ratios
 
 
+DEFAULT_SIZES = [256, 3072, 4096]
+
+
 def sizes(text):
     try:
-        return [int(s) for s in text.split(",") if s.strip()]
+        out = [int(s) for s in text.split(",") if s.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"sizes must be integers separated by commas: {text!r}")
+    if not out or any(n < 1 for n in out):
+        raise argparse.ArgumentTypeError(f"sizes must be positive integers: {text!r}")
+    return out
 
 
 def names(text):
@@ -32,8 +39,12 @@ def precisions(text):
 
 
 def add(sub) -> None:
-    b = sub.add_parser("bench", help="time every rung against cuBLAS (seed report format)")
-    b.add_argument("--sizes", type=sizes, default=[256, 3072, 4096],
+    b = sub.add_parser(
+        "bench", help="time every rung against cuBLAS (in the seed's report format)",
+        description="Time every rung against cuBLAS and print the report in the format of "
+                    "the seed, the single-file benchmark this project grew from. Without a "
+                    "GPU (and with no timing options) it prints the compile-only report.")
+    b.add_argument("--sizes", type=sizes, default=None,
                    help="square sizes, comma separated (default 256,3072,4096)")
     b.add_argument("--kernels", type=names, default=None,
                    help="rungs to run, comma separated (default: all)")
@@ -82,10 +93,34 @@ def run_shapes(args) -> int:
     return 0
 
 
+# Options that only a timed run uses: without a GPU they cannot be honoured.
+_TIMING_OPTIONS = ("sizes", "kernels", "json", "plot", "memory", "reps")
+
+
+def _validate(args) -> None:
+    """Every option checked before anything runs (ValueError: exit 2)."""
+    if args.kernels is not None:
+        known = by_name()
+        unknown = [k for k in args.kernels if k not in known]
+        if unknown or not args.kernels:
+            raise ValueError(f"--kernels: unknown rung(s) {', '.join(unknown) or '(none given)'}; "
+                             f"registered: {', '.join(known)}")
+    if args.reps is not None and args.reps < 1:
+        raise ValueError(f"--reps must be >= 1, not {args.reps}")
+
+
 def run(args) -> int:
+    _validate(args)
     if args.shapes:
         return run_shapes(args)
     reason = driver.no_gpu_reason()
+    given = [f"--{o}" for o in _TIMING_OPTIONS if getattr(args, o) not in (None, False)]
+    if reason and given:
+        raise ValueError(f"no GPU found ({reason}): {', '.join(given)} need(s) a timed run; "
+                         "without a GPU `drvgemm bench` (no options) prints the compile-only "
+                         "report")
+    if args.sizes is None:
+        args.sizes = list(DEFAULT_SIZES)
     if reason:
         print(f"no GPU found ({reason}); showing the compile-only report for "
               f"{args.arch} instead of timings.")

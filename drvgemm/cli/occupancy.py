@@ -7,13 +7,14 @@ import dataclasses
 import re
 import sys
 
-from ..analysis.occupancy import (SPECS, DeviceSpec, block_threads, format_size, get_spec,
-                                  kernel_max_threads, model, parse_size)
+from ..analysis.occupancy import (DeviceSpec, block_threads, format_size, kernel_max_threads,
+                                  model, parse_size)
 from ..ladders.gemm import registry
 from ..runtime import driver
 from ..runtime.errors import CompileError, CudaError
 from ..runtime.kernel import compile
 from ..tools.kernel_occupancy import occupancy
+from . import _devices
 
 
 def add(sub) -> None:
@@ -33,7 +34,8 @@ def add(sub) -> None:
     p.add_argument("--carveout", type=int, help="shared-memory carveout preference, percent")
     p.add_argument("--cluster", help="thread-block cluster shape, e.g. 2x1x1: also report "
                                      "cuOccupancyMaxActiveClusters (GPU only)")
-    p.add_argument("--gpu", help=f"device spec: {', '.join(SPECS)} (default: this GPU, else H200)")
+    p.add_argument("--gpu", help=f"device spec from the catalogue: {_devices.catalogue_help()} "
+                                 f"(default: this GPU, else {_devices.DEFAULT})")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="override a field of the device spec, e.g. smem_per_sm=102400")
     p.add_argument("--arch", help="architecture to compile for (default: the spec's)")
@@ -51,11 +53,11 @@ def _parse_block(text) -> int:
 def _cli_spec(args):
     gpu = driver.has_gpu()
     if args.gpu:
-        spec = get_spec(args.gpu)
+        spec = _devices.lookup(args.gpu, "resources").resources
     elif gpu:
         spec = DeviceSpec.from_device(driver.device())
     else:
-        spec = SPECS["H200"]
+        spec = _devices.lookup(_devices.DEFAULT, "resources").resources
     for item in args.set:
         key, _, value = item.partition("=")
         key = key.strip()
@@ -78,8 +80,9 @@ def _compile_for_cli(args, spec):
     if rung is not None:
         if rung.arch.endswith("a") and not args.arch:
             arch = rung.arch
-        k = compile(rung.source, rung.entry, defines={**rung.defines, "ALIGNED": 1},
-                            options=tuple(rung.options) + options, arch=arch)
+        # The instantiation gemm() runs for aligned shapes (none for a .ptx rung).
+        k = compile(rung.source, rung.entry, defines=rung.instantiation_defines(True),
+                    options=tuple(rung.options) + options, arch=arch)
         return k, rung.name, rung.threads, rung.smem
     if not args.kernel.endswith((".cu", ".ptx")):
         raise ValueError(f"{args.kernel!r} is neither a registered rung "
@@ -90,9 +93,41 @@ def _compile_for_cli(args, spec):
     return k, args.entry, None, 0
 
 
+def _parse_cluster(text):
+    try:
+        dims = tuple(int(x) for x in str(text).lower().split("x"))
+    except ValueError:
+        dims = ()
+    if not 1 <= len(dims) <= 3 or any(d < 1 for d in dims):
+        raise ValueError(f"--cluster {text!r}: give 1-3 positive sizes, e.g. 2x1x1")
+    return dims
+
+
+def _check_runs_on(rung, spec):
+    """A rung the spec's device cannot run (sm_90a on an A100) has no
+    occupancy there: say so instead of printing numbers."""
+    if rung is None or spec.cc is None:
+        return
+    need = int(rung.arch[3:].rstrip("a"))
+    have = spec.cc[0] * 10 + spec.cc[1]
+    if (have != need) if rung.arch.endswith("a") else (have < need):
+        where = f"exactly sm_{need}" if rung.arch.endswith("a") else f"sm_{need} or newer"
+        raise ValueError(f"{rung.name} cannot run on {spec.name} (sm_{have}): it needs "
+                         f"{rung.arch} ({where})")
+
+
+def _cluster_not_asked(cluster, why):
+    """--cluster is answered by the driver only (cuOccupancyMaxActiveClusters)."""
+    if cluster is not None:
+        print(f"note: --cluster {'x'.join(map(str, cluster))} was not answered: only the driver "
+              f"(cuOccupancyMaxActiveClusters) counts clusters, and {why}", file=sys.stderr)
+
+
 def run(args) -> int:
     try:
         spec, gpu = _cli_spec(args)
+        cluster = _parse_cluster(args.cluster) if args.cluster else None
+        _check_runs_on(registry.by_name().get(args.kernel or ""), spec)
         smem = parse_size(args.smem) if args.smem is not None else None
         threads = _parse_block(args.block) if args.block is not None else None
         what_if = args.regs is not None or args.static_smem is not None or args.barriers is not None
@@ -109,6 +144,7 @@ def run(args) -> int:
                   f"{format_size(smem or 0)} dynamic shared memory on {spec.name}\n")
             print(point.table())
             print("\nnumbers from the model (no kernel was compiled, the driver was not asked)")
+            _cluster_not_asked(cluster, "a what-if is the model's alone")
             return 0
         kernel, name, rung_threads, rung_smem = _compile_for_cli(args, spec)
         threads = threads or rung_threads
@@ -125,11 +161,11 @@ def run(args) -> int:
             print(f"{name} with what-if changes on {spec.name}\n")
             print(point.table())
             print("\nnumbers from the model (what-if values: the driver was not asked)")
+            _cluster_not_asked(cluster, "a what-if is the model's alone")
             return 0
         explicit = spec if (args.gpu or args.set or not gpu) else None
-        cluster = None
-        if args.cluster:
-            cluster = tuple(int(x) for x in args.cluster.lower().split("x"))
+        if cluster is not None and not gpu:
+            _cluster_not_asked(cluster, "there is no GPU")
         result = occupancy(kernel, threads, smem, spec=explicit, carveout=args.carveout,
                            cluster=cluster)
         result.kernel = name

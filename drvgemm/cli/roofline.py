@@ -6,10 +6,11 @@ from __future__ import annotations
 import sys
 from typing import Mapping
 
-from ..analysis.roofline import (DEFAULT_DRAM_LATENCY_CYCLES, PRECISION_BYTES, SPECS,
-                                 RooflineSpec, analysis_report, get_spec, spec_for_device_name)
+from ..analysis.roofline import (DEFAULT_DRAM_LATENCY_CYCLES, PRECISION_BYTES, RooflineSpec,
+                                 analysis_report, spec_for_device_name)
 from ..runtime import driver
 from ..tools import ceilings
+from . import _devices
 
 
 def live_spec(measured: Mapping[str, float] | None = None) -> tuple[RooflineSpec | None, str | None]:
@@ -32,10 +33,12 @@ def add(sub) -> None:
         description="Roofline arithmetic for one device, size and precision: ridge "
                     "point, operational intensities, time bounds, the summary table and the "
                     "bytes in flight Little's law asks for. Without --gpu it uses the GPU in "
-                    "this machine when it has built-in figures, else the RTX 4000 Ada worked "
-                    "example.")
+                    f"this machine when it has built-in figures, else {_devices.DEFAULT} (the "
+                    "same default as drvgemm occupancy). The worked example of the seed "
+                    "notes, the design notes this project grew from: --gpu 'RTX 4000 Ada'.")
     p.add_argument("--gpu", metavar="NAME",
-                   help=f"built-in device: {', '.join(s.name for s in SPECS.values())}")
+                   help=f"device from the catalogue: {_devices.catalogue_help()} "
+                        f"(default: this GPU, else {_devices.DEFAULT})")
     p.add_argument("--n", type=int, default=3072, help="square GEMM size (default 3072)")
     p.add_argument("--precision", default="fp32", choices=sorted(PRECISION_BYTES),
                    help="math precision (default fp32)")
@@ -51,9 +54,13 @@ def run(args, measured: Mapping[str, float] | None = None) -> int:
     if args.n < 1:
         print("drvgemm roofline: --n must be >= 1", file=sys.stderr)
         return 2
+    if args.latency is not None and not args.latency > 0:
+        print(f"drvgemm roofline: --latency must be a positive number of cycles, not "
+              f"{args.latency:g}", file=sys.stderr)
+        return 2
     if args.gpu:
         try:
-            spec = get_spec(args.gpu)
+            spec = _devices.lookup(args.gpu, "ceilings").ceilings
         except ValueError as e:
             print(f"drvgemm roofline: {e}", file=sys.stderr)
             return 2
@@ -64,9 +71,9 @@ def run(args, measured: Mapping[str, float] | None = None) -> int:
         spec, device_name = live_spec(measured)
         if spec is None:
             if device_name is not None:
-                print(f"drvgemm roofline: no built-in figures for {device_name}; showing the "
-                      f"RTX 4000 Ada worked example (choose a device with --gpu)", file=sys.stderr)
-            spec = SPECS["rtx4000ada"]
+                print(f"drvgemm roofline: no built-in figures for {device_name}; showing "
+                      f"{_devices.DEFAULT} (choose a device with --gpu)", file=sys.stderr)
+            spec = _devices.lookup(_devices.DEFAULT, "ceilings").ceilings
     try:
         print(analysis_report(spec, args.n, args.precision, latency_cycles=args.latency))
     except ValueError as e:

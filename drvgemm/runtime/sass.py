@@ -1,6 +1,10 @@
 """Disassemble a cubin with nvdisasm (from the nvidia-cuda-nvdisasm wheel or
 the PATH), so SASS can be read and checked with no GPU: HMMA, HGMMA,
-LDGSTS, LDSM, UTMALDG present where a rung means them, no LDL/STL."""
+LDGSTS, LDSM, UTMALDG present where a rung means them, no LDL/STL.
+
+Disassemblies are cached, in the process and in the compile cache
+directory (``<sha256>.sass``), keyed by the cubin's bytes and nvdisasm's
+version: the same cubin disassembled twice costs one nvdisasm run."""
 from __future__ import annotations
 
 import hashlib
@@ -11,6 +15,8 @@ import subprocess
 import tempfile
 from collections import Counter
 from pathlib import Path
+
+from .compiler import cache_dir
 
 
 def nvdisasm_path() -> str | None:
@@ -31,11 +37,60 @@ def nvdisasm_path() -> str | None:
     return None
 
 
-def disassemble(cubin: bytes) -> str:
-    tool = nvdisasm_path()
-    if tool is None:
-        raise FileNotFoundError("nvdisasm not found: pip install nvidia-cuda-nvdisasm "
-                                "(or put the CUDA toolkit's bin/ on PATH)")
+_SASS_MAGIC = "// drvgemm-sass-1 "
+_memo: dict[str, str] = {}
+_versions: dict[str, str] = {}
+
+
+def nvdisasm_version(tool: str) -> str:
+    """The ``nvdisasm --version`` text of ``tool`` (once per process)."""
+    v = _versions.get(tool)
+    if v is None:
+        out = subprocess.run([tool, "--version"], capture_output=True, text=True)
+        v = _versions[tool] = (out.stdout + out.stderr).strip() or f"unknown ({tool})"
+    return v
+
+
+def _cache_path(key: str) -> Path | None:
+    d = cache_dir()
+    return None if d is None else d / f"{key}.sass"
+
+
+def _cache_read(path: Path) -> str | None:
+    """An entry's text, or None when missing or corrupt (the first line holds
+    the SHA-256 of the rest)."""
+    try:
+        data = path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
+    head, sep, body = data.partition("\n")
+    if not sep or not head.startswith(_SASS_MAGIC):
+        return None
+    if hashlib.sha256(body.encode()).hexdigest() != head[len(_SASS_MAGIC):]:
+        return None
+    return body
+
+
+def _cache_write(path: Path, text: str) -> None:
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        with os.fdopen(fd, "w") as f:
+            f.write(_SASS_MAGIC + hashlib.sha256(text.encode()).hexdigest() + "\n" + text)
+        os.replace(tmp, path)  # atomic: a reader sees no entry or the whole one
+        tmp = None
+    except OSError:
+        pass  # a read-only or full cache only costs another nvdisasm run
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def _run_nvdisasm(tool: str, cubin: bytes) -> str:
     with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
         f.write(cubin)
         name = f.name
@@ -46,6 +101,27 @@ def disassemble(cubin: bytes) -> str:
     if out.returncode != 0:
         raise RuntimeError(f"nvdisasm failed: {out.stderr.strip()}")
     return out.stdout
+
+
+def disassemble(cubin: bytes) -> str:
+    tool = nvdisasm_path()
+    if tool is None:
+        raise FileNotFoundError("nvdisasm not found: pip install nvidia-cuda-nvdisasm "
+                                "(or put the CUDA toolkit's bin/ on PATH)")
+    h = hashlib.sha256(nvdisasm_version(tool).encode() + b"\0-c\0")
+    h.update(bytes(cubin))
+    key = h.hexdigest()
+    text = _memo.get(key)
+    if text is not None:
+        return text
+    path = _cache_path(key)
+    text = _cache_read(path) if path is not None else None
+    if text is None:
+        text = _run_nvdisasm(tool, bytes(cubin))
+        if path is not None:
+            _cache_write(path, text)
+    _memo[key] = text
+    return text
 
 
 # One instruction of nvdisasm's output: its address comment, an optional

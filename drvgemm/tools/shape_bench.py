@@ -36,10 +36,8 @@ import numpy as np
 
 import drvgemm   # the public API the suite measures: drvgemm.gemm, drvgemm.plan
 
-from ..ladders.gemm import dispatch, registry
 from ..runtime import driver, dtypes, timing
 from ..runtime.errors import CudaError
-from ..runtime.kernel import Kernel
 from ..runtime.sass import kernel_sass_hash
 from . import shape_suite
 from .cublas import gemmex_enqueue
@@ -165,22 +163,8 @@ class _Operands:
 # the plan (drvgemm.plan, being written on the dispatch side) or what gemm() does today
 # ---------------------------------------------------------------------------
 def _plan_kernels(plan):
-    """The compiled Kernel(s) a Plan launches, through whichever accessor it
-    offers: a method or attribute among compiled_kernel, compiled, compile,
-    kernel_object, get_kernel, kernels; a list for a split with its
-    reduction."""
-    for name in ("compiled_kernel", "compiled", "compile", "kernel_object", "get_kernel",
-                 "kernels"):
-        v = getattr(plan, name, None)
-        if v is None:
-            continue
-        if callable(v) and not isinstance(v, Kernel):
-            v = v()
-        if isinstance(v, Kernel):
-            return [v]
-        if isinstance(v, (list, tuple)) and v and all(isinstance(x, Kernel) for x in v):
-            return list(v)
-    return []
+    """The compiled Kernel a Plan launches."""
+    return [plan.compiled()]
 
 
 def plan_info(A, B, C, precision, kernel="auto") -> dict:
@@ -190,42 +174,15 @@ def plan_info(A, B, C, precision, kernel="auto") -> dict:
     kw = {"precision": "tf32"} if precision == "tf32" and kernel == "auto" else {}
     info = {}
     kernels = []
-    plan_fn = getattr(drvgemm, "plan", None)
-    if plan_fn is not None:
-        p = plan_fn(A, B, C, kernel=kernel, **kw)
-        info["kernel"] = str(getattr(p, "kernel", None))
-        info["instantiation"] = str(getattr(p, "instantiation", None))
-        if hasattr(p, "split"):
-            split = p.split
-            info["split"] = split if isinstance(split, (int, float, str, type(None))) else str(split)
-        pred = getattr(p, "predicted_s", None)
-        if pred is not None:
-            info["predicted_ms"] = round(float(pred) * 1e3, 5)
-        alts = getattr(p, "alternatives", None)
-        if alts is not None:
-            try:
-                info["alternatives"] = len(alts)
-            except TypeError:
-                pass
-        info["plan"] = "drvgemm.plan"
-        kernels = _plan_kernels(p)
-        if not kernels:
-            info["sass_hash_error"] = "the Plan offers no compiled Kernel"
-    else:
-        # Before drvgemm.plan: the rung auto_rung picks and the instantiation
-        # gemm() would compile for these pointers.
-        narrow = C.dtype != np.float32
-        r = dispatch.auto_rung(precision, narrow_output=narrow) if kernel == "auto" \
-            else dispatch.rung(kernel)
-        m, k = A.shape
-        n = B.shape[1]
-        aligned = r.host_side.aligned(r, m, n, k, A.ptr, B.ptr, C.ptr)
-        kern = registry.rung_kernel(r, aligned, narrow_output=narrow)
-        out = precision if narrow else "fp32"
-        info.update(kernel=r.name, plan="missing: drvgemm.plan is not in this build; the "
-                    "choice is " + ("dispatch.auto_rung's" if kernel == "auto" else "the named rung's"),
-                    instantiation=f"gemm/{r.name}/aligned={int(aligned)}/c={out}/{kern.arch}")
-        kernels = [kern]
+    p = drvgemm.plan(A, B, C, kernel=kernel, **kw)
+    info["kernel"] = str(p.kernel)
+    info["instantiation"] = str(p.instantiation)
+    info["split"] = int(p.split)
+    info["predicted_ms"] = round(float(p.predicted_s) * 1e3, 5)
+    info["alternatives"] = len(p.alternatives)
+    kernels = _plan_kernels(p)
+    if not kernels:
+        info["sass_hash_error"] = "the Plan offers no compiled Kernel"
     if kernels:
         try:
             info["sass_hash"] = "+".join(kernel_sass_hash(x) for x in kernels)

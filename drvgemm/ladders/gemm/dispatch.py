@@ -51,6 +51,10 @@ def _precision_of_dtype(dt: np.dtype) -> str:
 
 
 def kernels(precision=None) -> list[str]:
+    """The registered rungs in ladder order, or those of one precision."""
+    if precision is not None and precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}; the precisions are "
+                         f"{', '.join(PRECISIONS)}")
     return [r.name for r in RUNGS if precision is None or r.precision == precision]
 
 
