@@ -113,3 +113,19 @@ def test_isolated_returns_reraises_and_survives_a_dead_child():
         drvgemm.isolated(_dies, 7)
     with pytest.raises(TypeError, match="picklable"):
         drvgemm.isolated(lambda: 1)
+
+
+def test_errors_survive_pickling():
+    """drvgemm.isolated() sends a child's exception back through a pipe."""
+    import pickle
+    from drvgemm.runtime.errors import CompileError, CudaError, NoDeviceError
+    e = pickle.loads(pickle.dumps(CudaError("cuLaunchKernel", 700, "CUDA_ERROR_ILLEGAL_ADDRESS",
+                                            "an illegal memory access", hint="check pointers")))
+    assert (type(e), e.call, e.code, e.name, e.hint) == \
+        (CudaError, "cuLaunchKernel", 700, "CUDA_ERROR_ILLEGAL_ADDRESS", "check pointers")
+    assert "illegal memory access" in str(e)
+    n = pickle.loads(pickle.dumps(NoDeviceError("cuInit", 100, "NO_DEVICE", "no device")))
+    assert type(n) is NoDeviceError and n.code == 100
+    c = pickle.loads(pickle.dumps(CompileError("NVRTC failed", log="x.cu(3): error", source="x.cu")))
+    assert (type(c), c.log, c.source) == (CompileError, "x.cu(3): error", "x.cu")
+    assert "x.cu(3): error" in str(c)

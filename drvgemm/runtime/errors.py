@@ -16,6 +16,10 @@ class CompileError(RuntimeError):
         if log:
             text += "\n--- compiler log ---\n" + log.rstrip()
         super().__init__(text)
+        self._args = (message, log, source)
+
+    def __reduce__(self):      # picklable: drvgemm.isolated() sends errors between processes
+        return (type(self), self._args)
 
 
 class CudaError(RuntimeError):
@@ -33,6 +37,9 @@ class CudaError(RuntimeError):
         if hint:
             text += f"\n  hint: {hint}"
         super().__init__(text)
+
+    def __reduce__(self):      # picklable: drvgemm.isolated() sends errors between processes
+        return (type(self), (self.call, self.code, self.name, self.description, self.hint))
 
 
 class NoDeviceError(CudaError):

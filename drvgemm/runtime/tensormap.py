@@ -168,9 +168,6 @@ def tiled_map_problem(dtype, address, dims, strides, box, element_strides=None, 
         if not 1 <= e <= _MAX_ELEMENT_STRIDE:
             return f"TensorMap element_strides[{i}] = {e}: must be in 1..{_MAX_ELEMENT_STRIDE}"
     span = SWIZZLES[swz][1]
-    if il == 32 and swz != 32:
-        return (f"TensorMap with 32-byte interleave needs swizzle = 32 (the only mode the copy "
-                f"engine pairs with it), got {swz!r}")
     if il == 0 and span is not None and row > span:
         return (f"TensorMap box[0] = {box[0]} {name} elements = {row} bytes exceeds the "
                 f"{span}-byte swizzle span: the innermost box row must fit in one swizzle "
