@@ -193,7 +193,7 @@ def _torch_softmax(x, sample, reps):
 
 
 def _mem_compiled(mk: MemKernel):
-    return sm.compiled(mk.source, mk.entry, (), None)
+    return sm.compiled(mk.source, mk.entry, tuple(sorted(mk.defines.items())), None)
 
 
 def bench_mem_kernels(*, n=COPY_FLOATS, strides=STRIDES, transpose_shape=TRANSPOSE_SHAPE,
