@@ -21,7 +21,8 @@ from . import driver
 from .driver import DeviceArray
 from .kernel import Kernel, Param
 
-__all__ = ["launch", "launch_py", "fast_path", "LaunchConfig", "launch_config"]
+__all__ = ["launch", "launch_py", "fast_path", "LaunchConfig", "launch_config",
+           "launch_cooperative"]
 
 _FORMATS = {"u8": "B", "s8": "b", "b8": "B", "u16": "H", "s16": "h", "b16": "H",
             "u32": "I", "s32": "i", "b32": "I", "f32": "f",
@@ -50,6 +51,25 @@ def launch_config(kernel, cfg: LaunchConfig, stream=None):
     """``launch(kernel, ...)`` with the shape and arguments of ``cfg``."""
     launch(kernel, cfg.grid, cfg.block, cfg.args, smem=cfg.smem, stream=stream,
            cluster=cfg.cluster)
+
+
+_cooperative_attrs: list = []
+
+
+def launch_cooperative(kernel: Kernel, grid, block, args, *, smem=0, stream=None):
+    """A cooperative launch (CU_LAUNCH_ATTRIBUTE_COOPERATIVE through
+    cuLaunchKernelEx): the driver starts the grid only if every block can be
+    resident at once, and refuses it otherwise (a CudaError) instead of
+    letting blocks that wait on each other hang. Arguments and checks as
+    ``launch``; always the Python path."""
+    if not _cooperative_attrs:
+        d = driver.bindings()
+        a = d.CUlaunchAttribute()
+        a.id = d.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_COOPERATIVE
+        a.value.cooperative = 1
+        _cooperative_attrs.append(a)
+    launch_py(kernel, grid, block, args, smem=smem, stream=stream,
+              attributes=tuple(_cooperative_attrs))
 
 
 class _Packer:

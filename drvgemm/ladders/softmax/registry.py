@@ -361,6 +361,16 @@ class WindowConfig:
         return WINDOW_KINDS[self.entry]
 
     @property
+    def persistent(self) -> bool:
+        """Never: one block (07), cluster (08) per row group, or a grid that
+        fits at once by construction (09)."""
+        return False
+
+    @property
+    def stages(self) -> int:
+        return 0
+
+    @property
     def source(self) -> str:
         return WINDOW_SOURCES[self.entry]
 
