@@ -296,7 +296,7 @@ def _pick_block(nv: int, cfgs) -> WindowConfig | None:
     return min(cands, key=lambda c: (c.window, abs(c.threads - 256)))
 
 
-def _pick_cluster(nv: int, cfgs) -> WindowConfig | None:
+def _pick_cluster(nv: int, cfgs, rows: int = 1) -> WindowConfig | None:
     """A cluster per row. Tiers, in order:
     1. rows that a 256-thread cluster of <= 6 cannot hold (more than 49152
        elements, fp32 or 16-bit) and one of 7..8 can (up to 65536): 256-thread
@@ -314,7 +314,8 @@ def _pick_cluster(nv: int, cfgs) -> WindowConfig | None:
     least padding, then the smaller cluster (fewer blocks to wait for at the
     barrier; measured 7 x 256 x 8 items 0.775 vs 8 x 256 x 7 0.733 on the
     same window)."""
-    cands = [c for c in cfgs if c.kind == "cluster" and c.window >= nv]
+    cands = [c for c in cfgs if c.kind == "cluster" and c.window >= nv
+             and rows * c.cluster <= INT_MAX]
     if not cands:
         return None
     max_items = 32 // cands[0].vec
@@ -426,7 +427,7 @@ def window_plan(rows: int, cols: int, precision: str = "fp32", *, aligned: bool 
         return _window_plan_of(cfg, precision, rows, nv, sm_count, aligned, same_phase,
                                f"lane groups: {cfg.row_threads} lanes x {cfg.items} vectors "
                                f"cover {nv}")
-    cand = _pick_block(nv, cfgs) or _pick_cluster(nv, cfgs)
+    cand = _pick_block(nv, cfgs) or _pick_cluster(nv, cfgs, rows)
     has_split = any(c.kind == "split" for c in cfgs)
     if cand is None:
         if not has_split:
