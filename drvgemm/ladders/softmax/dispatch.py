@@ -431,6 +431,8 @@ def window_plan(rows: int, cols: int, precision: str = "fp32", *, aligned: bool 
     has_split = any(c.kind == "split" for c in cfgs)
     if cand is None:
         if not has_split:
+            if any(c.kind == "cluster" and c.window >= nv for c in cfgs):
+                raise ValueError(f"{rows} rows x the blocks of a cluster per row exceed the grid")
             longest = max(c.window for c in cfgs if c.kind != "split_stream") * vec - vec + 1
             raise ValueError(f"{rung_name} takes rows of at most {longest} elements at any "
                              f"alignment, got {cols}; use kernel='auto' or "
