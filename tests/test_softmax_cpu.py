@@ -447,8 +447,11 @@ def test_catalogue_lists_every_config_and_memory_kernel_once():
     cat = smr.catalogue() + mem_registry.catalogue()
     labels = [c[0] for c in cat]
     assert len(labels) == len(set(labels))
-    assert sum(len(r.configs) for r in smr.SOFTMAX_RUNGS) + len(smr.WINDOW_CONFIGS) + \
-        len(mem_registry.MEM_KERNELS) == len(cat)
+    assert sum(len(r.configs) for r in smr.SOFTMAX_RUNGS) + \
+        len(smr.window_catalogue_configs()) + len(mem_registry.MEM_KERNELS) == len(cat)
+    # every window family once, at its register-tightest
+    assert {(c.entry, c.threads, c.min_blocks, c.vec) for c in smr.WINDOW_CONFIGS} == \
+        {(c.entry, c.threads, c.min_blocks, c.vec) for c in smr.window_catalogue_configs()}
     for label, source, entry, defines, arch in cat:
         if entry in ("softmax_05_cluster", "softmax_08_any_row_cluster"):
             assert arch == "sm_90" and defines["CLUSTER"] > 1

@@ -15,7 +15,7 @@ __all__ = ["kernels", "rung", "catalogue", "pipelined", "SoftmaxConfig", "Softma
            "RESIDENT_CONFIGS", "STREAM_CONFIG", "CLUSTER_CONFIGS", "PIPELINED_CONFIGS",
            "SOURCE_DEFINES", "WindowConfig", "WindowRung", "WINDOW_RUNGS", "WINDOW_CONFIGS",
            "WINDOW_REGISTRY", "window_configs", "window_precisions", "vec_of", "WATCHDOG_NS",
-           "WS_MAX_SLOTS", "MAX_WINDOW_COLS"]
+           "WS_MAX_SLOTS", "MAX_WINDOW_COLS", "window_catalogue_configs"]
 
 INT_MAX = 2**31 - 1
 
@@ -550,8 +550,21 @@ def catalogue() -> list[tuple]:
             vec = c.vec(4)
             out.append((c.describe(vec), r.source, c.entry,
                         c.defines("fp32", vec), "sm_90" if c.arch == "sm_90" else None))
-    for c in WINDOW_CONFIGS:
+    for c in window_catalogue_configs():
         prec = window_precisions(c)[0]
         out.append((f"{c.describe()} {prec}", c.source, c.entry, c.defines(prec),
                     "sm_90" if c.arch == "sm_90" else None))
     return out
+
+
+def window_catalogue_configs() -> list:
+    """One window config per family (entry, block shape, blocks an SM, lane
+    groups or block rows, vector width): the one holding the most values a
+    thread, the register-tightest. The compile-only report lists these; the
+    CPU tests compile every instantiation."""
+    best = {}
+    for c in WINDOW_CONFIGS:
+        key = (c.entry, c.threads, c.min_blocks, c.row_threads == c.threads, c.vec)
+        if key not in best or (c.values, c.cluster) > (best[key].values, best[key].cluster):
+            best[key] = c
+    return list(best.values())
