@@ -226,7 +226,7 @@ def test_sweep_candidates_compile_and_fit(cfg, cols):
     """Every candidate of ``python -m drvgemm.membench --sweep`` compiles
     without spills, takes its shape and fits a block's shared memory, so the
     one GPU run that measures them all cannot stop on a candidate."""
-    assert cfg.fits(cols, (9, 0))
+    assert softmax_sweep._fits(cfg, cols, (9, 0))
     p = sm.config_plan(cfg, 1024, cols)
     b, res = build(p.source, p.entry, dict(p.defines), "sm_90")
     r = res[p.entry]
@@ -371,7 +371,8 @@ def test_plans_cover_every_row_and_column(rows, cols, prec, aligned, kernel):
     assert p.block == (c.threads, 1, 1)
     assert 1 <= p.grid[0] <= 2**31 - 1
     if p.pitched:   # the window rungs: test_softmax_window_cpu checks their plans
-        assert isinstance(c, smr.WindowConfig) and c.fits(cols)
+        vec = 16 // smr.numpy_dtype(prec).itemsize
+        assert isinstance(c, smr.WindowConfig) and c.fits(cols, aligned=aligned and cols % vec == 0)
         return
     if c.row_threads < c.threads:
         assert p.grid[0] * c.rows_per_block >= rows > (p.grid[0] - 1) * c.rows_per_block

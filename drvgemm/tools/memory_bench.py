@@ -322,7 +322,6 @@ def _tiled_input(rows, cols, precision, seed):
 def _call_us(fn, calls, sync):
     """Wall-clock microseconds per call of ``calls`` calls back to back (what a
     launch-bound shape costs its caller: host work included)."""
-    import time
     fn()
     sync()
     t0 = time.perf_counter()

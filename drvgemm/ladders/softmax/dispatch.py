@@ -524,7 +524,7 @@ def config_plan(cfg, rows: int, cols: int, precision: str = "fp32", *,
         if cfg.vec != vec:
             raise ValueError(f"{cfg.describe()} is registered for {cfg.vec}-element vectors, "
                              f"{precision} has {vec}")
-        if not cfg.fits(cols, (9, 0)):
+        if not cfg.fits(cols, (9, 0), aligned=aligned):
             raise ValueError(f"{cfg.describe()} does not hold rows of {cols}")
         nv = window_vectors(cols, vec, aligned)
         if cfg.kind in ("split", "split_stream"):

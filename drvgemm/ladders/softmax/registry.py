@@ -412,14 +412,15 @@ class WindowConfig:
                  "WATCHDOG_NS": WATCHDOG_NS, "WS_MAX_SLOTS": WS_MAX_SLOTS}
         return {k: every[k] for k in WINDOW_DEFINES[self.kind]}
 
-    def fits(self, cols: int, cc: tuple = (9, 0)) -> bool:
-        """The config holds a row of ``cols`` at any alignment (split rungs:
-        any length, in as many chunks as it takes)."""
+    def fits(self, cols: int, cc: tuple = (9, 0), aligned: bool = False) -> bool:
+        """The config holds a row of ``cols`` at any alignment, or starting on
+        16 bytes when ``aligned`` (split rungs: any length, in as many chunks
+        as it takes)."""
         if tuple(cc) < _arch_cc(self.arch):
             return False
         if self.kind in ("split", "split_stream"):
             return cols <= MAX_WINDOW_COLS
-        return cols + self.vec - 1 <= self.window * self.vec
+        return cols + (0 if aligned else self.vec - 1) <= self.window * self.vec
 
     def describe(self) -> str:
         parts = [self.entry, f"threads={self.threads}"]
