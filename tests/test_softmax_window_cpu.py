@@ -449,3 +449,46 @@ def test_misaligned_element_pointers_are_refused():
 if __name__ == "__main__":
     CHOICES.write_text(json.dumps(_table(), indent=1, sort_keys=True) + "\n")
     print(f"{len(_table())} choices -> {CHOICES}", file=sys.stderr)
+
+
+# ---------------------------------------------------------------------------
+# the row-length suite of drvgemm bench --memory --softmax-rows (pure Python)
+# ---------------------------------------------------------------------------
+def test_row_suite_spans_the_issue():
+    from drvgemm.tools import memory_bench as mb
+    cols = {c for _, c in mb.SOFTMAX_ROW_SUITE}
+    assert len(mb.SOFTMAX_ROW_SUITE) >= 24 and min(cols) == 1 and max(cols) == 1048576
+    assert {32000, 50257, 128256, 151936} <= cols
+    assert sum(c % 2 for c in cols) >= 8, "odd lengths"
+    assert any(r * c * 2 < mb.LARGE_BYTES for r, c in mb.SOFTMAX_ROW_SUITE)
+    assert sum(r * c * 4 >= mb.LARGE_BYTES for r, c in mb.SOFTMAX_ROW_SUITE) >= 20
+    assert max(r * c * 4 for r, c in mb.SOFTMAX_ROW_SUITE) <= 2 << 30
+
+
+def test_row_suite_summary_against_the_targets():
+    import io
+    from drvgemm.tools import memory_bench as mb
+
+    def rec(m, n, frac, vs, us, tus, cls, ok=True):
+        return {"kernel": "softmax_07_any_row", "precision": "fp32", "m": m, "n": n,
+                "median_ms": 1.0, "gbps": 1.0, "copy_fraction": frac, "vs_torch": vs,
+                "call_us": us, "torch_call_us": tus, "shape_class": cls, "auto": True,
+                "correct": ok, "config": "cfg"}
+
+    recs = [rec(1, 8, 0.5, 1.1, 9.0, 10.0, "small"), rec(2, 8, 0.6, 0.9, 12.0, 10.0, "small"),
+            rec(4096, 4097, 0.88, 1.5, 50, 80, "large"),
+            rec(8192, 50257, 0.78, 1.4, 900, 1500, "large", ok=False),
+            rec(100000, 128, 0.95, 0.98, 30, 29, "large"),
+            {"kernel": "copy", "precision": "fp32", "m": 1, "n": 8, "baseline": True}]
+    s = mb.softmax_rows_summary(recs)["fp32"]
+    assert s["shapes"] == 5 and s["large_shapes"] == 3 and s["small_shapes"] == 2
+    assert s["min_copy_ratio_large"] == 0.78
+    assert s["geomean_copy_ratio_large"] == pytest.approx((0.88 * 0.78 * 0.95) ** (1 / 3), abs=1e-4)
+    assert s["large_below_0.85_of_copy"] == ["8192x50257"]
+    assert s["large_not_faster_than_torch"] == ["100000x128"]
+    assert s["small_slower_per_call_than_torch"] == ["2x8"]
+    assert s["wrong"] == ["8192x50257"]
+    buf = io.StringIO()
+    mb.print_softmax_rows_report(recs, file=buf)
+    text = buf.getvalue()
+    assert "WRONG RESULT" in text and "below 0.85: 8192x50257" in text
