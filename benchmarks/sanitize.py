@@ -25,11 +25,30 @@ SHAPES = [(1, 1, 1), (67, 45, 33), (130, 129, 17), (257, 131, 70), (70, 136, 40)
           (129, 264, 65)]
 
 
-SOFTMAX_SHAPES = [(1, 1), (3, 1000), (5, 4099), (2, 33000), (1, 131072)]
+SOFTMAX_SHAPES = [(1, 1), (3, 1000), (5, 4099), (2, 33000), (1, 131072),
+                  # the window rungs' paths: lane groups, odd groups, a block per odd row,
+                  # a cluster per vocabulary row, split rows (resident and streamed)
+                  (9, 7), (33, 33), (3, 12345), (2, 50257), (3, 262145), (1, 2_500_001)]
+# (x offset, y offset, pitch pad) in elements: rows that start off 16 bytes, at a
+# pitch above the row, x and y of different phase
+SOFTMAX_VIEWS = [(1, 1, 0), (3, 3, 5), (2, 1, 3)]
+
+
+class _View:
+    """rows x cols at pitch ld, ``off`` elements into ``buf`` (a DeviceArray)."""
+
+    def __init__(self, buf, off, rows, cols, ld, dtype):
+        self.dtype = np.dtype(dtype)
+        size = self.dtype.itemsize
+        self.__cuda_array_interface__ = {"shape": (rows, cols), "typestr": "|V%d" % size,
+                                         "data": (buf.ptr + off * size, False),
+                                         "strides": (ld * size, size), "version": 3}
 
 
 def main_softmax(names):
-    """Each softmax rung (and auto) at odd shapes; rows must sum to 1."""
+    """Each softmax rung (and auto) at odd shapes, then the window rungs (and
+    auto) on offset and pitched views in fp32 and bf16; rows must sum to 1."""
+    import ml_dtypes
     from drvgemm.ladders.softmax import registry as sm
     names = names or sm.kernels() + ["auto"]
     bad = 0
@@ -45,6 +64,37 @@ def main_softmax(names):
                 bad += 1
                 print(f"MISMATCH softmax {name} {rows}x{cols}", flush=True)
         print(f"ran softmax {name}", flush=True)
+    window = [n for n in names if n == "auto" or n.startswith(("softmax_07", "softmax_08",
+                                                              "softmax_09"))]
+    for name in window:
+        for rows, cols in SOFTMAX_SHAPES:
+            for xoff, yoff, pad in SOFTMAX_VIEWS:
+                for dt, tol in ((np.float32, 1e-4), (ml_dtypes.bfloat16, 3e-2)):
+                    size = np.dtype(dt).itemsize
+                    ld = cols + pad
+                    n = (rows - 1) * ld + cols + 8
+                    x = np.random.default_rng(cols).standard_normal((rows, cols)).astype(dt)
+                    xb = drvgemm.empty((n,), dt)
+                    yb = drvgemm.empty((n,), dt)
+                    host = np.zeros(n, dt)
+                    for r in range(rows):
+                        host[xoff + r * ld:xoff + r * ld + cols] = x[r]
+                    xb.copy_from_host(host)
+                    try:
+                        drvgemm.softmax(_View(xb, xoff, rows, cols, ld, dt), kernel=name,
+                                        out=_View(yb, yoff, rows, cols, ld, dt))
+                    except ValueError as e:
+                        print(f"skip {name} {rows}x{cols} view: {e}", flush=True)
+                        break
+                    h = yb.to_host().astype(np.float64)
+                    y = np.stack([h[yoff + r * ld:yoff + r * ld + cols] for r in range(rows)])
+                    if not np.allclose(y.sum(axis=1), 1.0, atol=tol):
+                        bad += 1
+                        print(f"MISMATCH softmax {name} {rows}x{cols} view ({xoff}, {yoff}, "
+                              f"+{pad}) {np.dtype(dt)} ({size} B)", flush=True)
+                    xb.free()
+                    yb.free()
+        print(f"ran softmax {name} on views", flush=True)
     drvgemm.synchronize()
     return 1 if bad else 0
 

@@ -58,8 +58,12 @@ def instantiations():
                 for vec in sorted({c.vec(itemsize), 1}):
                     out.append((f"softmax/{c.describe(vec)}/{precision}/{arch}", r.source,
                                 c.entry, c.defines(precision, vec), arch))
+    for c in softmax.WINDOW_CONFIGS:
+        for precision in softmax.window_precisions(c):
+            out.append((f"softmax/{c.describe()}/{precision}/sm_90", c.source, c.entry,
+                        c.defines(precision), "sm_90"))
     for mk in memory.MEM_KERNELS:
-        out.append((f"memory/{mk.name}/sm_90", mk.source, mk.entry, None, "sm_90"))
+        out.append((f"memory/{mk.name}/sm_90", mk.source, mk.entry, mk.defines or None, "sm_90"))
     for e in ("scale_c", "scale_c_bf16", "scale_c_fp16"):
         out.append((f"helper/{e}/sm_90", "scale.cu", e, None, "sm_90"))
     for e in hopper.REDUCE_ENTRIES.values():   # rung 20's split-K reduction

@@ -129,8 +129,9 @@ def test_every_softmax_entry_compiles_for_sm80(cfg):
 @pytest.mark.parametrize("source", ["mem_01_copy.cu", "mem_02_strided.cu", "mem_03_transpose.cu"])
 @pytest.mark.parametrize("arch", ARCHS)
 def test_memory_kernels_compile_without_spills(source, arch):
-    entries = [k.entry for k in mem_registry.MEM_KERNELS if k.source == source]
-    b, res = build(source, entries[0], None, arch)
+    kernels = [k for k in mem_registry.MEM_KERNELS if k.source == source]
+    entries = [k.entry for k in kernels]
+    b, res = build(source, entries[0], kernels[0].defines, arch)
     for e in entries:
         assert e in res, f"{e} missing from {source}"
         assert res[e].spill_stores == 0 and res[e].stack == 0, (e, res[e])
@@ -225,7 +226,7 @@ def test_sweep_candidates_compile_and_fit(cfg, cols):
     """Every candidate of ``python -m drvgemm.membench --sweep`` compiles
     without spills, takes its shape and fits a block's shared memory, so the
     one GPU run that measures them all cannot stop on a candidate."""
-    assert cfg.fits(cols, (9, 0))
+    assert softmax_sweep._fits(cfg, cols, (9, 0))
     p = sm.config_plan(cfg, 1024, cols)
     b, res = build(p.source, p.entry, dict(p.defines), "sm_90")
     r = res[p.entry]
@@ -263,7 +264,8 @@ def test_only_the_shuffle_rungs_shuffle():
 
 
 def test_float4_copy_uses_128_bit_accesses_and_scalar_copy_does_not():
-    b, _ = build("mem_01_copy.cu", "mem_copy_scalar", None, "sm_90")
+    b, _ = build("mem_01_copy.cu", "mem_copy_scalar",
+                 mem_registry.mem_kernel("mem_copy_scalar").defines, "sm_90")
     text = sass.disassemble(b.cubin)
     vec, scal = function_sass(text, "mem_copy_float4"), function_sass(text, "mem_copy_scalar")
     assert opcodes_with(vec, "LDG", "128") >= 4 and opcodes_with(vec, "STG", "128") >= 4
@@ -299,22 +301,33 @@ def test_transposes_tile_sizes():
     (16385, (8, 0), "softmax_04_vectorized_stream", {}),
     (131072, (8, 0), "softmax_04_vectorized_stream", {}),
 ])
-def test_auto_picks_by_row_length(cols, cc, entry, extra):
-    p = sm.plan(1000, cols, cc=cc)
+def test_the_ladder_picks_by_row_length(cols, cc, entry, extra):
+    """Rungs 04..06 by row length: what auto takes among them where it keeps
+    the ladder (the window rungs' choice table is test_softmax_window_cpu)."""
+    vec = 4
+    _, cfg = sm._ladder_config(1000, cols, cc, cols % vec == 0)
+    p = sm.config_plan(cfg, 1000, cols)
     assert p.entry == entry
     for k, v in extra.items():
         assert getattr(p.config, k) == v, (k, p.describe())
 
 
 @pytest.mark.parametrize("prec", ["fp32", "bf16"])
-def test_auto_takes_the_register_cluster_rung_where_bulk_copies_cannot_run(prec):
+def test_auto_keeps_vector_accesses_where_bulk_copies_cannot_run(prec):
     """Bulk copies need 16-byte aligned rows of whole 16-byte vectors; a
-    misaligned pointer sends auto to rung 05 with scalar loads instead of
-    rung 06 without its prefetch."""
-    p = sm.plan(100, 131072, prec, aligned=False)
-    assert p.entry == "softmax_05_cluster" and p.vec == 1 and p.smem == 0
-    p = sm.plan(100, 131072, prec)
-    assert p.entry == "softmax_06_pipelined" and p.vec * smr.numpy_dtype(prec).itemsize == 16
+    misaligned pointer sends auto to the window cluster rung (every vector
+    inside the row still one 128-bit access), not to rung 05/06 with scalar
+    loads. Aligned fp32 with many rows keeps rung 06; bf16 measured better on
+    the window rung."""
+    itemsize = smr.numpy_dtype(prec).itemsize
+    p = sm.plan(1000, 131072, prec, aligned=False)
+    assert p.entry == "softmax_08_any_row_cluster" and p.config.vec * itemsize == 16
+    assert p.smem == 0
+    p = sm.plan(1000, 131072, prec)
+    if prec == "fp32":
+        assert p.entry == "softmax_06_pipelined" and p.vec * itemsize == 16
+    else:
+        assert p.entry == "softmax_08_any_row_cluster"
 
 
 @pytest.mark.parametrize("prec,aligned,want", [
@@ -347,12 +360,20 @@ def test_plans_cover_every_row_and_column(rows, cols, prec, aligned, kernel):
     try:
         p = sm.plan(rows, cols, prec, kernel=kernel, aligned=aligned)
     except ValueError as e:  # only an explicitly requested cluster grid can overflow
-        assert kernel == "softmax_05_cluster" and "exceed the grid" in str(e)
-        assert rows * r.pick(cols).cluster > 2**31 - 1
+        assert kernel in ("softmax_05_cluster", "softmax_08_any_row_cluster") \
+            and "exceed the grid" in str(e)
+        if kernel == "softmax_05_cluster":
+            assert rows * r.pick(cols).cluster > 2**31 - 1
+        else:
+            assert rows * 2 > 2**31 - 1
         return
     c = p.config
     assert p.block == (c.threads, 1, 1)
     assert 1 <= p.grid[0] <= 2**31 - 1
+    if p.pitched:   # the window rungs: test_softmax_window_cpu checks their plans
+        vec = 16 // smr.numpy_dtype(prec).itemsize
+        assert isinstance(c, smr.WindowConfig) and c.fits(cols, aligned=aligned and cols % vec == 0)
+        return
     if c.row_threads < c.threads:
         assert p.grid[0] * c.rows_per_block >= rows > (p.grid[0] - 1) * c.rows_per_block
     elif c.persistent:
@@ -366,7 +387,9 @@ def test_plans_cover_every_row_and_column(rows, cols, prec, aligned, kernel):
     if c.capacity is not None:
         assert cols <= c.capacity
     d = dict(p.defines)
-    assert d["DTYPE"] == smr.DTYPE_CODES[prec] and d["VEC"] == p.vec
+    assert d["DTYPE"] == smr.DTYPE_CODES[prec] and d.get("VEC", 1) == p.vec
+    # every define the source needs, and only those (the kernels refuse a missing one)
+    assert set(d) == set(smr.SOURCE_DEFINES[p.source])
     if p.vec > 1:
         assert aligned and cols % p.vec == 0
         assert p.vec * smr.numpy_dtype(prec).itemsize <= 16
@@ -406,7 +429,12 @@ def test_plan_rejects_out_of_range_shapes(rows, cols):
 
 def test_registry_names_and_sources():
     assert smr.kernels() == ["softmax_01_naive", "softmax_02_online", "softmax_03_warp_shuffle",
-                            "softmax_04_vectorized", "softmax_05_cluster", "softmax_06_pipelined"]
+                            "softmax_04_vectorized", "softmax_05_cluster", "softmax_06_pipelined",
+                            "softmax_07_any_row", "softmax_08_any_row_cluster",
+                            "softmax_09_split_row"]
+    for r in smr.WINDOW_RUNGS:
+        assert r.source.startswith(r.name) and r.summary and r.configs
+        assert {c.entry for c in r.configs} == set(r.entries)
     for r in smr.SOFTMAX_RUNGS:
         assert r.source.startswith(r.name) and r.summary and r.configs
         limits = [c.limit for c in r.configs]
@@ -420,9 +448,13 @@ def test_catalogue_lists_every_config_and_memory_kernel_once():
     cat = smr.catalogue() + mem_registry.catalogue()
     labels = [c[0] for c in cat]
     assert len(labels) == len(set(labels))
-    assert sum(len(r.configs) for r in smr.SOFTMAX_RUNGS) + len(mem_registry.MEM_KERNELS) == len(cat)
+    assert sum(len(r.configs) for r in smr.SOFTMAX_RUNGS) + \
+        len(smr.window_catalogue_configs()) + len(mem_registry.MEM_KERNELS) == len(cat)
+    # every window family once, at its register-tightest
+    assert {(c.entry, c.threads, c.min_blocks, c.vec) for c in smr.WINDOW_CONFIGS} == \
+        {(c.entry, c.threads, c.min_blocks, c.vec) for c in smr.window_catalogue_configs()}
     for label, source, entry, defines, arch in cat:
-        if entry == "softmax_05_cluster":
+        if entry in ("softmax_05_cluster", "softmax_08_any_row_cluster"):
             assert arch == "sm_90" and defines["CLUSTER"] > 1
         elif entry == "softmax_06_pipelined":
             assert arch == "sm_90" and defines["STAGES"] >= 2

@@ -10,10 +10,10 @@
 // copied by block 0. Grids: ceil(n / (THREADS * UNROLL)) blocks for scalar,
 // ceil(n / 4 / (THREADS * UNROLL)) (at least 1) for float4. n is 64-bit.
 #ifndef THREADS
-#define THREADS 256
+#error "THREADS must be defined (threads per block)"
 #endif
 #ifndef UNROLL
-#define UNROLL 4
+#error "UNROLL must be defined (items each thread moves, all loads before any store)"
 #endif
 
 extern "C" __global__ void __launch_bounds__(THREADS)

@@ -8,10 +8,10 @@
 // (and the useful bandwidth falls accordingly).
 // Grid: ceil(count / (THREADS * UNROLL)) blocks; arrays of count * stride floats.
 #ifndef THREADS
-#define THREADS 256
+#error "THREADS must be defined (threads per block)"
 #endif
 #ifndef UNROLL
-#define UNROLL 4
+#error "UNROLL must be defined (items each thread moves, all loads before any store)"
 #endif
 
 extern "C" __global__ void __launch_bounds__(THREADS)

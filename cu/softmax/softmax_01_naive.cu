@@ -10,7 +10,7 @@
 #include "softmax_common.cuh"
 
 #ifndef THREADS
-#define THREADS 256
+#error "THREADS must be defined (threads per block)"
 #endif
 static_assert((THREADS & (THREADS - 1)) == 0 && THREADS >= 32 && THREADS <= 1024,
               "THREADS: a power of two in [32, 1024]");

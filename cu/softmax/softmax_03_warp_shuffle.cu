@@ -13,7 +13,7 @@
 #include "softmax_common.cuh"
 
 #ifndef THREADS
-#define THREADS 256
+#error "THREADS must be defined (threads per block)"
 #endif
 static_assert(THREADS % 32 == 0 && THREADS <= 1024, "THREADS: a multiple of 32 up to 1024");
 

@@ -10,6 +10,10 @@
 //   an online pass with UNROLL vectors in flight per thread, then a second
 //   pass that writes (2 reads + 1 write; the second read often hits L2).
 //
+// Every constant is a define the registry always passes (a missing one is a
+// compile error). Both entries are compiled together, so a config of one also
+// names the other's constants (ladders/softmax/registry.py: RUNG04_COMPANION).
+//
 // VEC elements per load: 16 bytes (float4, or 8 x bf16/fp16) when the
 // dispatcher has checked cols % VEC == 0 and both pointers are 16-byte
 // aligned; VEC = 1 otherwise, which is correct for any shape.
@@ -17,22 +21,22 @@
 #include "softmax_common.cuh"
 
 #ifndef THREADS
-#define THREADS 256
+#error "THREADS must be defined (threads per block)"
 #endif
 #ifndef ROW_THREADS
-#define ROW_THREADS 32
+#error "ROW_THREADS must be defined (threads per row: a power of two <= 32, or THREADS)"
 #endif
 #ifndef ELEMS
-#define ELEMS 32
+#error "ELEMS must be defined (elements a thread holds in registers, rows entry)"
 #endif
 #ifndef VEC
-#define VEC 1
+#error "VEC must be defined (elements per load: 16 / sizeof(element) when aligned, else 1)"
 #endif
 #ifndef MIN_BLOCKS
-#define MIN_BLOCKS 1
+#error "MIN_BLOCKS must be defined (__launch_bounds__ blocks per SM (1: no register cap))"
 #endif
 #ifndef UNROLL
-#define UNROLL 4
+#error "UNROLL must be defined (vectors in flight per thread, stream entry)"
 #endif
 
 static_assert(THREADS % 32 == 0 && THREADS <= 1024, "THREADS: a multiple of 32 up to 1024");

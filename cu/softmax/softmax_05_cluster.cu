@@ -20,19 +20,19 @@
 #include "softmax_common.cuh"
 
 #ifndef THREADS
-#define THREADS 512
+#error "THREADS must be defined (threads per block)"
 #endif
 #ifndef ELEMS
-#define ELEMS 32
+#error "ELEMS must be defined (elements a thread holds in registers (0: no register-resident entry))"
 #endif
 #ifndef VEC
-#define VEC 1
+#error "VEC must be defined (elements per load: 16 / sizeof(element) when aligned, else 1)"
 #endif
 #ifndef CLUSTER
-#define CLUSTER 8
+#error "CLUSTER must be defined (blocks per row)"
 #endif
 #ifndef MIN_BLOCKS
-#define MIN_BLOCKS 1
+#error "MIN_BLOCKS must be defined (__launch_bounds__ blocks per SM (1: no register cap))"
 #endif
 
 static_assert(THREADS % 32 == 0 && THREADS <= 1024, "THREADS: a multiple of 32 up to 1024");

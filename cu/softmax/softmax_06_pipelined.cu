@@ -47,26 +47,26 @@
 #include "tma.cuh"
 
 #ifndef THREADS
-#define THREADS 512
+#error "THREADS must be defined (threads per block)"
 #endif
 #ifndef ELEMS
-#define ELEMS 32
+#error "ELEMS must be defined (elements a thread holds in registers (0: no register-resident entry))"
 #endif
 #ifndef VEC
-#define VEC 1
+#error "VEC must be defined (elements per load: 16 / sizeof(element) when aligned, else 1)"
 #endif
 #ifndef CLUSTER
-#define CLUSTER 8
+#error "CLUSTER must be defined (blocks per row)"
 #endif
 #ifndef STAGES
-#define STAGES 3
+#error "STAGES must be defined (landing buffers per block)"
 #endif
 #ifndef MIN_BLOCKS
-#define MIN_BLOCKS 1
+#error "MIN_BLOCKS must be defined (__launch_bounds__ blocks per SM (1: no register cap))"
 #endif
 // 1: the bulk copies carry an L2 evict-first hint (every byte is read once).
 #ifndef EVICT_FIRST
-#define EVICT_FIRST 0
+#error "EVICT_FIRST must be defined (1: L2 evict-first hint on the bulk copies, else 0)"
 #endif
 static_assert(THREADS % 32 == 0 && THREADS <= 1024, "THREADS: a multiple of 32 up to 1024");
 static_assert(ELEMS % VEC == 0, "ELEMS must be a multiple of VEC");
@@ -154,21 +154,6 @@ __device__ __forceinline__ void buffer_load(const elem_t* buf, int count, int la
             for (int k = 0; k < VEC; ++k) v[i * VEC + k] = NEG_INF;
         }
     }
-}
-
-// Merge N <= 32 pairs from shared memory into one, identically in every
-// thread: lane j takes pair j (lanes past N the empty pair, which merge
-// leaves bit for bit unchanged) and a butterfly combines them in log2 steps,
-// instead of a chain of N - 1 dependent merges. Every warp runs the same
-// butterfly on the same pairs, and merge is commutative bit for bit, so all
-// threads of all blocks of a cluster hold the same result.
-template <int N>
-__device__ __forceinline__ MaxSum fold_pairs(const MaxSum* p, int lane) {
-    static_assert(N >= 1 && N <= 32, "N: 1..32");
-    constexpr int W = N <= 1 ? 1 : N <= 2 ? 2 : N <= 4 ? 4 : N <= 8 ? 8 : N <= 16 ? 16 : 32;
-    const int j = lane & (W - 1);
-    const MaxSum v = j < N ? p[j] : MaxSum{NEG_INF, 0.0f};
-    return shfl_merge<W>(v);
 }
 
 extern "C" __global__ void CLUSTER_SHAPE __launch_bounds__(THREADS, MIN_BLOCKS)

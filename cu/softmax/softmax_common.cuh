@@ -5,7 +5,7 @@
 // instruction each way, so no toolkit header is needed: NVRTC ships without
 // cuda_fp16.h / cuda_bf16.h. All arithmetic is fp32 whatever the storage type.
 //
-// Semantics every rung follows (the float64 reference in drvgemm/softmax.py
+// Semantics every rung follows (the float64 reference in drvgemm/ladders/softmax/dispatch.py
 // computes the same thing):
 //   y[r, c] = exp(x[r, c] - max_r) / sum_c exp(x[r, c] - max_r)
 //   * -inf entries contribute exp(-inf) = 0 and come out as 0;
@@ -15,7 +15,7 @@
 #pragma once
 
 #ifndef DTYPE
-#define DTYPE 0
+#error "DTYPE must be defined: 0 (fp32), 1 (bf16) or 2 (fp16)"
 #endif
 
 #if DTYPE == 0
@@ -177,6 +177,21 @@ __device__ __forceinline__ MaxSum block_merge(MaxSum v, MaxSum* part) {
 #pragma unroll
     for (int w = 1; w < kThreads / 32; ++w) r = merge(r, part[w]);
     return r;
+}
+
+// Merge N <= 32 pairs from shared memory into one, identically in every
+// thread: lane j takes pair j (lanes past N the empty pair, which merge
+// leaves bit for bit unchanged) and a butterfly combines them in log2 steps,
+// instead of a chain of N - 1 dependent merges. Every warp runs the same
+// butterfly on the same pairs, and merge is commutative bit for bit, so all
+// threads of all blocks of a cluster hold the same result.
+template <int N>
+__device__ __forceinline__ MaxSum fold_pairs(const MaxSum* p, int lane) {
+    static_assert(N >= 1 && N <= 32, "N: 1..32");
+    constexpr int W = N <= 1 ? 1 : N <= 2 ? 2 : N <= 4 ? 4 : N <= 8 ? 8 : N <= 16 ? 16 : 32;
+    const int j = lane & (W - 1);
+    const MaxSum v = j < N ? p[j] : MaxSum{NEG_INF, 0.0f};
+    return shfl_merge<W>(v);
 }
 
 // ---------------------------------------------------------------------------

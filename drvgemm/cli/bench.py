@@ -61,6 +61,9 @@ def add(sub) -> None:
     b.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                    help="with --shapes: skip the shapes left after this many seconds "
                         "(default 330, 120 with --quick)")
+    b.add_argument("--softmax-rows", action="store_true",
+                   help="with --memory: only the softmax row-length suite (softmax auto from 1 "
+                        "to 1M columns, fp32 and bf16, against the copy and torch.softmax)")
     b.add_argument("--no-baseline", action="store_true", help="skip cuBLAS")
     b.add_argument("--reps", type=int, default=None, help="timed repetitions per point")
     b.add_argument("--arch", default="sm_90", help=argparse.SUPPRESS)
@@ -127,7 +130,11 @@ def run(args) -> int:
         print(bench.compile_report(arch=args.arch))
         return 0
     print(f"device: {driver.device()}", flush=True)
-    if args.memory:
+    if args.memory and args.softmax_rows:
+        suite = memory_bench.run_softmax_rows(reps=args.reps or 20)
+        memory_bench.print_softmax_rows_report(suite["records"], suite["summary"])
+        results = {"device": records.device_json(driver.device()), **suite}
+    elif args.memory:
         recs = memory_bench.run_memory_bench()
         memory_bench.print_memory_report(recs)
         results = {"device": records.device_json(driver.device()), "records": recs}

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
+import time
 
 import numpy as np
 
@@ -37,7 +38,8 @@ from .records import memory_record
 
 __all__ = ["run_memory_bench", "bench_softmax", "bench_mem_kernels", "measure_copy",
            "print_memory_report", "softmax_summary", "ncu_bank_conflicts", "softmax_inputs",
-           "SOFTMAX_SHAPES"]
+           "SOFTMAX_SHAPES", "SOFTMAX_ROW_SUITE", "bench_softmax_rows", "softmax_rows_summary",
+           "print_softmax_rows_report", "run_softmax_rows", "LARGE_BYTES"]
 
 # The shapes of ANCHORS' torch table: square, very long rows, short rows.
 SOFTMAX_SHAPES = ((16384, 16384), (4096, 131072), (65536, 1024), (1024, 65536))
@@ -137,15 +139,15 @@ def bench_softmax(shapes=SOFTMAX_SHAPES, *, precision="fp32", kernels=None, reps
         dx = driver.to_device(x)
         dy = driver.empty((rows, cols), x.dtype)
         recs = []
-        auto = sm.plan(rows, cols, precision, cc=cc)
+        auto = sm.plan(rows, cols, precision, cc=cc, sm_count=driver.device().sm_count)
         for name in names:
             rung = sm_registry.rung(name)
             if not rung.supports(cols, cc):
                 continue
-            k, p = sm.prepare(sm.plan(rows, cols, precision, kernel=name, cc=cc), rows)
+            k, p = sm.prepare(sm.plan(rows, cols, precision, kernel=name, cc=cc,
+                                      sm_count=driver.device().sm_count), rows)
             dy.fill_bytes(0xFF)  # NaN: an entry the kernel never writes shows up
-            ms = _median_ms(lambda: launch(k, p.grid, p.block, (dx, dy, rows, cols), cluster=p.cluster,
-                                           smem=p.smem), reps)
+            ms = _median_ms(lambda: sm.run_plan(k, p, dx, dy, rows, cols), reps)
             err = _max_rel_err(dy.to_host()[sample], ref)
             rec = memory_record(name, precision, rows, cols, ms, 2 * elem_bytes,
                           config=p.describe(), max_rel_err=err,
@@ -193,7 +195,7 @@ def _torch_softmax(x, sample, reps):
 
 
 def _mem_compiled(mk: MemKernel):
-    return sm.compiled(mk.source, mk.entry, (), None)
+    return sm.compiled(mk.source, mk.entry, tuple(sorted(mk.defines.items())), None)
 
 
 def bench_mem_kernels(*, n=COPY_FLOATS, strides=STRIDES, transpose_shape=TRANSPOSE_SHAPE,
@@ -276,6 +278,207 @@ def run_memory_bench(*, softmax_shapes=SOFTMAX_SHAPES, precision="fp32", reps=20
     records += bench_softmax(softmax_shapes, precision=precision, reps=reps,
                              torch_baseline=torch_baseline)
     return records
+
+
+# ---------------------------------------------------------------------------
+# the row-length suite (issue 18): kernel="auto" from 1 to 1,048,576 columns
+# ---------------------------------------------------------------------------
+LARGE_BYTES = 8 << 20     # shapes from here on are bandwidth-bound: judged by the copy ratio
+
+# (rows, cols): many short rows, odd lengths (no 16-byte vector per row),
+# vocabularies (32000, 50257, 128256, 151936) and a few very long rows; at
+# most ~1.6 GB a buffer (fp32 8192 x 50257, the issue's first row), the
+# launch-bound shapes last.
+SOFTMAX_ROW_SUITE = (
+    (1048576, 1), (1048576, 2), (1048576, 3), (1048576, 8), (524288, 31), (262144, 33),
+    (131072, 127), (100000, 128), (65536, 129), (65536, 256), (32768, 1000), (16384, 1024),
+    (8192, 4096), (4096, 4097), (777, 12345), (2048, 16384), (2048, 32000), (8192, 50257),
+    (1024, 50257), (1024, 128256), (512, 151936), (64, 262144), (16, 1048576), (4, 1048576),
+    (1, 1048576), (65537, 7), (1, 1), (1, 1000), (128, 128), (8, 4096), (32, 50257),
+    (3, 777777),
+)
+SUITE_PERIOD_BYTES = 4 << 20   # host data per shape: rows repeat with this period
+
+
+def _tiled_input(rows, cols, precision, seed):
+    """A rows x cols device array whose rows repeat a host pattern of at most
+    SUITE_PERIOD_BYTES (filled on the device by doubling copies, so a 1.6 GB
+    input costs the host 4 MiB of random numbers); returns (array, pattern)."""
+    itemsize = sm_registry.numpy_dtype(precision).itemsize
+    period = max(1, min(rows, SUITE_PERIOD_BYTES // (cols * itemsize)))
+    pattern = softmax_inputs(period, cols, precision, seed)
+    x = driver.empty((rows, cols), pattern.dtype)
+    driver.DeviceArray((period, cols), pattern.dtype, ptr=x.ptr, owner=False).copy_from_host(
+        pattern)
+    done, row_bytes = period, cols * itemsize
+    while done < rows:
+        n = min(done, rows - done)
+        driver.memcpy_dtod(x.ptr + done * row_bytes, x.ptr, n * row_bytes)
+        done += n
+    driver.synchronize()
+    return x, pattern
+
+
+def _call_us(fn, calls, sync):
+    """Wall-clock microseconds per call of ``calls`` calls back to back (what a
+    launch-bound shape costs its caller: host work included)."""
+    fn()
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    sync()
+    return (time.perf_counter() - t0) / calls * 1e6
+
+
+def _rows_rel_err(y_rows, pattern, sample):
+    return _max_rel_err(y_rows, sm.reference(pattern[sample % len(pattern)]))
+
+
+ERR_BOUND = {"fp32": 1e-5, "bf16": 2.0 ** -7, "fp16": 2.0 ** -9}
+
+
+def bench_softmax_rows(shapes=SOFTMAX_ROW_SUITE, precisions=("fp32", "bf16"), *, reps=20,
+                       calls=200, torch_baseline=True, seed=0) -> list[dict]:
+    """drvgemm.softmax(kernel="auto") at every shape and precision, as a user
+    calls it (device input, ``out=``, the public path with its plan cache),
+    with the device copy of the same bytes and torch.softmax measured in the
+    same run on the same data. Records (DESIGN "Benchmarks"): a ``copy`` and
+    a ``torch_softmax`` baseline and the ``auto`` record with ``config`` (the
+    chosen rung and constants), ``shape_class`` ("large": >= 8 MiB, else
+    "small"), ``copy_fraction``, ``vs_torch`` (torch's time over auto's),
+    ``call_us`` (wall-clock per call of back-to-back calls, auto and torch),
+    ``max_rel_err`` on sampled rows and ``correct``."""
+    torch = torch_cuda() if torch_baseline else None
+    dev = driver.device()
+    out = []
+    for precision in precisions:
+        for rows, cols in shapes:
+            nbytes = rows * cols * sm_registry.numpy_dtype(precision).itemsize
+            large = nbytes >= LARGE_BYTES
+            n_calls = calls if not large else max(5, min(calls, int(2e9 // max(nbytes, 1))))
+            x, pattern = _tiled_input(rows, cols, precision, seed + cols)
+            y = driver.empty((rows, cols), x.dtype)
+            copy = measure_copy(nbytes, reps=reps, m=rows, n=cols, precision=precision)
+            y.fill_bytes(0xFF)
+            p = sm.plan(rows, cols, precision, cc=dev.cc, sm_count=dev.sm_count)
+
+            def run():
+                sm.softmax(x, out=y)
+
+            ms = _median_ms(run, reps)
+            sample = _sample_rows(rows, 8)
+            got = np.stack([driver.DeviceArray((1, cols), x.dtype, owner=False,
+                                               ptr=y.ptr + int(r) * cols * x.dtype.itemsize
+                                               ).to_host()[0] for r in sample])
+            err = _rows_rel_err(got, pattern, sample)
+            us = _call_us(run, n_calls, driver.synchronize)
+            rec = memory_record(p.rung, precision, rows, cols, ms, 2 * nbytes,
+                                config=p.describe(), auto=True, max_rel_err=err,
+                                correct=bool(err == err and err <= ERR_BOUND[precision]),
+                                shape_class="large" if large else "small",
+                                call_us=round(us, 2), predicted=p.predicted, why=p.note)
+            recs = [rec]
+            if torch is not None:
+                t = _torch_view(torch, x)
+                hold = {}
+
+                def trun():
+                    hold["y"] = torch.softmax(t, dim=-1)
+
+                tms = _median_ms(trun, reps)
+                tus = _call_us(trun, n_calls, torch.cuda.synchronize)
+                hold.clear()
+                recs.append(memory_record("torch_softmax", precision, rows, cols, tms, 2 * nbytes,
+                                          baseline=True, config="torch.softmax(dim=-1)",
+                                          shape_class=rec["shape_class"],
+                                          call_us=round(tus, 2)))
+                rec["vs_torch"] = round(tms / ms, 3)
+                rec["torch_call_us"] = round(tus, 2)
+                del t
+                torch.cuda.empty_cache()
+            x.free()
+            y.free()
+            out.append(copy)
+            out.extend(_with_copy(recs, copy))
+            _progress(f"{precision} {rows}x{cols}: {rec['copy_fraction']:.3f} of copy"
+                      + (f", {rec['vs_torch']:.2f}x torch" if "vs_torch" in rec else "")
+                      + f" ({p.describe()})" + ("" if rec["correct"] else "  WRONG"))
+    return out
+
+
+def _torch_view(torch, x):
+    """A torch tensor over the same device memory as DeviceArray x (no copy)."""
+    if x.dtype == sm_registry.numpy_dtype("bf16"):
+        u = torch.as_tensor(x.view(np.int16), device="cuda")
+        return u.view(torch.bfloat16)
+    return torch.as_tensor(x, device="cuda")
+
+
+def _geomean(xs):
+    return math.exp(sum(math.log(v) for v in xs) / len(xs)) if xs else None
+
+
+def softmax_rows_summary(records) -> dict:
+    """Per precision, against the issue's targets: ``large`` (>= 8 MiB)
+    shapes: min and geometric mean of the copy ratio, the shapes below 0.85 of
+    copy and those not faster than torch; ``small`` shapes: the ones whose
+    time per call is above torch's; every shape's geometric mean too."""
+    out = {}
+    autos = [r for r in records if r.get("auto")]
+    for prec in sorted({r["precision"] for r in autos}):
+        mine = [r for r in autos if r["precision"] == prec]
+        large = [r for r in mine if r["shape_class"] == "large"]
+        small = [r for r in mine if r["shape_class"] == "small"]
+        ratio = [r["copy_fraction"] for r in large]
+        vs = [r["vs_torch"] for r in large if "vs_torch" in r]
+        out[prec] = {
+            "shapes": len(mine), "large_shapes": len(large), "small_shapes": len(small),
+            "min_copy_ratio_large": min(ratio) if ratio else None,
+            "geomean_copy_ratio_large": round(_geomean(ratio), 4) if ratio else None,
+            "geomean_copy_ratio_all": round(_geomean([r["copy_fraction"] for r in mine]), 4)
+            if mine else None,
+            "min_vs_torch_large": min(vs) if vs else None,
+            "geomean_vs_torch_large": round(_geomean(vs), 4) if vs else None,
+            "large_below_0.85_of_copy": [f"{r['m']}x{r['n']}" for r in large
+                                         if r["copy_fraction"] < 0.85],
+            "large_not_faster_than_torch": [f"{r['m']}x{r['n']}" for r in large
+                                            if "vs_torch" in r and r["vs_torch"] <= 1.0],
+            "small_slower_per_call_than_torch": [f"{r['m']}x{r['n']}" for r in small
+                                                 if "torch_call_us" in r
+                                                 and r["call_us"] > r["torch_call_us"]],
+            "wrong": [f"{r['m']}x{r['n']}" for r in mine if not r.get("correct")],
+        }
+    return out
+
+
+def print_softmax_rows_report(records, summary=None, file=None):
+    file = file or sys.stdout
+    head = (f"{'shape':>14s} {'prec':4s} {'class':5s} {'of copy':>7s} {'vs torch':>8s} "
+            f"{'us/call':>8s} {'torch':>8s}  config")
+    print(head, file=file)
+    print("-" * len(head), file=file)
+    for r in records:
+        if not r.get("auto"):
+            continue
+        vs = f"{r['vs_torch']:.2f}" if "vs_torch" in r else "-"
+        tu = f"{r['torch_call_us']:.1f}" if "torch_call_us" in r else "-"
+        print(f"{r['m']:>7d}x{r['n']:<6d} {r['precision']:4s} {r['shape_class']:5s} "
+              f"{r['copy_fraction']:7.3f} {vs:>8s} {r['call_us']:8.1f} {tu:>8s}  {r['config']}"
+              + ("" if r.get("correct") else "  WRONG RESULT"), file=file)
+    summary = softmax_rows_summary(records) if summary is None else summary
+    for prec, s in summary.items():
+        print(f"{prec}: large shapes min {s['min_copy_ratio_large']} / geomean "
+              f"{s['geomean_copy_ratio_large']} of copy, vs torch min {s['min_vs_torch_large']}; "
+              f"below 0.85: {', '.join(s['large_below_0.85_of_copy']) or 'none'}; "
+              f"small shapes slower per call than torch: "
+              f"{', '.join(s['small_slower_per_call_than_torch']) or 'none'}", file=file)
+
+
+def run_softmax_rows(*, reps=20, torch_baseline=True) -> dict:
+    """The suite's results object: device, records, summary."""
+    recs = bench_softmax_rows(reps=reps, torch_baseline=torch_baseline)
+    return {"records": recs, "summary": softmax_rows_summary(recs)}
 
 
 # ---------------------------------------------------------------------------

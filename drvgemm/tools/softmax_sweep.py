@@ -11,9 +11,8 @@ import sys
 import numpy as np
 
 from ..ladders.softmax import dispatch as sm
-from ..ladders.softmax.registry import SoftmaxConfig, pipelined
+from ..ladders.softmax.registry import SoftmaxConfig, WindowConfig, pipelined
 from ..runtime import driver
-from ..runtime.launch import launch
 from .memory_bench import (_cluster_note, _max_rel_err, _median_ms, _progress, _sample_rows,
                            _with_copy,
                            measure_copy, softmax_inputs)
@@ -26,8 +25,11 @@ __all__ = ["SWEEP_CONFIGS", "SWEEP_SHAPES", "sweep_softmax", "print_sweep_report
 # reach on the H200 before it was first measured.
 _05 = functools.partial(SoftmaxConfig, "softmax_05_cluster", vector=True, arch="sm_90")
 _P = pipelined
+_08 = functools.partial(WindowConfig, "softmax_08_any_row_cluster")
 SWEEP_CONFIGS = {
     16384: (
+        WindowConfig("softmax_07_any_row", 512, 8, 4, row_threads=512, min_blocks=2),
+        WindowConfig("softmax_07_any_row", 1024, 4, 4, row_threads=1024, min_blocks=1),
         SoftmaxConfig("softmax_04_vectorized_rows", 512, 512, elems=32, min_blocks=2, vector=True),
         SoftmaxConfig("softmax_04_vectorized_rows", 1024, 1024, elems=16, vector=True),
         _05(256, 256, elems=32, cluster=2, min_blocks=4),
@@ -67,8 +69,22 @@ SWEEP_CONFIGS = {
         SoftmaxConfig("softmax_04_vectorized_stream", 512, 512, unroll=4, vector=True),
         SoftmaxConfig("softmax_04_vectorized_stream", 1024, 1024, unroll=4, vector=True),
     ),
+    # the vocabulary row: the cluster shapes measured on the H200 (prototype sweep)
+    50257: (
+        _08(256, 8, 4, cluster=7, min_blocks=4),        # 0.775 (the registered pick)
+        _08(256, 7, 4, cluster=8, min_blocks=4),        # 0.733
+        _08(512, 7, 4, cluster=4, min_blocks=2),        # 0.743
+        _08(512, 4, 4, cluster=8, min_blocks=2),        # 0.463
+    ),
 }
-SWEEP_SHAPES = ((4096, 131072), (1024, 65536), (16384, 16384))
+SWEEP_SHAPES = ((4096, 131072), (1024, 65536), (16384, 16384), (8192, 50257))
+
+
+def _fits(cfg, cols, cc) -> bool:
+    """The candidate takes rows of ``cols`` (the sweep's rows start on 16 bytes)."""
+    if isinstance(cfg, WindowConfig):
+        return cfg.fits(cols, cc, aligned=cols % cfg.vec == 0)
+    return cfg.fits(cols, cc)
 
 
 def _whole_output_error(y) -> float:
@@ -103,14 +119,13 @@ def sweep_softmax(shapes=SWEEP_SHAPES, configs=None, *, precision="fp32", reps=2
         dy = driver.empty((rows, cols), x.dtype)
         recs = []
         for cfg in cfgs:
-            if not cfg.fits(cols, cc):
+            if not _fits(cfg, cols, cc):
                 continue
             p = sm.config_plan(cfg, rows, cols, precision)
             try:
                 k, p = sm.prepare(p, rows)
                 dy.fill_bytes(0xFF)
-                ms = _median_ms(lambda: launch(k, p.grid, p.block, (dx, dy, rows, cols), cluster=p.cluster,
-                                               smem=p.smem), reps)
+                ms = _median_ms(lambda: sm.run_plan(k, p, dx, dy, rows, cols), reps)
             except Exception as e:  # one bad candidate must not end the sweep
                 msg = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
                 _progress(f"{p.describe()}: FAILED {msg}")

@@ -1,6 +1,8 @@
-"""The memory-lesson kernels (cu/mem_0*.cu): copies, strided reads and
-transposes, each with its block and the grid it needs; timed by
-drvgemm/tools/memory_bench.py against a device copy of the same bytes."""
+"""The memory-lesson kernels (cu/memory/mem_0*.cu): copies, strided reads and
+transposes, each with its compile-time constants (passed as defines, every
+one of them: the kernels refuse to compile without), the block they derive
+and the grid it needs; timed by drvgemm/tools/memory_bench.py against a
+device copy of the same bytes."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,27 +15,38 @@ class MemKernel:
     name: str
     source: str
     entry: str
-    block: tuple
     lesson: str
     items: int = 1          # elements per thread-item (float4 = 4)
-    unroll: int = 4         # items per thread (the kernels' UNROLL default)
+    threads: int = 256      # copies: THREADS, the block
+    unroll: int = 4         # copies: UNROLL, items per thread
+    tile: bool = False      # transposes: 32 x 8 threads a 32 x 32 tile (constants of the source)
+
+    @property
+    def defines(self) -> dict:
+        """Every define the source takes (none for the transposes, whose
+        tile is a constant of the lesson)."""
+        return {} if self.tile else {"THREADS": self.threads, "UNROLL": self.unroll}
+
+    @property
+    def block(self) -> tuple:
+        return (32, 8, 1) if self.tile else (self.threads, 1, 1)
 
 
 MEM_KERNELS = (
-    MemKernel("mem_copy_scalar", "mem_01_copy.cu", "mem_copy_scalar", (256, 1, 1),
+    MemKernel("mem_copy_scalar", "mem_01_copy.cu", "mem_copy_scalar",
               "copy with 4-byte loads and stores"),
-    MemKernel("mem_copy_float4", "mem_01_copy.cu", "mem_copy_float4", (256, 1, 1),
+    MemKernel("mem_copy_float4", "mem_01_copy.cu", "mem_copy_float4",
               "copy with 16-byte loads and stores (LDG.E.128)", items=4),
-    MemKernel("mem_copy_strided", "mem_02_strided.cu", "mem_copy_strided", (256, 1, 1),
+    MemKernel("mem_copy_strided", "mem_02_strided.cu", "mem_copy_strided",
               "every stride-th float: whole 32-byte sectors for 4 useful bytes"),
-    MemKernel("mem_transpose_naive", "mem_03_transpose.cu", "mem_transpose_naive", (32, 8, 1),
-              "transpose: coalesced reads, writes 32 rows apart"),
-    MemKernel("mem_transpose_smem", "mem_03_transpose.cu", "mem_transpose_smem", (32, 8, 1),
-              "through a 32x32 smem tile: 32-way bank conflicts on the column read"),
-    MemKernel("mem_transpose_padded", "mem_03_transpose.cu", "mem_transpose_padded", (32, 8, 1),
-              "32x33 tile: the +1 spreads a column over all banks"),
+    MemKernel("mem_transpose_naive", "mem_03_transpose.cu", "mem_transpose_naive",
+              "transpose: coalesced reads, writes 32 rows apart", tile=True),
+    MemKernel("mem_transpose_smem", "mem_03_transpose.cu", "mem_transpose_smem",
+              "through a 32x32 smem tile: 32-way bank conflicts on the column read", tile=True),
+    MemKernel("mem_transpose_padded", "mem_03_transpose.cu", "mem_transpose_padded",
+              "32x33 tile: the +1 spreads a column over all banks", tile=True),
     MemKernel("mem_transpose_swizzled", "mem_03_transpose.cu", "mem_transpose_swizzled",
-              (32, 8, 1), "32x32 tile, column c of row r stored at c ^ r"),
+              "32x32 tile, column c of row r stored at c ^ r", tile=True),
 )
 
 
@@ -58,4 +71,4 @@ def transpose_grid(rows: int, cols: int) -> tuple:
 def catalogue() -> list[tuple]:
     """(label, source, entry, defines, arch) of every memory kernel, as the
     compile-only report lists them."""
-    return [(k.name, k.source, k.entry, {}, None) for k in MEM_KERNELS]
+    return [(k.name, k.source, k.entry, k.defines, None) for k in MEM_KERNELS]

@@ -1,5 +1,5 @@
 """Softmax over the rows of a 2-D array: the ladder of kernels in
-cu/softmax_0*.cu (registry.py), the plan of a launch and ``softmax()``.
+cu/softmax/softmax_0*.cu (registry.py), the plan of a launch and ``softmax()``.
 
 Semantics (every rung, and ``reference`` below, compute the same thing):
 ``y[r, c] = exp(x[r, c] - max_r) / sum_c exp(x[r, c] - max_r)``, in fp32
@@ -35,11 +35,26 @@ global-memory traffic per element (R = read, W = write):
   slices into shared memory while the current row is reduced and written, and
   (max, sum) travel by st.async into the peers' shared memory. 1R + 1W, with
   the reads never paused.
+- softmax_07_any_row: the 16-byte window (cu/softmax/softmax_window.cuh):
+  every vector inside a row is one 128-bit access whatever the row's length,
+  alignment or pitch, only its first and last vector element-wise; lane
+  groups of 1..32 threads for short rows (many rows a warp), a block per row
+  up to 16K fp32. 1R + 1W. Rungs 04..06 take 16-byte vectors only when every
+  row is whole vectors from a 16-byte start, and fall back to scalar accesses
+  for the whole array otherwise.
+- softmax_08_any_row_cluster (sm_90): the window over a cluster of 2..8
+  blocks, (max, sum) through DSMEM. 1R + 1W.
+- softmax_09_split_row: few very long rows, each split over many blocks of
+  the whole GPU, synchronised through a global workspace (cooperative
+  launch). 1R + 1W while the chunks fit the resident blocks' registers,
+  2R + 1W beyond.
 
-``kernel="auto"`` takes the register-resident rung 04 while a row fits one
-block (16384 elements); on sm_90 the pipelined rung 06 up to 131072 when the
-rows allow 16-byte copies (rung 05 when they do not); rung 04's streaming
-kernel beyond.
+``kernel="auto"``: see ``plan`` -- the existing rungs where they measured
+faster on the H200 (rows of <= 8 elements, aligned fp32 rows of 16K..128K
+with many rows, aligned rows past 128K with many rows, two aligned short-row
+bands), the window rungs everywhere else (odd lengths, misaligned or pitched
+rows, short rows with many of them, few long rows). Measured numbers and
+predictions: benchmarks/notes/softmax.md.
 """
 from __future__ import annotations
 
@@ -52,12 +67,19 @@ import numpy as np
 from ...runtime import driver, interop
 from ...runtime.kernel import compile as compile_kernel
 from ...runtime.launch import launch
-from .registry import (CLUSTER_CONFIGS, DTYPE_CODES, INT_MAX, PIPELINED_CONFIGS,
-                       RESIDENT_CONFIGS, STREAM_CONFIG,
-                       SOFTMAX_RUNGS, SoftmaxConfig, dtype_name, numpy_dtype, rung, source_of)
+from .registry import (CLUSTER_CONFIGS, DTYPE_CODES, INT_MAX, MAX_WINDOW_COLS,
+                       PIPELINED_CONFIGS, RESIDENT_CONFIGS, SOFTMAX_RUNGS, STREAM_CONFIG,
+                       WS_MAX_SLOTS, SoftmaxConfig, WindowConfig, WindowRung, dtype_name,
+                       numpy_dtype, rung, source_of, vec_of, window_configs)
 
-__all__ = ["softmax", "reference", "plan", "config_plan", "compiled", "compiled_kernel",
-           "prepare", "resident_clusters", "SoftmaxPlan"]
+__all__ = ["softmax", "reference", "plan", "config_plan", "window_plan", "compiled",
+           "compiled_kernel", "prepare", "resident_clusters", "SoftmaxPlan",
+           "split_workspace_layout", "workspace", "reset_workspace", "run_plan",
+           "predict_copy_ratio", "window_vectors", "H200_SM_COUNT"]
+
+H200_SM_COUNT = 132
+SPLIT_MIN_BYTES = 4 << 20   # below this a few long rows are launch-bound: no grid-wide sync
+GPC_SMS = 16                # a cluster lives inside one GPC: H100/H200 GPCs hold 16-18 SMs
 
 
 # ---------------------------------------------------------------------------
@@ -65,8 +87,14 @@ __all__ = ["softmax", "reference", "plan", "config_plan", "compiled", "compiled_
 # ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class SoftmaxPlan:
+    """One launch: the rung, its config and constants, grid, block, shared
+    memory; for the window rungs (``pitched``) the kernel also takes row
+    pitches, and the split rung's ``split`` blocks a row x ``slots`` rows in
+    flight, its workspace and its cooperative launch. ``note`` says why the
+    dispatcher chose it, ``predicted`` the copy-bandwidth ratio its model
+    expects on the H200 (None where it has no model)."""
     rung: str
-    config: SoftmaxConfig
+    config: object          # SoftmaxConfig (rungs 01..06) or WindowConfig (07..09)
     source: str
     entry: str
     defines: tuple          # sorted (name, value) pairs
@@ -74,8 +102,18 @@ class SoftmaxPlan:
     block: tuple
     vec: int
     smem: int = 0           # dynamic shared memory per block, bytes
+    pitched: bool = False   # the kernel takes (ldx, ldy): rungs 07..09
+    split: int = 0          # rung 09: blocks per row
+    slots: int = 0          # rung 09: rows in flight
+    workspace_bytes: int = 0
+    cooperative: bool = False
+    note: str = ""
+    predicted: float | None = None
 
     def describe(self) -> str:
+        if self.pitched:
+            s = self.config.describe()
+            return s + (f" split={self.split} slots={self.slots}" if self.split else "")
         return self.config.describe(self.vec)
 
     @property
@@ -84,10 +122,23 @@ class SoftmaxPlan:
         size is compiled into its kernel with __cluster_dims__."""
         return None
 
+    def args(self, x, y, rows, cols, ldx=None, ldy=None, workspace=None) -> tuple:
+        """The kernel's argument list (x, y: pointers or device arrays)."""
+        if not self.pitched:
+            return (x, y, rows, cols)
+        a = (x, y, rows, cols, cols if ldx is None else ldx, cols if ldy is None else ldy)
+        if self.split:
+            if workspace is None:
+                raise ValueError(f"{self.describe()} needs its workspace")
+            a += (workspace, self.split)
+        return a
 
-def _auto_config(rows: int, cols: int, cc: tuple, bulk: bool) -> tuple[str, SoftmaxConfig]:
-    """``bulk``: rows start on 16-byte boundaries and are whole 16-byte
-    vectors (what rung 06's copies need to run at all in their fast form)."""
+
+# -- the ladder's own choice (rungs 01..06) ---------------------------------
+def _ladder_config(rows: int, cols: int, cc: tuple, bulk: bool) -> tuple[str, SoftmaxConfig]:
+    """Rungs 04..06 by row length (the auto of the ladder before rung 07).
+    ``bulk``: rows start on 16-byte boundaries and are whole 16-byte vectors
+    (what rung 06's copies need to run at all in their fast form)."""
     for c in RESIDENT_CONFIGS:
         if c.fits(cols, cc):
             return "softmax_04_vectorized", c
@@ -101,31 +152,396 @@ def _auto_config(rows: int, cols: int, cc: tuple, bulk: bool) -> tuple[str, Soft
     return "softmax_04_vectorized", STREAM_CONFIG
 
 
+def _existing_route(rows, cols, precision, cc, contiguous, bulk, sm_count):
+    """Where ``auto`` keeps rungs 04 / 06: the shapes at which they measured
+    faster than the window rungs on the H200 (same run, fp32 unless said;
+    copy-bandwidth ratios "existing vs window", benchmarks/notes/softmax.md).
+    (rung name, config, why) or None.
+
+    - rows of <= 8 elements, contiguous (rung 04, one or two lanes a row,
+      consecutive rows in consecutive lanes): 1048576 x 1/2/3/8 at
+      0.72/0.93/0.97/0.99 vs 0.57/0.64/0.65/0.74; every vector of such a row
+      is a partial window vector, element-wise in rung 07. Misaligned and
+      16-bit: predicted the same (rung 04 reads scalars there either way).
+    - aligned fp32 rows of 129..256 (rung 04, a warp a row, 128-thread
+      blocks): 65536 x 256 at 0.992 vs 0.969 (torch 0.976).
+    - aligned 16-bit rows of 513..1024 (rung 04, a warp a row, 4 vectors a
+      lane): bf16 32768 x 1000 at 0.841 vs 0.767.
+    - aligned fp32 rows of 16K..128K on sm_90, at least one row an SM
+      (rung 06: bulk copies land the next rows while this one is written):
+      2048 / 4096 x 32000 at 0.888 / 0.905 vs 0.858 / 0.860, 1024 x 128256
+      at 0.876 vs 0.745. (bf16 there: the window rungs, 0.643 vs 0.598 at
+      2048 x 32000, 0.528 vs 0.511 at 1024 x 128256.)
+    - aligned rows past 128K, at least one row an SM (rung 04 streamed,
+      2R + 1W): 151936 fp32 0.63 / 0.65 vs 0.53, bf16 0.494 vs 0.366 (a
+      cluster of 8 at one block an SM serialises load -> barrier -> store).
+    - sm_80 (no clusters), aligned rows past a block, one row an SM: rung 04
+      streamed as before rung 07 (not measured against rung 09 there)."""
+    if contiguous and cols <= 8:
+        return ("softmax_04_vectorized", next(c for c in RESIDENT_CONFIGS if c.fits(cols, cc)),
+                "rows of <= 8: rung 04, a lane or two a row")
+    if not bulk:
+        return None
+    if precision == "fp32" and 128 < cols <= 256:
+        return ("softmax_04_vectorized", next(c for c in RESIDENT_CONFIGS if c.fits(cols, cc)),
+                "aligned fp32 rows of 129..256: rung 04, a warp a row")
+    if precision != "fp32" and 512 < cols <= 1024:
+        return ("softmax_04_vectorized", next(c for c in RESIDENT_CONFIGS if c.fits(cols, cc)),
+                "aligned 16-bit rows of 513..1024: rung 04, a warp a row")
+    if rows >= sm_count:
+        if precision == "fp32" and tuple(cc) >= (9, 0) and 16384 < cols <= 131072:
+            name, c = _ladder_config(rows, cols, cc, True)
+            return name, c, "aligned fp32 rows of 16K..128K, many rows: rung 06 (bulk prefetch)"
+        if cols > 131072:
+            return ("softmax_04_vectorized", STREAM_CONFIG,
+                    "aligned rows past 128K, many rows: rung 04 streamed")
+        if tuple(cc) < (9, 0) and cols > 16384:
+            return ("softmax_04_vectorized", STREAM_CONFIG,
+                    "sm_80, aligned rows past a block, many rows: rung 04 streamed")
+    return None
+
+
+# -- the window rungs (07..09) ----------------------------------------------
+def window_vectors(cols: int, vec: int, aligned: bool) -> int:
+    """16-byte vectors a row's window spans: ceil(cols / vec) when every row
+    starts on 16 bytes, else the worst case over the row's offset (vec - 1
+    more elements)."""
+    return -(-(cols + (0 if aligned else vec - 1)) // vec)
+
+
+def split_workspace_layout(slots: int, split: int) -> dict:
+    """Byte offsets in the split rung's workspace (cu/softmax/softmax_09_split_row.cu):
+    the counters at a fixed head whatever the plan, arrive[WS_MAX_SLOTS] then
+    leave[WS_MAX_SLOTS] (unsigned), then pairs[slots][2][split] (8 bytes each).
+    Fixed so that one buffer serves plans of any (slots, split): a plan's
+    pairs never land on another plan's counters (the prototype's first
+    layout, counters after the pairs, did exactly that: 3 x 777777 fp16 after
+    3 x 1048576 fp32 folded stale pairs)."""
+    if not 1 <= slots <= WS_MAX_SLOTS:
+        raise ValueError(f"slots must be in [1, {WS_MAX_SLOTS}], got {slots}")
+    if split < 1:
+        raise ValueError(f"split must be >= 1, got {split}")
+    head = 2 * WS_MAX_SLOTS * 4
+    return {"arrive": 0, "leave": WS_MAX_SLOTS * 4, "pairs": head,
+            "bytes": head + slots * 2 * split * 8}
+
+
+def _waves_efficiency(blocks: int, resident: int) -> float:
+    """Fraction of the GPU's block slots doing work, averaged over the waves
+    (one partial last wave costs the rest of its slots)."""
+    if blocks <= 0:
+        return 0.0
+    if blocks <= resident:
+        return 1.0          # one partial wave: the fill term counts it
+    waves = -(-blocks // resident)
+    return blocks / (waves * resident)
+
+
+def cluster_packing(c: WindowConfig) -> float:
+    """Fraction of a GPC's block slots that clusters of c.cluster can fill
+    (clusters of 5 leave 2 of 32 slots idle, of 2, 4, 8 none)."""
+    slots = GPC_SMS * c.min_blocks
+    return (slots // c.cluster) * c.cluster / slots
+
+
+def predict_copy_ratio(cfg: WindowConfig, nv: int, blocks: int, sm_count: int, aligned: bool,
+                       same_phase: bool, reads: int = 1) -> float:
+    """Copy-bandwidth ratio the model expects of a window plan. Factors (each
+    <= 1): lane use (nv over the window the threads cover: idle lanes still
+    cost issue slots and, for a block, barrier time), the fill of the GPU (an
+    SM pulls at most ~2x its share of DRAM bandwidth, so fewer than half the
+    SMs busy cannot reach copy speed; partial last waves idle slots), the
+    scalar peel/tail (2 partial vectors a row, ~vec times the cost of one
+    vector), element-wise stores when y's phase differs from x's (0.6,
+    unmeasured), a 2nd read for streamed rows, the packing of clusters into
+    GPCs, and a fixed 0.93 for what a register-resident softmax loses to its
+    load -> reduce -> store phases (rung 06 measured 0.89-0.94 with a
+    prefetching pipeline; 0.93 is the optimistic end). Measured against it
+    on the H200 (new/copy, predicted): 100000 x 128 0.95 / 0.93, 8192 x 4096
+    0.99 / 0.93, 4096 x 4097 0.88 / 0.93, 8192 x 50257 0.74 / 0.92, 4 x 1M
+    0.66 / 0.93: the model is right about short rows and blind to what costs
+    the cluster and split paths (barrier waits, one block an SM)."""
+    per_sm = cfg.blocks_per_sm
+    resident = max(1, per_sm * sm_count)
+    window = cfg.window
+    if cfg.kind == "rows":
+        lanes = min(1.0, nv / (window * (-(-nv // window))))
+    else:
+        per_block = min(window, nv) if cfg.kind in ("split", "split_stream") else window
+        lanes = min(1.0, nv / (per_block * (-(-nv // per_block))))
+    busy_sms = min(blocks, resident) / per_sm
+    fill = min(1.0, 2.0 * busy_sms / sm_count) * _waves_efficiency(blocks, resident) ** 0.5
+    edge_vectors = 0 if aligned else 2
+    peel = nv / (nv + edge_vectors * (cfg.vec - 1))
+    store = 1.0 if same_phase else 0.6
+    pack = cluster_packing(cfg) if cfg.kind == "cluster" else 1.0
+    return round(0.93 * max(0.3, lanes) ** 0.5 * fill * peel * store * pack * 2 / (reads + 1), 3)
+
+
+def _pick_rows(nv: int, cfgs) -> WindowConfig | None:
+    """Lane groups for short rows: the fewest lanes whose items cover the
+    window (more rows per warp), then the fewest items (less waste)."""
+    cands = [c for c in cfgs if c.kind == "rows" and c.row_threads <= 32 and c.window >= nv]
+    if not cands:
+        return None
+    return min(cands, key=lambda c: (c.window, c.row_threads))
+
+
+def _pick_block(nv: int, cfgs) -> WindowConfig | None:
+    cands = [c for c in cfgs if c.kind == "rows" and c.row_threads == c.threads and c.window >= nv]
+    if not cands:
+        return None
+    # least padding first; then 256 threads over 128/512 (four blocks an SM
+    # desynchronise their phases best while each still has 8 warps to merge)
+    return min(cands, key=lambda c: (c.window, abs(c.threads - 256)))
+
+
+def _pick_cluster(nv: int, cfgs, rows: int = 1) -> WindowConfig | None:
+    """A cluster per row. Tiers, in order:
+    1. rows that a 256-thread cluster of <= 6 cannot hold (more than 49152
+       elements, fp32 or 16-bit) and one of 7..8 can (up to 65536): 256-thread
+       blocks four an SM. Measured on 50257-element rows: fp32 8192 rows 0.775
+       (7 x 256 x 8 items) vs 0.743 (4 x 512 x 7), bf16 0.514 (7 x 256 x 4)
+       vs 0.457; 1024 rows 0.699 (8 x 256 x 7) vs 0.674. Not below: bf16
+       2048 x 32000 measured 0.606 with 4 x 256 vs 0.639 with 2 x 512; nor
+       above: 1024 x 128256 0.738 (16 x 256, non-portable) vs 0.751 (8 x 512).
+    2. 512-thread blocks two an SM (one block's loads overlap the other's
+       reduction and stores);
+    3. 512-thread blocks one an SM with 40..48 fp32 values a thread, for rows
+       past what 2. holds (up to 196608 fp32 elements).
+    Inside a tier: clusters that pack a GPC (>= 0.95 of its block slots:
+    idle SMs cost bandwidth; padded lanes only cost registers), then the
+    least padding, then the smaller cluster (fewer blocks to wait for at the
+    barrier; measured 7 x 256 x 8 items 0.775 vs 8 x 256 x 7 0.733 on the
+    same window)."""
+    cands = [c for c in cfgs if c.kind == "cluster" and c.window >= nv
+             and rows * c.cluster <= INT_MAX]
+    if not cands:
+        return None
+    max_items = 32 // cands[0].vec
+    four_first = nv > 6 * 256 * max_items
+
+    def tier(c):
+        if c.min_blocks == 4:
+            return 0 if four_first else 3
+        return 1 if c.min_blocks == 2 else 2
+
+    return min(cands, key=lambda c: (tier(c), cluster_packing(c) < 0.95, c.window, c.cluster))
+
+
+def _plan_split(rows, nv, cfgs, sm_count):
+    """(config, split, slots) for the grid-synchronised rung: the chunk size
+    that puts the most resident blocks to work (ties: bigger chunks, fewer
+    pairs to merge), every chunk of a row resident at once; past what the
+    resident blocks hold, the streamed entry."""
+    best = None
+    for c in cfgs:
+        if c.kind != "split":
+            continue
+        resident = c.min_blocks * sm_count
+        split = -(-nv // c.window)
+        if split > resident:
+            continue
+        slots = min(rows, resident // split, WS_MAX_SLOTS)
+        passes = -(-rows // slots)
+        # fewest passes over the rows (every row in flight at once if possible),
+        # then the larger share of the resident blocks at work, then bigger chunks
+        key = (-passes, slots * split / resident, c.items)
+        if best is None or key > best[0]:
+            best = (key, c, split, slots)
+    if best is not None:
+        return best[1], best[2], best[3]
+    c = next(c for c in cfgs if c.kind == "split_stream")
+    resident = c.min_blocks * sm_count
+    slots = min(rows, max(1, resident // 64), WS_MAX_SLOTS)
+    return c, resident // slots, slots
+
+
+def _window_plan_of(cfg, precision, rows, nv, sm_count, aligned, same_phase, note,
+                    split=0, slots=0) -> SoftmaxPlan:
+    if cfg.kind in ("split", "split_stream"):
+        grid = (slots * split, 1, 1)
+        ws = split_workspace_layout(slots, split)["bytes"]
+        reads = 2 if cfg.kind == "split_stream" else 1
+        pred = predict_copy_ratio(cfg, nv, slots * split, sm_count, aligned, same_phase, reads)
+        return SoftmaxPlan("softmax_09_split_row", cfg, cfg.source, cfg.entry,
+                           tuple(sorted(cfg.defines(precision).items())), grid,
+                           (cfg.threads, 1, 1), cfg.vec, 0, pitched=True, split=split,
+                           slots=slots, workspace_bytes=ws, cooperative=True, note=note,
+                           predicted=pred)
+    if cfg.kind == "rows":
+        blocks = -(-rows // cfg.rows_per_block)
+        name = "softmax_07_any_row"
+    else:
+        blocks = rows * cfg.cluster
+        name = "softmax_08_any_row_cluster"
+    if blocks > INT_MAX:
+        raise ValueError(f"{rows} rows need {blocks} blocks of {cfg.describe()}: more than "
+                         "the grid holds")
+    return SoftmaxPlan(name, cfg, cfg.source, cfg.entry,
+                       tuple(sorted(cfg.defines(precision).items())), (blocks, 1, 1),
+                       (cfg.threads, 1, 1), cfg.vec, 0, pitched=True, note=note,
+                       predicted=predict_copy_ratio(cfg, nv, blocks, sm_count, aligned,
+                                                    same_phase))
+
+
+def window_plan(rows: int, cols: int, precision: str = "fp32", *, aligned: bool = True,
+                same_phase: bool = True, cc: tuple = (9, 0), sm_count: int = H200_SM_COUNT,
+                rung_name: str | None = None) -> SoftmaxPlan:
+    """The window rungs' plan for a rows x cols softmax (``rung_name``: only
+    that rung's configs). ``aligned``: every row of x starts on 16 bytes (a
+    row's window is then exactly ceil(cols / vec) vectors; otherwise the
+    planner sizes for the worst offset). ``same_phase``: y's rows have x's
+    alignment (two fresh buffers: yes); otherwise stores are element-wise.
+    The model, in order:
+
+    1. a window of <= 32 lanes x (4 | 8) vectors (rows up to ~1024 fp32):
+       lane groups of 1..32 threads, many rows per warp, the fewest lanes
+       that hold the row (short rows waste no lanes on padding, and RPT rows
+       per group keep >= 64 B per thread in flight).
+    2. up to 512 x 8 vectors: a block per row, the least padding.
+    3. up to a cluster of 8 (sm_90): a cluster per row (``_pick_cluster``).
+    In 2 and 3, few rows (fewer blocks than half the SMs) and >= 4 MiB: split.
+    4. otherwise rows split across the GPU (grid-wide sync through a
+       workspace); past what the resident blocks' registers hold, streamed."""
+    vec = vec_of(precision)
+    only = rung(rung_name).entries if rung_name else None
+    cfgs = [c for c in window_configs(precision) if only is None or c.entry in only]
+    if tuple(cc) < (9, 0):
+        cfgs = [c for c in cfgs if c.kind != "cluster"]
+    if not cfgs:
+        raise ValueError(f"{rung_name} needs sm_90 or newer; the device is sm_{cc[0]}{cc[1]}")
+    nv = window_vectors(cols, vec, aligned)
+    nbytes = rows * cols * numpy_dtype(precision).itemsize
+
+    def split_plan(why):
+        c, split, slots = _plan_split(rows, nv, cfgs, sm_count)
+        return _window_plan_of(c, precision, rows, nv, sm_count, aligned, same_phase, why,
+                               split, slots)
+
+    only_split = all(c.kind in ("split", "split_stream") for c in cfgs)
+    if only_split:
+        return split_plan("split rows (asked for)")
+    cfg = _pick_rows(nv, cfgs)
+    if cfg is not None:
+        return _window_plan_of(cfg, precision, rows, nv, sm_count, aligned, same_phase,
+                               f"lane groups: {cfg.row_threads} lanes x {cfg.items} vectors "
+                               f"cover {nv}")
+    cand = _pick_block(nv, cfgs) or _pick_cluster(nv, cfgs, rows)
+    has_split = any(c.kind == "split" for c in cfgs)
+    if cand is None:
+        if not has_split:
+            if any(c.kind == "cluster" and c.window >= nv for c in cfgs):
+                raise ValueError(f"{rows} rows x the blocks of a cluster per row exceed the grid")
+            longest = max(c.window for c in cfgs if c.kind != "split_stream") * vec - vec + 1
+            raise ValueError(f"{rung_name} takes rows of at most {longest} elements at any "
+                             f"alignment, got {cols}; use kernel='auto' or "
+                             "softmax_09_split_row")
+        return split_plan(f"{nv} vectors: longer than a cluster")
+    if has_split and nbytes >= SPLIT_MIN_BYTES and rows * cand.cluster < sm_count // 2:
+        return split_plan(f"{rows} rows of {nv} vectors: too few blocks per row otherwise")
+    note = (f"a block per row ({cand.threads} x {cand.items} vectors >= {nv})"
+            if cand.kind == "rows" else
+            f"a cluster of {cand.cluster} x {cand.threads} per row ({cand.window} vectors "
+            f">= {nv})")
+    return _window_plan_of(cand, precision, rows, nv, sm_count, aligned, same_phase, note)
+
+
 def plan(rows: int, cols: int, precision: str = "fp32", *, kernel: str = "auto",
-         aligned: bool = True, cc: tuple = (9, 0), resident: int | None = None) -> SoftmaxPlan:
+         aligned: bool = True, cc: tuple = (9, 0), resident: int | None = None,
+         ldx: int | None = None, ldy: int | None = None, same_phase: bool | None = None,
+         x_aligned: bool | None = None, sm_count: int = H200_SM_COUNT) -> SoftmaxPlan:
     """Which kernel, constants, grid and block run a rows x cols softmax.
-    ``aligned``: both pointers are 16-byte aligned (vector loads also need
-    ``cols`` to be a multiple of the vector; checked here). ``resident``:
-    for persistent configs, how many of its clusters fit on the GPU at once
-    (``resident_clusters``); None gives one cluster per row."""
+
+    ``aligned``: both pointers are 16-byte aligned. ``ldx``/``ldy``: row
+    pitches in elements (default cols: contiguous rows); rungs 01..06 take
+    contiguous rows only. ``same_phase``: y's rows have x's alignment mod 16
+    bytes (default: so when aligned and the pitches agree mod a vector,
+    assumed not otherwise). ``x_aligned``: x's pointer alone is 16-byte
+    aligned (default ``aligned``; sizes the window rungs' rows exactly).
+    ``resident``: for persistent configs (rung 06),
+    how many of its clusters fit on the GPU at once (``resident_clusters``);
+    None gives one cluster per row. ``sm_count``: the GPU's SMs (the model's
+    fill and the split rung's grid; ``prepare`` re-derives the split grid
+    from the driver's occupancy).
+
+    ``auto``: the existing rungs where they measured faster
+    (``_existing_route``), the window planner (``window_plan``) elsewhere."""
     if precision not in DTYPE_CODES:
         raise ValueError(f"precision must be one of {', '.join(DTYPE_CODES)}, got {precision!r}")
     if not (1 <= rows <= INT_MAX and 1 <= cols <= INT_MAX):
         raise ValueError(f"rows and cols must be in [1, 2^31 - 1], got {rows} x {cols}")
-    itemsize = numpy_dtype(precision).itemsize
-    if kernel == "auto":
-        name, cfg = _auto_config(rows, cols, cc, aligned and cols % (16 // itemsize) == 0)
-    else:
-        name, cfg = kernel, rung(kernel).pick(cols, cc)
-    if cfg.cluster > 1 and not cfg.persistent and rows * cfg.cluster > INT_MAX:
-        raise ValueError(f"{rows} rows x {cfg.cluster} blocks per row exceed the grid")
-    return config_plan(cfg, rows, cols, precision, aligned=aligned, resident=resident, rung_name=name)
+    ldx = cols if ldx is None else int(ldx)
+    ldy = cols if ldy is None else int(ldy)
+    if ldx < cols or ldy < cols:
+        raise ValueError(f"row pitches ({ldx}, {ldy}) must be >= cols ({cols})")
+    vec = vec_of(precision)
+    contiguous = ldx == cols and ldy == cols
+    x_aligned = aligned if x_aligned is None else x_aligned
+    rows_aligned = x_aligned and ldx % vec == 0        # every row of x starts on 16 bytes
+    if same_phase is None:
+        same_phase = aligned and (ldx - ldy) % vec == 0
+    bulk = contiguous and aligned and cols % vec == 0
+    if kernel != "auto":
+        r = rung(kernel)
+        if isinstance(r, WindowRung):
+            if cols > MAX_WINDOW_COLS:
+                raise ValueError(f"{kernel} takes rows of at most {MAX_WINDOW_COLS} elements")
+            return window_plan(rows, cols, precision, aligned=rows_aligned, same_phase=same_phase,
+                               cc=cc, sm_count=sm_count, rung_name=kernel)
+        if not contiguous:
+            raise ValueError(f"{kernel} needs C-contiguous rows (row pitch == cols); pitched "
+                             "rows take kernel='auto' or softmax_07..09")
+        cfg = r.pick(cols, cc)
+        if cfg.cluster > 1 and not cfg.persistent and rows * cfg.cluster > INT_MAX:
+            raise ValueError(f"{rows} rows x {cfg.cluster} blocks per row exceed the grid")
+        return config_plan(cfg, rows, cols, precision, aligned=aligned, resident=resident,
+                           rung_name=kernel)
+    route = _existing_route(rows, cols, precision, cc, contiguous, bulk, sm_count)
+    if route is not None:
+        name, cfg, why = route
+        p = config_plan(cfg, rows, cols, precision, aligned=aligned, resident=resident,
+                        rung_name=name)
+        return dataclasses.replace(p, note=why)
+    if cols > MAX_WINDOW_COLS:
+        name, cfg = _ladder_config(rows, cols, cc, bulk)
+        return config_plan(cfg, rows, cols, precision, aligned=aligned, resident=resident,
+                           rung_name=name)
+    return window_plan(rows, cols, precision, aligned=rows_aligned, same_phase=same_phase, cc=cc,
+                       sm_count=sm_count)
 
 
-def config_plan(cfg: SoftmaxConfig, rows: int, cols: int, precision: str = "fp32", *,
+def config_plan(cfg, rows: int, cols: int, precision: str = "fp32", *,
                 aligned: bool = True, resident: int | None = None,
-                rung_name: str | None = None) -> SoftmaxPlan:
-    """The plan of one explicit config (``cols`` must fit it)."""
+                rung_name: str | None = None, same_phase: bool = True,
+                sm_count: int = H200_SM_COUNT) -> SoftmaxPlan:
+    """The plan of one explicit config (``cols`` must fit it): a rung 01..06
+    SoftmaxConfig, or a WindowConfig of rungs 07..09 (``aligned``: x's rows
+    start on 16 bytes; a split config gets the split and slots its planner
+    would give it)."""
+    if isinstance(cfg, WindowConfig):
+        vec = vec_of(precision)
+        if cfg.vec != vec:
+            raise ValueError(f"{cfg.describe()} is registered for {cfg.vec}-element vectors, "
+                             f"{precision} has {vec}")
+        if not cfg.fits(cols, (9, 0), aligned=aligned):
+            raise ValueError(f"{cfg.describe()} does not hold rows of {cols}")
+        nv = window_vectors(cols, vec, aligned)
+        if cfg.kind in ("split", "split_stream"):
+            split, slots = 0, 0
+            if cfg.kind == "split":
+                split = -(-nv // cfg.window)
+                resident_blocks = cfg.min_blocks * sm_count
+                if split > resident_blocks:
+                    raise ValueError(f"{cfg.describe()}: rows of {cols} need {split} resident "
+                                     f"blocks, {resident_blocks} fit")
+                slots = min(rows, resident_blocks // split, WS_MAX_SLOTS)
+            else:
+                _, split, slots = _plan_split(rows, nv, [cfg], sm_count)
+            return _window_plan_of(cfg, precision, rows, nv, sm_count, aligned, same_phase,
+                                   "an explicit config", split, slots)
+        return _window_plan_of(cfg, precision, rows, nv, sm_count, aligned, same_phase,
+                               "an explicit config")
     itemsize = numpy_dtype(precision).itemsize
     vec = cfg.vec(itemsize)
     if vec > 1 and not (aligned and cols % vec == 0):
@@ -152,7 +568,7 @@ def compiled_kernel(p: SoftmaxPlan, arch=None):
 _resident_cache: dict = {}
 
 
-def resident_clusters(kernel, cfg: SoftmaxConfig, smem: int) -> int:
+def resident_clusters(kernel, cfg, smem: int) -> int:
     """How many clusters of ``cfg`` (blocks, for a cluster of 1) fit on the
     device at once with ``smem`` bytes of dynamic shared memory: the grid of a
     persistent config. A cluster must sit inside one GPC, so this is the
@@ -177,15 +593,80 @@ def resident_clusters(kernel, cfg: SoftmaxConfig, smem: int) -> int:
     return n
 
 
+def _fit_split(p: SoftmaxPlan, resident: int) -> SoftmaxPlan:
+    """A split plan re-derived for ``resident`` co-resident blocks (the
+    driver's count; the pure-Python plan assumed min_blocks per SM): every
+    block of a cooperative grid must be resident at once."""
+    if p.slots * p.split <= resident:
+        return p
+    if p.config.kind == "split":
+        if p.split > resident:
+            raise RuntimeError(f"{p.describe()}: {p.split} blocks a row, only {resident} "
+                               "resident on this device")
+        slots, split = min(max(1, resident // p.split), WS_MAX_SLOTS), p.split
+    else:
+        slots = min(p.slots, resident)
+        split = max(1, resident // slots)
+    return dataclasses.replace(p, grid=(slots * split, 1, 1), slots=slots, split=split,
+                               workspace_bytes=split_workspace_layout(slots, split)["bytes"])
+
+
 def prepare(p: SoftmaxPlan, rows: int, arch=None):
     """(kernel, plan) ready to launch: compiled, with a persistent plan's
-    grid set to the clusters that fit at once. GPU only."""
+    grid set to the clusters that fit at once and a split plan's grid to the
+    blocks that fit at once. GPU only."""
     k = compiled_kernel(p, arch)
-    if p.config.persistent:
+    if p.split:
+        p = _fit_split(p, resident_clusters(k, p.config, 0))
+    elif getattr(p.config, "persistent", False):
         p = dataclasses.replace(p, grid=p.config.grid(rows, resident_clusters(k, p.config, p.smem)))
     elif p.config.cluster > 8:
         resident_clusters(k, p.config, p.smem)  # sets the non-portable size attribute
     return k, p
+
+
+# ---------------------------------------------------------------------------
+# the split rung's workspace and the launch of any plan
+# ---------------------------------------------------------------------------
+_workspaces: dict = {}   # stream handle -> DeviceArray
+
+
+def workspace(nbytes: int, stream=None):
+    """The split rung's counters and pairs for launches on ``stream``: one
+    buffer per stream (launches on one stream run in order, so they may share
+    counters; on two streams they may not), allocated zeroed, grown when a
+    plan needs more. Every launch that completes leaves the counters at zero;
+    after one that did not (a trap), ``reset_workspace()``."""
+    handle = driver.stream_handle(stream) if stream is not None else 0
+    buf = _workspaces.get(handle)
+    if buf is None or buf.nbytes < nbytes:
+        if buf is not None:
+            driver.synchronize()
+            buf.free()
+        buf = driver.empty((max(int(nbytes), 1 << 16),), np.uint8)
+        buf.fill_bytes(0)
+        driver.synchronize()
+        _workspaces[handle] = buf
+    return buf
+
+
+def reset_workspace():
+    """Zero every split-row workspace (after a launch that did not finish)."""
+    for buf in _workspaces.values():
+        buf.fill_bytes(0)
+    driver.synchronize()
+
+
+def run_plan(k, p: SoftmaxPlan, x, y, rows: int, cols: int, ldx=None, ldy=None, stream=None):
+    """Enqueue plan ``p`` (compiled as ``k``, from ``prepare``) on ``stream``:
+    the split rung with its workspace, cooperatively."""
+    if p.split:
+        ws = workspace(p.workspace_bytes, stream)
+        launch(k, p.grid, p.block, p.args(x, y, rows, cols, ldx, ldy, ws.ptr),
+               stream=stream, cooperative=True)
+    else:
+        launch(k, p.grid, p.block, p.args(x, y, rows, cols, ldx, ldy), smem=p.smem,
+               stream=stream, cluster=p.cluster)
 
 
 # ---------------------------------------------------------------------------
@@ -204,12 +685,14 @@ def reference(x) -> np.ndarray:
 # ---------------------------------------------------------------------------
 # the public entry
 # ---------------------------------------------------------------------------
-def _device_view(x):
-    """(pointer, shape, dtype) of a __cuda_array_interface__ object, checking
-    that its rows are contiguous."""
+def _device_view(x, what="softmax"):
+    """(pointer, shape, dtype, row pitch in elements) of a
+    __cuda_array_interface__ object. Rows must be contiguous (unit element
+    stride); the row pitch may exceed the row (a column slice of a wider
+    array) when it is a whole number of elements."""
     cai = getattr(x, "__cuda_array_interface__", None)
     if cai is None:
-        raise TypeError(f"softmax takes a numpy array or a device array "
+        raise TypeError(f"{what} takes a numpy array or a device array "
                         f"(__cuda_array_interface__), got {type(x).__name__}")
     shape = tuple(int(s) for s in cai["shape"])
     try:
@@ -217,12 +700,43 @@ def _device_view(x):
     except (TypeError, AttributeError):
         dt = np.dtype(cai["typestr"])
     strides = cai.get("strides")
+    pitch = shape[1] if len(shape) == 2 else None
     if strides is not None and len(shape) == 2:
-        want = (shape[1] * dt.itemsize, dt.itemsize)
-        if any(s != w and n > 1 for s, w, n in zip(strides, want, shape)):
-            raise ValueError(f"softmax needs C-contiguous rows; got strides {tuple(strides)} "
-                             f"for shape {shape} (expected {want})")
-    return int(cai["data"][0]), shape, dt
+        s0, s1 = (int(s) for s in strides)
+        rows, cols = shape
+        ok_cols = cols <= 1 or s1 == dt.itemsize
+        ok_rows = rows <= 1 or (s0 >= cols * dt.itemsize and s0 % dt.itemsize == 0)
+        if not (ok_cols and ok_rows):
+            raise ValueError(f"{what} needs rows of contiguous elements (a row pitch of at least "
+                             f"the row, in whole elements); got strides {tuple(strides)} for "
+                             f"shape {shape} ({dt.itemsize}-byte elements)")
+        if rows > 1:
+            pitch = s0 // dt.itemsize
+    return int(cai["data"][0]), shape, dt, pitch
+
+
+_plans: dict = {}   # the plan cache: shape, dtype, kernel, alignment and pitch classes -> (kernel, plan)
+
+
+def _prepared(rows, cols, precision, kernel, px, py, ldx, ldy):
+    """(kernel, plan) for a call, cached on everything the choice depends on
+    (the host cost of a call is what small shapes are measured by)."""
+    vec = vec_of(precision)
+    key = (rows, cols, precision, kernel, px % 16, py % 16, ldx % vec, ldy % vec,
+           ldx == cols, ldy == cols)
+    hit = _plans.get(key)
+    if hit is None:
+        dev = driver.device()
+        aligned = px % 16 == 0 and py % 16 == 0
+        itemsize = numpy_dtype(precision).itemsize
+        same_phase = (py - px) % 16 == 0 and ((ldy - ldx) * itemsize) % 16 == 0
+        p = plan(rows, cols, precision, kernel=kernel, aligned=aligned, cc=dev.cc,
+                 ldx=ldx, ldy=ldy, same_phase=same_phase, x_aligned=px % 16 == 0,
+                 sm_count=dev.sm_count)
+        if len(_plans) >= 4096:
+            _plans.clear()
+        hit = _plans[key] = prepare(p, rows)
+    return hit
 
 
 def softmax(x, *, kernel: str = "auto", out=None, stream=None):
@@ -232,10 +746,12 @@ def softmax(x, *, kernel: str = "auto", out=None, stream=None):
     ``x``: a numpy array (the result comes back as numpy) or a device array
     (DeviceArray, or anything with ``__cuda_array_interface__``: the result is
     a DeviceArray, or ``out`` when given, enqueued on ``stream`` and not
-    synchronised). dtype float32, bfloat16 (ml_dtypes) or float16; the output
-    has the same dtype, the arithmetic is fp32. ``kernel``: 'auto' or a name
-    from ``kernels()``. ``out``: a device array of x's shape and dtype to
-    write into (device inputs only).
+    synchronised). Device rows may start at any element (offset views) and sit
+    at any row pitch of whole elements (column slices); rungs 01..06 take
+    contiguous rows only. dtype float32, bfloat16 (ml_dtypes) or float16; the
+    output has the same dtype, the arithmetic is fp32. ``kernel``: 'auto' or
+    a name from ``kernels()``. ``out``: a device array of x's shape and dtype
+    to write into (device inputs only; its own pitch).
     """
     if kernel != "auto":
         rung(kernel)  # unknown names fail before anything touches the GPU
@@ -243,22 +759,25 @@ def softmax(x, *, kernel: str = "auto", out=None, stream=None):
     x, out = interop.as_input(x), interop.as_input(out)
     on_host = isinstance(x, np.ndarray)
     if on_host:
-        shape, dt, ptr = x.shape, x.dtype, None
+        shape, dt, ptr, ldx = x.shape, x.dtype, None, None
     else:
-        ptr, shape, dt = _device_view(x)
+        ptr, shape, dt, ldx = _device_view(x)
     if len(shape) != 2:
         raise ValueError(f"softmax takes a 2-D array (rows x cols), got shape {tuple(shape)}")
     precision = dtype_name(dt)
     rows, cols = (int(s) for s in shape)
     if rows > INT_MAX or cols > INT_MAX:
         raise ValueError(f"rows and cols must each be below 2^31, got {rows} x {cols}")
+    ldy = cols
     if out is not None:
         if on_host:
             raise TypeError("out= takes a device array and goes with a device input; "
                             "a numpy input returns a new numpy array")
-        out_ptr, out_shape, out_dt = _device_view(out)
+        out_ptr, out_shape, out_dt, ldy = _device_view(out, "out")
         if tuple(out_shape) != (rows, cols) or out_dt != dt:
             raise ValueError(f"out must be {rows}x{cols} {dt}, got {tuple(out_shape)} {out_dt}")
+        if out_ptr % dt.itemsize or (ptr is not None and ptr % dt.itemsize):
+            raise ValueError(f"x and out must be aligned to their {dt.itemsize}-byte elements")
 
     if on_host and (rows == 0 or cols == 0):
         return np.empty(shape, dt)
@@ -270,12 +789,11 @@ def softmax(x, *, kernel: str = "auto", out=None, stream=None):
         return interop.like(out, template)
     dev_x = driver.to_device(np.ascontiguousarray(x), stream) if on_host else x
     if on_host:
-        ptr = dev_x.ptr
-    p = plan(rows, cols, precision, kernel=kernel,
-             aligned=ptr % 16 == 0 and out_ptr % 16 == 0, cc=driver.device().cc)
-    k, p = prepare(p, rows)
-    launch(k, p.grid, p.block, (dev_x, out, rows, cols), smem=p.smem, stream=stream,
-           cluster=p.cluster)
+        ptr, ldx = dev_x.ptr, cols
+    ldx = cols if ldx is None or rows == 1 else ldx
+    ldy = cols if ldy is None or rows == 1 else ldy
+    k, p = _prepared(rows, cols, precision, kernel, ptr, out_ptr, ldx, ldy)
+    run_plan(k, p, ptr, out_ptr, rows, cols, ldx, ldy, stream=stream)
     if on_host:
         return out.to_host(stream=stream)   # queued behind the launch; waits for that stream
     return interop.like(out, template)

@@ -1,4 +1,4 @@
-"""The softmax ladder's registry: each rung (cu/softmax_0*.cu) and its
+"""The softmax ladder's registry: each rung (cu/softmax/softmax_0*.cu) and its
 configurations, each declared once with its compile-time constants, from
 which grid, block, defines and shared memory derive. The semantics and the
 ladder's ideas: drvgemm/ladders/softmax/dispatch.py."""
@@ -12,13 +12,44 @@ from ...runtime import dtypes
 
 __all__ = ["kernels", "rung", "catalogue", "pipelined", "SoftmaxConfig", "SoftmaxRung",
            "SOFTMAX_RUNGS", "DTYPE_CODES", "INT_MAX", "dtype_name", "numpy_dtype", "source_of",
-           "RESIDENT_CONFIGS", "STREAM_CONFIG", "CLUSTER_CONFIGS", "PIPELINED_CONFIGS"]
+           "RESIDENT_CONFIGS", "STREAM_CONFIG", "CLUSTER_CONFIGS", "PIPELINED_CONFIGS",
+           "SOURCE_DEFINES", "WindowConfig", "WindowRung", "WINDOW_RUNGS", "WINDOW_CONFIGS",
+           "WINDOW_REGISTRY", "window_configs", "window_precisions", "vec_of", "WATCHDOG_NS",
+           "WS_MAX_SLOTS", "MAX_WINDOW_COLS", "window_catalogue_configs"]
 
 INT_MAX = 2**31 - 1
 
 
-# precision name -> the DTYPE define of cu/softmax_common.cuh
+# precision name -> the DTYPE define of cu/softmax/softmax_common.cuh
 DTYPE_CODES = {"fp32": 0, "bf16": 1, "fp16": 2}
+
+# The defines each source needs (each kernel #errors on a missing one).
+SOURCE_DEFINES = {
+    "softmax_01_naive.cu": ("DTYPE", "THREADS"),
+    "softmax_02_online.cu": ("DTYPE", "THREADS"),
+    "softmax_03_warp_shuffle.cu": ("DTYPE", "THREADS"),
+    "softmax_04_vectorized.cu": ("DTYPE", "THREADS", "ROW_THREADS", "ELEMS", "VEC", "MIN_BLOCKS",
+                                 "UNROLL"),
+    "softmax_05_cluster.cu": ("DTYPE", "THREADS", "ELEMS", "VEC", "CLUSTER", "MIN_BLOCKS"),
+    "softmax_06_pipelined.cu": ("DTYPE", "THREADS", "ELEMS", "VEC", "CLUSTER", "STAGES",
+                                "MIN_BLOCKS", "EVICT_FIRST"),
+}
+# Rung 04's file compiles both of its entries in one unit, and the label
+# numbers in one entry's SASS follow the other entry's code: a config passes
+# the constants of the entry it does not launch too (these, fixed), so that
+# every instantiation's machine code stays what the SASS manifest recorded.
+RUNG04_COMPANION = {"ROW_THREADS": 32, "ELEMS": 32, "UNROLL": 4}
+# entry -> source, for every entry of rungs 01..06
+ENTRY_SOURCES = {
+    "softmax_01_naive": "softmax_01_naive.cu",
+    "softmax_02_online": "softmax_02_online.cu",
+    "softmax_03_warp_shuffle_warp": "softmax_03_warp_shuffle.cu",
+    "softmax_03_warp_shuffle_block": "softmax_03_warp_shuffle.cu",
+    "softmax_04_vectorized_rows": "softmax_04_vectorized.cu",
+    "softmax_04_vectorized_stream": "softmax_04_vectorized.cu",
+    "softmax_05_cluster": "softmax_05_cluster.cu",
+    "softmax_06_pipelined": "softmax_06_pipelined.cu",
+}
 
 
 def dtype_name(dtype) -> str:
@@ -106,23 +137,22 @@ class SoftmaxConfig:
         return min(v, self.elems) if self.elems else v
 
     def defines(self, precision: str, vec: int) -> dict:
-        d = {"DTYPE": DTYPE_CODES[precision], "THREADS": self.threads, "VEC": vec}
-        if self.row_threads != self.threads or self.elems:
-            d["ROW_THREADS"] = self.row_threads
-        if self.elems:
-            d["ELEMS"] = self.elems
-        if self.cluster > 1 or self.entry == "softmax_06_pipelined":
-            # always for 06: its source defaults to a cluster of 8
-            d["CLUSTER"] = self.cluster
-        if self.min_blocks > 1:
-            d["MIN_BLOCKS"] = self.min_blocks
-        if self.unroll:
-            d["UNROLL"] = self.unroll
-        if self.stages:
-            d["STAGES"] = self.stages
-        if self.evict_first:
-            d["EVICT_FIRST"] = 1
-        return d
+        """Every define the config's source needs, always all of them (the
+        kernels refuse to compile without one): a value that does not apply
+        to this config is passed as what it is (CLUSTER=1, STAGES=0,
+        UNROLL=0 for a register-resident config, ELEMS=0 for a streaming one)."""
+        every = {"DTYPE": DTYPE_CODES[precision], "THREADS": self.threads,
+                 "ROW_THREADS": self.row_threads, "ELEMS": self.elems, "VEC": vec,
+                 "MIN_BLOCKS": self.min_blocks, "UNROLL": self.unroll, "CLUSTER": self.cluster,
+                 "STAGES": self.stages, "EVICT_FIRST": int(self.evict_first)}
+        source = source_of(self.entry)
+        if source == "softmax_04_vectorized.cu":
+            if not self.elems:        # a streaming config: the rows entry's constants
+                every.update(ROW_THREADS=RUNG04_COMPANION["ROW_THREADS"],
+                             ELEMS=RUNG04_COMPANION["ELEMS"])
+            if not self.unroll:       # a register-resident config: the stream entry's
+                every["UNROLL"] = RUNG04_COMPANION["UNROLL"]
+        return {k: every[k] for k in SOURCE_DEFINES[source]}
 
     def smem(self, itemsize: int, vec: int) -> int:
         """Dynamic shared memory per block: the landing buffers, which exist
@@ -262,13 +292,240 @@ SOFTMAX_RUNGS: list[SoftmaxRung] = [
 ]
 
 
+# ---------------------------------------------------------------------------
+# rungs 07..09: the 16-byte window (cu/softmax/softmax_window.cuh) -- any row
+# length, any row alignment, any row pitch, every vector inside a row one
+# 128-bit access; only the first and last vector of a row element-wise.
+# ---------------------------------------------------------------------------
+WATCHDOG_NS = 2_000_000_000   # a split-row wait that outlasts 2 s traps instead of hanging
+WS_MAX_SLOTS = 1024           # split rows: row slots in the workspace's counter head
+MAX_WINDOW_COLS = INT_MAX - 65536   # window coordinates are 32-bit: cols plus a chunk must fit
+
+WINDOW_SOURCES = {
+    "softmax_07_any_row": "softmax_07_any_row.cu",
+    "softmax_08_any_row_cluster": "softmax_08_any_row_cluster.cu",
+    "softmax_09_split_row": "softmax_09_split_row.cu",
+    "softmax_09_split_row_stream": "softmax_09_split_row.cu",
+}
+WINDOW_KINDS = {"softmax_07_any_row": "rows", "softmax_08_any_row_cluster": "cluster",
+                "softmax_09_split_row": "split", "softmax_09_split_row_stream": "split_stream"}
+WINDOW_DEFINES = {
+    "rows": ("DTYPE", "THREADS", "ROW_THREADS", "ITEMS", "RPT", "MIN_BLOCKS"),
+    "cluster": ("DTYPE", "THREADS", "ITEMS", "CLUSTER", "MIN_BLOCKS"),
+    "split": ("DTYPE", "THREADS", "ITEMS", "MIN_BLOCKS", "WATCHDOG_NS", "WS_MAX_SLOTS"),
+    "split_stream": ("DTYPE", "THREADS", "ITEMS", "MIN_BLOCKS", "WATCHDOG_NS", "WS_MAX_SLOTS"),
+}
+
+
+def vec_of(precision: str) -> int:
+    """Elements per 16-byte vector: 4 fp32, 8 bf16/fp16."""
+    return 16 // numpy_dtype(precision).itemsize
+
+
+def window_precisions(cfg) -> tuple:
+    """The precisions a window config is registered for (by its vector)."""
+    return ("fp32",) if cfg.vec == 4 else ("bf16", "fp16")
+
+
+@dataclass(frozen=True)
+class WindowConfig:
+    """One instantiation of rungs 07..09, declared once. ``items``: 16-byte
+    vectors a thread holds per row (per chunk for the split rungs); ``vec``:
+    the elements of a vector it is registered for (4: fp32, 8: bf16/fp16), so
+    ``items * vec * rpt`` fp32 values sit in a thread's registers (at most 32
+    where ``min_blocks`` caps registers at 64). Grid, block and defines all
+    derive from here and the plan (split rungs: ``split`` blocks a row,
+    ``slots`` rows in flight)."""
+    entry: str
+    threads: int
+    items: int
+    vec: int
+    row_threads: int = 0      # 07: lanes per row (a power of two <= 32) or == threads
+    rpt: int = 1              # 07: rows per lane group, loaded together
+    cluster: int = 1          # 08: blocks per row
+    min_blocks: int = 1       # __launch_bounds__ second argument
+
+    def __post_init__(self):
+        if self.entry not in WINDOW_SOURCES:
+            raise ValueError(f"unknown window entry {self.entry!r}")
+        if self.vec not in (4, 8):
+            raise ValueError(f"{self.entry}: vec is 4 (fp32) or 8 (16-bit), got {self.vec}")
+        if self.kind == "rows" and self.row_threads != self.threads and not (
+                1 <= self.row_threads <= 32 and self.row_threads & (self.row_threads - 1) == 0):
+            raise ValueError(f"{self.entry}: row_threads must be a power of two <= 32 or threads")
+        if self.kind == "cluster" and not 2 <= self.cluster <= 16:
+            raise ValueError(f"{self.entry}: cluster of 2..16 blocks")
+
+    @property
+    def kind(self) -> str:
+        return WINDOW_KINDS[self.entry]
+
+    @property
+    def persistent(self) -> bool:
+        """Never: one block (07), cluster (08) per row group, or a grid that
+        fits at once by construction (09)."""
+        return False
+
+    @property
+    def stages(self) -> int:
+        return 0
+
+    @property
+    def source(self) -> str:
+        return WINDOW_SOURCES[self.entry]
+
+    @property
+    def arch(self) -> str:
+        return "sm_90" if self.kind == "cluster" else "sm_80"
+
+    @property
+    def values(self) -> int:
+        """fp32 values a thread keeps in registers."""
+        return self.items * self.vec * self.rpt
+
+    @property
+    def window(self) -> int:
+        """16-byte vectors one row group (07), cluster (08) or chunk (09) covers."""
+        if self.kind == "rows":
+            return self.row_threads * self.items
+        return self.threads * self.items * self.cluster
+
+    @property
+    def rows_per_block(self) -> int:
+        if self.kind == "rows":
+            return (self.threads // self.row_threads) * self.rpt
+        return 1
+
+    @property
+    def blocks_per_sm(self) -> int:
+        """Blocks an SM holds at 64 registers a thread (what min_blocks
+        promises; the rows rung's small blocks fill 1024 threads an SM)."""
+        return 1024 // self.threads if self.kind == "rows" else self.min_blocks
+
+    def defines(self, precision: str) -> dict:
+        if vec_of(precision) != self.vec:
+            raise ValueError(f"{self.describe()} is registered for {self.vec}-element vectors, "
+                             f"{precision} has {vec_of(precision)}")
+        every = {"DTYPE": DTYPE_CODES[precision], "THREADS": self.threads,
+                 "ROW_THREADS": self.row_threads, "ITEMS": self.items, "RPT": self.rpt,
+                 "CLUSTER": self.cluster, "MIN_BLOCKS": self.min_blocks,
+                 "WATCHDOG_NS": WATCHDOG_NS, "WS_MAX_SLOTS": WS_MAX_SLOTS}
+        return {k: every[k] for k in WINDOW_DEFINES[self.kind]}
+
+    def fits(self, cols: int, cc: tuple = (9, 0), aligned: bool = False) -> bool:
+        """The config holds a row of ``cols`` at any alignment, or starting on
+        16 bytes when ``aligned`` (split rungs: any length, in as many chunks
+        as it takes)."""
+        if tuple(cc) < _arch_cc(self.arch):
+            return False
+        if self.kind in ("split", "split_stream"):
+            return cols <= MAX_WINDOW_COLS
+        return cols + (0 if aligned else self.vec - 1) <= self.window * self.vec
+
+    def describe(self) -> str:
+        parts = [self.entry, f"threads={self.threads}"]
+        if self.kind == "rows":
+            parts.append(f"row_threads={self.row_threads}")
+        parts.append(f"items={self.items}")
+        if self.kind == "rows":
+            parts.append(f"rpt={self.rpt}")
+        if self.kind == "cluster":
+            parts.append(f"cluster={self.cluster}")
+        parts += [f"min_blocks={self.min_blocks}", f"vec={self.vec}"]
+        return " ".join(parts)
+
+
+def _lane_rows(rt, items, vec):
+    """Lane groups of rt <= 32 threads in 256-thread blocks, four blocks an SM
+    (64 registers a thread); RPT tops a group up to 16 values (4 fp32
+    vectors, 2 16-bit ones: 64 / 32 B in flight a thread) so short rows still
+    keep bytes outstanding; 32 values over 4 row windows would spill."""
+    return WindowConfig("softmax_07_any_row", 256, items, vec, row_threads=rt,
+                        rpt=max(1, (16 // vec) // items), min_blocks=4)
+
+
+def _window_configs(vec: int) -> tuple:
+    max_items = 32 // vec            # 32 fp32 values a thread: 64 registers, no spill
+    out = [_lane_rows(rt, it, vec) for rt in (1, 2, 4, 8, 16) for it in (1, 2, 3, 4)]
+    out += [_lane_rows(32, it, vec) for it in [1, 2, 3, 4] + ([6, 8] if vec == 4 else [])]
+    # a block per row: 1024 threads an SM of 64-register threads (2 blocks of
+    # 512, 4 of 256, 8 of 128), so one block's loads overlap another's stores
+    out += [WindowConfig("softmax_07_any_row", t, it, vec, row_threads=t, min_blocks=1024 // t)
+            for t in (128, 256, 512) for it in range(1, max_items + 1)]
+    # clusters of 512-thread blocks, two an SM
+    out += [WindowConfig("softmax_08_any_row_cluster", 512, it, vec, cluster=c, min_blocks=2)
+            for c in range(2, 9) for it in range(max(1, max_items // 2), max_items + 1)]
+    # clusters of 7 and 8 256-thread blocks, four an SM: measured better than
+    # 512-thread clusters on 50257-element rows (fp32 8192 x 50257: 0.775 at
+    # 7 x 256 x 8 items vs 0.743 at 4 x 512 x 7; bf16 0.514 vs 0.457)
+    out += [WindowConfig("softmax_08_any_row_cluster", 256, it, vec, cluster=c, min_blocks=4)
+            for c in (7, 8) for it in range(max(1, max_items // 2), max_items + 1)]
+    # a cluster of 8 with more values a thread (one block an SM) for the
+    # longest rows that still fit registers (151936)
+    out += [WindowConfig("softmax_08_any_row_cluster", 512, it, vec, cluster=8, min_blocks=1)
+            for it in ((10, 12) if vec == 4 else (5, 6))]
+    # split chunks, two 512-thread blocks an SM (264 resident on an H200):
+    # up to 32 values a thread, 64 KiB of a row a block
+    out += [WindowConfig("softmax_09_split_row", 512, it, vec, min_blocks=2)
+            for it in ((2, 4, 8) if vec == 4 else (1, 2, 4))]
+    out.append(WindowConfig("softmax_09_split_row_stream", 512, 4 if vec == 4 else 2, vec,
+                            min_blocks=2))
+    return tuple(out)
+
+
+WINDOW_REGISTRY = {4: _window_configs(4), 8: _window_configs(8)}
+WINDOW_CONFIGS = WINDOW_REGISTRY[4] + WINDOW_REGISTRY[8]
+
+
+def window_configs(precision: str | None = None) -> tuple:
+    """Every window config (of one precision's vector width when given)."""
+    return WINDOW_CONFIGS if precision is None else WINDOW_REGISTRY[vec_of(precision)]
+
+
+@dataclass(frozen=True)
+class WindowRung:
+    """A rung of 16-byte-window kernels: its configs for both vector widths;
+    the dispatcher plans among them (dispatch.window_plan)."""
+    name: str
+    source: str
+    summary: str
+    reads: int
+    entries: tuple
+
+    def configs_for(self, precision: str) -> tuple:
+        return tuple(c for c in window_configs(precision) if c.entry in self.entries)
+
+    @property
+    def configs(self) -> tuple:
+        return tuple(c for c in WINDOW_CONFIGS if c.entry in self.entries)
+
+    def supports(self, cols: int, cc: tuple = (9, 0), precision: str = "fp32") -> bool:
+        return any(c.fits(cols, cc) for c in self.configs_for(precision))
+
+
+WINDOW_RUNGS: list[WindowRung] = [
+    WindowRung("softmax_07_any_row", "softmax_07_any_row.cu",
+               "the 16-byte window: 128-bit accesses at any row length, alignment and pitch; "
+               "lane groups for short rows, a block per row up to 16K fp32",
+               reads=1, entries=("softmax_07_any_row",)),
+    WindowRung("softmax_08_any_row_cluster", "softmax_08_any_row_cluster.cu",
+               "the window over a thread-block cluster, (max, sum) through DSMEM",
+               reads=1, entries=("softmax_08_any_row_cluster",)),
+    WindowRung("softmax_09_split_row", "softmax_09_split_row.cu",
+               "few long rows split over the whole GPU, synchronised through a global "
+               "workspace (cooperative launch)",
+               reads=1, entries=("softmax_09_split_row", "softmax_09_split_row_stream")),
+]
+
+
 def kernels() -> list[str]:
     """Names of the softmax rungs, in ladder order."""
-    return [r.name for r in SOFTMAX_RUNGS]
+    return [r.name for r in SOFTMAX_RUNGS] + [r.name for r in WINDOW_RUNGS]
 
 
-def rung(name: str) -> SoftmaxRung:
-    for r in SOFTMAX_RUNGS:
+def rung(name: str):
+    """The SoftmaxRung (01..06) or WindowRung (07..09) of that name."""
+    for r in list(SOFTMAX_RUNGS) + list(WINDOW_RUNGS):
         if r.name == name:
             return r
     raise ValueError(f"unknown softmax kernel {name!r}; choose 'auto' or one of "
@@ -277,10 +534,10 @@ def rung(name: str) -> SoftmaxRung:
 
 def source_of(entry: str) -> str:
     """The source file of a config's entry."""
-    for r in SOFTMAX_RUNGS:
-        if any(c.entry == entry for c in r.configs):
-            return r.source
-    raise ValueError(entry)
+    try:
+        return ENTRY_SOURCES[entry]
+    except KeyError:
+        raise ValueError(f"unknown softmax entry {entry!r}") from None
 
 
 def catalogue() -> list[tuple]:
@@ -294,4 +551,21 @@ def catalogue() -> list[tuple]:
             vec = c.vec(4)
             out.append((c.describe(vec), r.source, c.entry,
                         c.defines("fp32", vec), "sm_90" if c.arch == "sm_90" else None))
+    for c in window_catalogue_configs():
+        prec = window_precisions(c)[0]
+        out.append((f"{c.describe()} {prec}", c.source, c.entry, c.defines(prec),
+                    "sm_90" if c.arch == "sm_90" else None))
     return out
+
+
+def window_catalogue_configs() -> list:
+    """One window config per family (entry, block shape, blocks an SM, lane
+    groups or block rows, vector width): the one holding the most values a
+    thread, the register-tightest. The compile-only report lists these; the
+    CPU tests compile every instantiation."""
+    best = {}
+    for c in WINDOW_CONFIGS:
+        key = (c.entry, c.threads, c.min_blocks, c.row_threads == c.threads, c.vec)
+        if key not in best or (c.values, c.cluster) > (best[key].values, best[key].cluster):
+            best[key] = c
+    return list(best.values())

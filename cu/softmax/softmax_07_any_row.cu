@@ -1,0 +1,85 @@
+// Softmax rung 07: any row length, any row alignment, any row pitch, held in
+// registers.
+//
+// ROW_THREADS threads share a row and hold it in registers (one read, one
+// write: the minimum traffic), as in rung 04, but every row is read through
+// its 16-byte window (softmax_window.cuh): LDG.128 for every vector that lies
+// inside the row, element-wise accesses only for the first and last vector.
+// Rung 04 drops to scalar loads for the whole array as soon as cols % 4 != 0
+// (50257, 12345) or a pointer is off by one element; here only the two
+// partial vectors of each row are scalar.
+//
+//   ROW_THREADS <= 32 (a power of two): THREADS / ROW_THREADS rows at a time in
+//     a block, reduced with sub-warp shuffles alone (no shared memory, no
+//     barrier). RPT rows per thread group, all loaded before any is reduced:
+//     short rows give a thread only ITEMS vectors, and RPT multiplies the
+//     bytes each thread keeps in flight (Little's law: ~32 KB per SM of reads
+//     outstanding are needed to cover DRAM latency at full bandwidth).
+//   ROW_THREADS == THREADS: a block per row (rows up to THREADS * ITEMS
+//     vectors), one shared-memory hop for the per-warp pairs; RPT must be 1.
+//
+// A group covers a window of ROW_THREADS * ITEMS vectors: the planner picks
+// the config with cols + WVEC - 1 <= ROW_THREADS * ITEMS * WVEC (any alignment).
+// Parameters: x, y rows x cols with row pitches ldx, ldy (elements; equal to
+// cols for contiguous arrays); rows, cols >= 1; 64-bit offsets throughout.
+// Grid: ceil(rows / (THREADS / ROW_THREADS * RPT)) blocks.
+#include "softmax_window.cuh"
+
+#ifndef THREADS
+#error "THREADS must be defined (threads per block)"
+#endif
+#ifndef ROW_THREADS
+#error "ROW_THREADS must be defined (threads per row: a power of two <= 32, or THREADS)"
+#endif
+#ifndef ITEMS
+#error "ITEMS must be defined (16-byte vectors per thread per row)"
+#endif
+#ifndef RPT
+#error "RPT must be defined (rows per thread group, loaded together)"
+#endif
+#ifndef MIN_BLOCKS
+#error "MIN_BLOCKS must be defined (__launch_bounds__ blocks per SM; 1 = no register cap)"
+#endif
+
+static_assert(THREADS % 32 == 0 && THREADS >= 32 && THREADS <= 1024, "THREADS: a multiple of 32 up to 1024");
+static_assert(ROW_THREADS == THREADS || (ROW_THREADS <= 32 && (ROW_THREADS & (ROW_THREADS - 1)) == 0),
+              "ROW_THREADS: a power of two <= 32 or THREADS");
+static_assert(ROW_THREADS < THREADS || RPT == 1, "a block per row holds one row");
+static_assert(ITEMS >= 1 && RPT >= 1 && ITEMS * RPT * WVEC <= 128, "too many values per thread");
+
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
+softmax_07_any_row(const elem_t* __restrict__ x, elem_t* __restrict__ y, int rows, int cols,
+                   long long ldx, long long ldy) {
+    constexpr int GROUPS = THREADS / ROW_THREADS;        // row groups per block
+    constexpr int N = ITEMS * WVEC;                       // values per thread per row
+    const int lane = threadIdx.x % ROW_THREADS;
+    const int group = threadIdx.x / ROW_THREADS;
+    // Rows of a block: RPT sweeps of GROUPS consecutive rows, so that in every
+    // sweep a warp's groups touch consecutive rows (contiguous memory).
+    const long long base = static_cast<long long>(blockIdx.x) * (GROUPS * RPT) + group;
+
+    float v[RPT][N];
+    RowWindow w[RPT];
+    bool live[RPT];
+#pragma unroll
+    for (int r = 0; r < RPT; ++r) {
+        const long long row = base + static_cast<long long>(r) * GROUPS;
+        // Threads past the last row stay, with no memory access: their
+        // warp-mates need them in the full-mask shuffles.
+        live[r] = row < rows;
+        w[r] = row_window(x, y, live[r] ? row : 0, cols, ldx, ldy);
+        window_load<ITEMS, ROW_THREADS>(w[r], 0, lane, live[r], v[r]);
+    }
+#pragma unroll
+    for (int r = 0; r < RPT; ++r) {
+        const MaxSum mine = slice_exp<N>(v[r]);
+        MaxSum tot;
+        if constexpr (ROW_THREADS <= 32) {
+            tot = shfl_merge<ROW_THREADS>(mine);
+        } else {
+            __shared__ MaxSum part[THREADS / 32];
+            tot = block_merge_butterfly<THREADS>(mine, part);
+        }
+        window_store<ITEMS, ROW_THREADS>(w[r], 0, lane, live[r], v[r], slice_scale(mine.m, tot));
+    }
+}

@@ -1,0 +1,196 @@
+// Softmax rung 09: a few very long rows, each split across many blocks of the
+// whole GPU, synchronised through global memory.
+//
+// 4 rows x 1,048,576 columns gives the other rungs 4 blocks (or 4 clusters of
+// at most 16 SMs) for a GPU of 132 SMs: 0.02 of copy bandwidth. Here every
+// row is cut into `split` chunks of THREADS * ITEMS window vectors (the
+// 16-byte window of softmax_window.cuh: any length, any alignment), one chunk per
+// block, held in registers. A block reduces its chunk to one (max, sum) pair,
+// publishes it in a workspace, and bumps its row slot's arrival counter; when
+// all `split` pairs of the row have arrived, every block of the row merges the
+// same pairs in the same order (so all agree on (M, L) bit for bit, and the
+// result does not depend on arrival order: deterministic), scales its
+// registers and writes. One read and one write of every element, like a copy.
+//
+// The grid is persistent: `slots` row slots of `split` blocks each
+// (grid = slots * split), slot s taking rows s, s + slots, ...; waiting on
+// peers is only safe when every block is resident at once, so the host
+// launches it as a cooperative launch (the driver refuses a grid that cannot
+// be co-resident instead of letting it hang), and a watchdog traps after
+// WATCHDOG_NS rather than spinning forever if that guarantee is ever broken.
+//
+// Rows longer than split * THREADS * ITEMS vectors (past what the resident
+// blocks' registers hold) take softmax_09_split_row_stream instead: each block
+// walks chunks chunk, chunk + split, ... twice (online (max, sum), then
+// exp / write): 2 reads + 1 write, correct for any length up to 2^31 - 16.
+//
+// Workspace (zeroed once by the host, left zeroed by every launch that
+// completes): a fixed head of counters, unsigned arrive[WS_MAX_SLOTS] then
+// leave[WS_MAX_SLOTS], then pairs[slots][2][split] (row parity
+// double-buffers them: a block can be at most one row ahead of the slowest
+// block of its slot). The counters sit at the same offsets for every plan:
+// one buffer serves plans of different (slots, split), and were the counters
+// placed after the pairs (offset slots * 2 * split), one plan's pairs would
+// land on another plan's counters and its next launch would start with
+// "arrived" counts and fold stale pairs. arrive[s] only grows during a launch
+// (row j of a slot is complete at (j + 1) * split); the last block to leave
+// resets both counters for the next launch. Pairs are always written before
+// they are read in a launch, so they need no reset.
+//
+// Parameters: x, y rows x cols with row pitches ldx, ldy (elements);
+// grid = slots * split (slots >= 1); split >= 1.
+#include "softmax_window.cuh"
+
+#ifndef THREADS
+#error "THREADS must be defined (threads per block)"
+#endif
+#ifndef ITEMS
+#error "ITEMS must be defined (16-byte vectors per thread)"
+#endif
+#ifndef MIN_BLOCKS
+#error "MIN_BLOCKS must be defined (__launch_bounds__ blocks per SM)"
+#endif
+#ifndef WATCHDOG_NS
+#error "WATCHDOG_NS must be defined (ns a wait may take before it traps; 0 = never)"
+#endif
+#ifndef WS_MAX_SLOTS
+#error "WS_MAX_SLOTS must be defined (row slots the workspace's counter head has room for)"
+#endif
+
+static_assert(THREADS % 32 == 0 && THREADS >= 64 && THREADS <= 1024, "THREADS: a multiple of 32, 64..1024");
+static_assert(ITEMS >= 1 && ITEMS * WVEC <= 64, "ITEMS: 1 .. 64 / WVEC values a thread");
+
+// The pairs start after the counter head (bytes).
+constexpr int WS_PAIRS_OFFSET = 2 * WS_MAX_SLOTS * 4;
+
+__device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+// Peers' pairs come from L2 (relaxed at GPU scope: never a stale L1 line).
+__device__ __forceinline__ MaxSum load_pair(const MaxSum* p) {
+    MaxSum r;
+    asm volatile("ld.relaxed.gpu.global.v2.f32 {%0, %1}, [%2];" : "=f"(r.m), "=f"(r.l) : "l"(p) : "memory");
+    return r;
+}
+
+__device__ __forceinline__ void wait_count(const unsigned* p, unsigned target) {
+    unsigned long long start = 0;
+    while (load_acquire(p) < target) {
+        __nanosleep(32);
+        if constexpr (WATCHDOG_NS != 0) {
+            unsigned long long now;
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+            if (start == 0) {
+                start = now;
+            } else if (now - start > WATCHDOG_NS) {
+                __trap();
+            }
+        }
+    }
+}
+
+// All `split` pairs of a row, merged identically by every warp of every
+// block: lane j folds pairs j, j + 32, ... in order, then one butterfly.
+__device__ __forceinline__ MaxSum fold_row(const MaxSum* pairs, int split, int lane) {
+    MaxSum acc{NEG_INF, 0.0f};
+    for (int j = lane; j < split; j += 32) acc = merge(acc, load_pair(pairs + j));
+    return shfl_merge<32>(acc);
+}
+
+// One row of a slot. RESIDENT: the chunk stays in registers (1R + 1W), else
+// chunks are streamed twice (2R + 1W). Two entries, not one with a runtime
+// branch, and the row step a function of its own (not inlined into the row
+// loop): with the loop around it ptxas put the held values on the stack.
+template <bool RESIDENT>
+__device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t* __restrict__ y,
+                                            long long row, int cols, long long ldx, long long ldy,
+                                            MaxSum* row_pairs, unsigned* arrive, unsigned target,
+                                            int split, int chunk, MaxSum* part) {
+    constexpr int N = ITEMS * WVEC;
+    constexpr int SLICE = THREADS * ITEMS;          // window vectors per chunk
+    const RowWindow w = row_window(x, y, row, cols, ldx, ldy);
+    float v[N];
+    MaxSum th;                                       // this thread's pair
+    if constexpr (RESIDENT) {
+        window_load<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v);
+        th = slice_exp<N>(v);
+    } else {
+        const int nchunks = (window_vectors(w) + SLICE - 1) / SLICE;
+        th = MaxSum{NEG_INF, 0.0f};
+        for (int c = chunk; c < nchunks; c += split) {
+            window_load<ITEMS, THREADS>(w, c * SLICE, threadIdx.x, true, v);
+            th = merge(th, slice_exp<N>(v));
+        }
+    }
+    const MaxSum blk = block_merge_butterfly<THREADS>(th, part);
+    if (threadIdx.x == 0) {
+        row_pairs[chunk] = blk;
+        __threadfence();                             // the pair before the count
+        atomicAdd(arrive, 1u);
+        wait_count(arrive, target);
+    }
+    __syncthreads();                                 // thread 0's acquire, for everyone
+    const MaxSum r = fold_row(row_pairs, split, threadIdx.x & 31);
+    if constexpr (RESIDENT) {
+        window_store<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v, slice_scale(th.m, r));
+    } else {
+        const int nchunks = (window_vectors(w) + SLICE - 1) / SLICE;
+        const float inv = 1.0f / r.l;
+        for (int c = chunk; c < nchunks; c += split) {
+            window_load<ITEMS, THREADS>(w, c * SLICE, threadIdx.x, true, v);
+#pragma unroll
+            for (int e = 0; e < N; ++e) v[e] = expf(v[e] - r.m);   // -inf - -inf: NaN row, as it must
+            window_store<ITEMS, THREADS>(w, c * SLICE, threadIdx.x, true, v, inv);
+        }
+    }
+}
+
+template <bool RESIDENT>
+__device__ __forceinline__ void split_rows(const elem_t* __restrict__ x, elem_t* __restrict__ y, int rows,
+                                           int cols, long long ldx, long long ldy, MaxSum* __restrict__ ws,
+                                           int split) {
+    __shared__ MaxSum part[THREADS / 32];
+    const int slots = gridDim.x / split;
+    const int slot = blockIdx.x / split;
+    const int chunk = blockIdx.x % split;
+    if (slot >= slots || slots > WS_MAX_SLOTS) return;   // a grid that is not a multiple of split
+    unsigned* arrive = reinterpret_cast<unsigned*>(ws);
+    unsigned* leave = arrive + WS_MAX_SLOTS;
+    MaxSum* pairs = reinterpret_cast<MaxSum*>(reinterpret_cast<char*>(ws) + WS_PAIRS_OFFSET) +
+                    static_cast<long long>(slot) * 2 * split;
+
+    // Row k of the slot is complete when arrive[slot] reaches (k + 1) * split.
+    // The block barrier inside each step (block_merge) keeps `part` safe: its
+    // next write comes after every thread passed the wait barrier of this row.
+    unsigned k = 0;
+    for (long long row = slot; row < rows; row += slots, ++k) {
+        split_row_step<RESIDENT>(x, y, row, cols, ldx, ldy, pairs + (k & 1) * split, arrive + slot,
+                                 (k + 1) * static_cast<unsigned>(split), split, chunk, part);
+    }
+    // Reset the counters once every block of the slot is past its last wait.
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        if (atomicAdd(leave + slot, 1u) == static_cast<unsigned>(split) - 1) {
+            arrive[slot] = 0;
+            leave[slot] = 0;
+            __threadfence();
+        }
+    }
+}
+
+// Rows of at most split * THREADS * ITEMS window vectors.
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
+softmax_09_split_row(const elem_t* __restrict__ x, elem_t* __restrict__ y, int rows, int cols,
+                     long long ldx, long long ldy, MaxSum* __restrict__ ws, int split) {
+    split_rows<true>(x, y, rows, cols, ldx, ldy, ws, split);
+}
+
+// Any row length (2 reads + 1 write).
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
+softmax_09_split_row_stream(const elem_t* __restrict__ x, elem_t* __restrict__ y, int rows, int cols,
+                            long long ldx, long long ldy, MaxSum* __restrict__ ws, int split) {
+    split_rows<false>(x, y, rows, cols, ldx, ldy, ws, split);
+}

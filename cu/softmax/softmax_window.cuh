@@ -1,0 +1,136 @@
+// The 16-byte window: how rungs 07..09 (cu/softmax/softmax_07..09_*.cu) read
+// and write rows of any length at any alignment with 128-bit accesses.
+// Element types, conversions and the (max, sum) algebra are those of the
+// ladder (softmax_common.cuh); all arithmetic is fp32.
+//
+// THE WINDOW. A row [xr, xr + cols) sits inside the aligned window that starts
+// at xw = xr rounded down to 16 bytes. In window coordinates the row is the
+// element range [lo, hi) with lo = (xr - xw) in elements (0 .. WVEC - 1) and
+// hi = lo + cols. Window vector i covers elements [i * WVEC, (i + 1) * WVEC):
+//   * fully inside [lo, hi)  -> one LDG.128 / STG.128;
+//   * straddling lo or hi    -> element-wise loads / stores of the elements
+//                               inside (the peel and the tail: at most the
+//                               first and the last vector of a row);
+//   * outside                -> -inf, nothing stored.
+// So an odd row length (50257, 12345), an odd row pitch or an offset view
+// costs two partial vectors per row instead of the whole array falling back to
+// scalar accesses (rungs 04..06 must: their vectors start at column 0), and
+// no byte outside the row is ever read or written.
+// The output row uses the same window when (yr - xr) is a multiple of 16 bytes
+// ("same phase": always so for two fresh contiguous buffers); otherwise its
+// stores are element-wise (correct, slower; the planner knows).
+//
+// Rows are addressed by pitch: row r of x starts at x + r * ldx (elements),
+// 64-bit offsets throughout, so views with a pitch above cols (a column slice
+// of a wider array) need no copy.
+#pragma once
+#include "softmax_common.cuh"
+
+// Elements per 16-byte vector: 4 fp32 or 8 bf16/fp16.
+constexpr int WVEC = 16 / static_cast<int>(sizeof(elem_t));
+
+// One 16-byte vector. The read-only path is right: x and y never overlap.
+__device__ __forceinline__ void load16(const elem_t* p, float* out) {
+    const uint4 r = __ldg(reinterpret_cast<const uint4*>(p));
+    unpack_word(r.x, out);
+    unpack_word(r.y, out + ELEMS_PER_WORD);
+    unpack_word(r.z, out + 2 * ELEMS_PER_WORD);
+    unpack_word(r.w, out + 3 * ELEMS_PER_WORD);
+}
+
+// An explicit st.global.v4: written as a uint4 assignment, the compiler is free
+// to (and, next to the element-wise tail path storing the same values, does)
+// split it into four 32-bit stores shared with that path -- STG.E x 4 instead
+// of one STG.E.128 for every vector of the row.
+__device__ __forceinline__ void store16(elem_t* p, const float* in) {
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};"
+                 :: "l"(p), "r"(pack_word(in)), "r"(pack_word(in + ELEMS_PER_WORD)),
+                    "r"(pack_word(in + 2 * ELEMS_PER_WORD)), "r"(pack_word(in + 3 * ELEMS_PER_WORD))
+                 : "memory");
+}
+
+// ---------------------------------------------------------------------------
+// A row in window coordinates.
+// ---------------------------------------------------------------------------
+struct RowWindow {
+    const elem_t* xw;   // x row start rounded down to 16 bytes
+    elem_t* yw;         // y row start minus lo (aligned when same_phase)
+    int lo, hi;         // the row is window elements [lo, hi)
+    bool same_phase;    // y row has x row's alignment: vector stores too
+};
+
+__device__ __forceinline__ RowWindow row_window(const elem_t* __restrict__ x, elem_t* __restrict__ y,
+                                                long long row, int cols, long long ldx, long long ldy) {
+    const elem_t* xr = x + row * ldx;
+    elem_t* yr = y + row * ldy;
+    const unsigned long long ax = reinterpret_cast<unsigned long long>(xr);
+    const unsigned long long ay = reinterpret_cast<unsigned long long>(yr);
+    RowWindow w;
+    w.lo = static_cast<int>((ax & 15ull) / sizeof(elem_t));
+    w.hi = w.lo + cols;
+    w.xw = xr - w.lo;
+    w.yw = yr - w.lo;
+    w.same_phase = ((ay - ax) & 15ull) == 0;
+    return w;
+}
+
+// Window vectors a row spans: what the planner sizes a slice for.
+__device__ __forceinline__ int window_vectors(const RowWindow& w) { return (w.hi + WVEC - 1) / WVEC; }
+
+// Load kItems window vectors: vector first + it * kStride + lane for it < kItems
+// (kStride threads share the slice, so each `it` is one coalesced sweep).
+template <int kItems, int kStride>
+__device__ __forceinline__ void window_load(const RowWindow& w, int first, int lane, bool live, float* v) {
+#pragma unroll
+    for (int it = 0; it < kItems; ++it) {
+        const int e0 = (first + it * kStride + lane) * WVEC;
+        float* o = v + it * WVEC;
+        if (live && e0 >= w.lo && e0 + WVEC <= w.hi) {
+            load16(w.xw + e0, o);
+        } else if (live && e0 < w.hi && e0 + WVEC > w.lo) {
+            // peel / tail: the first or last vector of the row, element by element
+#pragma unroll
+            for (int k = 0; k < WVEC; ++k) {
+                const int e = e0 + k;
+                o[k] = (e >= w.lo && e < w.hi) ? to_f32(w.xw[e]) : NEG_INF;
+            }
+        } else {
+#pragma unroll
+            for (int k = 0; k < WVEC; ++k) o[k] = NEG_INF;
+        }
+    }
+}
+
+// Scale the held values and store the ones inside the row.
+template <int kItems, int kStride>
+__device__ __forceinline__ void window_store(const RowWindow& w, int first, int lane, bool live, float* v,
+                                             float scale) {
+#pragma unroll
+    for (int it = 0; it < kItems; ++it) {
+        const int e0 = (first + it * kStride + lane) * WVEC;
+        float* o = v + it * WVEC;
+        if (!live || e0 >= w.hi || e0 + WVEC <= w.lo) continue;
+#pragma unroll
+        for (int k = 0; k < WVEC; ++k) o[k] *= scale;
+        if (w.same_phase && e0 >= w.lo && e0 + WVEC <= w.hi) {
+            store16(w.yw + e0, o);
+        } else {
+#pragma unroll
+            for (int k = 0; k < WVEC; ++k) {
+                const int e = e0 + k;
+                if (e >= w.lo && e < w.hi) w.yw[e] = from_f32(o[k]);
+            }
+        }
+    }
+}
+
+// Whole-block merge by butterflies: one per warp, one pair per warp in shared
+// memory, one barrier, then the same butterfly over the warps' pairs in every
+// thread (log2 steps instead of softmax_common's chain of merges).
+template <int kThreads>
+__device__ __forceinline__ MaxSum block_merge_butterfly(MaxSum v, MaxSum* part) {
+    v = shfl_merge<32>(v);
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
+    __syncthreads();
+    return fold_pairs<kThreads / 32>(part, threadIdx.x & 31);
+}

@@ -1,0 +1,494 @@
+"""Softmax rungs 07..09 (the 16-byte window) and the dispatcher without a GPU:
+every registered instantiation compiles (sm_90; sm_80 where it has no
+cluster) with no spills inside its launch bounds, the SASS of the window
+path carries 128-bit loads and stores on odd rows, a missing define is a
+compile error in every softmax and memory kernel, the window map covers
+every element of a row exactly once at any offset, the split rung's
+workspace protocol holds across plans, and auto's choice for a committed
+table of shapes (tests/data/softmax_choices.json) is what it was:
+
+    python tests/test_softmax_window_cpu.py    # rewrite the table after a deliberate change
+"""
+import json
+import re
+import struct
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from drvgemm.ladders.memory import registry as mem_registry
+from drvgemm.ladders.softmax import dispatch as sm
+from drvgemm.ladders.softmax import registry as smr
+from drvgemm.runtime import compiler, sass, sources
+from drvgemm.runtime.errors import CompileError
+
+CHOICES = Path(__file__).resolve().parent / "data" / "softmax_choices.json"
+
+
+def _build(cfg, prec, arch):
+    b = compiler.compile_binary(cfg.source, cfg.entry, defines=cfg.defines(prec), arch=arch)
+    return b, compiler.parse_resources(b.log)[cfg.entry]
+
+
+def _budget(cfg):
+    # registers a thread that still let min_blocks blocks share an SM (65536 an SM)
+    return min(255, 65536 // (cfg.threads * cfg.min_blocks))
+
+
+def _no_spill(r):
+    return r.spill_stores == 0 and r.spill_loads == 0 and r.stack == 0
+
+
+def _cases():
+    out = []
+    for cfg in smr.WINDOW_CONFIGS:
+        for prec in smr.window_precisions(cfg):
+            archs = ("sm_90",) + (("sm_80",) if cfg.arch == "sm_80" and prec != "fp16" else ())
+            for arch in archs:
+                out.append(pytest.param(cfg, prec, arch,
+                                        id=f"{cfg.describe().replace(' ', '-')}-{prec}-{arch}"))
+    return out
+
+
+@pytest.mark.parametrize("cfg,prec,arch", _cases())
+def test_every_window_instantiation_compiles_without_spills(cfg, prec, arch):
+    b, r = _build(cfg, prec, arch)
+    assert _no_spill(r), (cfg.describe(), prec, arch, r)
+    assert r.registers <= _budget(cfg), (cfg.describe(), r)
+
+
+def test_cluster_rung_is_refused_on_sm80():
+    cfg = next(c for c in smr.WINDOW_CONFIGS if c.kind == "cluster")
+    with pytest.raises(CompileError):
+        _build(cfg, "fp32", "sm_80")
+
+
+def _missing_define_cases():
+    out = []
+    for entry in ("softmax_07_any_row", "softmax_08_any_row_cluster", "softmax_09_split_row"):
+        cfg = next(c for c in smr.WINDOW_CONFIGS if c.entry == entry)
+        for name in cfg.defines("fp32"):
+            out.append(pytest.param(cfg.source, cfg.entry, cfg.defines("fp32"), name,
+                                    id=f"{entry}-{name}"))
+    for r in smr.SOFTMAX_RUNGS:
+        c = r.configs[-1]
+        d = c.defines("fp32", c.vec(4))
+        for name in d:
+            out.append(pytest.param(r.source, c.entry, d, name, id=f"{c.entry}-{name}"))
+    for mk in mem_registry.MEM_KERNELS:
+        for name in mk.defines:
+            out.append(pytest.param(mk.source, mk.entry, mk.defines, name,
+                                    id=f"{mk.entry}-{name}"))
+    return out
+
+
+@pytest.mark.parametrize("source,entry,defines,missing", _missing_define_cases())
+def test_a_missing_define_is_a_compile_error(source, entry, defines, missing):
+    """Issue 13: no kernel falls back on a default; the registry passes
+    every value, and leaving one out names it in the compiler's error."""
+    compiler.compile_binary(source, entry, defines=defines, arch="sm_90")   # complete: compiles
+    d = dict(defines)
+    del d[missing]
+    with pytest.raises(CompileError) as e:
+        compiler.compile_binary(source, entry, defines=d, arch="sm_90")
+    assert f"{missing} must be defined" in (e.value.log or str(e.value))
+
+
+# ---------------------------------------------------------------------------
+# SASS: 128-bit accesses on odd rows, the exchanges of 08 and 09
+# ---------------------------------------------------------------------------
+def _function_sass(cfg, prec="fp32", whole=False):
+    b, _ = _build(cfg, prec, "sm_90")
+    text = sass.disassemble(b.cubin)
+    if whole:
+        return text
+    m = re.search(r"^\.text\." + re.escape(cfg.entry) + r":\n(.*?)(?=^//-{5,}|\Z)", text,
+                  re.S | re.M)
+    assert m, cfg.entry
+    return m.group(1)
+
+
+def _n(text, op, width):
+    return len(re.findall(r"\b" + op + r"(?:\.[A-Z0-9_]+)*\." + width + r"\b", text))
+
+
+@pytest.mark.parametrize("shape,prec", [((8192, 50257), "fp32"), ((777, 12345), "fp32"),
+                                        ((100000, 128), "fp32"), ((4, 1048576), "fp32"),
+                                        ((2048, 32000), "bf16"), ((65536, 33), "fp32"),
+                                        ((4096, 4097), "bf16"), ((3, 777777), "fp16"),
+                                        ((131072, 127), "fp32")])
+def test_window_path_issues_128_bit_loads_and_stores_on_odd_rows(shape, prec):
+    """Odd lengths and offset rows are exactly where rungs 04..06 fall back to
+    scalar accesses for the whole array: here every vector inside the row is
+    one LDG.128 / STG.128 (one per item per thread), only the peel and tail
+    are element-wise, and nothing goes to local memory."""
+    p = sm.plan(*shape, prec, aligned=False)
+    assert p.pitched, p.describe()
+    # the launched entry and the row step it calls (the cubin also holds the other
+    # split entry, compiled with this config's ITEMS: not what runs)
+    text = _function_sass(p.config, prec)
+    loads, stores = _n(text, "LDG", "128"), _n(text, "STG", "128")
+    want = p.config.items * p.config.rpt
+    assert loads >= want and stores >= want - 1, (p.describe(), loads, stores)
+    assert "LDL" not in text and "STL" not in text
+
+
+def test_cluster_rung_exchanges_through_dsmem_and_split_rung_through_global_atomics():
+    clu = sm.plan(8192, 50257, "fp32").config
+    text = _function_sass(clu)
+    assert "UCGABAR_ARV" in text and "UCGABAR_WAIT" in text
+    assert re.search(r"\bLD\.E\.64\b", text), "no 64-bit DSMEM load of the peers' pairs"
+    spl = sm.plan(4, 1048576, "fp32").config
+    text = _function_sass(spl, whole=True)   # the row step is a function of its own
+    assert re.search(r"\b(RED|ATOM)G?\.E\.ADD", text), "no arrival counter"
+    assert "NANOSLEEP" in text
+    assert re.search(r"\bLDG\.E\.STRONG\.GPU\b", text), "the counter is not read at GPU scope"
+    assert _n(text, "LDG", "128") >= spl.items and _n(text, "STG", "128") >= spl.items
+
+
+# ---------------------------------------------------------------------------
+# the window map, emulated: every element of the row once, nothing outside
+# ---------------------------------------------------------------------------
+def _window_cover(lo, cols, vec, items, stride, first=0, lanes=None):
+    """Elements each (item, lane) of window_load touches, as the kernel
+    computes them: vector (first + it * stride + lane); inside -> whole
+    vector, straddling -> the elements inside, outside -> none."""
+    hi = lo + cols
+    touched = []
+    for it in range(items):
+        for lane in range(stride if lanes is None else lanes):
+            e0 = (first + it * stride + lane) * vec
+            if e0 >= lo and e0 + vec <= hi:
+                touched += list(range(e0, e0 + vec))
+            elif e0 < hi and e0 + vec > lo:
+                touched += [e for e in range(e0, e0 + vec) if lo <= e < hi]
+    return touched
+
+
+@pytest.mark.parametrize("vec", [4, 8])
+@pytest.mark.parametrize("cols", [1, 2, 3, 5, 7, 8, 9, 31, 33, 127, 129, 1000, 4097])
+def test_window_covers_each_element_of_a_row_once_at_every_offset(vec, cols):
+    for lo in range(vec):
+        nv = -(-(lo + cols) // vec)
+        cfg = sm._pick_rows(nv, smr.window_configs("fp32" if vec == 4 else "bf16")) or \
+            sm._pick_block(nv, smr.window_configs("fp32" if vec == 4 else "bf16"))
+        assert cfg is not None and cfg.window >= nv
+        got = _window_cover(lo, cols, vec, cfg.items, cfg.row_threads)
+        assert sorted(got) == list(range(lo, lo + cols)), (vec, cols, lo, cfg.describe())
+
+
+def test_cluster_slices_cover_the_row_once():
+    cfg = sm.plan(8192, 50257, "fp32", aligned=False).config
+    for lo in range(4):
+        got = []
+        for rank in range(cfg.cluster):
+            got += _window_cover(lo, 50257, 4, cfg.items, cfg.threads,
+                                 first=rank * cfg.threads * cfg.items)
+        assert sorted(got) == list(range(lo, lo + 50257))
+
+
+# ---------------------------------------------------------------------------
+# the dispatcher's choice table
+# ---------------------------------------------------------------------------
+# (rows, cols, precision, aligned, pitch pad in elements (0: contiguous))
+CHOICE_SHAPES = [
+    (r, c, prec, al, pad)
+    for prec in ("fp32", "bf16")
+    for (r, c) in [(1048576, 1), (1048576, 2), (1048576, 3), (1048576, 8), (524288, 31),
+                   (262144, 33), (131072, 127), (100000, 128), (65536, 129), (65536, 256),
+                   (32768, 1000), (16384, 1024), (8192, 4096), (4096, 4097), (777, 12345),
+                   (2048, 16384), (2048, 32000), (8192, 50257), (1024, 50257), (1024, 128256),
+                   (512, 151936), (2048, 151936), (64, 262144), (16, 1048576), (4, 1048576),
+                   (1, 1048576), (2, 8388608), (3, 777777), (65537, 7), (1, 1), (1, 1000),
+                   (128, 128), (8, 4096), (32, 50257), (100, 32000), (64, 16384)]
+    for (al, pad) in ((True, 0), (False, 0), (True, 3))
+]
+
+
+def _choice(rows, cols, prec, aligned, pad, cc=(9, 0)):
+    p = sm.plan(rows, cols, prec, aligned=aligned, ldx=cols + pad, ldy=cols + pad, cc=cc)
+    return {"rung": p.rung, "config": p.describe(), "grid": p.grid[0], "smem": p.smem}
+
+
+def _table():
+    out = {}
+    for cc in ((9, 0), (8, 0)):
+        for rows, cols, prec, al, pad in CHOICE_SHAPES:
+            key = f"sm_{cc[0]}{cc[1]} {rows}x{cols} {prec} {'aligned' if al else 'misaligned'}" \
+                  f"{f' pitch+{pad}' if pad else ''}"
+            out[key] = _choice(rows, cols, prec, al, pad, cc)
+    return out
+
+
+def test_auto_choices_match_the_committed_table():
+    """A change in what auto runs for any of these shapes is visible here
+    (and in the diff of tests/data/softmax_choices.json when regenerated)."""
+    recorded = json.loads(CHOICES.read_text())
+    now = _table()
+    assert sorted(now) == sorted(recorded)
+    changed = {k: (recorded[k], v) for k, v in now.items() if recorded[k] != v}
+    assert not changed, "auto changed for: " + "; ".join(
+        f"{k}: {a['config']} -> {b['config']}" for k, (a, b) in sorted(changed.items()))
+
+
+@pytest.mark.parametrize("shape,prec,rung,extra", [
+    ((1048576, 3), "fp32", "softmax_04_vectorized", None),      # rows <= 8: rung 04
+    ((65536, 256), "fp32", "softmax_04_vectorized", None),      # measured 0.992 vs 0.969
+    ((32768, 1000), "bf16", "softmax_04_vectorized", None),     # measured 0.841 vs 0.767
+    ((2048, 32000), "fp32", "softmax_06_pipelined", None),      # bulk prefetch
+    ((1024, 128256), "fp32", "softmax_06_pipelined", None),
+    ((512, 151936), "fp32", "softmax_04_vectorized", lambda p: p.entry.endswith("_stream")),
+    ((100000, 128), "fp32", "softmax_07_any_row", lambda p: p.config.row_threads == 8),
+    ((777, 12345), "fp32", "softmax_07_any_row", lambda p: p.config.row_threads == 512),
+    ((4096, 4097), "fp32", "softmax_07_any_row", None),
+    ((8192, 50257), "fp32", "softmax_08_any_row_cluster",
+     lambda p: (p.config.threads, p.config.cluster, p.config.items, p.config.min_blocks)
+     == (256, 7, 8, 4)),
+    ((8192, 50257), "bf16", "softmax_08_any_row_cluster",
+     lambda p: (p.config.threads, p.config.cluster, p.config.items) == (256, 7, 4)),
+    ((2048, 32000), "bf16", "softmax_08_any_row_cluster",
+     lambda p: (p.config.threads, p.config.cluster) == (512, 2)),
+    ((4, 1048576), "fp32", "softmax_09_split_row", lambda p: p.split * p.slots >= 132),
+    ((2, 8388608), "fp32", "softmax_09_split_row", lambda p: p.entry.endswith("_stream")),
+])
+def test_auto_takes_the_measured_winner(shape, prec, rung, extra):
+    p = sm.plan(*shape, prec)
+    assert p.rung == rung, p.describe()
+    if extra is not None:
+        assert extra(p), p.describe()
+
+
+def test_misaligned_or_pitched_rows_keep_vector_accesses():
+    """Where rungs 04..06 would read scalars for the whole array, auto takes a
+    window rung instead (every vector inside a row one 128-bit access)."""
+    for cols in (4096, 30000, 131072):
+        for kw in ({"aligned": False}, {"ldx": cols + 1, "ldy": cols + 1}):
+            p = sm.plan(64 if cols > 4096 else 4096, cols, "fp32", **kw)
+            assert p.pitched and p.config.vec == 4, (cols, kw, p.describe())
+    with pytest.raises(ValueError, match="contiguous"):
+        sm.plan(10, 100, kernel="softmax_04_vectorized", ldx=101)
+
+
+SHAPES = [(r, c) for r in (1, 3, 4, 77, 1000, 65536, 1048576) for c in
+          (1, 2, 3, 7, 31, 33, 127, 129, 1000, 4097, 12345, 16385, 32000, 50257, 128256, 151936,
+           262145, 1048576, 5_000_001)]
+
+
+@pytest.mark.parametrize("prec", ["fp32", "bf16", "fp16"])
+@pytest.mark.parametrize("aligned", [True, False])
+@pytest.mark.parametrize("kernel", ["auto", "softmax_07_any_row", "softmax_08_any_row_cluster",
+                                    "softmax_09_split_row"])
+def test_every_plan_is_within_device_limits(prec, aligned, kernel):
+    for rows, cols in SHAPES:
+        if rows * cols > 2**33:
+            continue
+        try:
+            p = sm.plan(rows, cols, prec, aligned=aligned, kernel=kernel)
+        except ValueError as e:
+            assert kernel == "softmax_07_any_row" and "at most" in str(e) and cols > 16000 or \
+                kernel == "softmax_08_any_row_cluster" and "at most" in str(e) and cols > 190000
+            continue
+        c = p.config
+        assert p.block[0] == c.threads <= 1024
+        assert 1 <= p.grid[0] <= 2**31 - 1 and p.grid[1:] == (1, 1)
+        if not p.pitched:
+            continue
+        assert c in smr.window_configs(prec), "plans only registered instantiations"
+        nv = sm.window_vectors(cols, smr.vec_of(prec), aligned)
+        assert p.smem == 0
+        if c.kind == "rows":
+            assert c.window >= nv and p.grid[0] * c.rows_per_block >= rows
+        elif c.kind == "cluster":
+            assert c.window >= nv and c.cluster <= 8 and p.grid[0] == rows * c.cluster
+        else:
+            # every block of a cooperative grid resident at once (min_blocks is
+            # what __launch_bounds__ guarantees per SM)
+            assert p.cooperative and p.grid[0] == p.split * p.slots <= c.min_blocks * 132
+            assert p.workspace_bytes == sm.split_workspace_layout(p.slots, p.split)["bytes"]
+            if c.kind == "split":
+                assert p.split * c.window >= nv
+        assert 0.0 <= p.predicted <= 1.0
+
+
+def test_explicit_window_rungs_say_what_they_take():
+    with pytest.raises(ValueError, match="sm_90"):
+        sm.plan(4, 5000, kernel="softmax_08_any_row_cluster", cc=(8, 0))
+    with pytest.raises(ValueError, match="at most"):
+        sm.plan(4, 20000, kernel="softmax_07_any_row")
+    p = sm.plan(1, 1, kernel="softmax_09_split_row")
+    assert p.split == 1 and p.slots == 1 and p.cooperative
+    p = sm.plan(4, 50000, kernel="auto", cc=(8, 0))      # no clusters before sm_90
+    assert p.rung in ("softmax_07_any_row", "softmax_09_split_row", "softmax_04_vectorized")
+    with pytest.raises(ValueError):
+        smr.window_configs("fp32")[0].defines("bf16")   # a config has one vector width
+
+
+# ---------------------------------------------------------------------------
+# the split rung's workspace protocol, emulated across a sequence of plans
+# ---------------------------------------------------------------------------
+def old_layout(slots, split):
+    """The prototype's first layout (counters after the pairs), kept to show
+    the emulation catches it."""
+    pairs_bytes = slots * 2 * split * 8
+    return {"arrive": pairs_bytes, "leave": pairs_bytes + slots * 4, "pairs": 0,
+            "bytes": pairs_bytes + slots * 8}
+
+
+def emulate_launch(ws: bytearray, rows, split, slots, layout):
+    """One launch: check the precondition (a slot's counters read zero when a
+    launch starts), then write what the kernel writes: every chunk's pair for
+    every row of its slot (parity double-buffered), the arrive counts, and
+    the last leaver's reset. Returns the problems."""
+    lay = layout(slots, split)
+    if len(ws) < lay["bytes"]:
+        ws.extend(bytes(lay["bytes"] - len(ws)))
+    problems = []
+    u32 = lambda off: struct.unpack_from("<I", ws, off)[0]  # noqa: E731
+    for s in range(slots):
+        a, l = u32(lay["arrive"] + 4 * s), u32(lay["leave"] + 4 * s)
+        if a or l:
+            problems.append(f"slot {s}: counters ({a}, {l}) at launch")
+    for s in range(slots):
+        k = 0
+        for _row in range(s, rows, slots):
+            for c in range(split):
+                off = lay["pairs"] + ((s * 2 + (k & 1)) * split + c) * 8
+                struct.pack_into("<ff", ws, off, 3.0 + c, 1000.0 + k)   # positive floats: big u32s
+                struct.pack_into("<I", ws, lay["arrive"] + 4 * s, u32(lay["arrive"] + 4 * s) + 1)
+            k += 1
+        struct.pack_into("<I", ws, lay["leave"] + 4 * s, split)
+        if u32(lay["arrive"] + 4 * s) != k * split:
+            problems.append(f"slot {s}: arrive {u32(lay['arrive'] + 4 * s)} != {k * split}")
+        struct.pack_into("<I", ws, lay["arrive"] + 4 * s, 0)
+        struct.pack_into("<I", ws, lay["leave"] + 4 * s, 0)
+    return problems
+
+
+# the split cases of the GPU tests and the prototype's check, in their order
+SEQUENCE = [(3, 1048576, "fp32", 0), (3, 1048575, "fp32", 1), (3, 1048576, "bf16", 5),
+            (3, 777_777, "fp16", 3), (2, 4_500_000, "fp32", 1), (2, 9_000_001, "bf16", 0),
+            (40, 300_000, "fp32", 1), (1, 1048576, "fp32", 0), (4, 1048576, "fp32", 0),
+            (16, 1048576, "fp32", 0), (1, 1048576, "fp32", 0), (64, 262144, "fp32", 0),
+            (4, 1048576, "bf16", 0), (3, 1048576, "fp32", 0)]
+
+
+def _run_sequence(layout):
+    ws, out = bytearray(), []
+    for rows, cols, prec, off in SEQUENCE:
+        p = sm.plan(rows, cols, prec, aligned=off == 0)
+        assert p.split, p.describe()
+        out += [f"{rows} rows {p.describe()}: {m}"
+                for m in emulate_launch(ws, rows, p.split, p.slots, layout)]
+    return out
+
+
+def test_counters_are_zero_at_every_launch_of_a_mixed_sequence():
+    assert _run_sequence(sm.split_workspace_layout) == []
+
+
+def test_the_emulation_catches_the_first_layout():
+    assert _run_sequence(old_layout), "the old layout should have been caught"
+
+
+def test_counter_head_and_pairs_never_overlap():
+    for slots in (1, 2, 3, 37, 264, smr.WS_MAX_SLOTS):
+        for split in (1, 2, 48, 65, 264):
+            lay = sm.split_workspace_layout(slots, split)
+            assert lay["leave"] + 4 * smr.WS_MAX_SLOTS <= lay["pairs"]
+            assert lay["bytes"] == lay["pairs"] + slots * 2 * split * 8
+    with pytest.raises(ValueError):
+        sm.split_workspace_layout(smr.WS_MAX_SLOTS + 1, 1)
+
+
+def test_the_kernel_takes_the_head_size_from_the_registry():
+    cfg = next(c for c in smr.WINDOW_CONFIGS if c.kind == "split")
+    assert cfg.defines("fp32")["WS_MAX_SLOTS"] == smr.WS_MAX_SLOTS
+    src = sources.find_source(cfg.source).read_text()
+    assert "constexpr int WS_MAX_SLOTS" not in src, "the head size must come from the registry"
+
+
+def test_split_plans_are_refitted_to_the_resident_blocks():
+    p = sm.plan(4, 1048576, "fp32")
+    q = sm._fit_split(p, 200)                  # fewer resident than planned (264)
+    assert q.split == p.split and q.slots * q.split <= 200
+    assert q.workspace_bytes == sm.split_workspace_layout(q.slots, q.split)["bytes"]
+    assert sm._fit_split(p, 10_000) is p
+    with pytest.raises(RuntimeError, match="resident"):
+        sm._fit_split(p, p.split - 1)
+    s = sm.plan(2, 8388608, "fp32")
+    q = sm._fit_split(s, 100)
+    assert q.slots * q.split <= 100 and q.slots == 2
+
+
+# ---------------------------------------------------------------------------
+# softmax(): views with a row pitch, checked before the GPU
+# ---------------------------------------------------------------------------
+class FakeDeviceArray:
+    def __init__(self, shape, typestr="<f4", strides=None, ptr=0x10000):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (ptr, False),
+                                         "strides": strides, "version": 3}
+
+
+def test_device_views_give_their_row_pitch():
+    assert sm._device_view(FakeDeviceArray((3, 4)))[3] == 4
+    assert sm._device_view(FakeDeviceArray((3, 4), strides=(16, 4)))[3] == 4
+    assert sm._device_view(FakeDeviceArray((3, 4), strides=(28, 4), ptr=0x10004))[3] == 7
+    assert sm._device_view(FakeDeviceArray((1, 4), strides=(4, 4)))[3] == 4
+    for strides in ((12, 4), (16, 8), (18, 4)):
+        with pytest.raises(ValueError, match="contiguous elements"):
+            sm._device_view(FakeDeviceArray((3, 4), strides=strides))
+
+
+def test_misaligned_element_pointers_are_refused():
+    with pytest.raises(ValueError, match="aligned to their 4-byte elements"):
+        sm.softmax(FakeDeviceArray((3, 4), ptr=0x10002), out=FakeDeviceArray((3, 4)))
+
+
+if __name__ == "__main__":
+    CHOICES.write_text(json.dumps(_table(), indent=1, sort_keys=True) + "\n")
+    print(f"{len(_table())} choices -> {CHOICES}", file=sys.stderr)
+
+
+# ---------------------------------------------------------------------------
+# the row-length suite of drvgemm bench --memory --softmax-rows (pure Python)
+# ---------------------------------------------------------------------------
+def test_row_suite_spans_the_issue():
+    from drvgemm.tools import memory_bench as mb
+    cols = {c for _, c in mb.SOFTMAX_ROW_SUITE}
+    assert len(mb.SOFTMAX_ROW_SUITE) >= 24 and min(cols) == 1 and max(cols) == 1048576
+    assert {32000, 50257, 128256, 151936} <= cols
+    assert sum(c % 2 for c in cols) >= 8, "odd lengths"
+    assert any(r * c * 2 < mb.LARGE_BYTES for r, c in mb.SOFTMAX_ROW_SUITE)
+    assert sum(r * c * 4 >= mb.LARGE_BYTES for r, c in mb.SOFTMAX_ROW_SUITE) >= 20
+    assert max(r * c * 4 for r, c in mb.SOFTMAX_ROW_SUITE) <= 2 << 30
+
+
+def test_row_suite_summary_against_the_targets():
+    import io
+    from drvgemm.tools import memory_bench as mb
+
+    def rec(m, n, frac, vs, us, tus, cls, ok=True):
+        return {"kernel": "softmax_07_any_row", "precision": "fp32", "m": m, "n": n,
+                "median_ms": 1.0, "gbps": 1.0, "copy_fraction": frac, "vs_torch": vs,
+                "call_us": us, "torch_call_us": tus, "shape_class": cls, "auto": True,
+                "correct": ok, "config": "cfg"}
+
+    recs = [rec(1, 8, 0.5, 1.1, 9.0, 10.0, "small"), rec(2, 8, 0.6, 0.9, 12.0, 10.0, "small"),
+            rec(4096, 4097, 0.88, 1.5, 50, 80, "large"),
+            rec(8192, 50257, 0.78, 1.4, 900, 1500, "large", ok=False),
+            rec(100000, 128, 0.95, 0.98, 30, 29, "large"),
+            {"kernel": "copy", "precision": "fp32", "m": 1, "n": 8, "baseline": True}]
+    s = mb.softmax_rows_summary(recs)["fp32"]
+    assert s["shapes"] == 5 and s["large_shapes"] == 3 and s["small_shapes"] == 2
+    assert s["min_copy_ratio_large"] == 0.78
+    assert s["geomean_copy_ratio_large"] == pytest.approx((0.88 * 0.78 * 0.95) ** (1 / 3), abs=1e-4)
+    assert s["large_below_0.85_of_copy"] == ["8192x50257"]
+    assert s["large_not_faster_than_torch"] == ["100000x128"]
+    assert s["small_slower_per_call_than_torch"] == ["2x8"]
+    assert s["wrong"] == ["8192x50257"]
+    buf = io.StringIO()
+    mb.print_softmax_rows_report(recs, file=buf)
+    text = buf.getvalue()
+    assert "WRONG RESULT" in text and "below 0.85: 8192x50257" in text

@@ -1,0 +1,232 @@
+"""Softmax rungs 07..09 and auto's new paths on the GPU, against float64
+numpy (tests/test_softmax_gpu.py's ``check``: elementwise bound, row sums,
+NaN where the reference has NaN): any rows x columns >= 1, row starts at
+every offset from a 16-byte boundary (offset views), row pitches above the
+row (column slices), x and y of different alignment (element-wise stores),
+-inf and large values, rows of one element, fp16/bf16 in and out, few very
+long rows through the split rung (a sequence of plans sharing the
+workspace, two streams at once) and more than 2^31 elements. Outputs and
+the guard elements around and between rows are poisoned (0xFF: NaN in all
+three types) and must come back untouched; x must not change.
+
+Bounded: ~150 small launches and a handful of long-row ones (~30 s on an
+H200 besides the > 2^31 case)."""
+import numpy as np
+import pytest
+
+import drvgemm
+from drvgemm.ladders.softmax import dispatch as sm
+from drvgemm.ladders.softmax import registry as smr
+from drvgemm.runtime import driver
+
+from test_softmax_gpu import check, make_input
+
+pytestmark = pytest.mark.gpu
+
+GUARD = 64   # poisoned elements before and after every buffer
+
+
+class PitchedView:
+    """rows x cols elements at row pitch ``ld``, ``off`` elements past a
+    16-byte boundary, inside a buffer poisoned with 0xFF and guarded by
+    GUARD elements on each side; exposes __cuda_array_interface__ with
+    strides, as a column slice of a wider array would."""
+
+    def __init__(self, rows, cols, ld, off, dtype):
+        self.rows, self.cols, self.ld, self.off = rows, cols, ld, off
+        self.dtype = np.dtype(dtype)
+        self.span = (rows - 1) * ld + cols
+        self.n = GUARD + off + self.span + GUARD
+        self.buf = drvgemm.empty((self.n * self.dtype.itemsize,), np.uint8).fill_bytes(0xFF)
+        self.ptr = self.buf.ptr + (GUARD + off) * self.dtype.itemsize
+        size = self.dtype.itemsize
+        self.__cuda_array_interface__ = {"shape": (rows, cols), "typestr": "|V%d" % size,
+                                         "data": (self.ptr, False),
+                                         "strides": (ld * size, size), "version": 3}
+
+    def _index(self):
+        return np.arange(self.rows)[:, None] * self.ld + np.arange(self.cols)[None, :]
+
+    def upload(self, x):
+        raw = np.full(self.n * self.dtype.itemsize, 0xFF, np.uint8)
+        body = raw.view(self.dtype)[GUARD + self.off:GUARD + self.off + self.span]
+        body[self._index()] = x
+        self.buf.copy_from_host(raw)
+
+    def download(self):
+        """(the rows, the number of elements outside the rows that changed)."""
+        h = self.buf.to_host()
+        vals = h.view(self.dtype)
+        idx = GUARD + self.off + self._index()
+        y = vals[idx]
+        outside = np.ones(self.n, bool)
+        outside[idx.ravel()] = False
+        words = h.reshape(self.n, self.dtype.itemsize)
+        changed = int(np.count_nonzero((words[outside] != 0xFF).any(axis=1)))
+        return y, changed
+
+    def free(self):
+        self.buf.free()
+
+
+def run_case(x, kernel="auto", *, xoff=0, yoff=0, xpad=0, ypad=0, stream=None):
+    rows, cols = x.shape
+    vx = PitchedView(rows, cols, cols + xpad, xoff, x.dtype)
+    vy = PitchedView(rows, cols, cols + ypad, yoff, x.dtype)
+    try:
+        vx.upload(x)
+        got = sm.softmax(vx, kernel=kernel, out=vy, stream=stream)
+        assert got is vy
+        (stream.synchronize() if stream is not None else drvgemm.synchronize())
+        y, outside = vy.download()
+        x_after, _ = vx.download()
+    finally:
+        vx.free()
+        vy.free()
+    assert outside == 0, f"{outside} elements written outside the output rows"
+    assert np.array_equal(x_after.view(np.uint8), x.view(np.uint8)), "x was modified"
+    return y
+
+
+WINDOW_KERNELS = ["auto", "softmax_07_any_row", "softmax_08_any_row_cluster",
+                  "softmax_09_split_row"]
+# (x offset, y offset, x pad, y pad) in elements: aligned; same phase off by one;
+# same phase with odd pitches; different phases (element-wise stores)
+LAYOUTS = [(0, 0, 0, 0), (1, 1, 0, 0), (3, 3, 5, 5), (2, 1, 1, 3)]
+COLS = [1, 2, 3, 5, 7, 8, 9, 31, 33, 127, 129, 1000, 1025, 4097, 12345, 16381, 50257]
+
+
+def _supported(gpu, kernel, cols, prec):
+    return kernel == "auto" or smr.rung(kernel).supports(cols, gpu.cc, prec)
+
+
+@pytest.mark.parametrize("kernel", WINDOW_KERNELS)
+@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda l: "x%d-y%d-px%d-py%d" % l)
+@pytest.mark.parametrize("cols", COLS)
+def test_any_row_length_offset_and_pitch(gpu, kernel, layout, cols):
+    prec = ("fp32", "bf16", "fp16")[(cols + sum(layout)) % 3]
+    if not _supported(gpu, kernel, cols, prec):
+        pytest.skip(f"{kernel} does not take {cols} columns")
+    rows = max(3, min(97, 400_000 // cols)) | 1          # odd: partial lane groups and blocks
+    x = make_input(rows, cols, prec, seed=cols * 7 + sum(layout))
+    xoff, yoff, xpad, ypad = layout
+    y = run_case(x, kernel, xoff=xoff, yoff=yoff, xpad=xpad, ypad=ypad)
+    assert y.dtype == x.dtype
+    check(y, x, f"{kernel} layout {layout}")
+    if cols == 1:
+        assert np.all(y.astype(np.float64) == 1.0), "a row of one element is exactly 1"
+
+
+@pytest.mark.parametrize("kernel", WINDOW_KERNELS)
+@pytest.mark.parametrize("prec", ["fp32", "bf16", "fp16"])
+@pytest.mark.parametrize("cols", [1, 3, 100, 5000, 50257])
+def test_masks_and_large_values(gpu, kernel, prec, cols):
+    if not _supported(gpu, kernel, cols, prec):
+        pytest.skip(f"{kernel} does not take {cols} columns")
+    rng = np.random.default_rng(cols)
+    rows = 7
+    big = 6.0e4 if prec == "fp16" else 3.0e38
+    x = rng.uniform(-big, big, (rows, cols)).astype(np.float32)
+    x[0, 0] = big
+    x[rng.random((rows, cols)) < 0.3] = -np.inf
+    x[3] = -np.inf                                      # all -inf: NaN, like torch
+    x[5, :] = -np.inf
+    x[5, cols // 2] = -1e4 if prec != "fp16" else -6.0e4   # a single survivor: exactly 1
+    x[6] = np.float32(1e4 if prec != "fp16" else 6.0e4) - rng.uniform(0, 20, cols).astype(np.float32)
+    x = x.astype(smr.numpy_dtype(prec))
+    y = run_case(x, kernel, xoff=1, yoff=1)
+    y64 = y.astype(np.float64)
+    assert np.all(np.isnan(y64[3])), "an all -inf row is NaN"
+    assert y64[5, cols // 2] == 1.0 and np.count_nonzero(y64[5]) == 1
+    finite_rows = np.isfinite(x.astype(np.float32)).any(axis=1)
+    assert not np.isnan(y64[finite_rows]).any(), "large finite values must not give NaN"
+    neg = np.isneginf(x.astype(np.float32)) & finite_rows[:, None]
+    assert np.all(y64[neg] == 0.0), "-inf entries are 0"
+    check(y, x, f"{kernel} large")
+
+
+# few very long rows, in this order: the plans share one workspace, and a
+# plan that found another plan's counters would fold stale pairs (the
+# prototype's first layout failed at 3 x 777777 fp16 after 3 x 1048576)
+SPLIT_SEQUENCE = [(3, 1048576, "fp32", 0), (3, 1048575, "fp32", 1), (3, 1048576, "bf16", 5),
+                  (3, 777_777, "fp16", 3), (2, 4_500_000, "fp32", 1), (2, 9_000_001, "bf16", 0),
+                  (40, 300_000, "fp32", 1), (1, 1048576, "fp32", 0), (16, 1048576, "fp32", 0),
+                  (64, 262144, "fp32", 0), (4, 1048576, "bf16", 0)]
+
+
+def test_split_rows_in_a_sequence_of_plans(gpu):
+    seen = set()
+    for rows, cols, prec, off in SPLIT_SEQUENCE:
+        x = make_input(rows, cols, prec, seed=cols + off)
+        x[rows // 2, ::7] = -np.inf
+        p = sm.plan(rows, cols, prec, aligned=off == 0, cc=gpu.cc, sm_count=gpu.sm_count)
+        assert p.rung == "softmax_09_split_row", p.describe()
+        seen.add(p.entry)
+        for _ in range(2):                               # twice: the counters must be back at 0
+            y = run_case(x, xoff=off, yoff=off)
+            check(y, x, f"split {rows}x{cols} {prec} off {off} ({p.describe()})")
+    assert seen == {"softmax_09_split_row", "softmax_09_split_row_stream"}
+
+
+def test_split_rows_on_two_streams_at_once(gpu):
+    a, b = drvgemm.Stream(), drvgemm.Stream()
+    xs = [make_input(4, 1048576, "fp32", seed=s) for s in (1, 2)]
+    dx = [drvgemm.to_device(x) for x in xs]
+    outs = [drvgemm.empty(x.shape, x.dtype).fill_bytes(0xFF) for x in xs]
+    drvgemm.synchronize()
+    for _ in range(3):
+        sm.softmax(dx[0], out=outs[0], stream=a)
+        sm.softmax(dx[1], out=outs[1], stream=b)
+    a.synchronize()
+    b.synchronize()
+    for x, o in zip(xs, outs):
+        check(o.to_host(), x, "split on two streams")
+
+
+def test_auto_on_16_bit_returns_16_bit(gpu):
+    for prec, shape in (("bf16", (100000, 128)), ("fp16", (777, 12345)), ("bf16", (64, 50257))):
+        x = make_input(*shape, prec, seed=3)
+        y = run_case(x, xoff=2, yoff=2)
+        assert y.dtype == x.dtype
+        check(y, x, f"auto {prec}")
+
+
+def test_host_input_of_odd_rows(gpu):
+    x = make_input(333, 50257, seed=5)
+    y = sm.softmax(x)
+    assert isinstance(y, np.ndarray)
+    check(y, x, "auto host 333x50257")
+
+
+def test_more_than_2_31_elements_through_a_window_cluster(gpu):
+    """32769 x 65537 bf16: 2^31 + 98306 elements, odd rows (the cluster rung
+    with its peel and tail), sampled rows around the 2^31 boundary."""
+    if gpu.cc < (9, 0):
+        pytest.skip("needs sm_90")
+    rows, cols = 32769, 65537
+    dt = smr.numpy_dtype("bf16")
+    need = 2 * rows * cols * 2 + (1 << 30)
+    free, _ = driver.memory_info()
+    if free < need:
+        pytest.skip(f"needs {need / 2**30:.0f} GiB of device memory, {free / 2**30:.0f} free")
+    x = drvgemm.empty((rows, cols), dt)
+    y = drvgemm.empty((rows, cols), dt).fill_bytes(0xFF)
+    try:
+        pattern = make_input(7, cols, "bf16", seed=11)
+        driver.DeviceArray((7, cols), dt, ptr=x.ptr, owner=False).copy_from_host(pattern)
+        done, row_bytes = 7, cols * 2
+        while done < rows:
+            n = min(done, rows - done)
+            driver.memcpy_dtod(x.ptr + done * row_bytes, x.ptr, n * row_bytes)
+            done += n
+        p = sm.plan(rows, cols, "bf16", cc=gpu.cc, sm_count=gpu.sm_count)
+        assert p.rung == "softmax_08_any_row_cluster", p.describe()
+        sm.softmax(x, out=y)
+        drvgemm.synchronize()
+        edge = 2**31 // cols
+        for r in sorted({0, edge - 1, edge, edge + 1, rows - 1}):
+            got = driver.DeviceArray((1, cols), dt, ptr=y.ptr + r * row_bytes, owner=False).to_host()
+            check(got, pattern[r % 7][None, :], f"{p.describe()} row {r}")
+    finally:
+        x.free()
+        y.free()
