@@ -392,8 +392,13 @@ def split_kernel(rung, kernel, narrow_output=False):
     splits > 1 would ignore them and write C: it is never used for that."""
     if getattr(kernel, "split_k", False):
         return kernel
-    from .registry import rung_kernel   # registry imports this module
-    return rung_kernel(rung, True, narrow_output=narrow_output, split_k=True)
+    return _split_build(rung, narrow_output)
+
+
+def _split_build(rung, narrow_output):
+    """registry.rung_kernel(rung, True, narrow_output=..., split_k=True): the
+    registry (which imports this module) installs it on import."""
+    raise RuntimeError("drvgemm.ladders.gemm.registry is not imported")
 
 
 def split_launches(rung, kernel, a, b, c, m, n, k, alpha, beta, *, stream=None,

@@ -157,6 +157,11 @@ def rung_kernel(r: Rung, aligned: bool, arch=None, *, narrow_output=False,
     return k
 
 
+# hopper.split_kernel compiles the split-K build through the one cache above
+hopper._split_build = lambda r, narrow_output: rung_kernel(r, True, narrow_output=narrow_output,
+                                                           split_k=True)
+
+
 def _wgmma_rung(precision, elem, *, tile_m, tile_n, vector, summary, STAGES=4, EPILOGUE=0,
                 BALANCE=0, **extra) -> Rung:
     """One member of rung 20's family (cu/gemm/20_tma_wgmma.cu, WGMMA_ELEM 1/2/3 =
