@@ -590,9 +590,13 @@ def test_member_compiles_within_budget(name, narrow):
     # the TMA-store epilogue where the entry has one (never for the transposed tf32 tile)
     assert (ops["UTMASTG"] > 0) == (r.defines["EPILOGUE"] == 2 and not geo.swapped)
     assert "ATOMG" not in sass and "MULTICAST" not in sass
-    # split-K partials are fp32 pairs (8-byte stores) even where C is 16-bit (the
-    # transposed tf32 tile stores single elements)
-    assert bool(re.search(r"STG\.E\.64 ", sass)) == (not geo.swapped)
+    # fp32 C pairs are 8-byte stores, 16-bit C pairs 4-byte (the transposed tf32
+    # tile stores single elements); the unsplit build has no fp32 partial epilogue
+    assert bool(re.search(r"STG\.E\.64 ", sass)) == (not geo.swapped and not narrow)
+    # the SPLIT_K=1 build: split-K partials are fp32 pairs even where C is 16-bit
+    sk = rung_kernel(r, True, "sm_90a", narrow_output=narrow, split_k=True)
+    assert sk.resources.registers == 168 and sk.resources.spill_stores == 0, sk.log
+    assert bool(re.search(r"STG\.E\.64 ", disassemble(sk.cubin))) == (not geo.swapped)
 
 
 @pytest.mark.parametrize("n", [64, 128, 192, 256])
