@@ -51,6 +51,9 @@ def instantiations():
                     d["OUT_16"] = 1
                 out.append((f"gemm/{r.name}/aligned={al}/c={o}/{arch}", r.source, r.entry, d,
                              arch))
+                if "SPLIT_K" in r.defines:   # rung 20's split-K build, launched for split > 1
+                    out.append((f"gemm/{r.name}/aligned={al}/c={o}/splitk/{arch}", r.source,
+                                r.entry, dict(d, SPLIT_K=1), arch))
     for r in softmax.SOFTMAX_RUNGS:
         for c in r.configs:
             arch = "sm_90"

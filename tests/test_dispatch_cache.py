@@ -33,9 +33,11 @@ def gpu(monkeypatch):
     kernels = {}
     addresses = itertools.count(0x7_0000_0000, 0x100_0000)
 
-    def rung_kernel(r, aligned, arch=None, *, narrow_output=False):
-        key = (r.name, bool(aligned), bool(narrow_output))
-        return kernels.setdefault(key, FakeKernel(r, key))
+    def rung_kernel(r, aligned, arch=None, *, narrow_output=False, split_k=False):
+        key = (r.name, bool(aligned), bool(narrow_output), bool(split_k))
+        k = kernels.setdefault(key, FakeKernel(r, key))
+        k.split_k = bool(split_k)
+        return k
 
     def fake_launch(kernel, grid, block, args, *, smem=0, stream=None, cluster=None):
         launches.append(dict(kernel=kernel, grid=grid, block=block, args=tuple(args),

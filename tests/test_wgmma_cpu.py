@@ -590,9 +590,13 @@ def test_member_compiles_within_budget(name, narrow):
     # the TMA-store epilogue where the entry has one (never for the transposed tf32 tile)
     assert (ops["UTMASTG"] > 0) == (r.defines["EPILOGUE"] == 2 and not geo.swapped)
     assert "ATOMG" not in sass and "MULTICAST" not in sass
-    # split-K partials are fp32 pairs (8-byte stores) even where C is 16-bit (the
-    # transposed tf32 tile stores single elements)
-    assert bool(re.search(r"STG\.E\.64 ", sass)) == (not geo.swapped)
+    # fp32 C pairs are 8-byte stores, 16-bit C pairs 4-byte (the transposed tf32
+    # tile stores single elements); the unsplit build has no fp32 partial epilogue
+    assert bool(re.search(r"STG\.E\.64 ", sass)) == (not geo.swapped and not narrow)
+    # the SPLIT_K=1 build: split-K partials are fp32 pairs even where C is 16-bit
+    sk = rung_kernel(r, True, "sm_90a", narrow_output=narrow, split_k=True)
+    assert sk.resources.registers == 168 and sk.resources.spill_stores == 0, sk.log
+    assert bool(re.search(r"STG\.E\.64 ", disassemble(sk.cubin))) == (not geo.swapped)
 
 
 @pytest.mark.parametrize("n", [64, 128, 192, 256])
@@ -747,12 +751,18 @@ def test_launches_split_k(fake_driver, name, narrow):
     assert list(one[0][1].args[3:]) == [pc, m, n, k, 1.5, 0.5, 0, 0, 1]
     assert len(_pack(kernel, one[0][1])) > 0
     tiles = hopper.wgmma_work_units(geo, m, n, 1)
+    # K in pieces runs the SPLIT_K=1 build, compiled apart from the unsplit one
+    split_build = rung_kernel(r, True, "sm_90a", narrow_output=narrow, split_k=True)
+    assert split_build is not kernel and split_build.split_k and not kernel.split_k
+    assert split_build.resources.registers == 168 and split_build.resources.spill_stores == 0
+    assert hopper.split_kernel(r, kernel, narrow) is split_build
+    assert hopper.split_kernel(r, split_build, narrow) is split_build
     for split in (2, 3, 8, 128):
         steps = r.launches(kernel, pa, pb, pc, m, n, k, 1.5, 0.5, narrow_output=narrow,
                            split=split, workspace=ws)
         s = min(split, hopper.k_tiles(geo, k))
         (k1, main), (k2, red) = steps
-        assert k1 is kernel and k2.entry == hopper.REDUCE_ENTRIES[
+        assert k1 is split_build and k2.entry == hopper.REDUCE_ENTRIES[
             r.precision if narrow else "fp32"]
         stride = hopper.split_stride(m, n)
         assert list(main.args[3:]) == [pc, m, n, k, 1.5, 0.5, ws, stride, s]
@@ -774,10 +784,13 @@ def test_launches_split_k(fake_driver, name, narrow):
     tiny = r.launches(kernel, pa, pb, pc, m, n, 5, 1.0, 0.0, split=8, workspace=ws,
                       narrow_output=narrow)
     assert len(tiny) == 1 and list(tiny[0][1].args[-3:]) == [0, 0, 1]
+    assert tiny[0][0] is kernel
+    assert not r.host_side.split_k_build(r, 5, 8)
+    assert r.host_side.split_k_build(r, k, 2) and not r.host_side.split_k_build(r, k, 1)
     # Without the clamp (tests of empty pieces): 8 pieces of 3 k-tiles
     raw = hopper.split_launches(r, kernel, pa, pb, pc, m, n, 3 * geo.k_tile, 1.0, 0.0,
                                 split=8, workspace=ws, clamp=False, narrow_output=narrow)
-    assert raw[0][1].args[-1] == 8 and raw[1][1].args[4] == 8
+    assert raw[0][1].args[-1] == 8 and raw[1][1].args[4] == 8 and raw[0][0] is split_build
 
 
 def test_launches_refuse_a_bad_workspace(fake_driver):

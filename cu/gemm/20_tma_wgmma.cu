@@ -104,6 +104,13 @@
 #if !defined(BM) || !defined(BN) || !defined(BK)
 #error "BM, BN and BK must be defined (the registry passes them)"
 #endif
+// SPLIT_K: 1: the split-K instantiation (work units = tiles x splits, each
+// unit's k-range computed from its split, the fp32 partial epilogue); 0: K in
+// one piece, none of that code (the host launches it for splits == 1 only and
+// passes partials, split_stride, splits = 0, 0, 1, which it then ignores).
+#ifndef SPLIT_K
+#error "SPLIT_K must be defined (the registry passes it)"
+#endif
 // ALIGNED (passed to every rung) does not apply: loads are TMA's, and the
 // epilogue checks its own alignment at run time. PERSISTENT, SM_LIMIT and
 // BALANCE are read by the host only (they choose the grid).
@@ -391,7 +398,7 @@ template <int ELEM>
 __device__ __forceinline__ void store_unit(const float (&acc)[ACC], const TmaMap* mapC,
                                            const Ring& ring, const Problem& p, const Work& w,
                                            int c, const Output& out) {
-    if (p.splits > 1)
+    if (SPLIT_K && p.splits > 1)
         epilogue_direct<ELEM, false>(acc, out.partials + w.split * out.split_stride, p, w.y0,
                                      w.x0, c, 1.0f, 0.0f);
     else
@@ -517,7 +524,7 @@ __device__ __forceinline__ void gemm_tma_wgmma(const TmaMap* mapA, const TmaMap*
     // The TMA store path: the host encodes mapC exactly when C allows it.
     // (rows of C a multiple of 16 bytes: 4 fp32 or 8 16-bit elements)
     // (Split-K units write raw partials and never store C.)
-    const bool c_tma = Elem<ELEM>::EPI == 2 && beta == 0.0f && splits == 1 &&
+    const bool c_tma = Elem<ELEM>::EPI == 2 && beta == 0.0f && (!SPLIT_K || splits == 1) &&
                        (N & (Elem<ELEM>::NARROW ? 7 : 3)) == 0 &&
                        (reinterpret_cast<size_t>(C) & 15) == 0;
     const Output out{C, alpha, beta, c_tma, partials, split_stride};

@@ -28,8 +28,8 @@ __device__ __forceinline__ Problem make_problem(int M, int N, int K, int splits)
     p.tiles_x = (p.x_ext + TILE_X - 1) / TILE_X;
     p.units_y = (tiles_y + CLUSTER - 1) / CLUSTER;
     p.tile_units = p.units_y * p.tiles_x;
-    p.splits = splits;
-    p.units = p.tile_units * splits;
+    p.splits = SPLIT_K ? splits : 1;   // SPLIT_K=0: K in one piece, whatever was passed
+    p.units = SPLIT_K ? p.tile_units * splits : p.tile_units;
     p.k_tiles = (K + Elem<ELEM>::K_TILE - 1) / Elem<ELEM>::K_TILE;
     return p;
 }
@@ -63,6 +63,13 @@ struct Work {
 
 __device__ __forceinline__ Work unit_work(const Problem& p, int u, u32 rank) {
     Work w;
+    if constexpr (!SPLIT_K) {   // the unsplit build: a tile and the whole of K
+        w.split = 0;
+        unit_origin(p, u, rank, w.y0, w.x0);
+        w.kt0 = 0;
+        w.kt1 = p.k_tiles;
+        return w;
+    }
     w.split = u / p.tile_units;
     unit_origin(p, u - w.split * p.tile_units, rank, w.y0, w.x0);
     // 64-bit: split * k_tiles can pass 2^31 for a very long K

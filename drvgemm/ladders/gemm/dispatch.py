@@ -391,7 +391,9 @@ class _Call:
             self.kind = "scale"
             return
         self.kind = "launch"
-        self.kernel = rung_kernel(r, p.aligned, narrow_output=q.narrow)
+        # the instantiation launched: the split-K build for K in pieces
+        self.kernel = rung_kernel(r, p.aligned, narrow_output=q.narrow,
+                                  split_k=r.host_side.split_k_build(r, q.k, p.split))
         self.split = p.split
         if p.workspace_bytes:
             self.workspace = _workspace(handle, r.host)

@@ -50,7 +50,7 @@ __all__ = ["Geometry", "geometry", "wgmma_smem_bytes", "wgmma_work_units",
            "wgmma_grid_blocks", "c_map_usable", "check_register_budget",
            "wgmma_gemm_launch_config", "TmaWgmmaHost", "TMA_WGMMA", "ELEM_BYTES", "SPLITS",
            "k_tiles", "split_ranges", "split_stride", "split_workspace_bytes",
-           "effective_splits", "reduce_kernel", "reduce_launch_config", "split_launches",
+           "effective_splits", "split_kernel", "reduce_kernel", "reduce_launch_config", "split_launches",
            "REDUCE_ENTRIES"]
 
 ELEM_BYTES = {"bf16": 2, "fp16": 2, "tf32": 4}
@@ -385,11 +385,28 @@ def reduce_launch_config(partials, c, m, n, splits, alpha, beta) -> LaunchConfig
                          float(beta)))
 
 
+def split_kernel(rung, kernel, narrow_output=False):
+    """The instantiation that runs K in more than one piece: ``kernel`` when it
+    is the split-K build (SPLIT_K=1, registry.rung_kernel(..., split_k=True)),
+    else that build, compiled (cached). The SPLIT_K=0 build launched with
+    splits > 1 would ignore them and write C: it is never used for that."""
+    if getattr(kernel, "split_k", False):
+        return kernel
+    return _split_build(rung, narrow_output)
+
+
+def _split_build(rung, narrow_output):
+    """registry.rung_kernel(rung, True, narrow_output=..., split_k=True): the
+    registry (which imports this module) installs it on import."""
+    raise RuntimeError("drvgemm.ladders.gemm.registry is not imported")
+
+
 def split_launches(rung, kernel, a, b, c, m, n, k, alpha, beta, *, stream=None,
                    narrow_output=False, split=1, workspace=0, clamp=True) -> list:
     """The launches of one product with K in ``split`` pieces, in stream
     order: [(kernel, its LaunchConfig)] for one piece; else the partial
-    products into ``workspace`` and the reduction that writes C. ``clamp``
+    products into ``workspace`` (by the split-K build: split_kernel) and the
+    reduction that writes C. ``clamp``
     (the default) cuts K into at most one piece per k-tile; False keeps
     ``split`` as asked (empty pieces add zero partials), which tests use."""
     geo = geometry(rung)
@@ -399,6 +416,8 @@ def split_launches(rung, kernel, a, b, c, m, n, k, alpha, beta, *, stream=None,
         return LaunchConfig(cfg["grid"], cfg["block"], cfg["smem"], cfg["args"],
                             cfg["cluster"], tuple(cfg["keepalive"]))
 
+    if s > 1:
+        kernel = split_kernel(rung, kernel, narrow_output)
     main = wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, stream=stream,
                                     narrow_output=narrow_output, kernel=kernel, splits=s,
                                     partials=workspace)
@@ -434,6 +453,11 @@ class TmaWgmmaHost(PlainHost):
         any K (launches may cut K into fewer pieces, never more)."""
         self._check_split(rung, split)
         return split_workspace_bytes(m, n, split)
+
+    def split_k_build(self, rung, k, split) -> bool:
+        """K in more than one piece (after the clamp to the k-tiles) runs the
+        SPLIT_K=1 instantiation; one piece, the SPLIT_K=0 one."""
+        return effective_splits(geometry(rung), k, split) > 1
 
     def launches(self, rung, kernel, a, b, c, m, n, k, alpha, beta, *, stream=None,
                  narrow_output=False, split=1, workspace=0) -> list:

@@ -39,6 +39,12 @@ class PlainHost:
         """Device scratch that ``launches`` needs for a split of K (0: none)."""
         return 0
 
+    def split_k_build(self, rung, k, split) -> bool:
+        """Whether ``launches`` for this split of K runs the rung's separate
+        split-K instantiation (rung_kernel(..., split_k=True)); False: the
+        kernel of one piece, the one passed in."""
+        return False
+
     def launches(self, rung, kernel, a, b, c, m, n, k, alpha, beta, *, stream=None,
                  narrow_output=False, split=1, workspace=0) -> list:
         """The launches of one product, in stream order, as (Kernel,

@@ -133,13 +133,16 @@ def blocks_per_sm(r: Rung, t: Target) -> int:
     return v
 
 
-def instantiation_key(r: Rung, aligned: bool, out: str, arch: str | None = None) -> str:
+def instantiation_key(r: Rung, aligned: bool, out: str, arch: str | None = None,
+                      split_k: bool = False) -> str:
     """The instantiation as the SASS manifest names it:
-    gemm/<rung>/aligned=<0|1>/c=<C type>/<arch>."""
+    gemm/<rung>/aligned=<0|1>/c=<C type>/<arch>, or for the split-K build
+    (SPLIT_K=1) gemm/<rung>/aligned=<0|1>/c=<C type>/splitk/<arch>."""
     arch = arch or (r.arch if r.arch.endswith("a") else "sm_90")
     if r.source.endswith(".ptx"):
         return f"gemm/{r.name}/{arch}"
-    return f"gemm/{r.name}/aligned={int(bool(aligned))}/c={out}/{arch}"
+    return (f"gemm/{r.name}/aligned={int(bool(aligned))}/c={out}/"
+            + ("splitk/" if split_k else "") + arch)
 
 
 # ---------------------------------------------------------------------------
@@ -238,7 +241,13 @@ class Plan:
     def compiled(self):
         """The compiled Kernel of the chosen instantiation (compiles when not
         yet cached; no GPU needed): its .cubin, .resources, SASS."""
-        return rung_kernel(self.rung, self.aligned, narrow_output=self.narrow_output)
+        return rung_kernel(self.rung, self.aligned, narrow_output=self.narrow_output,
+                           split_k=self.split_k)
+
+    @property
+    def split_k(self) -> bool:
+        """Whether the product runs the rung's separate split-K build."""
+        return self.rung.host_side.split_k_build(self.rung, self.k, self.split)
 
     def describe(self) -> str:
         fam = gm.FAMILIES.get(self.family)
@@ -321,7 +330,8 @@ def choose(m: int, n: int, k: int, precision: str, *, out: str = "fp32",
     return Plan(
         kernel=r.name,
         instantiation=instantiation_key(r, best.aligned, out,
-                                        r.arch if r.arch.endswith("a") else t.arch),
+                                        r.arch if r.arch.endswith("a") else t.arch,
+                                        split_k=r.host_side.split_k_build(r, k, best.split)),
         split=best.split, predicted_s=best.seconds,
         alternatives=[(o.name, o.seconds) for o in options if o is not best],
         m=m, n=n, k=k, precision=precision, out=out, aligned=best.aligned, grid=grid,

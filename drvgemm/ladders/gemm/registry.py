@@ -84,16 +84,30 @@ class Rung:
         b = tuple(self.block) + (1, 1)
         return b[0] * b[1] * b[2]
 
-    def instantiation_defines(self, aligned: bool, narrow_output: bool = False) -> dict | None:
+    def instantiation_defines(self, aligned: bool, narrow_output: bool = False,
+                              split_k: bool = False) -> dict | None:
         """The -D defines of one instantiation (None for hand-written PTX,
-        which has one instantiation for every shape)."""
+        which has one instantiation for every shape). ``split_k``: the
+        split-K instantiation (SPLIT_K=1) of a rung that has one (its
+        defines carry SPLIT_K=0, the unsplit build)."""
         if self.source.endswith(".ptx"):
+            if split_k:
+                raise ValueError(f"{self.name} has no split-K instantiation")
             return None
         defines = dict(self.defines)
         defines["ALIGNED"] = int(bool(aligned))
         if narrow_output:
             defines["OUT_16"] = 1
+        if split_k:
+            if "SPLIT_K" not in defines:
+                raise ValueError(f"{self.name} has no split-K instantiation")
+            defines["SPLIT_K"] = 1
         return defines
+
+    @property
+    def has_split_k_build(self) -> bool:
+        """Whether split counts > 1 run a separate SPLIT_K=1 instantiation."""
+        return "SPLIT_K" in self.defines
 
     def launch_config(self, kernel, a, b, c, m, n, k, alpha, beta, *, stream=None,
                       narrow_output=False) -> LaunchConfig:
@@ -123,19 +137,29 @@ def compile_arch(r: Rung) -> str | None:
 _kernels: dict = {}
 
 
-def rung_kernel(r: Rung, aligned: bool, arch=None, *, narrow_output=False) -> Kernel:
+def rung_kernel(r: Rung, aligned: bool, arch=None, *, narrow_output=False,
+                split_k=False) -> Kernel:
     """The compiled instantiation of a rung (cached per process);
-    ``narrow_output``: the one that writes C in the inputs' 16-bit type."""
+    ``narrow_output``: the one that writes C in the inputs' 16-bit type;
+    ``split_k``: the split-K build (SPLIT_K=1, rung 20: launched for
+    splits > 1 only; the default is the unsplit one)."""
     arch = arch or compile_arch(r)
     if narrow_output and not r.narrow_output:
         raise ValueError(f"{r.name} writes a float32 C only")
-    key = (r.name, bool(aligned), arch, bool(narrow_output))
+    key = (r.name, bool(aligned), arch, bool(narrow_output), bool(split_k))
     k = _kernels.get(key)
     if k is None:
         k = _kernels[key] = compile(r.source, r.entry,
-                                    defines=r.instantiation_defines(aligned, narrow_output),
+                                    defines=r.instantiation_defines(aligned, narrow_output,
+                                                                    split_k),
                                     arch=arch, options=r.options)
+        k.split_k = bool(split_k)   # hopper.split_launches checks which build it was given
     return k
+
+
+# hopper.split_kernel compiles the split-K build through the one cache above
+hopper._split_build = lambda r, narrow_output: rung_kernel(r, True, narrow_output=narrow_output,
+                                                           split_k=True)
 
 
 def _wgmma_rung(precision, elem, *, tile_m, tile_n, vector, summary, STAGES=4, EPILOGUE=0,
@@ -157,7 +181,7 @@ def _wgmma_rung(precision, elem, *, tile_m, tile_n, vector, summary, STAGES=4, E
         defines={"WGMMA_ELEM": elem, "BM": tile_m, "BN": tile_n, "BK": geo.k_tile,
                  "WARP_SPECIALIZED": 1, "PERSISTENT": 1, "CLUSTER": 1, "STAGES": STAGES,
                  "GROUP": 16, "EPILOGUE": EPILOGUE, "OUT_16": 0, "BALANCE": BALANCE,
-                 "SM_LIMIT": 0},
+                 "SM_LIMIT": 0, "SPLIT_K": 0},
         vector=vector, arch="sm_90a", host="tma", summary=summary, splits=hopper.SPLITS,
         **extra)
 
