@@ -3,7 +3,8 @@
 #   bash benchmarks/h200.sh [PHASE ...]
 # Default phases, in this order:
 #   install tests sanitize overhead bench shapes memory
-# Extra phases: compile sweep autotune wgmma profile mma wgsweep ncu (each reads its *_ARGS).
+# Extra phases: compile rung20 sweep autotune wgmma profile mma wgsweep ncu (each reads its
+# *_ARGS); MEMORY_ARGS=--softmax-rows makes the memory phase the softmax row-length suite.
 #
 # What comes back through $OUT (at most 8 files): the committed results
 #   h200.json  h200-roofline.png  h200-shapes.json  h200-shapes.png  h200-memory.json
@@ -126,7 +127,8 @@ if have shapes && begin shapes "${SHAPES_TIMEOUT:-300}" 60; then
   cat "$LOG/shapes_report.txt"; tail -3 "$LOG/shapes_progress.log"; end shapes $rc
 fi
 if have memory && begin memory "${MEMORY_TIMEOUT:-120}" 30; then
-  timeout "$T" python3 -m drvgemm bench --memory --json "$OUT/h200-memory.json" > "$LOG/memory.log" 2>&1
+  timeout "$T" python3 -m drvgemm bench --memory ${MEMORY_ARGS:-} --json "$OUT/h200-memory.json" \
+    > "$LOG/memory.log" 2>&1
   rc=$?; tail -30 "$LOG/memory.log"; end memory $rc
 fi
 # A phase that runs one Python script: script_phase NAME TIMEOUT TAIL SCRIPT ARGS...
@@ -139,6 +141,10 @@ script_phase() {
     tail -"$lines" "$LOG/$name.log"; end "$name" $rc
   fi
 }
+# rung20: the flagships against an earlier build of their kernel, same run
+# (RUNG20_OLD_DIR holds that source; see benchmarks/rung20_before_after.py).
+script_phase rung20 "${RUNG20_TIMEOUT:-120}" 12 benchmarks/rung20_before_after.py \
+  --old-dir "${RUNG20_OLD_DIR:-.gpu/old20}" --rounds 3 --json "$LOG/rung20_before_after.json"
 script_phase sweep "${SWEEP_TIMEOUT:-120}" 45 benchmarks/occupancy_sweep.py --plot "$LOG/occupancy_sweep.png" \
   --json "$LOG/occupancy_sweep.json"
 script_phase autotune "${AUTOTUNE_TIMEOUT:-400}" 30 benchmarks/autotune_warp_tiled.py \
