@@ -31,6 +31,34 @@ def _prmt(a, b, sel):
     return out.astype(np.uint32)
 
 
+class Workspace:
+    """A device workspace as bytes at a (fake) device address ``base``, zeroed
+    when made, as the dispatcher's. ``Emulator.run(..., workspace=ws, work=,
+    counters=)`` keeps rung 30's int32 counters and fp32 partial tiles in it
+    at the addresses the host side passes, so that what one launch leaves
+    there is what the next one finds."""
+
+    def __init__(self, nbytes, base=0x7000_0000):
+        self.base = base
+        self.mem = np.zeros(nbytes, np.uint8)
+
+    def _view(self, addr, count, dtype):
+        off = addr - self.base
+        size = np.dtype(dtype).itemsize
+        assert off % size == 0 and 0 <= off and off + count * size <= self.mem.size, \
+            "workspace access out of bounds"
+        return self.mem[off:off + count * size].view(dtype)
+
+    def i32(self, addr, count=1):
+        return self._view(addr, count, np.int32)
+
+    def f32(self, addr, count=1):
+        return self._view(addr, count, np.float32)
+
+    def is_zero(self) -> bool:
+        return not self.mem.any()
+
+
 class Emulator:
     """One instance's geometry (WARPS, ROWS, precision) and the kernel's
     arithmetic, block by block. ``run(A, B, C, plan_fields)`` returns the new C
@@ -145,12 +173,20 @@ class Emulator:
                     acc[m, lane] += a[m, r] * b[r]
 
     # -- the kernel -------------------------------------------------------
-    def run(self, A, B, C, M, N, K, alpha, beta, strips, zchunks, splits, steps_per_split):
+    def run(self, A, B, C, M, N, K, alpha, beta, strips, zchunks, splits, steps_per_split, *,
+            workspace=None, work=0, counters=0, clear_partials=True):
+        """``workspace`` (a Workspace) with the ``work`` / ``counters``
+        addresses of the launch's arguments: split K goes through those bytes
+        as the kernel's does (a counter that does not start at 0 leaves its
+        strip unwritten, or written early); ``clear_partials``: the last block
+        zeroes the partials it has read (the kernel does). Without a
+        workspace: an ideal one, and every element must be written once."""
         A = np.asarray(A, np.float64)
         B = np.asarray(B, np.float64)
         out = np.array(C, np.float64, copy=True)
         ROWS, STRIP = self.rows_per_block, self.strip
         tiles = {}
+        cnt_addr = counters
         counters = np.zeros(zchunks * strips, np.int64)
         total_steps = -(-K // self.kstep)
         written = np.zeros((M, N), np.int64)
@@ -208,6 +244,24 @@ class Emulator:
             if splits == 1:
                 epilogue(part)
                 continue
+            if workspace is not None:
+                tile = ROWS * STRIP
+                t0 = work + 4 * (cid * splits * tile)
+                mine_tile = workspace.f32(t0 + 4 * split * tile, tile).reshape(ROWS, STRIP)
+                mine_tile[:rows_here] = part[:rows_here]       # rows < rows_here only
+                cnt = workspace.i32(cnt_addr + 4 * cid)
+                old = int(cnt[0])
+                cnt[0] = old + 1                                # atomicAdd
+                if old == splits - 1:                           # the last one to arrive
+                    total = np.zeros((ROWS, STRIP))
+                    for sp in range(splits):                    # fixed order
+                        t = workspace.f32(t0 + 4 * sp * tile, tile).reshape(ROWS, STRIP)
+                        total[:rows_here] += t[:rows_here]
+                        if clear_partials:
+                            t[:rows_here] = 0.0
+                    epilogue(total)
+                    cnt[0] = 0
+                continue
             tiles[(cid, split)] = part.copy()
             counters[cid] += 1
             if counters[cid] == splits:             # the last one to arrive
@@ -216,6 +270,8 @@ class Emulator:
                     total += tiles[(cid, sp)]
                 epilogue(total)
                 counters[cid] = 0
+        if workspace is not None:
+            return out
         assert (written == 1).all(), "every element of C written exactly once"
         assert (counters == 0).all()
         return out

@@ -28,7 +28,7 @@ from drvgemm.runtime import sass
 from drvgemm.runtime.compiler import compile_binary, parse_resources
 from drvgemm.runtime.errors import CompileError
 from drvgemm.runtime.sources import find_source
-from small_m_emulator import Emulator
+from small_m_emulator import Emulator, Workspace
 
 SOURCE = str(find_source("30_small_m.cu"))
 ARCHS = ("sm_80", "sm_90")
@@ -247,3 +247,79 @@ def test_emulated_kernel_is_exact(name, m, n, k, aligned, split):
     out0 = emu.run(A, B, np.full((m, n), np.nan), m, n, k, 1.0, 0.0, strips, zchunks, splits,
                    sps)
     assert np.array_equal(out0, A @ B)    # beta == 0: C never read
+
+
+# One workspace per (stream, host side), kept and reused by launches of every
+# shape and every rung-30 entry (dispatch._Workspace): what one split-K launch
+# leaves in it is what the next one finds. The tiles start after the counters
+# rounded to 256 bytes, so a launch with more than 64 (z chunk, strip) pairs
+# finds its counters 64.. where an earlier launch's partials were. These are
+# the shapes that failed on the H200 (N = 4104: 65 strips of 64, or 33 of 128
+# with z chunks), each after a launch of 64 or fewer counters (K shortened
+# where the emulation would be slow: the counters do not depend on K).
+REUSE_CASES = [
+    # rung, aligned, (M, N, K, split) of the earlier launch, then of the later one
+    ("30_small_m_bf16", False, (1, 4096, 64, 4), (1, 4104, 1031, 4)),
+    ("30_small_m_fp16", False, (2, 4096, 64, 4), (7, 4104, 97, 4)),
+    ("30_small_m_bf16_r32", False, (17, 4096, 64, 4), (17, 4104, 97, 4)),
+    ("30_small_m_fp16_r64", False, (33, 4096, 64, 4), (33, 4104, 97, 4)),
+    ("30_small_m_fp32", False, (1, 4096, 16, 4), (17, 4104, 37, 4)),
+    ("30_small_m_fp32", False, (16, 4096, 16, 4), (32, 4104, 37, 4)),
+    ("30_small_m_fp32", False, (1, 128, 16, 2), (64, 4104, 21, 2)),
+    ("30_small_m_bf16", True, (1, 4096, 64, 4), (16, 4104, 64, 4)),
+]
+
+
+def _emulated_call(ws, r, aligned, m, n, k, split, clear_partials=True):
+    """One launch through the host side's arguments on the workspace ``ws``
+    (zeroed when made, as the dispatcher's): the emulated C (NaN where never
+    written) and the exact product."""
+    g = small_m.geometry(r)
+    rng = np.random.default_rng(m * 7919 + n * 31 + k)
+    A = rng.integers(-4, 5, (m, k)).astype(np.float64)
+    B = rng.integers(-4, 5, (k, n)).astype(np.float64)
+    assert HOST.workspace_bytes(r, m, n, split) <= ws.mem.size
+    [(_, cfg)] = HOST.launches(r, None, 0x100, 0x200, 0x300, m, n, k, 1.0, 0.0, split=split,
+                               workspace=ws.base)
+    work, counters = cfg.args[3:5]
+    strips, zchunks, splits, sps = cfg.args[10:]
+    assert splits == split
+    emu = Emulator(r.precision, g.rows, g.warps, aligned, g.nwarps)
+    out = emu.run(A, B, np.full((m, n), np.nan), m, n, k, 1.0, 0.0, strips, zchunks, splits, sps,
+                  workspace=ws, work=work, counters=counters, clear_partials=clear_partials)
+    return out, A @ B
+
+
+@pytest.mark.parametrize("name,aligned,first,second", REUSE_CASES,
+                         ids=[f"{c[0]}-a{int(c[1])}-M{c[3][0]}" for c in REUSE_CASES])
+def test_split_k_workspace_is_reusable_across_shapes(name, aligned, first, second):
+    r = by_name()[name]
+    ws = Workspace(8 << 20)
+    for m, n, k, split in (first, second, first):
+        out, want = _emulated_call(ws, r, aligned, m, n, k, split)
+        bad = np.argwhere(out != want)
+        assert bad.size == 0, (f"{name} aligned={int(aligned)} {m}x{n}x{k} split={split} after "
+                               f"another shape on the same workspace: {len(bad)} wrong or "
+                               f"unwritten outputs, first at {tuple(bad[0])}")
+        assert ws.is_zero(), "a split-K launch leaves its workspace all zero"
+
+
+def test_workspace_left_dirty_breaks_the_next_shape():
+    """What the kernel did before its last block cleared the partials: the
+    later launch's counter 64 holds an earlier partial and strip 64 (columns
+    4096 .. 4103) is never written."""
+    r = by_name()["30_small_m_bf16"]
+    ws = Workspace(8 << 20)
+    _emulated_call(ws, r, False, 1, 4096, 64, 4, clear_partials=False)
+    out, _ = _emulated_call(ws, r, False, 1, 4104, 97, 4, clear_partials=False)
+    bad = np.argwhere(~np.isfinite(out))
+    assert len(bad) == 8 and tuple(bad[0]) == (0, 4096)
+
+
+def test_last_block_clears_every_partial_it_reads():
+    """The kernel side of the emulator's clear_partials: in the last block's
+    loop, each ldcg of a partial is followed by a zero store to it."""
+    src = open(SOURCE).read()
+    tail = src[src.index("if (!is_last) return;"):]
+    loop = tail[:tail.index("counters[cid] = 0")]
+    assert loop.count("ldcg_f32x4(") == loop.count("stcg_zero_f32x4(") == 2

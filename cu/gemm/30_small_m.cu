@@ -564,6 +564,15 @@ DEVI float4 ldcg_f32x4(const float* p) {
                  : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
     return v;
 }
+// The last block clears each partial it has read (same thread, same address,
+// after the load), so a launch leaves the whole workspace as it found it: all
+// zero. The workspace is kept per stream and reused by launches of any shape
+// and any rung-30 entry, and the tiles' offset (after the counters, rounded
+// to 256 bytes) depends on strips x zchunks: bytes that held one launch's
+// partials can be a later launch's counters, which must read 0.
+DEVI void stcg_zero_f32x4(float* p) {
+    asm volatile("st.global.cg.v4.f32 [%0], {%1, %1, %1, %1};" :: "l"(p), "f"(0.0f) : "memory");
+}
 
 // ---------------------------------------------------------------------------
 // The kernel. A 1-D grid of strips x zchunks x splits blocks, decoded with
@@ -698,7 +707,7 @@ small_m_gemm(const Elem* __restrict__ A, const Elem* __restrict__ B, OutT* __res
 
     for (int it = tid; it < items; it += THREADS) {
         const int m = it / Q, c = 4 * (it % Q);
-        const float* p = tiles + m * STRIP + c;
+        float* p = tiles + m * STRIP + c;
         // Fixed order 0 .. splits-1 whichever block came last. The loads of
         // eight splits are issued before their adds (in order), so one L2
         // round trip serves eight splits instead of one.
@@ -710,10 +719,18 @@ small_m_gemm(const Elem* __restrict__ A, const Elem* __restrict__ B, OutT* __res
             for (int u = 0; u < 8; ++u) v[u] = ldcg_f32x4(p + (long long)(sp + u) * (ROWS * STRIP));
 #pragma unroll
             for (int u = 0; u < 8; ++u) s = add4(s, v[u]);
+#pragma unroll
+            for (int u = 0; u < 8; ++u) stcg_zero_f32x4(p + (long long)(sp + u) * (ROWS * STRIP));
         }
-        for (; sp < splits; ++sp) s = add4(s, ldcg_f32x4(p + (long long)sp * (ROWS * STRIP)));
+        for (; sp < splits; ++sp) {
+            float* q = p + (long long)sp * (ROWS * STRIP);
+            s = add4(s, ldcg_f32x4(q));
+            stcg_zero_f32x4(q);
+        }
         if (n0 + c < N) store_c4(C, N, G.m0 + m, n0 + c, s, alpha, beta);
     }
-    // Ready for the next call on this workspace (the kernel boundary orders it).
+    // Ready for the next call on this workspace, whatever its shape: the
+    // counter back to 0 and (above) every partial of this strip cleared (the
+    // kernel boundary orders it).
     if (tid == 0) counters[cid] = 0;
 }

@@ -319,8 +319,10 @@ def plan(a, b, c=None, *, alpha=1.0, beta=0.0, kernel="auto", stream=None, out_d
 # ---------------------------------------------------------------------------
 class _Workspace:
     """Device scratch of one stream and one host side, zeroed when
-    allocated. A host side that needs part of it zero at the start of its
-    launches leaves it zero at the end (rung 30's counters); launches on one
+    allocated, shared by every shape and entry of the host side. A host side
+    that needs it zero at the start of its launches leaves all of it zero at
+    the end (rung 30: its counters and partials, whose offsets move with
+    the shape); launches on one
     stream are ordered, so they never share it at the same time."""
     __slots__ = ("array", "ptr", "nbytes")
 

@@ -15,8 +15,11 @@ Kernel parameters: (A, B, C, work, counters, M, N, K, alpha, beta, strips,
 zchunks, splits, steps_per_split). The workspace (``workspace_bytes``) is
 int32 counters, one per (z chunk, strip), then fp32 partial tiles
 [zchunks * strips][splits][ROWS][strip]. The counters must be 0 when a
-launch starts; every launch leaves them 0 (the last block resets its
-counter), so a workspace zeroed once serves every later call on its stream.
+launch starts. Where the tiles start depends on strips x zchunks, so bytes
+that held one launch's partials can be a later launch's counters: every
+launch leaves the whole workspace 0 (the last block of a strip resets its
+counter and clears the partials it has read), so a workspace zeroed once
+serves every later call on its stream, of any shape and any rung-30 entry.
 Two launches that may run at the same time (two streams) need two
 workspaces.
 """
@@ -192,8 +195,9 @@ class SmallMHost(PlainHost):
     def launches(self, rung, kernel, a, b, c, m, n, k, alpha, beta, *, stream=None,
                  narrow_output=False, split=1, workspace=0) -> list:
         """One launch; ``workspace``: the device address of
-        ``workspace_bytes(rung, m, n, split)`` bytes whose counters are 0
-        (any value for one split)."""
+        ``workspace_bytes(rung, m, n, split)`` bytes, all 0 (a workspace
+        that earlier launches left as they found it; any value for one
+        split)."""
         g = geometry(rung)
         strips, zchunks, splits, sps = g.shape(m, n, k, split)
         work = counters = 0
