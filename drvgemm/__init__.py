@@ -18,6 +18,7 @@ from .runtime.driver import (DeviceArray, Event, Stream, device, empty, has_gpu,
                              synchronize, to_device)
 from .runtime.errors import CompileError, CudaError, NoDeviceError
 from .runtime.kernel import Kernel, compile
+from .runtime.kernel import Module, compile_module
 from .runtime.launch import fast_path as launch_path
 from .runtime.launch import launch
 from .tools.kernel_occupancy import occupancy
@@ -26,3 +27,4 @@ __all__ = ["CompileError", "CudaError", "NoDeviceError", "DeviceArray", "Event",
            "Kernel", "compile", "device", "empty", "gemm", "has_gpu", "kernels", "launch",
            "launch_path", "no_gpu_reason", "occupancy", "softmax", "synchronize", "to_device",
            "__version__"]
+__all__ += ["Module", "compile_module"]

@@ -12,10 +12,11 @@ import os
 import sys
 
 from ..runtime.errors import CompileError, CudaError
-from . import bench, ceilings, compile, device, kernels, layout, occupancy, profile, roofline
+from . import bench, cache, ceilings, compile, device, kernels, layout, occupancy, profile, roofline
 
 # In the order `drvgemm --help` lists them.
-COMMANDS = (bench, compile, kernels, device, occupancy, roofline, profile, layout, ceilings)
+COMMANDS = (bench, compile, kernels, device, occupancy, roofline, profile, layout, ceilings,
+            cache)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -3,10 +3,12 @@ memory-bound kernels), as the seed's report, JSON and a roofline plot."""
 from __future__ import annotations
 
 import argparse
+import sys
 
 from ..runtime import driver
 from ..tools import bench, ceilings, memory_bench, records
 from ..tools.plots import plot_bench
+from . import compile as compile_cli
 
 
 def sizes(text):
@@ -41,7 +43,7 @@ def run(args) -> int:
     if reason:
         print(f"no GPU found ({reason}); showing the compile-only report for "
               f"{args.arch} instead of timings.")
-        print(bench.compile_report(arch=args.arch))
+        print(compile_cli.report(args.arch, progress=lambda m: print(m, file=sys.stderr))[0])
         return 0
     print(f"device: {driver.device()}", flush=True)
     if args.memory:
