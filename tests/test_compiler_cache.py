@@ -120,13 +120,15 @@ def test_two_entries_of_one_file_in_either_order(cache, tmp_path):
         assert [p.name for p in kb.params] == ["o", "n"]
 
 
-def test_entry_name_is_in_the_key(cache):
+def test_entry_name_is_in_the_key(cache, tmp_path):
     """Two names of one source are two entries (a key without the names
     would hand the first kernel back for the second)."""
-    src = 'template <int V> __global__ void t(int* o) { o[0] = V; }\n'
-    assert _value(drvgemm.compile(src, "t<31>")) == 31
-    assert _value(drvgemm.compile(src, "t<32>")) == 32
-    assert len(list(cache.glob("*.bin"))) == 2
+    src = tmp_path / "t.cu"
+    src.write_text('template <int V> __global__ void t(int* o) { o[0] = V; }\n')
+    for text in (str(src), src.read_text()):
+        assert _value(drvgemm.compile(text, "t<31>")) == 31
+        assert _value(drvgemm.compile(text, "t<32>")) == 32
+    assert len(list(cache.glob("*.bin"))) == 4
 
 
 def test_lineinfo_include_paths_and_defines_change_the_key(cache, tmp_path):

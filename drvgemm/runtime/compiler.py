@@ -357,6 +357,9 @@ class ModuleBinary:
 
     def binary(self, name: str) -> CompiledBinary:
         entry = self.lowered.get(name, name)
+        if entry not in self.entries:
+            raise KeyError(f"{self.source_name} has no kernel {name!r}; entries: "
+                           f"{', '.join(self.entries) or 'none'}")
         return CompiledBinary(cubin=self.cubin, ptx=self.ptx, log=self.log, entry=entry,
                               arch=self.arch, kind=self.kind, source_name=self.source_name,
                               notes=tuple(self.notes.get(entry, ())))
