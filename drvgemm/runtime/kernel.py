@@ -392,7 +392,7 @@ class Module:
 def _texts_of(binary: ModuleBinary, path_or_source) -> list[str]:
     """The source and its headers, where kernel signatures are looked up."""
     out = []
-    if binary.kind == "cu" and not binary.files:
+    if binary.kind == "cu":
         try:
             out.append(compiler._read_source(path_or_source)[1])
         except (OSError, TypeError, ValueError):
