@@ -104,16 +104,26 @@ def _source_param_names(texts, name: str) -> list[tuple[str, bool, bool]] | None
     base = name.split("<", 1)[0].strip().split("::")[-1].strip()
     if not re.match(r"^[A-Za-z_]\w*$", base):
         return None
-    pat = re.compile(r"__global__[^;{}]*?\b" + re.escape(base) + r"\s*\(([^)]*)\)", re.S)
+    pat = re.compile(r"(?:template\s*<(?P<tparams>[^{};]*?)>\s*)?__global__[^;{}]*?\b"
+                     + re.escape(base) + r"\s*\((?P<params>[^)]*)\)", re.S)
+    targs = _split_params(name.split("<", 1)[1].rsplit(">", 1)[0]) if "<" in name else []
     for text in texts:
         if not text or base not in text:
             continue
         m = pat.search(re.sub(r"/\*.*?\*/|//[^\n]*", "", text, flags=re.S))
         if m is None:
             continue
+        # A template's type parameters stand for the name expression's arguments.
+        subst = {}
+        for i, tp in enumerate(_split_params(m.group("tparams") or "")):
+            w = re.findall(r"[A-Za-z_]\w*", tp.split("=", 1)[0])
+            if len(w) >= 2 and w[0] in ("typename", "class") and i < len(targs):
+                subst[w[-1]] = targs[i].strip()
         out = []
-        for p in _split_params(m.group(1)):
+        for p in _split_params(m.group("params")):
             p = p.split("=", 1)[0].strip()
+            if subst:
+                p = re.sub(r"[A-Za-z_]\w*", lambda t: subst.get(t.group(0), t.group(0)), p)
             if p in ("", "void"):
                 continue
             words = re.findall(r"[A-Za-z_]\w*", p)
