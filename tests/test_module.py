@@ -154,3 +154,25 @@ def test_fp16_bf16_cooperative_groups_barrier_kernel_matches_numpy(gpu):
     prod[:n] = x.astype(np.float64) * y.astype(np.float64)
     np.testing.assert_allclose(out.to_host(), prod.reshape(blocks, block).sum(1),
                                rtol=1e-4, atol=1e-4)
+
+
+# -- the README's "Bring your own kernel" runs as pasted ----------------------
+def _readme_blocks():
+    import re
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = text.split("## Bring your own kernel", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```python\n(.*?)```", section, re.S)
+
+
+def test_readme_compile_part_runs_without_a_gpu(capsys):
+    compile_part, _ = _readme_blocks()
+    exec(compile(compile_part, "README.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "axpy_half<256>(x: .u64, y: .u64, a: .f32, n: .s32)" in out and "registers" in out
+
+
+@pytest.mark.gpu
+def test_readme_runs_on_the_gpu(gpu):
+    scope = {}
+    for block in _readme_blocks():
+        exec(compile(block, "README.md", "exec"), scope)
