@@ -15,19 +15,17 @@ from ._version import __version__
 from .ladders.gemm.dispatch import gemm, kernels, plan
 from .ladders.softmax.dispatch import softmax
 from .runtime.driver import (DeviceArray, Event, Stream, device, empty, has_gpu, no_gpu_reason,
-                             synchronize, to_device)
-from .runtime.driver import reset
-from .runtime.errors import CompileError, CudaError, NoDeviceError
-from .runtime.errors import StaleObjectError
+                             reset, synchronize, to_device)
+from .runtime.errors import CompileError, CudaError, NoDeviceError, StaleObjectError
 from .runtime.graph import Graph, graph
 from .runtime.isolated import IsolatedError, isolated
-from .runtime.kernel import Kernel, compile
+from .runtime.kernel import Kernel, Module, compile, compile_module
 from .runtime.launch import fast_path as launch_path
 from .runtime.launch import launch
 from .tools.kernel_occupancy import occupancy
 
-__all__ = ["CompileError", "CudaError", "NoDeviceError", "DeviceArray", "Event", "Stream",
-           "Kernel", "compile", "device", "empty", "gemm", "has_gpu", "kernels", "launch",
-           "launch_path", "no_gpu_reason", "occupancy", "plan", "softmax", "synchronize", "to_device",
-           "__version__"]
-__all__ += ["Graph", "IsolatedError", "StaleObjectError", "graph", "isolated", "reset"]
+__all__ = ["CompileError", "CudaError", "DeviceArray", "Event", "Graph", "IsolatedError",
+           "Kernel", "Module", "NoDeviceError", "StaleObjectError", "Stream", "__version__",
+           "compile", "compile_module", "device", "empty", "gemm", "graph", "has_gpu",
+           "isolated", "kernels", "launch", "launch_path", "no_gpu_reason", "occupancy", "plan",
+           "reset", "softmax", "synchronize", "to_device"]

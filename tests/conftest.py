@@ -1,7 +1,18 @@
 """Shared fixtures. GPU tests take the ``gpu`` fixture: it skips with the
 reason when no CUDA driver or device is found, and lets a driver that is
 found but fails raise (a failure, never a skip)."""
+import atexit
 import os
+import shutil
+import tempfile
+
+# The suite's compiled kernels go to a cache of its own (removed at exit),
+# never the user's, unless DRVGEMM_CACHE_DIR names one (to keep a warm cache
+# between runs, set it).
+if not os.environ.get("DRVGEMM_CACHE_DIR"):
+    _cache = tempfile.mkdtemp(prefix="drvgemm-test-cache-")
+    os.environ["DRVGEMM_CACHE_DIR"] = _cache
+    atexit.register(shutil.rmtree, _cache, True)
 
 # torch (a baseline, never required) is imported before anything else when it
 # is installed: imported late inside a pytest run it has been seen to fail

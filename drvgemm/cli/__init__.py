@@ -13,12 +13,12 @@ import sys
 
 from .._version import __version__
 from ..runtime.errors import CompileError, CudaError
-from . import (bench, ceilings, compile, device, kernels, layout, occupancy, plan, profile,
-               roofline)
+from . import (bench, cache, ceilings, compile, device, kernels, layout, occupancy, plan,
+               profile, roofline)
 
 # In the order `drvgemm --help` lists them.
 COMMANDS = (bench, compile, kernels, plan, device, occupancy, roofline, profile, layout,
-            ceilings)
+            ceilings, cache)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -10,6 +10,7 @@ from ..ladders.gemm.registry import by_name
 from ..runtime import driver
 from ..tools import bench, ceilings, memory_bench, records, shape_bench, shape_suite
 from ..tools.plots import plot_bench, plot_shape_ratios
+from . import compile as compile_cli
 
 
 DEFAULT_SIZES = [256, 3072, 4096]
@@ -127,7 +128,7 @@ def run(args) -> int:
     if reason:
         print(f"no GPU found ({reason}); showing the compile-only report for "
               f"{args.arch} instead of timings.")
-        print(bench.compile_report(arch=args.arch))
+        print(compile_cli.report(args.arch, progress=lambda m: print(m, file=sys.stderr))[0])
         return 0
     print(f"device: {driver.device()}", flush=True)
     if args.memory and args.softmax_rows:

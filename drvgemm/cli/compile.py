@@ -1,15 +1,83 @@
-"""``drvgemm compile``: the ptxas report of every kernel (no GPU needed)."""
+"""``drvgemm compile``: the ptxas report of every kernel (no GPU needed).
+
+A line goes to stderr only for a kernel that is actually compiled (never for
+a cache hit), so a warm run prints the table alone."""
 from __future__ import annotations
 
-from ..tools import bench
+import sys
+
+from ..ladders.gemm.registry import RUNGS, rung_kernel
+from ..runtime import compiler
+from ..runtime.kernel import compile
+from ..tools.bench import extra_kernels
+
+HEADER = ("kernel", "arch", "regs", "spill st B", "spill ld B", "stack B", "smem B", "dyn smem B")
 
 
 def add(sub) -> None:
     c = sub.add_parser("compile", help="compile every kernel and print the ptxas report")
     c.add_argument("--arch", default="sm_90", help="target architecture (default sm_90)")
+    c.add_argument("--kernels", default=None,
+                   help="comma-separated labels to report (default: all), e.g. 01_naive,saxpy")
     c.set_defaults(func=run)
 
 
+def _items(arch):
+    """(label, arch, build, dynamic smem) of every kernel of the report."""
+    for r in RUNGS:
+        for aligned in (True, False):
+            if aligned or r.host_side.unaligned:
+                a = r.arch if r.arch.endswith("a") else arch
+                yield (r.name + ("" if aligned else " (unaligned)"), a,
+                       lambda r=r, al=aligned, a=a: rung_kernel(r, al, arch=a), r.smem)
+    for label, src, entry, defines, karch in extra_kernels():
+        a = karch or arch
+        yield label, a, lambda s=src, e=entry, d=defines, a=a: compile(s, e, defines=d, arch=a), 0
+
+
+def report(arch="sm_90", kernels=None, progress=None) -> tuple[str, int]:
+    """(the table, the number of kernels that failed)."""
+    arch = compiler.normalize_arch(arch)
+    wanted = None if kernels is None else {k.strip() for k in kernels if k.strip()}
+    items = [it for it in _items(arch) if wanted is None or it[0].split(" ")[0] in wanted
+             or it[0] in wanted]
+    if wanted is not None and not items:
+        raise ValueError(f"no kernel named {', '.join(sorted(wanted))} in the report")
+    rows, notes, failed = [], [], 0
+    listener = (lambda what: progress(f"compiling {what}")) if progress else (lambda what: None)
+    with compiler.compile_listener(listener):
+        for label, a, build, smem in items:
+            try:
+                res = build().resources
+            except Exception as e:  # one kernel's failure is a row, not the end of the report
+                failed += 1
+                rows.append((label, a, f"FAILED: {type(e).__name__}: {str(e).splitlines()[0]}"))
+                continue
+            if res is None:
+                rows.append((label, a, "no ptxas report"))
+                continue
+            rows.append((label, a, res.registers, res.spill_stores, res.spill_loads, res.stack,
+                         res.static_smem, smem))
+            notes += [f"{label}: {n}" for n in res.notes]
+    w = max([len(HEADER[0])] + [len(r[0]) for r in rows])
+    widths = [len(h) for h in HEADER[2:]]
+    out = [f"{HEADER[0]:<{w}}  {HEADER[1]:<7}" + "".join(f" {h:>{n}}" for h, n in
+                                                       zip(HEADER[2:], widths))]
+    for r in rows:
+        line = f"{r[0]:<{w}}  {r[1]:<7}"
+        if len(r) == 3:
+            line += f" {r[2]}"
+        else:
+            line += "".join(f" {v:>{n}}" for v, n in zip(r[2:], widths))
+        out.append(line)
+    out += [""] + notes if notes else []
+    out.append("(B = bytes per thread for spills and stack, per block for shared memory)")
+    return "\n".join(out), failed
+
+
 def run(args) -> int:
-    print(bench.compile_report(arch=args.arch))
-    return 0
+    kernels = args.kernels.split(",") if args.kernels else None
+    text, failed = report(args.arch, kernels,
+                          progress=lambda m: print(m, file=sys.stderr, flush=True))
+    print(text)
+    return 1 if failed else 0

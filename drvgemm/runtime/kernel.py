@@ -3,15 +3,18 @@ all available with no GPU; the module is loaded on the first launch."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import re
 import threading
 import weakref
 from dataclasses import dataclass
 
 from . import compiler, driver, sass
-from .compiler import CompiledBinary, Resources
+from .compiler import CompiledBinary, ModuleBinary, Resources
 
-__all__ = ["Kernel", "Param", "compile", "parse_params"]
+__all__ = ["Kernel", "Module", "Param", "compile", "compile_module", "parse_params"]
+
+_UNSIGNED_INTS = ("u8", "u16", "u32", "u64")
 
 
 @dataclass(frozen=True)
@@ -66,15 +69,14 @@ def parse_params(ptx: str, entry: str) -> list[Param]:
     return out
 
 
-def _source_param_names(source: str, entry: str) -> list[tuple[str, bool, bool]] | None:
-    """Best effort: (name, is_pointer, is_signed_integer) for each parameter
-    of ``entry`` as the C++ source declares it, so errors can say 'M' instead
-    of 'k_param_3', and an ``int`` (which NVRTC declares .u32) takes -1."""
-    base = entry.split("<", 1)[0]
-    m = re.search(r"__global__[^;{]*?\b" + re.escape(base) + r"\s*\(([^)]*)\)", source, re.S)
-    if m is None:
-        return None
-    text = re.sub(r"/\*.*?\*/|//[^\n]*", "", m.group(1), flags=re.S)
+_SIGNED_WORDS = {"int", "long", "short", "char", "signed", "int8_t", "int16_t", "int32_t",
+                 "int64_t", "ptrdiff_t", "intptr_t", "ssize_t", "intmax_t"}
+_UNSIGNED_WORDS = {"unsigned", "size_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t",
+                   "uintptr_t", "uintmax_t", "uint", "ushort", "ulong", "float", "double",
+                   "bool", "half", "__half", "__nv_bfloat16", "float2", "float4", "int2", "int4"}
+
+
+def _split_params(text: str) -> list[str]:
     parts, depth, cur = [], 0, ""
     for ch in text:
         if ch in "<([":
@@ -88,18 +90,52 @@ def _source_param_names(source: str, entry: str) -> list[tuple[str, bool, bool]]
             cur += ch
     if cur.strip():
         parts.append(cur)
-    out = []
-    for p in parts:
-        p = p.split("=", 1)[0].strip()
-        name = re.findall(r"[A-Za-z_]\w*", p)
-        if not name:
-            return None
-        words = set(name[:-1])
-        signed = ("*" not in p and not words & {"unsigned", "size_t", "uint32_t", "uint64_t",
-                                                "uintptr_t", "float", "double", "bool"}
-                  and bool(words & {"int", "long", "short", "int32_t", "int64_t", "ptrdiff_t"}))
-        out.append((name[-1], "*" in p, signed))
-    return out
+    return parts
+
+
+def _source_param_names(texts, name: str) -> list[tuple[str, bool, bool]] | None:
+    """Best effort: (name, is_pointer, is_signed_integer) for each parameter
+    of kernel ``name`` (a plain, namespaced or template name) as the C++
+    source or one of its headers declares it, so errors can say 'M' instead
+    of '_ZN2ns4kernEPfi_param_3', and a signed type that NVRTC declares
+    unsigned in PTX (int as .u32, short as .u16, signed char as .u8) takes
+    negative values."""
+    if isinstance(texts, str):
+        texts = [texts]
+    base = name.split("<", 1)[0].strip().split("::")[-1].strip()
+    if not re.match(r"^[A-Za-z_]\w*$", base):
+        return None
+    pat = re.compile(r"(?:template\s*<(?P<tparams>[^{};]*?)>\s*)?__global__[^;{}]*?\b"
+                     + re.escape(base) + r"\s*\((?P<params>[^)]*)\)", re.S)
+    targs = _split_params(name.split("<", 1)[1].rsplit(">", 1)[0]) if "<" in name else []
+    for text in texts:
+        if not text or base not in text:
+            continue
+        m = pat.search(re.sub(r"/\*.*?\*/|//[^\n]*", "", text, flags=re.S))
+        if m is None:
+            continue
+        # A template's type parameters stand for the name expression's arguments.
+        subst = {}
+        for i, tp in enumerate(_split_params(m.group("tparams") or "")):
+            w = re.findall(r"[A-Za-z_]\w*", tp.split("=", 1)[0])
+            if len(w) >= 2 and w[0] in ("typename", "class") and i < len(targs):
+                subst[w[-1]] = targs[i].strip()
+        out = []
+        for p in _split_params(m.group("params")):
+            p = p.split("=", 1)[0].strip()
+            if subst:
+                p = re.sub(r"[A-Za-z_]\w*", lambda t: subst.get(t.group(0), t.group(0)), p)
+            if p in ("", "void"):
+                continue
+            words = re.findall(r"[A-Za-z_]\w*", p)
+            if not words:
+                return None
+            ptr = "*" in p or "&" in p
+            types = set(words[:-1])
+            signed = not ptr and bool(types & _SIGNED_WORDS) and not types & _UNSIGNED_WORDS
+            out.append((words[-1], ptr, signed))
+        return out
+    return None
 
 
 # -- attributes and reset (runtime block) ---------------------------------------
@@ -137,7 +173,7 @@ class Kernel:
     drvgemm.runtime.launch (launchers per launch shape), kept here so that
     they live and die with the kernel."""
 
-    def __init__(self, binary: CompiledBinary, name: str, source_text: str | None = None):
+    def __init__(self, binary: CompiledBinary, name: str, source_text=None, module=None):
         self.binary = binary
         self.name = name
         self.entry = binary.entry
@@ -145,13 +181,17 @@ class Kernel:
         self.ptx = binary.ptx
         self.log = binary.log
         self.arch = binary.arch
+        self.notes = tuple(binary.notes)
+        self._owner = module  # the Module this kernel came from: one CUmodule for all
         self._resources: Resources | None = compiler.parse_resources(binary.log).get(self.entry)
+        if self._resources is not None and self.notes:
+            self._resources = dataclasses.replace(self._resources, notes=self.notes)
         params = parse_params(binary.ptx, self.entry)
         names = _source_param_names(source_text, name) if source_text and binary.kind == "cu" \
             else None
         if names and len(names) == len(params):
             params = [Param(p.index, n,
-                            "s" + p.ptx_type[1:] if signed and p.ptx_type in ("u32", "u64")
+                            "s" + p.ptx_type[1:] if signed and p.ptx_type in _UNSIGNED_INTS
                             else p.ptx_type,
                             p.size, p.align, p.pointer_hint or isptr)
                       for p, (n, isptr, signed) in zip(params, names)]
@@ -204,7 +244,11 @@ class Kernel:
                 raise ValueError(f"{self.name} was compiled for {self.arch}, but the device "
                                  f"is {dev.arch}: compile with arch=None (the current device) "
                                  f"or arch='{dev.arch}'")
-            self._module = driver.load_module(self.cubin, f"{self.binary.source_name}:{self.name}")
+            if self._owner is not None:
+                self._module = self._owner.cumodule()
+            else:
+                self._module = driver.load_module(self.cubin,
+                                                  f"{self.binary.source_name}:{self.name}")
             fn = driver.get_function(self._module, self.entry)
             self._static_smem = driver.function_attribute(fn, "SHARED_SIZE_BYTES")
             # 48 KiB minus the static shared memory until raised: what the
@@ -337,23 +381,138 @@ class Kernel:
         return f"<Kernel {self.name} [{self.arch}]{extra}>"
 
 
+class Module:
+    """One compile of one source: a cubin holding every kernel in it, loaded
+    into the current context once, on the first launch of any of them.
+    ``module.kernel(name)`` or ``module[name]`` gives a Kernel, by a name given
+    to compile_module, an extern "C" name, a lowered (mangled) symbol, or a
+    plain or namespaced C++ name that matches one kernel of the module."""
+
+    def __init__(self, binary: ModuleBinary, source_texts=()):
+        self.binary = binary
+        self.cubin = binary.cubin
+        self.ptx = binary.ptx
+        self.log = binary.log
+        self.arch = binary.arch
+        self.entries: list[str] = list(binary.entries)
+        self._texts = list(source_texts)
+        self._kernels: dict = {}
+        self._lock = threading.Lock()
+        self._cumodule = None
+
+    @property
+    def names(self) -> list[str]:
+        """The names given to compile_module, then every other entry."""
+        given = list(self.binary.lowered)
+        taken = set(self.binary.lowered.values())
+        return given + [e for e in self.entries if e not in taken]
+
+    def _symbol(self, name: str) -> str:
+        if name in self.binary.lowered:
+            return self.binary.lowered[name]
+        if name in self.entries:
+            return name
+        if "<" not in name:
+            # A plain or namespaced name: its Itanium prefix, then a parameter
+            # (never a template argument list 'I').
+            parts = name.split("::")
+            prefix = "_Z" + (f"{len(parts[0])}{parts[0]}" if len(parts) == 1 else
+                             "N" + "".join(f"{len(p)}{p}" for p in parts) + "E")
+            found = [e for e in self.entries if e.startswith(prefix)
+                     and not e[len(prefix):].startswith("I")]
+            if len(found) == 1:
+                return found[0]
+        raise KeyError(f"{self.binary.source_name} has no kernel {name!r} in this module; "
+                       f"its kernels: {', '.join(self.names) or 'none'} (a template "
+                       "instantiation must be named when compiling: compile_module(src, "
+                       f"[{name!r}]))")
+
+    def kernel(self, name: str) -> Kernel:
+        if not isinstance(name, str):
+            raise TypeError(f"a kernel name is a string, got {type(name).__name__}")
+        with self._lock:
+            k = self._kernels.get(name)
+            if k is None:
+                symbol = self._symbol(name.strip())
+                b = self.binary.binary(symbol)
+                k = self._kernels[name] = Kernel(b, name.strip(), self._texts, module=self)
+            return k
+
+    __getitem__ = kernel
+
+    def __contains__(self, name) -> bool:
+        try:
+            self._symbol(name)
+            return True
+        except (KeyError, TypeError):
+            return False
+
+    def __iter__(self):
+        return iter(self.names)
+
+    def __len__(self):
+        return len(self.entries)
+
+    def cumodule(self):
+        """The loaded CUmodule (loads it into the current context once)."""
+        with self._lock:
+            if self._cumodule is None:
+                self._cumodule = driver.load_module(self.cubin, self.binary.source_name)
+            return self._cumodule
+
+    def __repr__(self):
+        return f"<Module {self.binary.source_name} [{self.arch}]: {', '.join(self.names)}>"
+
+
+def _texts_of(binary: ModuleBinary, path_or_source) -> list[str]:
+    """The source and its headers, where kernel signatures are looked up."""
+    out = []
+    if binary.kind == "cu":
+        try:
+            out.append(compiler._read_source(path_or_source)[1])
+        except (OSError, TypeError, ValueError):
+            pass
+    for f in binary.files:
+        try:
+            with open(f, encoding="utf-8", errors="replace") as fh:
+                out.append(fh.read())
+        except OSError:
+            pass
+    return out
+
+
+def compile_module(source, names=None, *, defines=None, arch=None, options=(),
+                   include_paths=()) -> Module:
+    """Compile a source once into a Module holding all its kernels.
+
+    ``source``: as for ``compile``. ``names``: the kernels to take from it,
+    each an extern "C" name, a C++ name ('kern', 'ns::kern') or a template
+    name expression ('kern<128, float>'); None takes every kernel the source
+    defines (templates need their instantiation named). ``include_paths``:
+    folders searched first for #include (then the source's folder, drvgemm's
+    kernel folders, and the CUDA headers, which need no option)."""
+    binary = compiler.compile_module_binary(source, names, defines=defines, arch=arch,
+                                            options=options, include_paths=include_paths)
+    return Module(binary, _texts_of(binary, source))
+
+
 def compile(path_or_source, name, *, defines=None, arch=None, options=()) -> Kernel:
     """Compile a kernel to a cubin and return a Kernel.
 
     ``path_or_source``: a .cu or .ptx file (a path, or a file name found in the
-    package's cu/ or ptx/ folder), or source text. ``name``: the kernel's symbol
-    (extern "C" name, a template name expression such as ``"gemm<128>"``, or
-    the PTX .entry). ``defines``: {NAME: value} passed as -D. ``arch``: 'sm_90',
-    'sm_90a', ... (default: the current device's, or sm_90 with no GPU).
-    ``options``: extra NVRTC options (e.g. '--maxrregcount=64') or nvJitLink
-    options for PTX.
+    package's cu/ or ptx/ folder), or source text (str or bytes). ``name``:
+    the kernel: an extern "C" name, a C++ name ('kern', 'ns::kern'), a
+    template name expression such as ``"gemm<128>"``, or the PTX .entry.
+    ``defines``: {NAME: value} or ['NAME=VALUE', ...], passed as -D. ``arch``:
+    'sm_90', 'sm_90a', ... (default: the current device's, or sm_90 with no
+    GPU). ``options``: extra NVRTC options (e.g. ['--maxrregcount=64']; an
+    -arch or -I among them is the same as arch= or an include path), or
+    nvJitLink options for PTX. One compile of the whole source
+    (compile_module) underneath.
     """
-    binary = compiler.compile_binary(path_or_source, name, defines=defines, arch=arch,
-                                     options=options)
-    src = None
-    if binary.kind == "cu":
-        try:
-            _, src = compiler._read_source(path_or_source)
-        except OSError:
-            src = None
-    return Kernel(binary, name, src)
+    if not isinstance(name, str) or not name.strip():
+        raise TypeError("name must be the kernel's name: an extern \"C\" name, 'ns::kern', a "
+                        "template name expression such as 'kern<128>', or a PTX .entry; got "
+                        f"{name!r}")
+    return compile_module(path_or_source, [name], defines=defines, arch=arch,
+                          options=options).kernel(name)

@@ -6,6 +6,10 @@ ptx/probes/, ...): a kernel is named by its file name, which is unique across
 both trees, or by a path relative to cu/ or ptx/."""
 from __future__ import annotations
 
+import hashlib
+import os
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 _PACKAGE = Path(__file__).resolve().parent.parent   # drvgemm/
@@ -56,8 +60,85 @@ def find_source(name) -> Path:
 
 
 def include_dirs() -> list[Path]:
-    """Folders searched for #include "...": cu/include/ (the instruction
-    wrappers, where the tree has one), cu/ and ptx/."""
+    """drvgemm's own folders on the include path, after the user's and the
+    source's: cu/include/ (the instruction wrappers, where the tree has
+    one), cu/ and ptx/."""
     root = kernel_root()
     dirs = [root / "cu" / "include", root / "cu", root / "ptx"]
     return [d for d in dirs if d.is_dir()]
+
+
+def shim_dir() -> Path:
+    """drvgemm's stand-ins for the C/C++ standard headers (see shims/README)."""
+    return Path(__file__).resolve().parent / "shims"
+
+
+# --------------------------------------------------------------------------
+# the files a compile reads
+# --------------------------------------------------------------------------
+# An #include of either form (or __has_include, whose answer depends on the
+# same search): group 1 quoted, group 2 angle, group 3 anything else (a macro).
+_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include(?:_next)?[ \t]*(?:"([^"\n]+)"|<([^>\n]+)>|([^\s/][^\n]*))'
+                      rb'|__has_include(?:_next)?\s*\(\s*(?:"([^"\n]+)"|<([^>\n]+)>)', re.M)
+
+
+@dataclass
+class Dependencies:
+    """What one compile reads, as NVRTC looks for it: every file found (path ->
+    SHA-256 of its bytes), every path looked at before it and found missing (a
+    file appearing there would be the one included instead), and whether each
+    #include could be followed (``#include MACRO`` cannot). Files in the
+    toolkit folders are not listed: the toolkit's identity is in the key."""
+    files: dict = field(default_factory=dict)
+    absent: list = field(default_factory=list)
+    exact: bool = True
+
+    def still_valid(self) -> bool:
+        for path, digest in self.files.items():
+            try:
+                if hashlib.sha256(Path(path).read_bytes()).hexdigest() != digest:
+                    return False
+            except OSError:
+                return False
+        return not any(os.path.exists(p) for p in self.absent)
+
+
+def scan_dependencies(text: bytes, main_dir: Path, search: list[Path],
+                      toolkit: list[Path]) -> Dependencies:
+    """Follow the #include graph of ``text`` the way NVRTC resolves it
+    (checked against NVRTC 13): "quoted" names in the including file's own
+    folder first (for the main file: ``main_dir``, the folder of its program
+    name), then the -I folders in order; <angle> names in the -I folders
+    only; the toolkit folders last, where the walk stops. Every #include line
+    is followed, also those under an #if that is false, so the list is a
+    superset of what the compiler opened: an edit to any of them recompiles."""
+    deps = Dependencies()
+    absent: dict = {}
+    stop = [str(d) for d in toolkit]
+    todo = [(text, main_dir)]
+    seen: set = set()
+    while todo:
+        body, here = todo.pop()
+        for m in _INCLUDE.finditer(body):
+            quoted, angle, other = m.group(1) or m.group(4), m.group(2) or m.group(5), m.group(3)
+            if other is not None:
+                deps.exact = False
+                continue
+            name = (quoted or angle).decode(errors="replace").strip()
+            dirs = ([here] if quoted else []) + list(search) + list(toolkit)
+            for d in dirs:
+                cand = os.path.normpath(os.path.join(str(d), name))
+                if not os.path.isfile(cand):
+                    if str(d) not in stop:
+                        absent[cand] = None
+                    continue
+                if str(d) in stop:
+                    break  # a toolkit header: covered by the toolkit's identity
+                if cand not in seen:
+                    seen.add(cand)
+                    data = Path(cand).read_bytes()
+                    deps.files[cand] = hashlib.sha256(data).hexdigest()
+                    todo.append((data, Path(cand).parent))
+                break
+    deps.absent = sorted(absent)
+    return deps

@@ -1,0 +1,2 @@
+// memcpy and memset are built into NVRTC for device code; the rest of
+// <cstring> (strlen, strcmp, ...) is host-only.

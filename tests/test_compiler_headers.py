@@ -1,0 +1,151 @@
+"""The CUDA headers and the common standard headers resolve with no option;
+host code gets an error that says what to do. CPU only (compiles)."""
+import pytest
+
+import drvgemm
+from drvgemm.runtime import compiler
+
+
+@pytest.fixture(autouse=True)
+def _headers_env(monkeypatch):
+    monkeypatch.delenv("DRVGEMM_CUDA_INCLUDE", raising=False)
+
+
+CUDA_HEADERS = ["cuda_fp16.h", "cuda_bf16.h", "cuda_fp8.h", "mma.h", "cooperative_groups.h",
+                "cooperative_groups/reduce.h", "cuda/std/cstdint", "cuda/std/type_traits",
+                "cuda/std/limits", "cuda/barrier", "cuda/pipeline", "math_constants.h"]
+
+
+@pytest.mark.parametrize("header", CUDA_HEADERS)
+def test_cuda_header_needs_no_option(header):
+    k = drvgemm.compile(f'#include <{header}>\nextern "C" __global__ void k(int* o) {{ o[0] = 1; }}',
+                        "k", arch="sm_90")
+    assert k.entry == "k"
+
+
+MIXED = r'''
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <cooperative_groups.h>
+#include <cooperative_groups/reduce.h>
+#include <cuda/barrier>
+#include <math_constants.h>
+namespace cg = cooperative_groups;
+
+// Each block sums its half inputs through a block barrier and a warp reduce.
+extern "C" __global__ void mixed(const __half* x, const __nv_bfloat16* y, float* out, int n) {
+    __shared__ cuda::barrier<cuda::thread_scope_block> bar;
+    auto block = cg::this_thread_block();
+    if (block.thread_rank() == 0) init(&bar, block.size());
+    block.sync();
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = i < n ? __half2float(x[i]) + __bfloat162float(y[i]) : 0.f;
+    bar.arrive_and_wait();
+    auto warp = cg::tiled_partition<32>(block);
+    float s = cg::reduce(warp, v, cg::plus<float>());
+    if (warp.thread_rank() == 0) atomicAdd(out, s + 0.f * CUDART_PI_F);
+}
+'''
+
+
+def test_fp16_bf16_cooperative_groups_and_barrier_in_one_kernel():
+    k = drvgemm.compile(MIXED, "mixed", arch="sm_90")
+    assert [p.name for p in k.params] == ["x", "y", "out", "n"]
+
+
+NVCC_STYLE = r'''
+#include <cstdio>
+#include <cstdint>
+#include <cassert>
+#include <cmath>
+#include <climits>
+#include <cfloat>
+#include <algorithm>
+#include <cuda_runtime.h>
+
+__global__ void nvcc_style(float* out, const int8_t* q, uint n) {
+    uint i = blockIdx.x * blockDim.x + threadIdx.x;
+    assert(n < INT_MAX);
+    if (i >= n) return;
+    float m = -INFINITY;
+    m = std::max(m, (float)q[i]);
+    m = std::min(m, FLT_MAX);
+    out[i] = std::sqrt(fabsf(m)) + (float)M_PI * 0.f;
+    if (i == 0 && isinf(m)) printf("never: %f\n", m);
+}
+
+#ifndef __CUDACC_RTC__
+int main() {
+    FILE* f = fopen("x", "w");
+    float* d;
+    cudaMalloc(&d, 4);
+    nvcc_style<<<1, 32>>>(d, nullptr, 0);
+    fprintf(f, "done\n");
+    return 0;
+}
+#endif
+'''
+
+
+def test_a_file_written_for_nvcc_with_guarded_host_code_compiles_as_is():
+    k = drvgemm.compile(NVCC_STYLE, "nvcc_style", arch="sm_90")
+    assert [p.name for p in k.params] == ["out", "q", "n"]
+    assert [p.ptx_type for p in k.params] == ["u64", "u64", "u32"]
+
+
+def test_unguarded_host_function_says_to_guard_it():
+    src = NVCC_STYLE.replace("#ifndef __CUDACC_RTC__", "").replace("#endif\n", "")
+    with pytest.raises(drvgemm.CompileError) as e:
+        drvgemm.compile(src, "nvcc_style", arch="sm_90")
+    msg = str(e.value).split("--- compiler log ---")[0]
+    assert "#ifndef __CUDACC_RTC__" in msg and "fopen" in msg
+
+
+def test_host_only_header_says_to_guard_it():
+    src = '#include <vector>\nextern "C" __global__ void k(int* o) { o[0] = 1; }'
+    with pytest.raises(drvgemm.CompileError) as e:
+        drvgemm.compile(src, "k", arch="sm_90")
+    msg = str(e.value).split("--- compiler log ---")[0]
+    assert "<vector>" in msg and "#ifndef __CUDACC_RTC__" in msg
+
+
+def test_standard_names_come_only_with_their_headers():
+    """As under nvcc's own headers, uint and INFINITY come from the standard
+    headers (sys/types.h, cmath): a file that defines them itself is fine."""
+    own = ('typedef unsigned int uint;\n#define INFINITY __int_as_float(0x7f800000)\n'
+           'extern "C" __global__ void k(float* o, uint n) { o[n] = INFINITY; }')
+    assert drvgemm.compile(own, "k", arch="sm_90").entry == "k"
+    both = "#include <cmath>\n#include <cstdlib>\n" + own.replace("#define INFINITY", "#define X")
+    assert drvgemm.compile(both, "k", arch="sm_90").entry == "k"
+
+
+def test_user_header_of_a_standard_name_wins(tmp_path):
+    (tmp_path / "cmath").write_text("#define MINE 3\n")
+    k = drvgemm.compile_module('#include <cmath>\nextern "C" __global__ void k(int* o) '
+                               '{ o[0] = MINE; }', ["k"], include_paths=[tmp_path], arch="sm_90")
+    assert "mov.u32" in k.ptx and ", 3;" in k.ptx
+
+
+def test_missing_cuda_headers_say_how_to_get_them(monkeypatch):
+    monkeypatch.setattr(compiler, "toolkit_headers", lambda: ([], [], "none"))
+    with pytest.raises(drvgemm.CompileError) as e:
+        drvgemm.compile('#include <cuda_fp16.h>\nextern "C" __global__ void k() {}', "k",
+                        arch="sm_90")
+    msg = str(e.value).split("--- compiler log ---")[0]
+    assert "nvidia-cuda-runtime" in msg and "13.3" in msg
+
+
+def test_toolkit_headers_of_an_installed_toolkit(monkeypatch):
+    """The path an NVRTC older than 13.3 takes: a toolkit's folders (found
+    by cuda.pathfinder, or named in DRVGEMM_CUDA_INCLUDE)."""
+    if compiler.pathfinder is None:
+        pytest.skip("cuda.pathfinder is not installed")
+    try:
+        dirs = [compiler.pathfinder.locate_nvidia_header_directory(n) for n in ("cudart", "cccl")]
+    except Exception as e:
+        pytest.skip(f"no CUDA toolkit headers here: {e}")
+    if any(d is None for d in dirs):
+        pytest.skip("no CUDA toolkit headers here")
+    monkeypatch.setenv("DRVGEMM_CUDA_INCLUDE", ":".join(d.abs_path for d in dirs))
+    k = drvgemm.compile(MIXED, "mixed", arch="sm_90")
+    assert k.entry == "mixed"

@@ -1,0 +1,178 @@
+"""compile_module: one compile, many kernels, by any C++ name; parameter
+names and signedness from the source. CPU tests, and GPU tests checked
+against numpy."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import drvgemm
+
+DATA = Path(__file__).resolve().parent / "data" / "byok"
+SRC = DATA / "kernels.cu"
+INC = DATA / "include"
+NAMES = ["fill", "offsets", "ops::negate", "tiles::scale_add<128, float>"]
+
+
+@pytest.fixture(scope="module")
+def module():
+    return drvgemm.compile_module(SRC, NAMES, include_paths=[INC], arch="sm_90")
+
+
+def test_one_compile_gives_every_kernel(module):
+    assert isinstance(module, drvgemm.Module)
+    symbols = {module.kernel(n).entry for n in NAMES}
+    assert len(symbols) == 4 and symbols <= set(module.entries)
+    assert module["fill"].entry == "fill" and module["ops::negate"].entry.startswith("_ZN3ops")
+    assert all(module[n].cubin is module.cubin for n in NAMES)  # one cubin
+
+
+def test_names_and_types_come_from_the_source(module):
+    assert [p.name for p in module["ops::negate"].params] == ["x", "n"]
+    k = module["tiles::scale_add<128, float>"]  # declared in a header, behind -I
+    assert [p.name for p in k.params] == ["y", "x", "alpha", "n"]
+    off = module["offsets"]
+    assert [p.name for p in off.params] == ["out", "s", "c", "u", "n"]
+    assert [p.ptx_type for p in off.params] == ["u64", "s16", "s8", "u16", "s32"]
+
+
+def test_signed_small_integers_take_negative_values(module):
+    from drvgemm.runtime.launch import _Packer
+    packer = _Packer(module["offsets"].params)
+    packer.pack([0, -3, -128, 65535, -1])
+    with pytest.raises(ValueError, match="'c'"):
+        packer.pack([0, 1, -129, 0, 0])
+    with pytest.raises(ValueError, match="'u'"):
+        packer.pack([0, 1, 1, -1, 0])
+
+
+def test_names_none_takes_every_entry():
+    m = drvgemm.compile_module(SRC, include_paths=[INC], arch="sm_90")
+    assert "fill" in m.names and len(m) == 4   # the explicit instantiation is there too
+    assert m["offsets"].entry.startswith("_Z7offsets")   # a plain name finds its kernel
+    assert m["ops::negate"].entry.startswith("_ZN3ops6negate")
+    with pytest.raises(KeyError, match="nope"):
+        m.kernel("nope")
+
+
+def test_compile_takes_the_same_names():
+    for name in NAMES:
+        k = drvgemm.compile(SRC.read_text().replace("#include <tiles/scale.cuh>",
+                                                    f'#include "{INC}/tiles/scale.cuh"'),
+                            name, arch="sm_90")
+        assert k.name == name and k.entry in k.ptx
+
+
+def test_template_name_spelled_either_way():
+    src = "template <int N, typename T> __global__ void tk(T* o, T v) { o[0] = v * N; }"
+    m = drvgemm.compile_module(src, ["tk<128, float>", "tk<128,float>", "tk<2, int>"],
+                               arch="sm_90")
+    assert m["tk<128, float>"].entry == m["tk<128,float>"].entry != m["tk<2, int>"].entry
+    assert [p.name for p in m["tk<2, int>"].params] == ["o", "v"]
+    assert [p.ptx_type for p in m["tk<2, int>"].params] == ["u64", "s32"]
+
+
+def test_unknown_name_lists_what_there_is():
+    with pytest.raises(drvgemm.CompileError, match=r"no kernel named 'ops::nope'.*fill"):
+        drvgemm.compile_module(SRC, ["fill", "ops::nope"], include_paths=[INC], arch="sm_90")
+
+
+def test_ptx_module():
+    m = drvgemm.compile_module("saxpy.ptx", arch="sm_90")
+    assert m.names == ["saxpy_ptx"] and m["saxpy_ptx"].params[0].ptx_type == "f32"
+
+
+# -- on the GPU -------------------------------------------------------------
+@pytest.mark.gpu
+def test_module_kernels_launch_and_match_numpy(gpu):
+    m = drvgemm.compile_module(SRC, NAMES, include_paths=[INC])
+    n = 1000
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(n).astype(np.float32)
+    y = rng.standard_normal(n).astype(np.float32)
+    dx, dy = drvgemm.to_device(x), drvgemm.to_device(y)
+    drvgemm.launch(m["tiles::scale_add<128, float>"], grid=(n + 127) // 128, block=128,
+                   args=[dy, dx, 2.5, n])
+    np.testing.assert_allclose(dy.to_host(), 2.5 * x + y, rtol=1e-6)
+    drvgemm.launch(m["ops::negate"], grid=(n + 255) // 256, block=256, args=[dy, n])
+    np.testing.assert_allclose(dy.to_host(), -(2.5 * x + y), rtol=1e-6)
+    out = drvgemm.empty((n,), np.int32)
+    drvgemm.launch(m["offsets"], grid=(n + 255) // 256, block=256, args=[out, -3, -100, 7, n])
+    np.testing.assert_array_equal(out.to_host(), np.arange(n) * -3 - 100 + 7)
+    f = drvgemm.empty((n,), np.float32)
+    drvgemm.launch(m["fill"], grid=(n + 255) // 256, block=256, args=[f, 1.5, n])
+    np.testing.assert_array_equal(f.to_host(), np.full(n, 1.5, np.float32))
+
+
+MIXED_GPU = r'''
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <cooperative_groups.h>
+#include <cooperative_groups/reduce.h>
+#include <cuda/barrier>
+namespace cg = cooperative_groups;
+
+// out[block] = sum over the block of x (fp16) * y (bf16), through a
+// cuda::barrier-synchronised staging buffer and a warp-level cg::reduce.
+template <int BLOCK>
+__global__ void dot_blocks(const __half* x, const __nv_bfloat16* y, float* out, int n) {
+    __shared__ float stage[BLOCK];
+    __shared__ float warp_sums[BLOCK / 32];
+    __shared__ cuda::barrier<cuda::thread_scope_block> bar;
+    auto block = cg::this_thread_block();
+    if (block.thread_rank() == 0) init(&bar, block.size());
+    block.sync();
+    int i = blockIdx.x * BLOCK + threadIdx.x;
+    stage[threadIdx.x] = i < n ? __half2float(x[i]) * __bfloat162float(y[i]) : 0.f;
+    bar.arrive_and_wait();
+    auto warp = cg::tiled_partition<32>(block);
+    float s = cg::reduce(warp, stage[threadIdx.x], cg::plus<float>());
+    if (warp.thread_rank() == 0) warp_sums[warp.meta_group_rank()] = s;
+    bar.arrive_and_wait();
+    if (threadIdx.x == 0) {
+        float t = 0.f;
+        for (int w = 0; w < BLOCK / 32; ++w) t += warp_sums[w];
+        out[blockIdx.x] = t;
+    }
+}
+'''
+
+
+@pytest.mark.gpu
+def test_fp16_bf16_cooperative_groups_barrier_kernel_matches_numpy(gpu):
+    import ml_dtypes
+    m = drvgemm.compile_module(MIXED_GPU, ["dot_blocks<256>"])
+    n, block = 5000, 256
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(n).astype(np.float16)
+    y = rng.standard_normal(n).astype(ml_dtypes.bfloat16)
+    blocks = (n + block - 1) // block
+    out = drvgemm.empty((blocks,), np.float32)
+    drvgemm.launch(m["dot_blocks<256>"], grid=blocks, block=block,
+                   args=[drvgemm.to_device(x), drvgemm.to_device(y), out, n])
+    prod = np.zeros(blocks * block)
+    prod[:n] = x.astype(np.float64) * y.astype(np.float64)
+    np.testing.assert_allclose(out.to_host(), prod.reshape(blocks, block).sum(1),
+                               rtol=1e-4, atol=1e-4)
+
+
+# -- the README's "Bring your own kernel" runs as pasted ----------------------
+def _readme_blocks():
+    import re
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = text.split("## Bring your own kernel", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```python\n(.*?)```", section, re.S)
+
+
+def test_readme_compile_part_runs_without_a_gpu(capsys):
+    compile_part, _ = _readme_blocks()
+    exec(compile(compile_part, "README.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "axpy_half<256>(x: .u64, y: .u64, a: .f32, n: .s32)" in out and "registers" in out
+
+
+@pytest.mark.gpu
+def test_readme_runs_on_the_gpu(gpu):
+    scope = {}
+    for block in _readme_blocks():
+        exec(compile(block, "README.md", "exec"), scope)
