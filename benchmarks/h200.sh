@@ -23,7 +23,7 @@
 #   budget 250), memory ~60 s (<= 120): ~16 min in all, so two calls:
 #     bash benchmarks/h200.sh install tests sanitize
 #     bash benchmarks/h200.sh install overhead bench shapes memory
-# SANITIZE_RUNGS limits the sanitizers to some rungs, SANITIZE_SOFTMAX=0 skips the softmax
+# SANITIZE_RUNGS limits the sanitizers to some rungs, SAN_TOOLS to some tools, SANITIZE_SOFTMAX=0 skips the softmax
 # pass; SHAPES_ARGS=--quick runs the reduced shape suite.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -80,7 +80,7 @@ if have tests && begin tests "${TEST_TIMEOUT:-270}" 60; then
 fi
 if have sanitize && begin sanitize 60 30; then
   src=0
-  for tool in memcheck racecheck synccheck initcheck; do
+  for tool in ${SAN_TOOLS:-memcheck racecheck synccheck initcheck}; do
     T=$(budget "${SAN_TIMEOUT:-75}" 20)
     if (( T == 0 )); then skipped="$skipped sanitize:$tool"; continue; fi
     timeout "$T" $SAN --tool $tool --error-exitcode 9 python3 benchmarks/sanitize.py ${SANITIZE_RUNGS:-} \
