@@ -141,12 +141,16 @@ def run_split_k(r):
             b = rng.integers(-4, 5, (k, n)).astype(np.float32).astype(dt)
             c0 = rng.integers(-4, 5, (m, n)).astype(np.float32)
             A, B = drvgemm.to_device(a), drvgemm.to_device(b)
-            ws = drvgemm.empty((max(1, r.workspace_bytes(m, n, split) // 4),), np.float32)
+            # zeroed: rung 30 keeps its arrival counters in the workspace
+            ws = drvgemm.to_device(np.zeros(max(1, r.workspace_bytes(m, n, split) // 4),
+                                            np.float32))
             for c_dt in ((np.float32, dt) if r.narrow_output else (np.float32,)):
                 narrow = c_dt is not np.float32
-                kern = rung_kernel(r, True, narrow_output=narrow)
                 for beta in (0.0, 2.0):
                     C = drvgemm.to_device(c0.astype(c_dt))
+                    # the instantiation the dispatcher would take for these pointers
+                    kern = rung_kernel(r, r.host_side.aligned(r, m, n, k, A.ptr, B.ptr, C.ptr),
+                                       narrow_output=narrow)
                     for step_kernel, cfg in r.launches(kern, A, B, C, m, n, k, 1.0, beta,
                                                        narrow_output=narrow, split=split,
                                                        workspace=ws):

@@ -518,7 +518,8 @@ def run_split(r, a, b, c_init, alpha, beta, split, *, narrow=False, clamp=True):
                            split=split, workspace=ws if split > 1 else 0)
     else:
         steps = rung20.split_launches(r, kernel, A, B, C, m, n, k, alpha, beta,
-                                      narrow_output=narrow, split=split, workspace=ws)
+                                      narrow_output=narrow, split=split, workspace=ws,
+                                      clamp=False)
     used = steps[0][1].args[-1]
     assert len(steps) == (1 if used == 1 else 2)
     for step_kernel, cfg in steps:

@@ -249,7 +249,17 @@ def reset():
         # The first two may report the sticky error itself: ignored.
         d.cuDevicePrimaryCtxRelease(dev)
         d.cuDevicePrimaryCtxReset(dev)
-        ctx = check(d.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+        try:
+            ctx = check(d.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+        except CudaError as e:
+            # Seen on the H200 (driver 580, CUDA 13.0) after an illegal address:
+            # the driver keeps the error for the life of the process, a fresh
+            # primary context included. Only a new process gets a usable GPU.
+            raise CudaError("drvgemm.reset()", e.code, e.name, e.description, hint=(
+                "the driver keeps this error for the rest of the process, so no "
+                "context can be made again here; run experiments that may fault "
+                "through drvgemm.isolated(fn, ...), which returns the child's "
+                "result or raises its error and leaves this process's GPU usable")) from None
         check(d.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
         _context = ctx
         _generation += 1

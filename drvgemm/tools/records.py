@@ -30,7 +30,9 @@ def record(kernel, precision, m, n, ms, *, k=None, flops=None, nbytes=None, base
     if "rel_rmse" in extra:
         r["rel_rmse"] = _sig3(extra.pop("rel_rmse"))
     if nbytes is not None:
-        r["gbps"] = round(nbytes / (ms * 1e-3) / 1e9, 1)
+        # four significant digits: a few bytes in a few microseconds is well
+        # below 0.1 GB/s and must not round to zero
+        r["gbps"] = float(f"{nbytes / (ms * 1e-3) / 1e9:.4g}")
         r["bytes"] = int(nbytes)
     r["baseline"] = baseline
     if "max_rel_err" in extra:

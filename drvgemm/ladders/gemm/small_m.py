@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...runtime.driver import device_pointer
 from ...runtime.launch import LaunchConfig
 from .host import PlainHost
 
@@ -205,7 +206,7 @@ class SmallMHost(PlainHost):
             if not workspace:
                 raise ValueError(f"{rung.name}: a split of K in {splits} needs a workspace "
                                  f"of {self.workspace_bytes(rung, m, n, splits)} bytes")
-            counters = int(workspace)
+            counters = device_pointer(workspace, "workspace")
             work = counters + -(-strips * zchunks * 4 // COUNTER_BYTES_ALIGN) * \
                 COUNTER_BYTES_ALIGN
         if k == 0:
