@@ -136,7 +136,7 @@ def test_lineinfo_include_paths_and_defines_change_the_key(cache, tmp_path):
     (tmp_path / "b").mkdir()
     drvgemm.compile(KERNEL, "v", defines={"VALUE": 1})
     drvgemm.compile(KERNEL, "v", defines=["VALUE=2"])
-    drvgemm.compile(KERNEL, "v", defines={"VALUE": 1}, options=["-G"])
+    drvgemm.compile(KERNEL, "v", defines={"VALUE": 1}, options=["--use_fast_math"])
     drvgemm.compile_module(KERNEL, ["v"], defines={"VALUE": 1}, include_paths=[tmp_path / "a"])
     drvgemm.compile_module(KERNEL, ["v"], defines={"VALUE": 1}, include_paths=[tmp_path / "b"])
     assert len(list(cache.glob("*.bin"))) == 5

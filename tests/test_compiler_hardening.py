@@ -80,9 +80,11 @@ def test_arch_among_the_options_is_honoured_like_arch():
 
 
 def test_option_as_one_string():
-    plain = drvgemm.compile(KERNEL, "v", defines={"X": 1})
-    debug = drvgemm.compile(KERNEL, "v", defines={"X": 1}, options="-G")
-    assert debug.cubin != plain.cubin
+    # (not -G here: a -G compile changes what NVRTC builds later in the process)
+    src = 'extern "C" __global__ void v(float* o, float x) { o[0] = __fdividef(1.f, x) + X; }'
+    plain = drvgemm.compile(src, "v", defines={"X": 1})
+    fast = drvgemm.compile(src, "v", defines={"X": 1}, options="--use_fast_math")
+    assert fast.cubin != plain.cubin and fast.ptx != plain.ptx
     with pytest.raises(ValueError, match=r"\['-G', '-lineinfo'\]"):
         drvgemm.compile(KERNEL, "v", defines={"X": 1}, options="-G -lineinfo")
     with pytest.raises(TypeError, match="string"):
@@ -93,6 +95,17 @@ def test_option_as_one_string():
 def test_define_forms(defines):
     k = drvgemm.compile(KERNEL, "v", defines=defines)
     assert "7;" in k.ptx
+
+
+def test_compiles_after_a_debug_compile_stay_out_of_the_cache(tmp_path):
+    code = ("import drvgemm\n"
+            "k = 'extern \"C\" __global__ void v(int* o) { o[0] = X; }'\n"
+            "drvgemm.compile(k, 'v', defines={'X': 1}, options=['-G'])\n"
+            "drvgemm.compile(k, 'v', defines={'X': 2})\n")
+    env = dict(os.environ, DRVGEMM_CACHE_DIR=str(tmp_path))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert len(list(tmp_path.glob("*.bin"))) == 1  # the -G one only
 
 
 def test_define_without_value_and_bad_forms():

@@ -660,6 +660,7 @@ def _include_folders(paths) -> list[Path]:
 # who is compiling (the CLI prints a line only when something is compiled)
 # --------------------------------------------------------------------------
 _listeners: list = []
+_after_debug = False   # a -G compile ran in this process (see compile_module_binary)
 
 
 @contextlib.contextmanager
@@ -750,6 +751,15 @@ def compile_module_binary(path_or_source, names=None, *, defines=None, arch=None
     else:
         built = _nvjitlink_assemble(text, source_name, names, arch, options, lineinfo)
         built.files = [str(src_path)] if src_path else []
+    global _after_debug
+    debug = kind == "cu" and any(o in ("-G", "--device-debug", "-device-debug") for o in options)
+    _after_debug = _after_debug or debug
+    if _after_debug and not debug:
+        # NVRTC (seen with 13.5) keeps state from a -G compile: later compiles
+        # in the same process can give other machine code than a fresh process
+        # (the Hopper rungs' SASS changes). Such cubins stay out of the disk
+        # cache, which must hold what a clean process would build.
+        entry_path = None
     built.notes = _register_cap_notes(built.log, regcap)
     for entry, notes in built.notes.items():
         for n in notes:
