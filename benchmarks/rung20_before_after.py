@@ -9,6 +9,12 @@ header it includes, as of commit d55b3e2: before the dynamic scheduler's
 leftovers were removed and split-K was added). That kernel takes one
 parameter fewer at the end (an unused scheduler pointer instead of
 partials, split_stride, splits) and 64 more bytes of shared memory.
+Make DIR from the history (it is not committed: an ignored folder that
+travels to the GPU machine with ``carry``):
+
+    mkdir -p .gpu/old20
+    git show d55b3e2:cu/20_wgmma_tma_bf16.cu > .gpu/old20/20_wgmma_tma_bf16.cu
+    git show d55b3e2:cu/wgmma_common.cuh > .gpu/old20/wgmma_common.cuh
 """
 from __future__ import annotations
 
