@@ -165,8 +165,8 @@ def test_warm_start_of_the_whole_kernel_set_is_under_a_second():
     from drvgemm.runtime.compiler import cache_dir
     if cache_dir() is None:
         pytest.skip("the compile cache is switched off (DRVGEMM_NO_CACHE)")
-    code = ("import time; from drvgemm.tools.bench import compile_report\n"
-            "t = time.perf_counter(); r = compile_report(progress=lambda m: None)\n"
+    code = ("import time; from drvgemm.cli.compile import report\n"
+            "t = time.perf_counter(); r = report()[0]\n"
             "print(time.perf_counter() - t); assert 'FAILED' not in r, r")
     env = dict(os.environ, DRVGEMM_CACHE_DIR=str(cache_dir()))
     cold = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)

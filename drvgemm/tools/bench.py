@@ -1,7 +1,8 @@
 """``drvgemm bench``: every rung at every size, checked against a float64
 reference and timed against cuBLAS in the same run, printed in the seed's
 format and written as JSON in the DESIGN.md results format. With no GPU,
-``compile_report`` lists what ptxas says about every kernel instead."""
+``drvgemm compile`` (cli/compile.py) lists what ptxas says about every
+kernel instead; ``extra_kernels`` names the non-GEMM kernels it covers."""
 from __future__ import annotations
 
 import math
@@ -12,12 +13,11 @@ import numpy as np
 
 from ..analysis.roofline import record_intensity, roofline_fraction, spec_for_device_name
 from ..ladders.gemm.dispatch import device_arch_ok, gemm, input_dtype, rung
-from ..ladders.gemm.registry import RUNGS, Rung, by_name, rung_kernel
+from ..ladders.gemm.registry import RUNGS, Rung, by_name
 from ..ladders.memory import registry as memory_registry
 from ..ladders.softmax import registry as softmax_registry
 from ..runtime import driver
 from ..runtime.errors import CudaError
-from ..runtime.kernel import compile
 from ..runtime.timing import median_ms
 from .cublas import gemmex_call, torch_matmul_call
 from .optional import torch_cuda, why_not
@@ -290,37 +290,3 @@ def extra_kernels():
            ("scale_c", "scale.cu", "scale_c", {}, None)]
     out += softmax_registry.catalogue() + memory_registry.catalogue()
     return out
-
-
-def compile_report(arch="sm_90", progress=_progress) -> str:
-    rows = []
-    items = [(f"{r.name}" + ("" if aligned else " (unaligned)"), r, aligned)
-             for r in RUNGS for aligned in (True, False)
-             if aligned or r.host_side.unaligned]
-    total = len(items) + len(extra_kernels())
-    for i, (label, r, aligned) in enumerate(items, 1):
-        progress(f"[{i}/{total}] compiling {label}")
-        a = r.arch if r.arch.endswith("a") else arch
-        try:
-            k = rung_kernel(r, aligned, arch=a)
-            rows.append((label, a, k.resources, r.smem, None))
-        except Exception as e:
-            rows.append((label, a, None, r.smem, f"{type(e).__name__}: {str(e).splitlines()[0]}"))
-    for j, (label, src, entry, defines, karch) in enumerate(extra_kernels(), len(items) + 1):
-        progress(f"[{j}/{total}] compiling {label}")
-        a = karch or arch
-        try:
-            k = compile(src, entry, defines=defines, arch=a)
-            rows.append((label, a, k.resources, 0, None))
-        except Exception as e:
-            rows.append((label, a, None, 0, f"{type(e).__name__}: {str(e).splitlines()[0]}"))
-    w = max(len(r[0]) for r in rows) if rows else 10
-    out = [f"{'kernel':<{w}}  {'arch':<7} {'regs':>4} {'spill st':>8} {'spill ld':>8} "
-           f"{'stack':>5} {'static smem':>11} {'dyn smem':>9}"]
-    for label, a, res, smem, err in rows:
-        if res is None:
-            out.append(f"{label:<{w}}  {a:<7} FAILED: {err}")
-        else:
-            out.append(f"{label:<{w}}  {a:<7} {res.registers:>4} {res.spill_stores:>8} "
-                       f"{res.spill_loads:>8} {res.stack:>5} {res.static_smem:>11} {smem:>9}")
-    return "\n".join(out)
