@@ -11,9 +11,21 @@ kernel over N ("wall_us"), the median of 5 repetitions after a warm-up.
 drvgemm runs on torch tensors (data_ptr, the cached plan) and on
 DeviceArrays; torch is optional (without it only the DeviceArray path runs).
 The plan cache's hit count after the run shows the repeat calls took the
-cached path."""
+cached path.
+
+``--shapes`` adds the call cost on the products the shape suite finds slow
+to launch (rung 20's small, short-K, long-K and odd shapes, rung 30's
+decode), each with its calls cycling through ``--sets`` copies of A, B and C
+(new pointers every call, as the suite's L2 rotation and a caller's
+allocator give them) and with one set: the host time per call, the wall time
+per call (the GPU time when the host keeps ahead), and torch.matmul(out=)
+on the same tensors. ``--profile PATH`` writes cProfile's top functions of
+the rotating drvgemm calls there."""
 import argparse
+import cProfile
+import io
 import json
+import pstats
 import statistics
 import sys
 import time
@@ -45,6 +57,10 @@ def main(argv=None):
     ap.add_argument("--calls", type=int, default=3000)
     ap.add_argument("--size", type=int, default=16)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--shapes", action="store_true",
+                    help="also the rotating-operand call cost on the suite's slow-to-launch shapes")
+    ap.add_argument("--sets", type=int, default=64)
+    ap.add_argument("--profile", default=None)
     args = ap.parse_args(argv)
     n = args.size
     try:
@@ -93,12 +109,68 @@ def main(argv=None):
         p = drvgemm.plan(A, B, C)
         print(f"      chosen: {p.instantiation} split {p.split}; plan-cache hits "
               f"{dispatch.plan_cache_info()['hits'] - before}")
+    shape_records = shape_costs(args.sets, args.profile) if args.shapes else []
     if args.json:
         out = {"device": str(drvgemm.device()), "launch_path": drvgemm.launch_path(),
-               "calls": args.calls, "records": records}
+               "calls": args.calls, "records": records, "shape_records": shape_records}
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)
     return 0
+
+
+# (M, N, K, precision): rung 20's small squares, short and long K, odd sizes
+# that need staging, a split-K product; rung 30 at decode.
+SHAPES = [(128, 128, 128, "bf16"), (512, 512, 512, "bf16"), (4096, 4096, 128, "bf16"),
+          (1000, 700, 900, "bf16"), (127, 8191, 131, "bf16"), (128, 128, 65536, "bf16"),
+          (1024, 1024, 1024, "tf32"), (1, 4096, 4096, "bf16"), (1000, 700, 900, "fp32")]
+
+
+def shape_costs(sets, profile_path, calls=400):
+    import torch
+    records, prof = [], cProfile.Profile()
+    for m, n, k, prec in SHAPES:
+        tdt = {"bf16": torch.bfloat16, "fp32": torch.float32, "tf32": torch.float32}[prec]
+        kw = {"precision": "tf32"} if prec == "tf32" else {}
+        ops = [(torch.rand(m, k, device="cuda").to(tdt), torch.rand(k, n, device="cuda").to(tdt),
+                torch.empty(m, n, device="cuda", dtype=tdt)) for _ in range(sets)]
+        torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
+
+        def drv(cnt, s):
+            g = drvgemm.gemm
+            for i in range(cnt):
+                a, b, c = ops[i % s]
+                g(a, b, c, **kw)
+
+        def tmm(cnt, s):
+            mm = torch.matmul
+            for i in range(cnt):
+                a, b, c = ops[i % s]
+                mm(a, b, out=c)
+        p = drvgemm.plan(ops[0][0], ops[0][1], ops[0][2], **kw)
+        for name, fn in (("drvgemm.gemm", drv), ("torch.matmul(out=)", tmm)):
+            for s in (1, sets):
+                host, wall = timed(lambda c, s=s: fn(c, s), calls, torch.cuda.synchronize)
+                rec = {"path": name, "precision": prec, "m": m, "n": n, "k": k, "sets": s,
+                       "host_us": round(host, 2), "wall_us": round(wall, 2)}
+                if name == "drvgemm.gemm":
+                    rec["instantiation"], rec["split"] = p.instantiation, p.split
+                records.append(rec)
+                print(f"{prec:5} {m}x{n}x{k:<6} {name:20} sets {s:3}  host {host:7.2f} us/call"
+                      f"   wall {wall:7.2f} us/call", flush=True)
+        if profile_path:
+            prof.enable()
+            drv(calls, sets)
+            torch.cuda.synchronize()
+            prof.disable()
+        torch.backends.cuda.matmul.allow_tf32 = False
+        del ops
+    if profile_path:
+        buf = io.StringIO()
+        pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(40)
+        pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(40)
+        with open(profile_path, "w") as f:
+            f.write(buf.getvalue())
+    return records
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 #   bash benchmarks/h200.sh [PHASE ...]
 # Default phases, in this order:
 #   install tests sanitize overhead bench shapes memory
-# Extra phases: compile rung20 sweep autotune wgmma profile mma wgsweep ncu (each reads its
+# Extra phases: compile rung20 sweep autotune wgmma profile mma wgsweep ncu ktimes (each reads its
 # *_ARGS); MEMORY_ARGS=--softmax-rows makes the memory phase the softmax row-length suite.
 #
 # What comes back through $OUT (at most 8 files): the committed results
@@ -101,7 +101,7 @@ if have overhead && begin overhead 90 30; then
   if [[ -f benchmarks/gemm_call_overhead.py ]]; then
     T=$(budget "${CALL_OVERHEAD_TIMEOUT:-90}" 30)
     if (( T > 0 )); then
-      timeout "$T" python3 benchmarks/gemm_call_overhead.py --json "$OUT/gemm_call_overhead.json" \
+      timeout "$T" python3 benchmarks/gemm_call_overhead.py --json "$OUT/gemm_call_overhead.json" ${CALL_OVERHEAD_ARGS:-} \
         > "$LOG/gemm_call_overhead.log" 2>&1; rc2=$?; (( rc2 )) && rc=$rc2
       tail -15 "$LOG/gemm_call_overhead.log"
     else
@@ -163,6 +163,8 @@ script_phase mma "${MMA_TIMEOUT:-400}" 30 benchmarks/mma_sweep.py --json "$LOG/m
 script_phase wgsweep "${WGSWEEP_TIMEOUT:-400}" 40 benchmarks/wgmma_sweep.py \
   --json "$LOG/wgmma_sweep.json" ${WGSWEEP_ARGS:-}
 script_phase ncu "${NCU_TIMEOUT:-300}" 45 benchmarks/ncu_compare.py --raw "$LOG/ncu_compare.csv" ${NCU_ARGS:-}
+# ktimes: each kernel's GPU time (ncu) under gemm() and torch.matmul on small shapes
+script_phase ktimes "${KTIMES_TIMEOUT:-240}" 60 benchmarks/kernel_times.py --json "$LOG/kernel_times.json" ${KTIMES_ARGS:-}
 
 stamp done
 [[ -n $skipped ]] && echo "NOT RUN (time):$skipped -- run them in another call" | tee -a "$LOG/phases.txt"

@@ -20,6 +20,8 @@ from drvgemm.runtime.driver import DeviceArray
 
 
 class FakeKernel:
+    resources = None    # no ptxas report: rung 20's register-budget check is skipped
+
     def __init__(self, rung, key):
         self.rung, self.key = rung, key
         self.name = f"fake:{rung.name}/aligned={int(key[1])}/out16={int(key[2])}"
@@ -225,3 +227,68 @@ def test_torch_tensors_use_data_ptr_and_their_contiguity_is_checked(gpu):
     bfb = FakeTorchTensor((64, 256), "torch.bfloat16", ptr=0x2000_0000)
     drvgemm.gemm(bf, bfb, c)
     assert gpu[-1]["kernel"].rung.precision == "bf16"
+
+
+# ---------------------------------------------------------------------------
+# Rung 20's binding (hopper.TmaBinding): new pointers of a cached signature
+# are rebound without the checked path; what it launches must be exactly what
+# the checked path (hopper.split_launches) builds for those pointers.
+# ---------------------------------------------------------------------------
+@pytest.fixture
+def tma(gpu, monkeypatch):
+    import struct
+    from runtime_fakes import H200
+    from drvgemm.ladders.gemm import hopper
+    from drvgemm.runtime import tensormap
+
+    def encode(t):   # a stand-in map: its fields, so two maps differ where they should
+        return struct.pack("<5Q", t.address, *t.dims, *t.strides, t.box[0]).ljust(128, b"\0")
+
+    class Encoder:
+        at = tensormap.MapEncoder.at
+
+        def __init__(self, template):
+            self.template = template
+
+        def __call__(self, address):
+            return self.at(address).param_bytes
+
+    monkeypatch.setattr(driver, "device", lambda *a: H200)
+    monkeypatch.setattr(tensormap.TensorMap, "_encode", encode)
+    monkeypatch.setattr(hopper, "MapEncoder", Encoder)
+    monkeypatch.setattr(hopper, "compile_kernel", lambda src, entry, **k: f"fake:{entry}")
+    monkeypatch.setattr(hopper, "_reduce_kernels", {})
+    tensormap._MAP_CACHE.clear()
+    yield gpu
+    tensormap._MAP_CACHE.clear()
+
+
+def _bytes(args):
+    return tuple(getattr(a, "param_bytes", a) for a in args)
+
+
+@pytest.mark.parametrize("m, n, k", [(512, 512, 512), (128, 128, 65536), (1000, 704, 896)])
+def test_tma_binding_launches_what_the_checked_path_builds(tma, m, n, k):
+    from drvgemm.ladders.gemm import hopper
+    sets = [(dev((m, k), BF16, ptr=0x1000_0000 + i * 0x100_0000),
+             dev((k, n), BF16, ptr=0x4000_0000 + i * 0x100_0000),
+             dev((m, n), BF16, ptr=0x8000_0000 + i * 0x100_0000)) for i in range(3)]
+    for a, b, c in sets + sets[:1]:
+        drvgemm.gemm(a, b, c, alpha=1.5)
+    info = dispatch.plan_cache_info()
+    assert (info["misses"], info["hits"]) == (1, 3)
+    p = drvgemm.plan(*sets[0], alpha=1.5)
+    assert p.rung.host == "tma"
+    per_call = len(tma) // 4
+    assert per_call == (2 if p.split > 1 else 1)
+    for i, (a, b, c) in enumerate(sets + sets[:1]):
+        got = tma[i * per_call:(i + 1) * per_call]
+        ws = got[0]["args"][9]
+        want = hopper.split_launches(p.rung, got[0]["kernel"], a.ptr, b.ptr, c.ptr, m, n, k,
+                                     1.5, 0.0, stream=0, narrow_output=True, split=p.split,
+                                     workspace=ws)
+        assert len(want) == per_call
+        for g, (kern, cfg) in zip(got, want):
+            assert (g["grid"], g["block"], g["smem"]) == (cfg.grid, cfg.block, cfg.smem)
+            assert _bytes(g["args"]) == _bytes(cfg.args)
+        assert got[0]["args"][3] == c.ptr

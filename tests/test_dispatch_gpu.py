@@ -173,3 +173,34 @@ def test_torch_operands_take_the_cached_path(gpu):
     assert torch.allclose(c.double(), ref, rtol=1e-2, atol=1e-2)
     with pytest.raises(ValueError, match="contiguous"):
         drvgemm.gemm(a, b.t().contiguous().t(), c)
+
+
+@pytest.mark.parametrize("shape", [(512, 512, 512), (1000, 700, 900), (128, 128, 8192),
+                                   (127, 8191, 131)], ids=lambda s: "x".join(map(str, s)))
+def test_rebound_calls_on_new_buffers_and_new_data(gpu, shape):
+    """Rung 20's cached binding (hopper.TmaBinding): calls that bring other
+    buffers of the same signature re-encode the maps over them, and an
+    operand with rows that need padding is copied into the binding's own
+    buffer on every call -- each call's result is its own operands'
+    product, even when A's data changes between two calls on one buffer."""
+    m, n, k = shape
+    dispatch.clear_plan_cache()
+    sets = []
+    for seed in range(3):
+        a, b, _ = inputs("bf16", m, n, k, 40 + seed, "exact")
+        sets.append((a, b, drvgemm.to_device(a), drvgemm.to_device(b),
+                     drvgemm.to_device(np.full((m, n), np.nan, np.float32))))
+    assert drvgemm.plan(*sets[0][2:]).rung.host == "tma"
+    for a, b, A, B, C in sets + sets[:1]:
+        drvgemm.gemm(A, B, C)
+    a2, _, _ = inputs("bf16", m, n, k, 99, "exact")
+    A0 = sets[0][2]
+    A0.copy_from_host(a2)
+    C0b = drvgemm.to_device(np.full((m, n), np.nan, np.float32))
+    drvgemm.gemm(A0, sets[0][3], C0b)
+    assert dispatch.plan_cache_info()["hits"] == 4
+    for a, b, A, B, C in sets:
+        check(C.to_host(), a, b, None, 1.0, 0.0, precision="bf16", mode="exact",
+              label=f"rebound {shape}")
+    check(C0b.to_host(), a2, sets[0][1], None, 1.0, 0.0, precision="bf16", mode="exact",
+          label=f"rebound {shape}, new data")

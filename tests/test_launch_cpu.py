@@ -305,3 +305,67 @@ def test_fast_path_can_be_switched_off():
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["Python", "True"]
+
+
+def test_c_launcher_packs_a_by_value_byte_block():
+    """A 128-byte slot (a TensorMap) given as bytes or as an object with
+    .param_bytes is copied into the parameter block from C; anything else
+    goes to the checked packer."""
+    seen = []
+
+    def launch(f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        seen.append((ctypes.string_at(params[0], 128),
+                     ctypes.cast(params[1], ctypes.POINTER(ctypes.c_uint64)).contents.value))
+        return 0
+    fn = _LAUNCH_T(launch)
+    slow = []
+
+    def slow_pack(args):
+        slow.append(args)
+        return bytes(range(128)) + (7).to_bytes(8, "little")
+
+    class Map:
+        param_bytes = b"\x5a" * 128
+    run = _fast().Launcher(ctypes.cast(fn, ctypes.c_void_p).value, 0x1, (1, 1, 1, 32, 1, 1), 0,
+                           0, [5, 0], [0, 128], 136, DeviceArray, slow_pack, (128, 8))
+    assert run((b"\x01" * 128, 0x10)) == 0
+    assert run((Map(), 0x20)) == 0
+    assert seen == [(b"\x01" * 128, 0x10), (b"\x5a" * 128, 0x20)] and slow == []
+    assert run((b"\x01" * 64, 0x30)) == 0                  # the wrong size: the checked packer
+    assert len(slow) == 1 and seen[-1] == (bytes(range(128)), 7)
+    with pytest.raises(ValueError, match="bad slot"):      # a byte slot needs its size
+        _fast().Launcher(ctypes.cast(fn, ctypes.c_void_p).value, 0x1, (1, 1, 1, 32, 1, 1), 0,
+                         0, [5], [0], 128, DeviceArray, slow_pack)
+
+
+_ENCODE_T = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint,
+                             ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64),
+                             ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint32),
+                             ctypes.POINTER(ctypes.c_uint32), ctypes.c_int, ctypes.c_int,
+                             ctypes.c_int, ctypes.c_int)
+
+
+def test_c_encoder_passes_every_field_and_the_address():
+    """_fastlaunch.Encoder with a stand-in for cuTensorMapEncodeTiled: every
+    field reaches the driver as given, the 128 bytes come back, a refusal
+    comes back as its CUresult and a misaligned address is refused first."""
+    calls = []
+
+    def encode(out, dtype, rank, addr, dims, strides, box, estr, il, sw, l2, oob):
+        calls.append((dtype, rank, addr, [dims[i] for i in range(rank)],
+                      [strides[i] for i in range(rank - 1)], [box[i] for i in range(rank)],
+                      [estr[i] for i in range(rank)], il, sw, l2, oob))
+        if addr == 0xDEAD00:
+            return 1
+        ctypes.memmove(out, (addr).to_bytes(8, "little") * 16, 128)
+        return 0
+    fn = _ENCODE_T(encode)
+    enc = _fast().Encoder(ctypes.cast(fn, ctypes.c_void_p).value, 9, (64, 1000), (1408,),
+                          (64, 128), (1, 1), 0, 3, 2, 0, 16)
+    raw = enc(0x7000_0100)
+    assert raw == (0x7000_0100).to_bytes(8, "little") * 16
+    assert calls[0] == (9, 2, 0x7000_0100, [64, 1000], [1408], [64, 128], [1, 1], 0, 3, 2, 0)
+    assert enc(0xDEAD00) == 1
+    with pytest.raises(ValueError, match="not 16-byte aligned"):
+        enc(0x7000_0108)
+    assert len(calls) == 2

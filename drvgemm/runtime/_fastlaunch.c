@@ -13,6 +13,10 @@
  * has already been checked once cheaper: one C call instead of two Python
  * calls, a dict lookup and a struct.pack_into.
  *
+ * Encoder: cuTensorMapEncodeTiled for a map whose every field but the
+ * address Python has validated (drvgemm/runtime/tensormap.py: MapEncoder),
+ * so that a GEMM called on new buffers re-encodes its maps in one C call.
+ *
  * Built against the limited API (abi3), so one build serves every CPython
  * from 3.10 on. Optional: without a C compiler drvgemm works the same, with
  * the Python path only.
@@ -22,6 +26,7 @@
 #include <Python.h>
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -30,8 +35,10 @@
 typedef int (*cu_launch_fn)(void *, unsigned, unsigned, unsigned, unsigned, unsigned,
                             unsigned, unsigned, void *, void **, void **);
 
-/* Slot kinds (drvgemm/runtime/launch.py: _FAST_KINDS). */
-enum { K_ADDR = 0, K_S32 = 1, K_U32 = 2, K_F32 = 3, K_F64 = 4 };
+/* Slot kinds (drvgemm/runtime/launch.py: _FAST_KINDS). K_BYTES: a by-value
+ * block of bytes (a 128-byte CUtensorMap), given as bytes of exactly its size
+ * or an object whose .param_bytes are. */
+enum { K_ADDR = 0, K_S32 = 1, K_U32 = 2, K_F32 = 3, K_F64 = 4, K_BYTES = 5 };
 
 typedef struct {
     PyObject_HEAD
@@ -43,6 +50,7 @@ typedef struct {
     Py_ssize_t n;
     int *kinds;
     Py_ssize_t *offsets;
+    Py_ssize_t *sizes;      /* bytes of each slot (K_BYTES: the block's size) */
     Py_ssize_t size;
     unsigned char *block;   /* the packed parameters */
     void **params;          /* n pointers into block */
@@ -51,7 +59,7 @@ typedef struct {
     PyObject *slow_pack;    /* args -> bytes of the block, or raises naming the argument */
 } Launcher;
 
-static PyObject *str_ptr, *str_fast, *py_slow_launch, *py_first_launch, *py_failed;
+static PyObject *str_ptr, *str_param_bytes, *str_fast, *py_slow_launch, *py_first_launch, *py_failed;
 /* Threads capturing a graph (drvgemm.graph): while any does, stream=None may
  * mean its capture stream, which only the Python path knows. */
 static long capturing = 0;
@@ -132,6 +140,23 @@ static int pack_one(Launcher *L, Py_ssize_t i, PyObject *o) {
         }
         return 0;
     }
+    case K_BYTES: {
+        PyObject *b = o;
+        if (!PyBytes_CheckExact(o)) {
+            b = PyObject_GetAttr(o, str_param_bytes);
+            if (b == NULL) { PyErr_Clear(); return -1; }
+        } else {
+            Py_INCREF(b);
+        }
+        char *raw;
+        Py_ssize_t len;
+        int ok = PyBytes_CheckExact(b) && PyBytes_AsStringAndSize(b, &raw, &len) == 0 &&
+                 len == L->sizes[i];
+        if (ok) memcpy(dst, raw, (size_t)len);
+        else PyErr_Clear();
+        Py_DECREF(b);
+        return ok ? 0 : -1;
+    }
     }
     return -1;
 }
@@ -171,6 +196,7 @@ static void launcher_dealloc(PyObject *self) {
     Launcher *L = (Launcher *)self;
     PyMem_Free(L->kinds);
     PyMem_Free(L->offsets);
+    PyMem_Free(L->sizes);
     PyMem_Free(L->block);
     PyMem_Free(L->params);
     Py_XDECREF(L->devarray);
@@ -182,30 +208,36 @@ static void launcher_dealloc(PyObject *self) {
 }
 
 /* Launcher(fn_address, function_handle, (gx, gy, gz, bx, by, bz), smem,
- *          stream_handle, kinds, offsets, size, DeviceArray, slow_pack) */
+ *          stream_handle, kinds, offsets, size, DeviceArray, slow_pack[, sizes])
+ * sizes: the bytes of each slot, needed for K_BYTES slots only. */
 static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     unsigned long long fn, function, stream;
     unsigned g0, g1, g2, b0, b1, b2, smem;
-    PyObject *kinds, *offsets, *devarray, *slow_pack;
+    PyObject *kinds, *offsets, *devarray, *slow_pack, *sizes = Py_None;
     Py_ssize_t size;
     if (kwds != NULL && PyDict_Size(kwds) != 0) {
         PyErr_SetString(PyExc_TypeError, "Launcher takes positional arguments only");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "KK(IIIIII)IKOOnOO", &fn, &function, &g0, &g1, &g2, &b0, &b1,
-                          &b2, &smem, &stream, &kinds, &offsets, &size, &devarray, &slow_pack))
+    if (!PyArg_ParseTuple(args, "KK(IIIIII)IKOOnOO|O", &fn, &function, &g0, &g1, &g2, &b0,
+                          &b1, &b2, &smem, &stream, &kinds, &offsets, &size, &devarray,
+                          &slow_pack, &sizes))
         return NULL;
     PyObject *kt = PySequence_Tuple(kinds), *ot = PySequence_Tuple(offsets);
-    if (kt == NULL || ot == NULL) { Py_XDECREF(kt); Py_XDECREF(ot); return NULL; }
+    PyObject *st = sizes == Py_None ? NULL : PySequence_Tuple(sizes);
+    if (kt == NULL || ot == NULL || (sizes != Py_None && st == NULL)) {
+        Py_XDECREF(kt); Py_XDECREF(ot); Py_XDECREF(st); return NULL;
+    }
     Py_ssize_t n = PyTuple_Size(kt);
-    if (PyTuple_Size(ot) != n || size < 0 || fn == 0) {
-        Py_DECREF(kt); Py_DECREF(ot);
-        PyErr_SetString(PyExc_ValueError, "Launcher: kinds and offsets differ in length");
+    if (PyTuple_Size(ot) != n || (st != NULL && PyTuple_Size(st) != n) || size < 0 ||
+        fn == 0) {
+        Py_DECREF(kt); Py_DECREF(ot); Py_XDECREF(st);
+        PyErr_SetString(PyExc_ValueError, "Launcher: kinds, offsets and sizes differ in length");
         return NULL;
     }
     allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
     Launcher *L = (Launcher *)alloc(type, 0);
-    if (L == NULL) { Py_DECREF(kt); Py_DECREF(ot); return NULL; }
+    if (L == NULL) { Py_DECREF(kt); Py_DECREF(ot); Py_XDECREF(st); return NULL; }
     L->fn = (cu_launch_fn)(uintptr_t)fn;
     L->function = (void *)(uintptr_t)function;
     L->dims[0] = g0; L->dims[1] = g1; L->dims[2] = g2;
@@ -216,31 +248,37 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwds
     L->size = size;
     L->kinds = PyMem_Calloc((size_t)(n ? n : 1), sizeof(int));
     L->offsets = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Py_ssize_t));
+    L->sizes = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Py_ssize_t));
     L->block = PyMem_Calloc((size_t)(size ? size : 1), 1);
     L->params = PyMem_Calloc((size_t)(n ? n : 1), sizeof(void *));
     Py_INCREF(devarray);
     L->devarray = devarray;
     Py_INCREF(slow_pack);
     L->slow_pack = slow_pack;
-    if (!L->kinds || !L->offsets || !L->block || !L->params) {
-        Py_DECREF(kt); Py_DECREF(ot); Py_DECREF(L);
+    if (!L->kinds || !L->offsets || !L->sizes || !L->block || !L->params) {
+        Py_DECREF(kt); Py_DECREF(ot); Py_XDECREF(st); Py_DECREF(L);
         return PyErr_NoMemory();
     }
     for (Py_ssize_t i = 0; i < n; ++i) {
         long k = PyLong_AsLong(PyTuple_GetItem(kt, i));
         Py_ssize_t off = PyLong_AsSsize_t(PyTuple_GetItem(ot, i));
-        if (PyErr_Occurred() || k < K_ADDR || k > K_F64 || off < 0 ||
-            off + ((k == K_ADDR || k == K_F64) ? 8 : 4) > size) {
-            Py_DECREF(kt); Py_DECREF(ot); Py_DECREF(L);
+        Py_ssize_t sz = (k == K_ADDR || k == K_F64) ? 8 : 4;
+        if (k == K_BYTES)
+            sz = st == NULL ? -1 : PyLong_AsSsize_t(PyTuple_GetItem(st, i));
+        if (PyErr_Occurred() || k < K_ADDR || k > K_BYTES || off < 0 || sz < 1 ||
+            off + sz > size) {
+            Py_DECREF(kt); Py_DECREF(ot); Py_XDECREF(st); Py_DECREF(L);
             if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "Launcher: bad slot");
             return NULL;
         }
         L->kinds[i] = (int)k;
         L->offsets[i] = off;
+        L->sizes[i] = sz;
         L->params[i] = L->block + off;
     }
     Py_DECREF(kt);
     Py_DECREF(ot);
+    Py_XDECREF(st);
     return (PyObject *)L;
 }
 
@@ -288,6 +326,109 @@ static PyType_Spec launcher_spec = {
     "drvgemm.runtime._fastlaunch.Launcher", sizeof(Launcher), 0, Py_TPFLAGS_DEFAULT, launcher_slots,
 };
 static PyObject *launcher_type;
+
+/* ------------------------------------------------------------------------ */
+/* Encoder: cuTensorMapEncodeTiled for maps that differ only in their global
+ * address (drvgemm/runtime/tensormap.py: MapEncoder, which validated every
+ * other field once). */
+typedef int (*cu_encode_fn)(void *, int, unsigned, void *, const uint64_t *, const uint64_t *,
+                            const uint32_t *, const uint32_t *, int, int, int, int);
+
+typedef struct {
+    PyObject_HEAD
+    cu_encode_fn fn;
+    int dtype, interleave, swizzle, l2, oob;
+    unsigned rank;
+    uint64_t dims[5], strides[4];
+    uint32_t box[5], estr[5];
+    unsigned long long align;
+} Encoder;
+
+static int fill_u64(PyObject *seq, uint64_t *out, Py_ssize_t n) {
+    PyObject *t = PySequence_Tuple(seq);
+    if (t == NULL) return -1;
+    if (PyTuple_Size(t) != n) {
+        Py_DECREF(t);
+        PyErr_SetString(PyExc_ValueError, "Encoder: a sequence of the wrong length");
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        out[i] = PyLong_AsUnsignedLongLong(PyTuple_GetItem(t, i));
+        if (PyErr_Occurred()) { Py_DECREF(t); return -1; }
+    }
+    Py_DECREF(t);
+    return 0;
+}
+
+/* Encoder(fn_address, dtype, dims, strides, box, element_strides, interleave,
+ *         swizzle, l2_promotion, oob_fill, align): the driver's enum values
+ * as integers, dims innermost first. */
+static PyObject *encoder_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    unsigned long long fn, align;
+    int dtype, il, sw, l2, oob;
+    PyObject *dims, *strides, *box, *estr;
+    if (kwds != NULL && PyDict_Size(kwds) != 0) {
+        PyErr_SetString(PyExc_TypeError, "Encoder takes positional arguments only");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "KiOOOOiiiiK", &fn, &dtype, &dims, &strides, &box, &estr, &il,
+                          &sw, &l2, &oob, &align))
+        return NULL;
+    Py_ssize_t rank = PySequence_Size(dims);
+    if (rank < 1 || rank > 5 || fn == 0 || align == 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "Encoder: rank 1..5");
+        return NULL;
+    }
+    allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
+    Encoder *E = (Encoder *)alloc(type, 0);
+    if (E == NULL) return NULL;
+    E->fn = (cu_encode_fn)(uintptr_t)fn;
+    E->dtype = dtype; E->interleave = il; E->swizzle = sw; E->l2 = l2; E->oob = oob;
+    E->rank = (unsigned)rank;
+    E->align = align;
+    uint64_t b[5], e[5];
+    if (fill_u64(dims, E->dims, rank) < 0 || fill_u64(strides, E->strides, rank - 1) < 0 ||
+        fill_u64(box, b, rank) < 0 || fill_u64(estr, e, rank) < 0) {
+        Py_DECREF(E);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < rank; ++i) {
+        E->box[i] = (uint32_t)b[i];
+        E->estr[i] = (uint32_t)e[i];
+    }
+    return (PyObject *)E;
+}
+
+/* encoder(address) -> the 128 bytes of the map, or the CUresult (an int)
+ * when the driver refused it; ValueError for a misaligned address. */
+static PyObject *encoder_call(PyObject *self, PyObject *args, PyObject *kwds) {
+    Encoder *E = (Encoder *)self;
+    unsigned long long address;
+    if (!PyArg_ParseTuple(args, "K", &address)) return NULL;
+    if (address % E->align) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "tensor map address 0x%llx is not %llu-byte aligned",
+                 address, E->align);
+        PyErr_SetString(PyExc_ValueError, msg);
+        return NULL;
+    }
+    _Alignas(64) uint64_t map[16];
+    memset(map, 0, sizeof map);
+    int err = E->fn(map, E->dtype, E->rank, (void *)(uintptr_t)address, E->dims, E->strides,
+                    E->box, E->estr, E->interleave, E->swizzle, E->l2, E->oob);
+    if (err) return PyLong_FromLong(err);
+    return PyBytes_FromStringAndSize((const char *)map, sizeof map);
+}
+
+static PyType_Slot encoder_slots[] = {
+    {Py_tp_new, encoder_new},
+    {Py_tp_call, encoder_call},
+    {Py_tp_doc, "cuTensorMapEncodeTiled with every field but the address fixed."},
+    {0, NULL},
+};
+static PyType_Spec encoder_spec = {
+    "drvgemm.runtime._fastlaunch.Encoder", sizeof(Encoder), 0, Py_TPFLAGS_DEFAULT, encoder_slots,
+};
 
 /* ------------------------------------------------------------------------ */
 /* launch(kernel, grid, block, args, *, smem=0, stream=None, cluster=None,
@@ -408,10 +549,14 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
     PyObject *m = PyModule_Create(&module_def);
     if (m == NULL) return NULL;
     str_ptr = PyUnicode_InternFromString("ptr");
+    str_param_bytes = PyUnicode_InternFromString("param_bytes");
     str_fast = PyUnicode_InternFromString("fast_launchers");
     launcher_type = PyType_FromSpec(&launcher_spec);
-    if (str_ptr == NULL || str_fast == NULL || launcher_type == NULL ||
-        PyModule_AddObject(m, "Launcher", Py_NewRef(launcher_type)) < 0) {
+    PyObject *encoder_type = PyType_FromSpec(&encoder_spec);
+    if (str_ptr == NULL || str_param_bytes == NULL || str_fast == NULL ||
+        launcher_type == NULL || encoder_type == NULL ||
+        PyModule_AddObject(m, "Launcher", Py_NewRef(launcher_type)) < 0 ||
+        PyModule_AddObject(m, "Encoder", encoder_type) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -18,6 +18,7 @@ which get the initialised module from ``bindings()``.
 """
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from dataclasses import dataclass
@@ -291,6 +292,25 @@ def bindings():
     """The cuda.bindings.driver module, initialised (for launch.py / tensormap.py)."""
     ensure_context()
     return _driver
+
+
+def proc_address(symbol: str, per_thread_stream=False) -> int:
+    """The address of a driver entry point (cuGetProcAddress, CUDA 12.0 ABI),
+    for the C fast paths (runtime/_fastlaunch.c); 0 where the driver has
+    none. ``per_thread_stream``: None follows cuda.bindings' own setting
+    (CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM), as a launch must."""
+    d = bindings()
+    flags = d.CUdriverProcAddress_flags
+    if per_thread_stream is None:
+        per_thread_stream = os.environ.get("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM",
+                                           "0") not in ("", "0")
+    flag = (flags.CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM if per_thread_stream
+            else flags.CU_GET_PROC_ADDRESS_LEGACY_STREAM)
+    res = d.cuGetProcAddress(symbol.encode(), 12000, flag)
+    err, pfn = res[0], res[1]
+    if err != 0 or not pfn:
+        return 0
+    return int(pfn)
 
 
 def driver_version() -> int:

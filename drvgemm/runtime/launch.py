@@ -419,23 +419,16 @@ launch_py.__doc__ = _LAUNCH_DOC + """ ``cooperative=True`` launches
 # ---------------------------------------------------------------------------
 # The C fast path (drvgemm/runtime/_fastlaunch.c): for a (grid, block, smem, stream)
 # that launched once through launch_py, a Launcher that packs the arguments
-# and calls the driver's cuLaunchKernel from C. Slot kinds it packs itself:
+# and calls the driver's cuLaunchKernel from C. Slot kinds it packs itself
+# (by-value byte blocks, TensorMaps, are _BYTES_KIND):
 _FAST_KINDS = {"u64": 0, "s64": 0, "b64": 0, "s32": 1, "u32": 2, "b32": 2, "f32": 3, "f64": 4}
+_BYTES_KIND = 5
 
 
 def _driver_launch_address() -> int:
-    """The driver's cuLaunchKernel, from cuda.bindings' cuGetProcAddress,
-    with the default-stream semantics cuda.bindings itself uses."""
-    d = driver.bindings()
-    flags = d.CUdriverProcAddress_flags
-    per_thread = os.environ.get("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", "0") not in ("", "0")
-    flag = (flags.CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM if per_thread
-            else flags.CU_GET_PROC_ADDRESS_LEGACY_STREAM)
-    res = d.cuGetProcAddress(b"cuLaunchKernel", 12000, flag)
-    err, pfn = res[0], res[1]
-    if err != 0 or not pfn:
-        return 0
-    return int(pfn)
+    """The driver's cuLaunchKernel, with the default-stream semantics
+    cuda.bindings itself uses."""
+    return driver.proc_address("cuLaunchKernel", per_thread_stream=None)
 
 
 _fast_address = None
@@ -447,9 +440,10 @@ def _fast_launcher(kernel: Kernel, grid, block, smem, stream):
     global _fast_address
     if _fastlaunch is None:
         return None
-    kinds = [_FAST_KINDS.get(slot_type(p)) for p in kernel.params]
+    kinds = [_BYTES_KIND if p.is_bytes else _FAST_KINDS.get(slot_type(p))
+             for p in kernel.params]
     if any(k is None for k in kinds):
-        return None  # by-value structs or narrow scalars: the Python path
+        return None  # narrow scalars: the Python path
     if _fast_address is None:
         _fast_address = _driver_launch_address()
     if not _fast_address:
@@ -460,7 +454,8 @@ def _fast_launcher(kernel: Kernel, grid, block, smem, stream):
     # packing serve the C launcher's fallback, which leaves the buffer alone.
     packer = _packer(kernel, _get_ident())
     return _fastlaunch.Launcher(_fast_address, kernel.handle, cfg[:6], cfg[6], handle,
-                                kinds, packer.offsets, packer.fmt.size, DeviceArray, packer.packed)
+                                kinds, packer.offsets, packer.fmt.size, DeviceArray, packer.packed,
+                                tuple(p.size for p in kernel.params))
 
 
 def _first_launch(kernel, grid, block, args, *, smem=0, stream=None, cluster=None,
@@ -496,9 +491,10 @@ try:
     if os.environ.get("DRVGEMM_NO_FASTLAUNCH"):
         raise ImportError("disabled by DRVGEMM_NO_FASTLAUNCH")
     from . import _fastlaunch
-    if not hasattr(_fastlaunch, "set_capturing"):
+    if not hasattr(_fastlaunch, "set_capturing") or not hasattr(_fastlaunch, "Encoder"):
         # Built from an older _fastlaunch.c: it would send stream=None launches
-        # past a graph capture. Rebuild it (pip install -e .) to get it back.
+        # past a graph capture, or lack the tensor-map encoder. Rebuild it
+        # (pip install -e .) to get it back.
         raise ImportError("drvgemm.runtime._fastlaunch is out of date")
 except ImportError:
     _fastlaunch = None
@@ -526,6 +522,11 @@ if _fastlaunch is not None:
     launch = _fastlaunch.launch
 else:
     launch = launch_py
+
+
+def fast_module():
+    """drvgemm.runtime._fastlaunch, or None where it is not in use."""
+    return _fastlaunch
 
 
 def fast_path() -> str:

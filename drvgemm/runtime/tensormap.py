@@ -16,7 +16,11 @@ copied first into a ``PaddedCopy``: a scratch buffer whose rows are padded to
 it was enqueued. The padding is never read, as the map's extent stays the
 operand's own.
 
-The host side of a rung that takes tensor maps (drvgemm/gemm/hopper.py)
+A ``MapEncoder`` re-encodes one validated map at other addresses (one C
+call into the driver with runtime/_fastlaunch.c, else cuda.bindings with the
+arguments prepared once): what a GEMM called on new buffers needs.
+
+The host side of a rung that takes tensor maps (drvgemm/ladders/gemm/hopper.py)
 builds its maps from these pieces.
 """
 from __future__ import annotations
@@ -26,8 +30,9 @@ import threading
 from collections import OrderedDict
 
 from . import driver
+from .launch import fast_module
 
-__all__ = ["TensorMap", "matrix_map", "cached_matrix_map", "ELEMENT_TYPES", "SWIZZLE_BYTES",
+__all__ = ["TensorMap", "MapEncoder", "matrix_map", "cached_matrix_map", "ELEMENT_TYPES", "SWIZZLE_BYTES",
            "SWIZZLES", "INTERLEAVES", "tiled_map_problem", "needs_staging", "PaddedCopy",
            "UNUSED_MAP"]
 
@@ -302,6 +307,52 @@ class TensorMap:
     __str__ = __repr__
 
 
+class MapEncoder:
+    """``template``'s map at any other address of its alignment (16 bytes, 32
+    with 32-byte interleave): ``encoder(address)`` -> the 128 bytes of the
+    encoded map. Every field but the address was validated when the template
+    was built, so a call only checks the address's alignment and asks the
+    driver; a refusal raises the checked path's error for the whole map."""
+    __slots__ = ("template", "align", "_c", "_args")
+
+    def __init__(self, template: TensorMap):
+        self.template = template
+        self.align = 32 if template.interleave == 32 else 16
+        d = driver.bindings()
+        self._args = template.driver_args(d)
+        self._c = None
+        fl = fast_module()
+        fn = driver.proc_address("cuTensorMapEncodeTiled") if fl is not None else 0
+        if fn:
+            a = self._args
+            self._c = fl.Encoder(fn, int(a[0]), template.dims, template.strides, template.box,
+                                 template.element_strides, int(a[7]), int(a[8]), int(a[9]),
+                                 int(a[10]), self.align)
+
+    def __call__(self, address: int) -> bytes:
+        if self._c is not None:
+            raw = self._c(address)      # ValueError when misaligned
+            if type(raw) is bytes:
+                return raw
+        elif address % self.align:
+            raise ValueError(f"tensor map address {address:#x} is not {self.align}-byte "
+                             "aligned")
+        else:
+            d = driver.bindings()
+            a = self._args
+            err, tmap = d.cuTensorMapEncodeTiled(a[0], a[1], address, *a[3:])
+            if int(err) == 0:
+                return struct.pack("<16Q", *(int(x) for x in tmap.opaque))
+        return self.at(address).param_bytes    # raises the driver's error, naming the map
+
+    def at(self, address: int) -> TensorMap:
+        """The template's map at ``address``, as a checked TensorMap."""
+        t = self.template
+        return TensorMap(address, t.dtype, t.dims, t.strides, t.box,
+                         element_strides=t.element_strides, interleave=t.interleave,
+                         swizzle=t.swizzle, l2_promotion=t.l2_promotion, oob_fill=t.oob_fill)
+
+
 def matrix_map(address, dtype, rows, cols, row_pitch, box_rows, box_cols, *, swizzle=128,
                l2_promotion=256) -> TensorMap:
     """A map over a row-major rows x cols matrix whose rows are ``row_pitch``
@@ -391,7 +442,7 @@ class PaddedCopy:
 
 
 _MAP_CACHE: "OrderedDict[tuple, TensorMap]" = OrderedDict()
-_MAP_CACHE_SIZE = 64
+_MAP_CACHE_SIZE = 1024    # 128 bytes each: the maps of a few hundred operand sets
 _cache_lock = threading.Lock()
 
 

@@ -377,12 +377,12 @@ class _Call:
     pointers and scalars (reused as they are when the next call brings the
     same ones)."""
     __slots__ = ("m", "n", "k", "out_dt", "kind", "plan", "rung", "kernel", "split", "narrow",
-                 "workspace", "memo", "scale_prec")
+                 "workspace", "memo", "scale_prec", "binding")
 
     def __init__(self, q: _Request, p: planning.Plan | None, handle: int):
         self.m, self.n, self.k, self.out_dt, self.narrow = q.m, q.n, q.k, q.out_dt, q.narrow
         self.plan, self.memo, self.workspace, self.kernel, self.rung = p, None, None, None, None
-        self.split = 1
+        self.split, self.binding = 1, None
         self.scale_prec = (_out_name(q.out_dt) if q.narrow else "fp32")
         if q.m == 0 or q.n == 0:
             self.kind = "empty"
@@ -400,6 +400,9 @@ class _Call:
         if p.workspace_bytes:
             self.workspace = _workspace(handle, r.host)
             self.workspace.ensure(p.workspace_bytes, handle)
+        # the launches of this signature, rebuilt per pointers (host.Binding)
+        self.binding = r.host_side.binding(r, self.kernel, q.m, q.n, q.k, stream=handle,
+                                           narrow_output=q.narrow, split=p.split)
 
     def run(self, C, pa, pb, pc, alpha, beta, handle):
         """Enqueue the product on stream ``handle`` into C (at ``pc``)."""
@@ -408,18 +411,14 @@ class _Call:
             ws = self.workspace.ptr if self.workspace is not None else 0
             memo = self.memo
             sig = (pa, pb, pc, alpha, beta, ws)
+            keep = None
             if memo is not None and memo[0] == sig:
-                calls, keep = memo[1], None
+                calls = memo[1]
             else:
-                steps = self.rung.launches(self.kernel, pa, pb, pc, self.m, self.n, self.k,
-                                           alpha, beta, stream=handle,
-                                           narrow_output=self.narrow, split=self.split,
-                                           workspace=ws)
-                calls = [(kern, cfg.grid, cfg.block, cfg.args, cfg.smem, cfg.cluster)
-                         for kern, cfg in steps]
-                keep = [cfg.keepalive for _, cfg in steps if cfg.keepalive]
+                binding = self.binding
+                calls, keep = binding(pa, pb, pc, alpha, beta, ws)
                 # staging copies are redone every call (the data may have changed)
-                self.memo = None if keep else (sig, calls)
+                self.memo = (sig, calls) if binding.replayable and not keep else None
             s = handle or None
             for kern, grid, block, args, smem, cluster in calls:
                 if cluster is None:

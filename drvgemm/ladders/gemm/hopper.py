@@ -42,16 +42,16 @@ from dataclasses import dataclass
 from ...runtime import driver
 from ...runtime.kernel import compile as compile_kernel
 from ...runtime.launch import LaunchConfig
-from .host import PlainHost
-from ...runtime.tensormap import (UNUSED_MAP, PaddedCopy, cached_matrix_map, matrix_map,
-                                 needs_staging)
+from .host import Binding, PlainHost
+from ...runtime.tensormap import (UNUSED_MAP, MapEncoder, PaddedCopy, TensorMap,
+                                 cached_matrix_map, matrix_map, needs_staging)
 
 __all__ = ["Geometry", "geometry", "wgmma_smem_bytes", "wgmma_work_units",
            "wgmma_grid_blocks", "c_map_usable", "check_register_budget",
            "wgmma_gemm_launch_config", "TmaWgmmaHost", "TMA_WGMMA", "ELEM_BYTES", "SPLITS",
            "k_tiles", "split_ranges", "split_stride", "split_workspace_bytes",
            "effective_splits", "split_kernel", "reduce_kernel", "reduce_launch_config", "split_launches",
-           "REDUCE_ENTRIES"]
+           "REDUCE_ENTRIES", "TmaBinding", "KEEP_STAGING_BYTES"]
 
 ELEM_BYTES = {"bf16": 2, "fp16": 2, "tf32": 4}
 SWIZZLE_LINE = 128    # bytes: one 128-byte swizzled line per row of a box
@@ -246,7 +246,8 @@ def _persistent_blocks(rung, kernel, cluster: int, block: tuple, smem: int,
 
 
 def wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, *, stream=None,
-                             narrow_output=False, kernel=None, splits=1, partials=0) -> dict:
+                             narrow_output=False, kernel=None, splits=1, partials=0,
+                             staged=None) -> dict:
     """Launch of a rung-20 entry for C = alpha * A @ B + beta * C.
 
     a, b, c: device arrays (anything ``driver.device_pointer`` accepts) of the
@@ -313,15 +314,19 @@ def wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, *, stream=None
     keep = []
     dtype = "fp32" if geo.elem == "tf32" else geo.elem
 
-    def operand(ptr, rows, cols):
+    staged = staged or {}
+
+    def operand(ptr, rows, cols, name):
+        if name in staged:
+            return staged[name]
         if needs_staging(ptr, cols, es):
             scratch = PaddedCopy(ptr, rows, cols, es, s, stream)
             keep.append(scratch)
             return scratch.ptr, scratch.pitch
         return ptr, cols * es
 
-    a_ptr, a_pitch = operand(pa, m, k)
-    b_ptr, b_pitch = operand(pb, k, n)
+    a_ptr, a_pitch = operand(pa, m, k, "A")
+    b_ptr, b_pitch = operand(pb, k, n, "B")
     if keep:
         # Scratch maps are one-off: don't let the cache keep their addresses.
         map_a = matrix_map(a_ptr, dtype, m, k, a_pitch, *geo.a_box).encode()
@@ -402,7 +407,7 @@ def _split_build(rung, narrow_output):
 
 
 def split_launches(rung, kernel, a, b, c, m, n, k, alpha, beta, *, stream=None,
-                   narrow_output=False, split=1, workspace=0, clamp=True) -> list:
+                   narrow_output=False, split=1, workspace=0, clamp=True, staged=None) -> list:
     """The launches of one product with K in ``split`` pieces, in stream
     order: [(kernel, its LaunchConfig)] for one piece; else the partial
     products into ``workspace`` (by the split-K build: split_kernel) and the
@@ -420,13 +425,111 @@ def split_launches(rung, kernel, a, b, c, m, n, k, alpha, beta, *, stream=None,
         kernel = split_kernel(rung, kernel, narrow_output)
     main = wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, stream=stream,
                                     narrow_output=narrow_output, kernel=kernel, splits=s,
-                                    partials=workspace)
+                                    partials=workspace, staged=staged)
     if s == 1:
         return [(kernel, config(main))]
     out = rung.precision if narrow_output else "fp32"
     reduce = reduce_kernel(out)
     return [(kernel, config(main)),
             (reduce, reduce_launch_config(workspace, c, m, n, s, alpha, beta))]
+
+
+# Operands up to this size that need padded rows get a staging buffer of their
+# own per cached call signature (TmaBinding); larger ones a stream-ordered
+# copy per call (whose allocation is small against the copy itself).
+KEEP_STAGING_BYTES = 64 << 20
+
+
+class _Staging:
+    """A padded-row copy of one operand that belongs to a TmaBinding: the
+    buffer (and the map over it) stay, each call enqueues the copy."""
+
+    def __init__(self, rows, cols, elem_size):
+        d = driver.bindings()
+        self.width = cols * elem_size
+        self.pitch = -(-self.width // 16) * 16
+        self.buffer = driver.empty((max(self.pitch * rows, 16),), "uint8")
+        cp = d.CUDA_MEMCPY2D()
+        cp.srcMemoryType = d.CUmemorytype.CU_MEMORYTYPE_DEVICE
+        cp.srcPitch = self.width
+        cp.dstMemoryType = d.CUmemorytype.CU_MEMORYTYPE_DEVICE
+        cp.dstDevice = self.buffer.ptr
+        cp.dstPitch = self.pitch
+        cp.WidthInBytes = self.width
+        cp.Height = rows
+        self._cp, self._d = cp, d
+
+    def copy(self, src, stream):
+        self._cp.srcDevice = src
+        driver.check(self._d.cuMemcpy2DAsync(self._cp, stream), "cuMemcpy2DAsync")
+
+
+class TmaBinding(Binding):
+    """Rung 20's launches for one call signature. The first call builds them
+    through the checked path (split_launches); later calls re-encode only
+    the maps over the new pointers (MapEncoder: one driver call each) and
+    put the pointers and scalars into copies of the argument lists. An
+    operand that needs padded rows is copied into this binding's own
+    buffer (when at most KEEP_STAGING_BYTES), whose map never changes."""
+
+    def __init__(self, rung, kernel, m, n, k, *, stream, narrow_output, split):
+        super().__init__(rung, kernel, m, n, k, stream=stream, narrow_output=narrow_output,
+                         split=split)
+        self._calls = None
+        self._staging = {}
+        self._per_call = False     # staging too large to keep: the checked path every call
+
+    def __call__(self, pa, pb, pc, alpha, beta, ws):
+        if self._per_call:
+            return super().__call__(pa, pb, pc, alpha, beta, ws)
+        if self._calls is None:
+            return self._first(pa, pb, pc, alpha, beta, ws)
+        s = self._cu_stream
+        for name, st in self._staging.items():
+            st.copy(pa if name == "A" else pb, s)
+        (kern, grid, block, args, smem, cluster), *rest = self._calls
+        args = list(args)
+        if self._enc_a is not None:
+            args[0] = self._enc_a(pa)
+        if self._enc_b is not None:
+            args[1] = self._enc_b(pb)
+        if self._enc_c is not None:
+            args[2] = self._enc_c(pc)
+        args[3], args[7], args[8] = pc, alpha, beta
+        if rest:
+            args[9] = ws
+            rk, rgrid, rblock, rargs, rsmem, rcluster = rest[0]
+            rargs = (ws, pc) + tuple(rargs[2:5]) + (alpha, beta)
+            return [(kern, grid, block, args, smem, cluster),
+                    (rk, rgrid, rblock, rargs, rsmem, rcluster)], ()
+        return [(kern, grid, block, args, smem, cluster)], ()
+
+    def _first(self, pa, pb, pc, alpha, beta, ws):
+        geo = geometry(self.rung)
+        es = geo.elem_size
+        m, n, k = self.m, self.n, self.k
+        for name, ptr, rows, cols in (("A", pa, m, k), ("B", pb, k, n)):
+            if needs_staging(ptr, cols, es):
+                if -(-cols * es // 16) * 16 * rows > KEEP_STAGING_BYTES:
+                    self._per_call = True
+                    return super().__call__(pa, pb, pc, alpha, beta, ws)
+                self._staging[name] = _Staging(rows, cols, es)
+        self._cu_stream = driver.bindings().CUstream(self.stream) if self._staging else None
+        for name, st in self._staging.items():
+            st.copy(pa if name == "A" else pb, self._cu_stream)
+        staged = {name: (st.buffer.ptr, st.pitch) for name, st in self._staging.items()}
+        steps = split_launches(self.rung, self.kernel, pa, pb, pc, m, n, k, alpha, beta,
+                               stream=self.stream, narrow_output=self.narrow, split=self.split,
+                               workspace=ws, staged=staged)
+        calls = [(kern, cfg.grid, cfg.block, cfg.args, cfg.smem, cfg.cluster)
+                 for kern, cfg in steps]
+        args = calls[0][3]
+        self._enc_a = None if "A" in staged else MapEncoder(args[0])
+        self._enc_b = None if "B" in staged else MapEncoder(args[1])
+        self._enc_c = MapEncoder(args[2]) if isinstance(args[2], TensorMap) else None
+        self.replayable = not self._staging
+        self._calls = calls
+        return calls, ()
 
 
 class TmaWgmmaHost(PlainHost):
@@ -447,6 +550,12 @@ class TmaWgmmaHost(PlainHost):
                                        narrow_output=narrow_output, kernel=kernel)
         return LaunchConfig(cfg["grid"], cfg["block"], cfg["smem"], cfg["args"],
                             cfg["cluster"], tuple(cfg["keepalive"]))
+
+    def binding(self, rung, kernel, m, n, k, *, stream=0, narrow_output=False,
+                split=1) -> TmaBinding:
+        self._check_split(rung, split)
+        return TmaBinding(rung, kernel, m, n, k, stream=stream, narrow_output=narrow_output,
+                          split=split)
 
     def workspace_bytes(self, rung, m, n, split) -> int:
         """S fp32 partials of M x N for ``split`` = S > 1 (0 for 1): enough for

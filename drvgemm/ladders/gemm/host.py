@@ -1,7 +1,9 @@
 """The host side of the plain kernel signature, and the interface every host
 side offers the dispatcher: which instantiation a launch takes (aligned or
 not), whether the kernel writes beta * C itself for K = 0, the launches of
-one product (with K split, where the rung can) and the scratch they need."""
+one product (with K split, where the rung can), the scratch they need, and a
+``Binding``: those launches for one call signature, rebuilt cheaply for the
+pointers of each call."""
 from __future__ import annotations
 
 from ...runtime import driver, dtypes
@@ -10,6 +12,32 @@ from ...runtime.launch import LaunchConfig
 # The grid's y (and z) dimension holds at most 65535 blocks on every CUDA
 # device; the plain kernels read blockIdx.y as the tile row of C.
 MAX_GRID_Y = 65535
+
+
+class Binding:
+    """The launches of one call signature (shape, types, alignment class,
+    split, stream: dispatch.py's cached ``_Call``) for the pointers of each
+    call. ``binding(pa, pb, pc, alpha, beta, ws)`` -> (calls, keep): calls
+    as (kernel, grid, block, args, smem, cluster) tuples in stream order,
+    ``keep`` what must live until they are enqueued. ``replayable``: the
+    calls of one set of pointers and scalars may be launched again as they
+    are (a binding that enqueues work of its own per call, such as a
+    staging copy, is not). This one asks the rung's ``launches`` every
+    time; a host side with costly set-up (tensor maps) keeps what does not
+    depend on the pointers."""
+    replayable = True
+
+    def __init__(self, rung, kernel, m, n, k, *, stream, narrow_output, split):
+        self.rung, self.kernel, self.m, self.n, self.k = rung, kernel, m, n, k
+        self.stream, self.narrow, self.split = stream, narrow_output, split
+
+    def __call__(self, pa, pb, pc, alpha, beta, ws):
+        steps = self.rung.launches(self.kernel, pa, pb, pc, self.m, self.n, self.k, alpha, beta,
+                                   stream=self.stream, narrow_output=self.narrow,
+                                   split=self.split, workspace=ws)
+        calls = [(kern, cfg.grid, cfg.block, cfg.args, cfg.smem, cfg.cluster)
+                 for kern, cfg in steps]
+        return calls, [cfg.keepalive for _, cfg in steps if cfg.keepalive]
 
 
 class PlainHost:
@@ -44,6 +72,12 @@ class PlainHost:
         split-K instantiation (rung_kernel(..., split_k=True)); False: the
         kernel of one piece, the one passed in."""
         return False
+
+    def binding(self, rung, kernel, m, n, k, *, stream=0, narrow_output=False,
+                split=1) -> Binding:
+        """The launches of one call signature, for each call's pointers."""
+        return Binding(rung, kernel, m, n, k, stream=stream, narrow_output=narrow_output,
+                       split=split)
 
     def launches(self, rung, kernel, a, b, c, m, n, k, alpha, beta, *, stream=None,
                  narrow_output=False, split=1, workspace=0) -> list:
