@@ -23,7 +23,6 @@ DEFAULT = ["128x128x128", "512x512x512", "1024x1024x1024", "4096x4096x128", "819
            "128x128x65536", "1000x700x900", "127x8191x131", "2048x2048x2048",
            "1024x1024x1024:tf32"]
 METRICS = "gpu__time_duration.sum,launch__grid_size,launch__block_size"
-MARK = "kernel_times:"
 
 
 def parse(shape):
@@ -47,56 +46,46 @@ def workload(shapes):
         drvgemm.gemm(a, b, c, **kw)           # compile and plan outside the profiled range
         torch.matmul(a, b, out=c)
         torch.cuda.synchronize()
-        for path in ("drvgemm", "torch"):
-            print(f"{MARK}{s}:{path}", flush=True)
-            torch.cuda.synchronize()
-            torch.cuda.cudart().cudaProfilerStart()
-            for _ in range(3):
-                if path == "drvgemm":
-                    drvgemm.gemm(a, b, c, **kw)
-                else:
-                    torch.matmul(a, b, out=c)
-            torch.cuda.synchronize()
-            torch.cuda.cudart().cudaProfilerStop()
+        torch.cuda.cudart().cudaProfilerStart()
+        for _ in range(3):
+            drvgemm.gemm(a, b, c, **kw)
+        for _ in range(3):
+            torch.matmul(a, b, out=c)
+        torch.cuda.synchronize()
+        torch.cuda.cudart().cudaProfilerStop()
 
 
-def profile(shapes, ncu):
+def drvgemm_kernels() -> set:
+    """Entry names of every kernel gemm() may launch (the rest is torch's)."""
+    from drvgemm.ladders.gemm import hopper
+    from drvgemm.ladders.gemm.registry import RUNGS
+    return {r.entry for r in RUNGS} | set(hopper.REDUCE_ENTRIES.values()) | \
+        {"scale_c", "scale_c_bf16", "scale_c_fp16"}
+
+
+def profile_shape(shape, ncu, ours):
     cmd = [ncu, "--profile-from-start", "off", "--metrics", METRICS, "--csv",
-           "--print-units", "base", sys.executable, os.path.abspath(__file__), "--run", *shapes]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=540)
+           "--print-units", "base", sys.executable, os.path.abspath(__file__), "--run", shape]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if out.returncode != 0:
         sys.stderr.write(out.stdout[-3000:] + out.stderr[-3000:])
-        raise SystemExit(f"ncu failed ({out.returncode})")
-    # The workload's markers and ncu's CSV rows are interleaved on stdout:
-    # a kernel row belongs to the last marker before it.
-    order, rows, current = [], {}, None
-    lines = out.stdout.splitlines()
-    csv_lines = [ln for ln in lines if ln.startswith('"')]
-    header = next(csv.reader([csv_lines[0]]))
-    for ln in lines:
-        if ln.startswith(MARK):
-            current = ln[len(MARK):]
-            order.append(current)
-            continue
-        if not ln.startswith('"') or ln == csv_lines[0] or current is None:
-            continue
-        rec = dict(zip(header, next(csv.reader([ln]))))
-        key = (rec["ID"], rec["Kernel Name"][:90])
-        rows.setdefault(current, {}).setdefault(key, {})[rec["Metric Name"]] = rec["Metric Value"]
-    result = []
-    for label in order:
-        shape, _, path = label.rpartition(":")
-        per_kernel = {}
-        for (_, name), metrics in rows.get(label, {}).items():
-            d = per_kernel.setdefault(name, {"times_us": [], "grid": metrics.get(
-                "launch__grid_size"), "block": metrics.get("launch__block_size")})
-            d["times_us"].append(float(metrics["gpu__time_duration.sum"]) / 1e3)
-        for name, d in per_kernel.items():
-            result.append({"shape": shape, "path": path, "kernel": name,
-                           "grid": d["grid"], "block": d["block"],
-                           "launches": len(d["times_us"]),
-                           "median_us": round(statistics.median(d["times_us"]), 2)})
-    return result
+        raise SystemExit(f"ncu failed ({out.returncode}) on {shape}")
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith('"')]
+    rows = {}
+    for rec in csv.DictReader(io.StringIO("\n".join(lines))):
+        key = (int(rec["ID"]), rec["Kernel Name"])
+        rows.setdefault(key, {})[rec["Metric Name"]] = rec["Metric Value"].replace(",", "")
+    per = {}
+    for (_, name), metrics in sorted(rows.items()):
+        short = name.split("(")[0].replace("void ", "")[:80]
+        path = "drvgemm" if short in ours else "torch"
+        d = per.setdefault((path, short), {"times_us": [], "grid": metrics.get(
+            "launch__grid_size"), "block": metrics.get("launch__block_size")})
+        d["times_us"].append(float(metrics["gpu__time_duration.sum"]) / 1e3)
+    return [{"shape": shape, "path": path, "kernel": name, "grid": d["grid"],
+             "block": d["block"], "launches": len(d["times_us"]),
+             "median_us": round(statistics.median(d["times_us"]), 2)}
+            for (path, name), d in per.items()]
 
 
 def main(argv=None):
@@ -110,12 +99,14 @@ def main(argv=None):
     if args.run:
         workload(shapes)
         return 0
-    result = profile(shapes, args.ncu)
-    buf = io.StringIO()
-    for r in result:
-        buf.write(f"{r['shape']:>22} {r['path']:8} {r['median_us']:8.2f} us  x{r['launches']}  "
-                  f"grid {r['grid']:>6} block {r['block']:>4}  {r['kernel']}\n")
-    print(buf.getvalue(), end="")
+    ours = drvgemm_kernels()
+    result = []
+    for shape in shapes:
+        rs = profile_shape(shape, args.ncu, ours)
+        result += rs
+        for r in rs:
+            print(f"{r['shape']:>22} {r['path']:8} {r['median_us']:8.2f} us  x{r['launches']}  "
+                  f"grid {r['grid']:>6} block {r['block']:>4}  {r['kernel']}", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"metrics": METRICS, "records": result}, f, indent=1)

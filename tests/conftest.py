@@ -26,7 +26,7 @@ import pytest
 from hypothesis import settings
 
 settings.register_profile("ci", deadline=None, print_blob=True)
-settings.register_profile("gpu", deadline=None, print_blob=True, max_examples=60)
+settings.register_profile("gpu", deadline=None, print_blob=True, max_examples=200)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
