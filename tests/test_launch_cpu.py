@@ -369,3 +369,41 @@ def test_c_encoder_passes_every_field_and_the_address():
     with pytest.raises(ValueError, match="not 16-byte aligned"):
         enc(0x7000_0108)
     assert len(calls) == 2
+
+
+class _Memcpy2D(ctypes.Structure):
+    """The driver's CUDA_MEMCPY2D, as cuda.h lays it out."""
+    _fields_ = [("srcXInBytes", ctypes.c_size_t), ("srcY", ctypes.c_size_t),
+                ("srcMemoryType", ctypes.c_int), ("srcHost", ctypes.c_void_p),
+                ("srcDevice", ctypes.c_uint64), ("srcArray", ctypes.c_void_p),
+                ("srcPitch", ctypes.c_size_t), ("dstXInBytes", ctypes.c_size_t),
+                ("dstY", ctypes.c_size_t), ("dstMemoryType", ctypes.c_int),
+                ("dstHost", ctypes.c_void_p), ("dstDevice", ctypes.c_uint64),
+                ("dstArray", ctypes.c_void_p), ("dstPitch", ctypes.c_size_t),
+                ("WidthInBytes", ctypes.c_size_t), ("Height", ctypes.c_size_t)]
+
+
+def test_c_copy2d_fills_the_drivers_descriptor():
+    """_fastlaunch.Copy2D with a stand-in for cuMemcpy2DAsync: device to
+    device, the fixed destination, pitches, width and rows, each call's own
+    source, the stream; the CUresult comes back."""
+    from cuda.bindings import driver as real
+    seen = []
+    fn_t = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_Memcpy2D), ctypes.c_void_p)
+
+    def copy(desc, stream):
+        d = desc.contents
+        seen.append({f: getattr(d, f) for f, _ in _Memcpy2D._fields_} | {"stream": stream})
+        return 0 if len(seen) == 1 else 700
+    fn = fn_t(copy)
+    c = _fast().Copy2D(ctypes.cast(fn, ctypes.c_void_p).value, 0x9000, 1808, 1800, 1800, 1000,
+                       0x77)
+    assert c(0x1234) == 0 and c(0x5678) == 700
+    dev = int(real.CUmemorytype.CU_MEMORYTYPE_DEVICE)
+    want = dict(srcXInBytes=0, srcY=0, srcMemoryType=dev, srcHost=None, srcDevice=0x1234,
+                srcArray=None, srcPitch=1800, dstXInBytes=0, dstY=0, dstMemoryType=dev,
+                dstHost=None, dstDevice=0x9000, dstArray=None, dstPitch=1808,
+                WidthInBytes=1800, Height=1000, stream=0x77)
+    assert seen[0] == want and seen[1]["srcDevice"] == 0x5678
+    with pytest.raises(ValueError, match="pitches"):
+        _fast().Copy2D(ctypes.cast(fn, ctypes.c_void_p).value, 0x9000, 16, 1800, 1800, 1, 0)

@@ -491,9 +491,10 @@ try:
     if os.environ.get("DRVGEMM_NO_FASTLAUNCH"):
         raise ImportError("disabled by DRVGEMM_NO_FASTLAUNCH")
     from . import _fastlaunch
-    if not hasattr(_fastlaunch, "set_capturing") or not hasattr(_fastlaunch, "Encoder"):
+    if not all(hasattr(_fastlaunch, a) for a in ("set_capturing", "Encoder", "Copy2D")):
         # Built from an older _fastlaunch.c: it would send stream=None launches
-        # past a graph capture, or lack the tensor-map encoder. Rebuild it
+        # past a graph capture, or lack the tensor-map encoder or the staging
+        # copy. Rebuild it
         # (pip install -e .) to get it back.
         raise ImportError("drvgemm.runtime._fastlaunch is out of date")
 except ImportError:
@@ -557,4 +558,4 @@ def _cuLaunchKernel():
 # CUDA_ERROR_CONTEXT_IS_DESTROYED: a thread still holding the context that a
 # reset() replaced.
 _INVALID_CONTEXT = 201
-_NO_CONTEXT = (201, 709)
+NO_CONTEXT = _NO_CONTEXT = (201, 709)   # also what hopper.py's staging copies retry on
