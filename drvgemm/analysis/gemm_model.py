@@ -123,7 +123,14 @@ class Family:
     fixed_s: float
     unaligned: float = 1.0   # efficiency factor of the ALIGNED=0 instantiation
     source: str = ""
+    stream_eff: float = 1.0  # of the copy bandwidth at which the loop reads A and B
 
+
+# Rung 20 streaming B for a few rows of A (128-row tiles, M = 1..64, one pass
+# over K per tile) reads it at 0.52-0.66 of copy bandwidth: 1 x 128256 x 4096
+# 0.471 ms, 64 x 14336 x 4096 43.4 us, 64 x 32768 x 2048 48.0 us (bf16,
+# h200-shapes.json); rung 30 reaches 0.94-0.98 there.
+WGMMA_STREAM = 0.6
 
 # Fitted to two points each, time = launch + fixed + waves x unit time: the
 # 4096^3 median (full waves: efficiency) and the 256^3 median (one unit of a
@@ -144,10 +151,10 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("mma_sync_16", "mma_sync_16", 0.78, 5.1e-6, unaligned=0.5,
            source="12_mma_bf16 128x256, 1 block/SM: 4096^3 0.290 ms (474.4 TFLOP/s), 256^3 "
                   "11.5 us; 3072^3 0.171 ms (predicted 0.166)"),
-    Family("wgmma_16", "wgmma_16", 0.844, 10.0e-6,
+    Family("wgmma_16", "wgmma_16", 0.844, 10.0e-6, stream_eff=WGMMA_STREAM,
            source="20_tma_wgmma_bf16 128x256, persistent: 4096^3 0.1817 ms (756.5 TFLOP/s, "
                   "4 rounds of 132), 256^3 14.6 us; 3072^3 0.1009 ms (predicted 0.107)"),
-    Family("wgmma_tf32", "wgmma_tf32", 0.813, 7.6e-6,
+    Family("wgmma_tf32", "wgmma_tf32", 0.813, 7.6e-6, stream_eff=WGMMA_STREAM,
            source="20_tma_wgmma_tf32 256x128, persistent: 4096^3 0.3619 ms (379.7 TFLOP/s), "
                   "256^3 15.1 us; 3072^3 0.205 ms (predicted 0.208)"),
     # The smaller members of rung 20 (128 x 192, 128 x 128; tf32 192 x 128, 128 x
@@ -155,13 +162,13 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     # third / half fewer MMAs, and the producer's TMA issue rate per FLOP up by
     # as much. Estimates until the shape suite measures them: 0.94 and 0.86 of
     # the flagship's efficiency, the same fixed cost.
-    Family("wgmma_16_192", "wgmma_16", 0.844 * 0.94, 10.0e-6,
+    Family("wgmma_16_192", "wgmma_16", 0.844 * 0.94, 10.0e-6, stream_eff=WGMMA_STREAM,
            source="estimate: 0.94 x wgmma_16 (128x192 tile)"),
-    Family("wgmma_16_128", "wgmma_16", 0.844 * 0.86, 10.0e-6,
+    Family("wgmma_16_128", "wgmma_16", 0.844 * 0.86, 10.0e-6, stream_eff=WGMMA_STREAM,
            source="estimate: 0.86 x wgmma_16 (128x128 tile)"),
-    Family("wgmma_tf32_192", "wgmma_tf32", 0.813 * 0.94, 7.6e-6,
+    Family("wgmma_tf32_192", "wgmma_tf32", 0.813 * 0.94, 7.6e-6, stream_eff=WGMMA_STREAM,
            source="estimate: 0.94 x wgmma_tf32 (192x128 tile)"),
-    Family("wgmma_tf32_128", "wgmma_tf32", 0.813 * 0.86, 7.6e-6,
+    Family("wgmma_tf32_128", "wgmma_tf32", 0.813 * 0.86, 7.6e-6, stream_eff=WGMMA_STREAM,
            source="estimate: 0.86 x wgmma_tf32 (128x128 tile)"),
 )}
 
@@ -220,7 +227,7 @@ def predict(c: Candidate, m: int, n: int, k: int, *, in_bytes: int, out_bytes: i
     slot_rate = dev.rate(f.unit) * eff / slots
     compute = w * unit_flops / slot_rate
     c_bytes = m * n * out_bytes * (2 if beta_reads_c else 1)
-    memory = ((m * k + k * n) * in_bytes + c_bytes) / dev.copy_bw
+    memory = (m * k + k * n) * in_bytes / (dev.copy_bw * f.stream_eff) + c_bytes / dev.copy_bw
     reduce = 0.0
     if c.split > 1 and c.workspace:
         reduce = 2.0 * c.split * m * n * 4 / dev.copy_bw + LAUNCH_S
