@@ -126,11 +126,15 @@ class Family:
     stream_eff: float = 1.0  # of the copy bandwidth at which the loop reads A and B
 
 
-# Rung 20 streaming B for a few rows of A (128-row tiles, M = 1..64, one pass
-# over K per tile) reads it at 0.52-0.66 of copy bandwidth: 1 x 128256 x 4096
-# 0.471 ms, 64 x 14336 x 4096 43.4 us, 64 x 32768 x 2048 48.0 us (bf16,
-# h200-shapes.json); rung 30 reaches 0.94-0.98 there.
+# Rung 20 streaming B for a few rows of A (128-row tiles, M = 1..8, one pass
+# over K per tile) reads it at 0.52-0.55 of copy bandwidth: 1 x 128256 x 4096
+# 0.471 ms, 8 x 128256 x 4096 0.448 ms (bf16); rung 30 reaches 0.94-0.98 there.
+# Applied to all M (0.6 for every shape), the model cut K into fewer pieces on
+# 16-128-row products and lost up to 40% there (128 x 4096 x 14336: split 3 ->
+# 2, 0.89 -> 0.69 of cuBLAS; h200-shapes.json, two runs side by side), so it
+# holds for tiles whose rows are at most 1/SPARSE_TILE_ROWS used.
 WGMMA_STREAM = 0.6
+SPARSE_TILE_ROWS = 16
 
 # Fitted to two points each, time = launch + fixed + waves x unit time: the
 # 4096^3 median (full waves: efficiency) and the 256^3 median (one unit of a
@@ -227,7 +231,9 @@ def predict(c: Candidate, m: int, n: int, k: int, *, in_bytes: int, out_bytes: i
     slot_rate = dev.rate(f.unit) * eff / slots
     compute = w * unit_flops / slot_rate
     c_bytes = m * n * out_bytes * (2 if beta_reads_c else 1)
-    memory = (m * k + k * n) * in_bytes / (dev.copy_bw * f.stream_eff) + c_bytes / dev.copy_bw
+    # A tile mostly empty of rows streams its operands at the family's stream_eff
+    stream = f.stream_eff if m * SPARSE_TILE_ROWS <= c.tile_m else 1.0
+    memory = (m * k + k * n) * in_bytes / (dev.copy_bw * stream) + c_bytes / dev.copy_bw
     reduce = 0.0
     if c.split > 1 and c.workspace:
         reduce = 2.0 * c.split * m * n * 4 / dev.copy_bw + LAUNCH_S
