@@ -262,7 +262,8 @@ def test_c_launch_dispatch_hit_miss_and_failure(saxpy):
     try:
         fl.bind(lambda *a, **k: seen.append(("slow", k)),
                 lambda *a, **k: seen.append(("first", k)),
-                lambda err, *a: seen.append(("failed", err)))
+                lambda err, k, grid, block, smem: seen.append(("failed", err, k, grid, block,
+                                                               smem)))
         args = (0.25, fake_ptr(0x40), 0x80, 7)
         assert fl.launch(kern, (3, 2, 1), (128, 1, 1), args, smem=4096) is None
         assert drv.calls[-1][5] == (0.25, 0x40, 0x80, 7) and seen == []
@@ -274,7 +275,9 @@ def test_c_launch_dispatch_hit_miss_and_failure(saxpy):
         drv.result = 700                                                  # ILLEGAL_ADDRESS
         seen.clear()
         fl.launch(kern, (3, 2, 1), (128, 1, 1), args, smem=4096)
-        assert seen[0] == ("failed", 700) and seen[1][0] == "slow"
+        # failed() gets what drvgemm.runtime.launch._fast_failed takes
+        assert seen[0] == ("failed", 700, kern, (3, 2, 1), (128, 1, 1), 4096)
+        assert seen[1][0] == "slow"
     finally:
         fl.bind(lm.launch_py, lm._first_launch, lm._fast_failed)
 

@@ -572,12 +572,14 @@ static PyObject *fast_launch(PyObject *module, PyObject *const *argv, Py_ssize_t
     if (err < 0) return NULL;
     if (err == 0) Py_RETURN_NONE;
     /* Retry once through Python (a thread with no current context) or raise
-     * the error with its hint. */
+     * the error with its hint: failed(err, kernel, grid, block, smem). */
     {
         PyObject *e = PyLong_FromLong(err);
-        if (e == NULL) return NULL;
-        PyObject *r = PyObject_CallFunctionObjArgs(py_failed, e, NULL);
+        PyObject *sm = PyLong_FromUnsignedLong(lp->smem);
+        if (e == NULL || sm == NULL) { Py_XDECREF(e); Py_XDECREF(sm); return NULL; }
+        PyObject *r = PyObject_CallFunctionObjArgs(py_failed, e, kernel, grid, block, sm, NULL);
         Py_DECREF(e);
+        Py_DECREF(sm);
         if (r == NULL) return NULL;
         Py_DECREF(r);
         return call_py(py_slow_launch, argv, nargs, kwnames);
