@@ -204,3 +204,26 @@ def test_rebound_calls_on_new_buffers_and_new_data(gpu, shape):
               label=f"rebound {shape}")
     check(C0b.to_host(), a2, sets[0][1], None, 1.0, 0.0, precision="bf16", mode="exact",
           label=f"rebound {shape}, new data")
+
+
+def test_tune_stores_a_winner_that_auto_then_runs(gpu, tmp_path, monkeypatch):
+    """drvgemm tune on the GPU: the winner of the timed candidates lands in
+    this device's file (in a temporary cache), auto's plan says "tuned" and
+    names it, and gemm() through it gives the right product."""
+    from drvgemm.tools import tune as tuning
+    monkeypatch.setenv("DRVGEMM_CACHE_DIR", str(tmp_path))
+    dispatch.clear_plan_cache()
+    try:
+        e = tuning.tune(512, 512, 512, precision="bf16", top=3, calls=5, rounds=2,
+                        progress=lambda *a: None)
+        assert len(e["candidates"]) >= 2 and e["file"].startswith(str(tmp_path))
+        a, b, _ = inputs("bf16", 512, 512, 512, 5, "exact")
+        A, B = drvgemm.to_device(a), drvgemm.to_device(b)
+        C = drvgemm.to_device(np.full((512, 512), np.nan, np.float32))
+        p = drvgemm.plan(A, B, C)
+        assert (p.kernel, p.split, p.reason) == (e["kernel"], e["split"], "tuned")
+        drvgemm.gemm(A, B, C)
+        check(C.to_host(), a, b, None, 1.0, 0.0, precision="bf16", mode="exact",
+              label=f"tuned {p.instantiation} split={p.split}")
+    finally:
+        dispatch.clear_plan_cache()

@@ -14,10 +14,10 @@ import sys
 from .._version import __version__
 from ..runtime.errors import CompileError, CudaError
 from . import (bench, cache, ceilings, compile, device, kernels, layout, occupancy, plan,
-               profile, roofline)
+               profile, roofline, tune)
 
 # In the order `drvgemm --help` lists them.
-COMMANDS = (bench, compile, kernels, plan, device, occupancy, roofline, profile, layout,
+COMMANDS = (bench, compile, kernels, plan, tune, device, occupancy, roofline, profile, layout,
             ceilings, cache)
 
 

@@ -27,6 +27,7 @@ from ...runtime.errors import NoDeviceError
 from ...runtime.kernel import compile
 from ...runtime.launch import launch
 from . import plan as planning
+from . import tuned
 from .registry import RUNGS, Rung, by_name, rung_kernel
 
 __all__ = ["gemm", "plan", "plan_shape", "kernels", "rung", "input_dtype", "device_arch_ok",
@@ -264,6 +265,17 @@ def _target():
 
 
 _choices: dict = {}
+_tuned_file = None   # this GPU's winners file of drvgemm tune (ladders/gemm/tuned.py)
+
+
+def tuned_file():
+    """The live device's ``drvgemm tune`` winners file (None without a GPU,
+    or with the cache off); auto prefers its entries."""
+    global _tuned_file
+    if _tuned_file is None and driver.has_gpu():
+        d = driver.device()
+        _tuned_file = tuned.tuned_path(d.name, tuple(d.cc)) or False
+    return _tuned_file or None
 
 
 def _choose(m, n, k, math, out, beta_reads_c, kernel, residues, t) -> planning.Plan:
@@ -272,8 +284,11 @@ def _choose(m, n, k, math, out, beta_reads_c, kernel, residues, t) -> planning.P
     if p is None:
         if len(_choices) > 4096:
             _choices.clear()
+        won = None
+        if kernel == "auto":
+            won = tuned.lookup(tuned_file(), tuned.signature(m, n, k, math, out, beta_reads_c))
         p = _choices[key] = planning.choose(m, n, k, math, out=out, beta_reads_c=beta_reads_c,
-                                            kernel=kernel, residues=residues, t=t)
+                                            kernel=kernel, residues=residues, t=t, tuned=won)
     return p
 
 
@@ -293,9 +308,12 @@ def plan_shape(m: int, n: int, k: int, *, precision: str = "bf16", out_dtype=Non
         raise TypeError(f"C must be float32 or the inputs' own type ({in_prec}), not {out}")
     if kernel != "auto":
         _math_precision(in_prec, precision, rung(kernel))
-    t = planning.target(device) if device else _target()
-    return planning.choose(int(m), int(n), max(int(k), 0), precision, out=out,
-                           beta_reads_c=beta != 0, kernel=kernel, residues=tuple(residues), t=t)
+    if device:      # a catalogue device: the model alone
+        return planning.choose(int(m), int(n), max(int(k), 0), precision, out=out,
+                               beta_reads_c=beta != 0, kernel=kernel, residues=tuple(residues),
+                               t=planning.target(device))
+    return _choose(int(m), int(n), max(int(k), 0), precision, out, beta != 0, kernel,
+                   tuple(residues), _target())
 
 
 def plan(a, b, c=None, *, alpha=1.0, beta=0.0, kernel="auto", stream=None, out_dtype=None,
@@ -309,9 +327,8 @@ def plan(a, b, c=None, *, alpha=1.0, beta=0.0, kernel="auto", stream=None, out_d
     if q.on_device:
         ptrs = [_pointer(x) for x in (q.a, q.b)] + [_pointer(q.c) if q.c is not None else 0]
         residues = tuple(p % 16 for p in ptrs)
-    return planning.choose(q.m, q.n, q.k, q.math, out=_out_name(q.out_dt),
-                           beta_reads_c=q.beta != 0, kernel=kernel, residues=residues,
-                           t=_target())
+    return _choose(q.m, q.n, q.k, q.math, _out_name(q.out_dt), q.beta != 0, kernel, residues,
+                   _target())
 
 
 # ---------------------------------------------------------------------------
@@ -450,8 +467,9 @@ def clear_plan_cache():
         _choices.clear()
         _workspaces.clear()
         _stats["hits"] = _stats["misses"] = 0
-        global _live_target
+        global _live_target, _tuned_file
         _live_target = None
+        _tuned_file = None
 
 
 def _key(a, b, c, alpha, beta, kernel, stream, out_dtype, precision):
