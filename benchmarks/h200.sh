@@ -74,7 +74,7 @@ if have compile && begin compile "${COMPILE_TIMEOUT:-300}"; then
   tail -40 "$LOG/compile_report.txt"; end compile $rc
 fi
 if have tests && begin tests "${TEST_TIMEOUT:-270}" 60; then
-  timeout "$T" python3 -m pytest -m gpu -q -rP --timeout=120 -p no:cacheprovider \
+  timeout "$T" python3 -m pytest -m gpu -q -rsfEP --timeout=120 -p no:cacheprovider \
     --continue-on-collection-errors ${TESTS:-} ${TEST_K:+-k "$TEST_K"} > "$LOG/pytest_gpu.log" 2>&1
   rc=$?; tail -40 "$LOG/pytest_gpu.log"; end tests $rc
 fi
