@@ -55,6 +55,7 @@ def gpu(monkeypatch):
                                                                     ptr=next(addresses),
                                                                     owner=False))
     monkeypatch.setattr(dispatch, "_target", lambda: planning.target("H200"))
+    monkeypatch.setattr(dispatch, "tuned_file", lambda: None)   # no drvgemm tune winners
     monkeypatch.setattr(dispatch, "rung_kernel", rung_kernel)
     monkeypatch.setattr(dispatch, "launch", fake_launch)
     monkeypatch.setattr(dispatch._Workspace, "ensure", ensure)
