@@ -23,6 +23,8 @@
 #   budget 250), memory ~60 s (<= 120): ~16 min in all, so two calls:
 #     bash benchmarks/h200.sh install tests sanitize
 #     bash benchmarks/h200.sh install overhead bench shapes memory
+# CALL_OVERHEAD_ARGS="--shapes" adds gemm()'s call cost on rotating buffers per shape to the
+# overhead phase; ktimes (KTIMES_ARGS: shapes) is each kernel's GPU time under ncu.
 # SANITIZE_RUNGS limits the sanitizers to some rungs, SAN_TOOLS to some tools, SANITIZE_SOFTMAX=0 skips the softmax
 # pass; SHAPES_ARGS=--quick runs the reduced shape suite.
 set -uo pipefail
