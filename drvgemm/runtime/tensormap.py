@@ -14,7 +14,8 @@ copied first into a ``PaddedCopy``: a scratch buffer whose rows are padded to
 16 bytes (cuMemcpy2DAsync on the launch's stream), freed stream-ordered
 (cuMemFreeAsync) when the object goes away, i.e. after the launch that reads
 it was enqueued. The padding is never read, as the map's extent stays the
-operand's own.
+operand's own. A ``StagingBuffer`` is the kept kind: one buffer per operand
+shape, refilled by each call's copy, so the map over it stays the same.
 
 A ``MapEncoder`` re-encodes one validated map at other addresses (one C
 call into the driver with runtime/_fastlaunch.c, else cuda.bindings with the
@@ -30,9 +31,9 @@ import threading
 from collections import OrderedDict
 
 from . import driver
-from .launch import fast_module
+from .launch import NO_CONTEXT, fast_module
 
-__all__ = ["TensorMap", "MapEncoder", "matrix_map", "cached_matrix_map", "ELEMENT_TYPES", "SWIZZLE_BYTES",
+__all__ = ["TensorMap", "MapEncoder", "StagingBuffer", "padded_pitch", "matrix_map", "cached_matrix_map", "ELEMENT_TYPES", "SWIZZLE_BYTES",
            "SWIZZLES", "INTERLEAVES", "tiled_map_problem", "needs_staging", "PaddedCopy",
            "UNUSED_MAP"]
 
@@ -186,6 +187,13 @@ def tiled_map_problem(dtype, address, dims, strides, box, element_strides=None, 
     return None
 
 
+def _map_bytes(tmap) -> bytes:
+    """The 128 bytes of an encoded CUtensorMap (cuda.bindings' object)."""
+    raw = struct.pack("<16Q", *(int(x) for x in tmap.opaque))
+    assert len(raw) == 128
+    return raw
+
+
 class TensorMap:
     """A tiled tensor map (``cuTensorMapEncodeTiled``), dimensions listed
     innermost first as the driver takes them. Every map the driver accepts
@@ -294,10 +302,7 @@ class TensorMap:
     def _encode(self) -> bytes:
         d = driver.bindings()
         res = d.cuTensorMapEncodeTiled(*self.driver_args(d))
-        tmap = driver.check(res, f"cuTensorMapEncodeTiled({self})")
-        raw = struct.pack("<16Q", *(int(x) for x in tmap.opaque))
-        assert len(raw) == 128
-        return raw
+        return _map_bytes(driver.check(res, f"cuTensorMapEncodeTiled({self})"))
 
     def __repr__(self):
         extra = f", interleave={self.interleave}" if self.interleave else ""
@@ -342,7 +347,7 @@ class MapEncoder:
             a = self._args
             err, tmap = d.cuTensorMapEncodeTiled(a[0], a[1], address, *a[3:])
             if int(err) == 0:
-                return struct.pack("<16Q", *(int(x) for x in tmap.opaque))
+                return _map_bytes(tmap)
         return self.at(address).param_bytes    # raises the driver's error, naming the map
 
     def at(self, address: int) -> TensorMap:
@@ -389,6 +394,26 @@ def needs_staging(address: int, cols: int, elem_size: int) -> bool:
     return address % 16 != 0 or (cols * elem_size) % 16 != 0
 
 
+def padded_pitch(row_bytes: int) -> int:
+    """A row of ``row_bytes`` padded to the copy engine's 16 bytes."""
+    return -(-int(row_bytes) // 16) * 16
+
+
+def _padding_copy(d, src: int, width: int, rows: int, dst: int, pitch: int):
+    """cuMemcpy2DAsync's descriptor of ``rows`` rows of ``width`` bytes from
+    device ``src`` (rows back to back) to device ``dst`` (rows ``pitch`` apart)."""
+    cp = d.CUDA_MEMCPY2D()
+    cp.srcMemoryType = d.CUmemorytype.CU_MEMORYTYPE_DEVICE
+    cp.srcDevice = src
+    cp.srcPitch = width
+    cp.dstMemoryType = d.CUmemorytype.CU_MEMORYTYPE_DEVICE
+    cp.dstDevice = dst
+    cp.dstPitch = pitch
+    cp.WidthInBytes = width
+    cp.Height = rows
+    return cp
+
+
 class PaddedCopy:
     """A stream-ordered device buffer holding a copy of an operand with rows
     padded to 16 bytes; freed (cuMemFreeAsync on the same stream) when this
@@ -403,22 +428,14 @@ class PaddedCopy:
         self._stream_owner = stream_owner
         self.generation = driver.generation()
         self.width = cols * elem_size
-        self.pitch = -(-self.width // 16) * 16
+        self.pitch = padded_pitch(self.width)
         self.stream = stream
         self.ptr = 0
         nbytes = max(self.pitch * rows, 16)
         ptr = driver.check(d.cuMemAllocAsync(nbytes, d.CUstream(stream)),
                            f"cuMemAllocAsync({nbytes})")
         self.ptr = int(ptr)
-        cp = d.CUDA_MEMCPY2D()
-        cp.srcMemoryType = d.CUmemorytype.CU_MEMORYTYPE_DEVICE
-        cp.srcDevice = src
-        cp.srcPitch = self.width
-        cp.dstMemoryType = d.CUmemorytype.CU_MEMORYTYPE_DEVICE
-        cp.dstDevice = self.ptr
-        cp.dstPitch = self.pitch
-        cp.WidthInBytes = self.width
-        cp.Height = rows
+        cp = _padding_copy(d, src, self.width, rows, self.ptr, self.pitch)
         driver.check(d.cuMemcpy2DAsync(cp, d.CUstream(stream)), "cuMemcpy2DAsync")
 
     def free(self):
@@ -439,6 +456,44 @@ class PaddedCopy:
             self.free()
         except Exception:
             pass
+
+
+class StagingBuffer:
+    """A kept device buffer for padded-row copies of one operand shape: each
+    ``copy(src)`` enqueues the copy of a new source on the stream it was made
+    for (runtime/_fastlaunch.c's Copy2D: one C call; else cuda.bindings with
+    the descriptor built once). A map over ``ptr`` never changes, which is
+    what a cached GEMM call on new buffers wants (hopper.TmaBinding)."""
+
+    def __init__(self, rows: int, cols: int, elem_size: int, stream: int):
+        d = driver.bindings()
+        self.width = cols * elem_size
+        self.pitch = padded_pitch(self.width)
+        self.buffer = driver.empty((max(self.pitch * rows, 16),), "uint8")
+        self.ptr = self.buffer.ptr
+        fl = fast_module()
+        fn = driver.proc_address("cuMemcpy2DAsync", per_thread_stream=None) if fl else 0
+        self._c = fl.Copy2D(fn, self.ptr, self.pitch, self.width, self.width, rows,
+                            stream) if fn else None
+        if self._c is None:
+            self._cp = _padding_copy(d, 0, self.width, rows, self.ptr, self.pitch)
+            self._d, self._stream = d, d.CUstream(stream)
+
+    def copy(self, src: int):
+        err = self._copy(src)
+        if err in NO_CONTEXT:        # a thread with no current context: make it current
+            driver.ensure_context()
+            err = self._copy(src)
+        if err:
+            driver.raise_cuda("cuMemcpy2DAsync (staging copy)",
+                              driver.bindings().CUresult(int(err)))
+
+    def _copy(self, src) -> int:
+        if self._c is not None:
+            return self._c(src)
+        self._cp.srcDevice = src
+        err, = self._d.cuMemcpy2DAsync(self._cp, self._stream)
+        return int(err)
 
 
 _MAP_CACHE: "OrderedDict[tuple, TensorMap]" = OrderedDict()

@@ -41,10 +41,10 @@ from dataclasses import dataclass
 
 from ...runtime import driver
 from ...runtime.kernel import compile as compile_kernel
-from ...runtime.launch import NO_CONTEXT, LaunchConfig, fast_module
+from ...runtime.launch import LaunchConfig
 from .host import Binding, PlainHost
-from ...runtime.tensormap import (UNUSED_MAP, MapEncoder, PaddedCopy, TensorMap,
-                                 cached_matrix_map, matrix_map, needs_staging)
+from ...runtime.tensormap import (UNUSED_MAP, MapEncoder, PaddedCopy, StagingBuffer, TensorMap,
+                                 cached_matrix_map, matrix_map, needs_staging, padded_pitch)
 
 __all__ = ["Geometry", "geometry", "wgmma_smem_bytes", "wgmma_work_units",
            "wgmma_grid_blocks", "c_map_usable", "check_register_budget",
@@ -440,51 +440,6 @@ def split_launches(rung, kernel, a, b, c, m, n, k, alpha, beta, *, stream=None,
 KEEP_STAGING_BYTES = 64 << 20
 
 
-class _Staging:
-    """A padded-row copy of one operand that belongs to a TmaBinding: the
-    buffer (and the map over it) stay; each call enqueues the copy on the
-    binding's stream (runtime/_fastlaunch.c's Copy2D: one C call, else
-    cuda.bindings with the descriptor built once)."""
-
-    def __init__(self, rows, cols, elem_size, stream: int):
-        d = driver.bindings()
-        self.width = cols * elem_size
-        self.pitch = -(-self.width // 16) * 16
-        self.buffer = driver.empty((max(self.pitch * rows, 16),), "uint8")
-        fl = fast_module()
-        fn = driver.proc_address("cuMemcpy2DAsync", per_thread_stream=None) if fl else 0
-        if fn:
-            self._c = fl.Copy2D(fn, self.buffer.ptr, self.pitch, self.width, self.width, rows,
-                                stream)
-            return
-        self._c = None
-        cp = d.CUDA_MEMCPY2D()
-        cp.srcMemoryType = d.CUmemorytype.CU_MEMORYTYPE_DEVICE
-        cp.srcPitch = self.width
-        cp.dstMemoryType = d.CUmemorytype.CU_MEMORYTYPE_DEVICE
-        cp.dstDevice = self.buffer.ptr
-        cp.dstPitch = self.pitch
-        cp.WidthInBytes = self.width
-        cp.Height = rows
-        self._cp, self._d, self._stream = cp, d, d.CUstream(stream)
-
-    def copy(self, src):
-        err = self._copy(src)
-        if err in NO_CONTEXT:        # a thread with no current context: make it current
-            driver.ensure_context()
-            err = self._copy(src)
-        if err:
-            driver.raise_cuda("cuMemcpy2DAsync (staging copy)",
-                              driver.bindings().CUresult(int(err)))
-
-    def _copy(self, src) -> int:
-        if self._c is not None:
-            return self._c(src)
-        self._cp.srcDevice = src
-        err, = self._d.cuMemcpy2DAsync(self._cp, self._stream)
-        return int(err)
-
-
 class TmaBinding(Binding):
     """Rung 20's launches for one call signature. The first call builds them
     through the checked path (split_launches); later calls re-encode only
@@ -530,13 +485,13 @@ class TmaBinding(Binding):
         m, n, k = self.m, self.n, self.k
         for name, ptr, rows, cols in (("A", pa, m, k), ("B", pb, k, n)):
             if needs_staging(ptr, cols, es):
-                if -(-cols * es // 16) * 16 * rows > KEEP_STAGING_BYTES:
+                if padded_pitch(cols * es) * rows > KEEP_STAGING_BYTES:
                     self._per_call = True
                     return super().__call__(pa, pb, pc, alpha, beta, ws)
-                self._staging[name] = _Staging(rows, cols, es, self.stream)
+                self._staging[name] = StagingBuffer(rows, cols, es, self.stream)
         for name, st in self._staging.items():
             st.copy(pa if name == "A" else pb)
-        staged = {name: (st.buffer.ptr, st.pitch) for name, st in self._staging.items()}
+        staged = {name: (st.ptr, st.pitch) for name, st in self._staging.items()}
         steps = split_launches(self.rung, self.kernel, pa, pb, pc, m, n, k, alpha, beta,
                                stream=self.stream, narrow_output=self.narrow, split=self.split,
                                workspace=ws, staged=staged)
