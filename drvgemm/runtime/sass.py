@@ -172,11 +172,10 @@ _INSTR = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s*(.*?)\s*;")
 _SECTION = re.compile(r"^//-+ (\S+)\s+-+$")
 
 
-def sass_digest(sass_text: str, entry: str | None = None) -> str:
-    """Digest of the instructions of one entry's .text section (all of them
-    when ``entry`` is None): a cubin of a multi-kernel file holds every kernel.
-    The SASS manifest (tests/sass_manifest.py) and the bench records'
-    ``sass_hash`` are this digest."""
+def entry_instructions(sass_text: str, entry: str | None = None) -> list[str]:
+    """The instruction texts of one entry's .text section (all of them when
+    ``entry`` is None), addresses left out: a cubin of a multi-kernel file
+    holds every kernel."""
     body, section = [], None
     for line in sass_text.splitlines():
         s = _SECTION.match(line)
@@ -188,6 +187,14 @@ def sass_digest(sass_text: str, entry: str | None = None) -> str:
             body.append(m.group(1))
     if not body:
         raise ValueError(f"no instructions for entry {entry!r}")
+    return body
+
+
+def sass_digest(sass_text: str, entry: str | None = None) -> str:
+    """Digest of one entry's instructions (see entry_instructions). The SASS
+    manifest (tests/sass_manifest.py) and the bench records' ``sass_hash``
+    are this digest."""
+    body = entry_instructions(sass_text, entry)
     return hashlib.sha256("\n".join(body).encode()).hexdigest()[:16]
 
 
