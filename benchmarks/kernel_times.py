@@ -57,9 +57,9 @@ def workload(shapes):
 
 def drvgemm_kernels() -> set:
     """Entry names of every kernel gemm() may launch (the rest is torch's)."""
-    from drvgemm.ladders.gemm import hopper
+    from drvgemm.ladders.gemm import split_k
     from drvgemm.ladders.gemm.registry import RUNGS
-    return {r.entry for r in RUNGS} | set(hopper.REDUCE_ENTRIES.values()) | \
+    return {r.entry for r in RUNGS} | set(split_k.REDUCE_ENTRIES.values()) | \
         {"scale_c", "scale_c_bf16", "scale_c_fp16"}
 
 

@@ -45,7 +45,7 @@ PROFILE_TOLERANCE = 8
 
 def instantiations():
     """(key, source, entry, defines, arch) of every registered instantiation."""
-    from drvgemm.ladders.gemm import hopper
+    from drvgemm.ladders.gemm import split_k
     from drvgemm.ladders.gemm.registry import RUNGS
     from drvgemm.ladders.memory import registry as memory
     from drvgemm.ladders.softmax import registry as softmax
@@ -82,9 +82,8 @@ def instantiations():
         out.append((f"memory/{mk.name}/sm_90", mk.source, mk.entry, mk.defines or None, "sm_90"))
     for e in ("scale_c", "scale_c_bf16", "scale_c_fp16"):
         out.append((f"helper/{e}/sm_90", "scale.cu", e, None, "sm_90"))
-    for e in hopper.REDUCE_ENTRIES.values():   # rung 20's split-K reduction
-        out.append((f"helper/{e}/{hopper.REDUCE_ARCH}", "split_reduce.cu", e, None,
-                    hopper.REDUCE_ARCH))
+    for e in split_k.REDUCE_ENTRIES.values():   # the split-K reduction (rungs 08, 20)
+        out.append((f"helper/{e}/sm_90", "split_reduce.cu", e, None, "sm_90"))
     return out
 
 

@@ -59,6 +59,13 @@ def gpu(monkeypatch):
     monkeypatch.setattr(dispatch, "rung_kernel", rung_kernel)
     monkeypatch.setattr(dispatch, "launch", fake_launch)
     monkeypatch.setattr(dispatch._Workspace, "ensure", ensure)
+    # the split-K reduction (rungs 08 and 20) compiles through split_k and sizes
+    # its grid by the device's SMs
+    from runtime_fakes import H200
+    from drvgemm.ladders.gemm import split_k
+    monkeypatch.setattr(driver, "device", lambda *a: H200)
+    monkeypatch.setattr(split_k, "compile_kernel", lambda src, entry, **k: f"fake:{entry}")
+    monkeypatch.setattr(split_k, "_reduce_kernels", {})
     dispatch.clear_plan_cache()
     yield launches
     dispatch.clear_plan_cache()
@@ -254,11 +261,8 @@ def tma(gpu, monkeypatch):
         def __call__(self, address):
             return self.at(address).param_bytes
 
-    monkeypatch.setattr(driver, "device", lambda *a: H200)
     monkeypatch.setattr(tensormap.TensorMap, "_encode", encode)
     monkeypatch.setattr(hopper, "MapEncoder", Encoder)
-    monkeypatch.setattr(hopper, "compile_kernel", lambda src, entry, **k: f"fake:{entry}")
-    monkeypatch.setattr(hopper, "_reduce_kernels", {})
     tensormap._MAP_CACHE.clear()
     yield gpu
     tensormap._MAP_CACHE.clear()

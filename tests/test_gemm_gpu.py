@@ -419,6 +419,76 @@ def test_fifty_launches_give_identical_bits(gpu, name, shape):
 
 
 # ---------------------------------------------------------------------------
+# split-K of the plain (SIMT) rungs: every split count through the rung's own
+# launches, the workspace poisoned with NaN (a slice left unwritten reaches C)
+# and guarded, C guarded; aligned and unaligned instantiations
+# ---------------------------------------------------------------------------
+SPLIT_PLAIN = [r.name for r in RUNGS if r.host == "" and r.has_split_k_build]
+WS_GUARD = 1024
+
+
+def run_plain_split(r, a, b, c_init, alpha, beta, split, label):
+    from drvgemm.ladders.gemm.registry import rung_kernel
+    from drvgemm.runtime.launch import launch
+    m, k = a.shape
+    n = b.shape[1]
+    A, B = drvgemm.to_device(a), drvgemm.to_device(b)
+    C = Guarded((m, n), np.float32, tile_rows=r.tile_m)
+    if beta != 0:
+        C.fill(c_init)
+    floats = r.workspace_bytes(m, n, split) // 4
+    ws_host = np.full(floats + WS_GUARD, np.nan, np.float32)
+    ws_host.view(np.uint32)[floats:] = 0xA5A5A5A5
+    ws_buf = drvgemm.to_device(ws_host)
+    aligned = r.host_side.aligned(r, m, n, k, A.ptr, B.ptr, C.view.ptr)
+    pieces = min(split, -(-k // int(r.defines["BK"])))
+    assert r.host_side.split_k_build(r, k, split) == (pieces > 1)
+    kernel = rung_kernel(r, aligned, split_k=pieces > 1)
+    steps = r.launches(kernel, A, B, C.view, m, n, k, alpha, beta, split=split,
+                       workspace=ws_buf.ptr)
+    assert len(steps) == (2 if pieces > 1 else 1) and (pieces == 1 or steps[0][1].grid[2] == pieces)
+    for kern, cfg in steps:
+        launch(kern, cfg.grid, cfg.block, cfg.args, smem=cfg.smem)
+    driver.synchronize()
+    tail = ws_buf.to_host().view(np.uint32)[floats:]
+    assert np.all(tail == 0xA5A5A5A5), f"{label}: wrote past the workspace"
+    C.check(label)
+    return C.view.to_host()
+
+
+@pytest.mark.parametrize("name", SPLIT_PLAIN)
+def test_plain_split_k_every_split_count(gpu, name):
+    """Each registered split count: edge tiles on both sides, K not a multiple
+    of BK (pieces of unequal length, the partial k-tile in piece 0), both
+    instantiations (K and N multiples of 4 or not); beta = 0 with NaN in C
+    and beta != 0; exact integers, then random data against the bound."""
+    r = need(gpu, name)
+    for m, n, k in ((r.tile_m + 1, 2 * r.tile_n - 1, 1001), (r.tile_m - 3, r.tile_n + 4, 2052)):
+        for split in r.splits[1:]:
+            for beta, mode in ((0.0, "exact"), (0.5, "random")):
+                a, b, c0 = inputs(r.precision, m, n, k, split + m, mode)
+                alpha = 2.0 if mode == "exact" else -0.75
+                label = f"{name} {m}x{n}x{k} split={split} beta={beta} {mode}"
+                out = run_plain_split(r, a, b, c0, alpha, beta, split, label)
+                check(out, a, b, c0, alpha, beta, precision=r.precision, mode=mode, label=label)
+
+
+@pytest.mark.parametrize("name", SPLIT_PLAIN)
+def test_plain_split_k_few_k_tiles_and_determinism(gpu, name):
+    """K of fewer k-tiles than the split asked (clamped to one piece per
+    k-tile), K = 1; and two runs of one split give the same bits."""
+    r = need(gpu, name)
+    for k in (1, 7, 9, 24):
+        a, b, c0 = inputs(r.precision, 70, 90, k, k, "exact")
+        out = run_plain_split(r, a, b, c0, 1.0, 0.0, 64, f"{name} K={k} split=64")
+        check(out, a, b, c0, 1.0, 0.0, precision=r.precision, mode="exact", label=f"K={k}")
+    a, b, c0 = inputs(r.precision, 300, 260, 5000, 3, "random")
+    first = run_plain_split(r, a, b, c0, 0.75, 0.5, 12, f"{name} split=12 (1)")
+    second = run_plain_split(r, a, b, c0, 0.75, 0.5, 12, f"{name} split=12 (2)")
+    assert np.array_equal(first.view(np.uint32), second.view(np.uint32)), f"{name}: runs differ"
+    check(first, a, b, c0, 0.75, 0.5, precision=r.precision, mode="random", label=f"{name} split=12")
+
+
 def test_auto_picks_a_rung_per_precision(gpu):
     a = np.ones((33, 17), np.float32)
     b = np.ones((17, 9), np.float32)

@@ -347,6 +347,57 @@ def test_tall_m_is_split_into_launches_of_at_most_65535_tile_rows():
                             pc + MAX_GRID_Y * r16.tile_m * 8 * 2, 1)
 
 
+def test_plain_split_k_launches(monkeypatch):
+    """Rung 08's split-K on the plain host: the split build on a grid of
+    pieces writing partials (alpha 1, beta 0) into the workspace, then the
+    reduction with the caller's alpha and beta into C; the count clamped to
+    the k-tiles; the unsplit build refused for pieces and the split build for
+    one piece; a missing workspace and a too-tall split grid refused."""
+    from runtime_fakes import H200
+    from drvgemm.ladders.gemm import split_k
+    from drvgemm.ladders.gemm.host import MAX_GRID_Y
+    from drvgemm.ladders.gemm.registry import by_name
+    monkeypatch.setattr(driver, "device", lambda *a: H200)
+    monkeypatch.setattr(split_k, "reduce_kernel", lambda out="fp32": f"reduce:{out}")
+
+    class Build(str):
+        split_k = True
+    split_build, unsplit = Build("split"), "unsplit"
+    monkeypatch.setattr(split_k, "_split_build", lambda r, aligned, narrow: split_build)
+    r = by_name()["08_warp_tiled"]
+    assert r.has_split_k_build and r.host_side.workspace_bytes(r, 300, 260, 4) == \
+        4 * 4 * split_k.split_stride(300, 260)
+    pa, pb, pc, pw = 0x7f0000000000, 0x7f1000000000, 0x7f2000000000, 0x7f3000000000
+    a, b, c = (DeviceArray((1,), np.float32, ptr=p, owner=False) for p in (pa, pb, pc))
+    (k1, part), (k2, red) = r.launches(split_build, a, b, c, 300, 260, 1001, 2.0, 0.5,
+                                       split=8, workspace=pw)
+    assert k1 is split_build and k2 == "reduce:fp32"
+    assert part.grid == r.grid(300, 260)[:2] + (8,) and part.block == tuple(r.block)
+    assert part.args == (a, b, pw, 300, 260, 1001, 1.0, 0.0)
+    assert red.args == (pw, c, 300 * 260, split_k.split_stride(300, 260), 8, 2.0, 0.5)
+    # the unsplit build passed for pieces: the split build is compiled instead
+    (k1, _), _ = r.launches(unsplit, a, b, c, 300, 260, 1001, 1.0, 0.0, split=8, workspace=pw)
+    assert k1 is split_build
+    # 12 pieces asked of K = 17 (3 k-tiles of 8): 3
+    (_, part), (_, red) = r.launches(split_build, a, b, c, 300, 260, 17, 1.0, 0.0, split=12,
+                                     workspace=pw)
+    assert part.grid[2] == 3 and red.args[4] == 3
+    assert r.host_side.split_counts(r, 300, 260, 17) == (1,)   # 3 k-tiles: no piece of 8
+    assert r.host_side.split_counts(r, 300, 260, 200) == (1, 2, 3)   # 25 k-tiles
+    # one k-tile: K in one piece, by the unsplit build only
+    (kern, cfg), = r.launches(unsplit, a, b, c, 300, 260, 8, 1.0, 0.0, split=4, workspace=pw)
+    assert kern == "unsplit" and cfg.args[2] is c
+    with pytest.raises(ValueError, match="SPLIT_K=0 build"):
+        r.launches(split_build, a, b, c, 300, 260, 8, 1.0, 0.0, split=4, workspace=pw)
+    with pytest.raises(ValueError, match="workspace"):
+        r.launches(split_build, a, b, c, 300, 260, 1001, 1.0, 0.0, split=4)
+    with pytest.raises(ValueError, match="split 1 takes any M"):
+        r.launches(split_build, a, b, c, (MAX_GRID_Y + 1) * r.tile_m, 8, 1001, 1.0, 0.0,
+                   split=2, workspace=pw)
+    with pytest.raises(ValueError, match="does not split K"):
+        by_name()["01_naive"].launches(unsplit, a, b, c, 8, 8, 64, 1.0, 0.0, split=2)
+
+
 # ---------------------------------------------------------------------------
 # gemm() / softmax() with host operands and a stream: every copy on that
 # stream, and only that stream waited for (defect 2), on the stand-in driver

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from drvgemm.ladders.gemm import hopper
+from drvgemm.ladders.gemm import hopper, split_k
 from drvgemm.runtime import tensormap
 from drvgemm.runtime.compiler import compile_binary, parse_resources
 from drvgemm.runtime.errors import CudaError
@@ -681,7 +681,7 @@ def test_split_k_schedule_covers_every_tile_and_k_tile_once(m, n, k, name, clust
     for ty in range(tiles_y):
         for tx in range(tiles_x):
             ranges = [seen[(ty * geo.tile_y, tx * geo.tile_x, sp)] for sp in range(s)]
-            assert ranges == hopper.split_ranges(kt, s)
+            assert ranges == split_k.split_ranges(kt, s)
             assert ranges[0][0] == 0 and ranges[-1][1] == kt
             assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
             lengths = [b - a for a, b in ranges]
@@ -694,7 +694,7 @@ def test_split_ranges_of_long_k_fit_64_bit_arithmetic():
     """split * KT passes 2^31 for a long K with many splits: the kernel
     computes it in 64 bits; the ranges stay exact."""
     kt = (2**31 - 1) // 64 + 1
-    r = hopper.split_ranges(kt, 128)
+    r = split_k.split_ranges(kt, 128)
     assert r[0][0] == 0 and r[-1][1] == kt and all(a[1] == b[0] for a, b in zip(r, r[1:]))
     assert 127 * kt > 2**31
 
@@ -708,7 +708,7 @@ def test_workspace_sizes(m, n, split, stride):
     if split == 1:
         assert got == 0
         return
-    assert hopper.split_stride(m, n) == stride
+    assert split_k.split_stride(m, n) == stride
     assert stride >= m * n and stride % 64 == 0 and stride - m * n < 64
     assert got == 4 * split * stride
     # every slice starts 256-byte aligned
@@ -755,16 +755,16 @@ def test_launches_split_k(fake_driver, name, narrow):
     split_build = rung_kernel(r, True, "sm_90a", narrow_output=narrow, split_k=True)
     assert split_build is not kernel and split_build.split_k and not kernel.split_k
     assert split_build.resources.registers == 168 and split_build.resources.spill_stores == 0
-    assert hopper.split_kernel(r, kernel, narrow) is split_build
-    assert hopper.split_kernel(r, split_build, narrow) is split_build
+    assert split_k.split_kernel(r, kernel, narrow_output=narrow) is split_build
+    assert split_k.split_kernel(r, split_build, narrow_output=narrow) is split_build
     for split in (2, 3, 8, 128):
         steps = r.launches(kernel, pa, pb, pc, m, n, k, 1.5, 0.5, narrow_output=narrow,
                            split=split, workspace=ws)
         s = min(split, hopper.k_tiles(geo, k))
         (k1, main), (k2, red) = steps
-        assert k1 is split_build and k2.entry == hopper.REDUCE_ENTRIES[
+        assert k1 is split_build and k2.entry == split_k.REDUCE_ENTRIES[
             r.precision if narrow else "fp32"]
-        stride = hopper.split_stride(m, n)
+        stride = split_k.split_stride(m, n)
         assert list(main.args[3:]) == [pc, m, n, k, 1.5, 0.5, ws, stride, s]
         units = tiles * s
         rounds = -(-units // 132)
@@ -828,8 +828,8 @@ def test_reduce_kernel(out):
     """split_reduce.cu: no local memory, 16-byte loads of the partials,
     16-byte (fp32) or 8-byte (16-bit) stores of C, 16-bit results rounded
     to nearest even (F2FP), no atomics (a fixed order of summation)."""
-    k = hopper.reduce_kernel(out)
-    assert k is hopper.reduce_kernel(out)          # cached
+    k = split_k.reduce_kernel(out)
+    assert k is split_k.reduce_kernel(out)          # cached
     res = k.resources
     assert res.spill_stores == 0 and res.spill_loads == 0 and res.stack == 0, k.log
     assert [p.ptx_type for p in k.params] == ["u64", "u64", "u64", "u64", "u32", "f32", "f32"]
@@ -839,7 +839,7 @@ def test_reduce_kernel(out):
     assert ("F2FP" in sass) == (out != "fp32")
     assert "ATOM" not in sass and "RED." not in sass
     with pytest.raises(ValueError, match="fp32, bf16 or fp16"):
-        hopper.reduce_kernel("tf32")
+        split_k.reduce_kernel("tf32")
 
 
 def emulate_reduce(partials, c, count, stride, splits, alpha, beta):
@@ -863,7 +863,7 @@ def test_reduce_layout_emulated():
     s of element (r, c) at s * stride + r * N + c; every element of C gets
     the sum of its S partials, none outside is touched."""
     m, n, s = 37, 29, 5
-    stride = hopper.split_stride(m, n)
+    stride = split_k.split_stride(m, n)
     rng = np.random.default_rng(1)
     parts = rng.integers(-50, 50, (s, m, n)).astype(np.float32)
     ws = np.full(s * stride, np.nan, np.float32)

@@ -26,6 +26,13 @@
 // - __launch_bounds__(THREADS, MIN_BLOCKS) caps registers so MIN_BLOCKS
 //   blocks fit on an SM (2 x 256 threads at <= 128 registers by default).
 // Tile constants are -D defines: benchmarks/autotune_warp_tiled.py sweeps them.
+//
+// Split-K (SPLIT_K=1, a build of its own): blockIdx.z is the piece of K, one
+// of gridDim.z; piece z takes k-tiles [z * KT / S, (z + 1) * KT / S) of the
+// KT = ceil(K / BK) (drvgemm/ladders/gemm/split_k.py: split_ranges), and
+// writes its raw fp32 partial product to slice z of the workspace passed as
+// C (slices M * N rounded up to 64 floats apart); alpha and beta are applied
+// by the reduction (cu/gemm/split_reduce.cu), which adds the slices in order.
 #include "simt_common.cuh"
 
 #ifndef BM
@@ -63,6 +70,10 @@
 // KT_UNROLL: k-tiles per main-loop trip: 1, or 2 (constant buffer addresses)
 #ifndef KT_UNROLL
 #error "KT_UNROLL must be defined (the registry passes it)"
+#endif
+// SPLIT_K: 1 the split-K build (above), 0 K in one piece
+#ifndef SPLIT_K
+#error "SPLIT_K must be defined (the registry passes it)"
 #endif
 
 constexpr int WARPS_M = BM / WM, WARPS_N = BN / WN;
@@ -110,8 +121,19 @@ gemm_warp_tiled(const float* __restrict__ A, const float* __restrict__ B, float*
     // and only its k < 0 part is out of range. Every later tile is full, so
     // the main loop's guards are the row/column checks alone: loop-invariant
     // predicates, and out-of-range staging registers simply stay zero.
+#if SPLIT_K
+    // This piece's k-tiles of the whole K's; only piece 0 holds the partial one.
+    const int kt_all = (K + BK - 1) / BK;
+    const int kt0 = (int)((long long)blockIdx.z * kt_all / gridDim.z);
+    const int ktiles = (int)((long long)(blockIdx.z + 1) * kt_all / gridDim.z) - kt0;
+    const int k_first = K - kt_all * BK + kt0 * BK;
+    C += (size_t)blockIdx.z * (((size_t)M * N + 63) / 64 * 64);
+    alpha = 1.0f;
+    beta = 0.0f;
+#else
     const int ktiles = (K + BK - 1) / BK;
     const int k_first = K - ktiles * BK;  // first k of tile 0, in (-BK, 0]
+#endif
 
     // A: a quad is 4 consecutive k of one row. Consecutive threads take the
     // two quads of a k-pair of one row (one 32-byte sector), then the next

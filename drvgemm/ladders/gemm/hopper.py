@@ -24,13 +24,11 @@ split_stride, splits):
                128 zero bytes, never read.
   partials, split_stride, splits: split-K (below); 0, 0, 1 for K in one piece.
 
-Split-K. With ``splits`` = S > 1 the work units are tiles x S: unit (tile, s)
-accumulates k-tiles [s * KT / S, (s + 1) * KT / S) (KT = ceil(K / k_tile)) and
-writes its raw fp32 partial, an M x N row-major matrix, at partials + s *
-split_stride (split_stride: M * N rounded up to 64 elements, so every slice
-starts 256-byte aligned). A second launch, split_reduce.cu, sums the S slices
-in split order, applies alpha and beta and writes C in its type: the same
-bits on every run. S is clamped to KT (a piece of K is at least one k-tile).
+Split-K (the workspace layout and the reduction: split_k.py). With
+``splits`` = S > 1 the work units are tiles x S: unit (tile, s) accumulates
+the k-tiles split_ranges(KT, S)[s] (KT = ceil(K / k_tile)) into slice s of
+the workspace; the reduction writes C. S is clamped to KT (a piece of K is at
+least one k-tile).
 A or B that the copy engine cannot describe as it is (K or N not a multiple
 of 8 for 16-bit types, of 4 for fp32, or a misaligned base) is first copied
 into a runtime.tensormap.PaddedCopy on the launch's stream.
@@ -40,18 +38,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...runtime import driver
-from ...runtime.kernel import compile as compile_kernel
 from ...runtime.launch import LaunchConfig
 from .host import Binding, PlainHost
+from .split_k import (reduce_kernel, reduce_launch_config, split_kernel, split_stride,
+                      split_workspace_bytes)
 from ...runtime.tensormap import (UNUSED_MAP, MapEncoder, PaddedCopy, StagingBuffer, TensorMap,
                                  cached_matrix_map, matrix_map, needs_staging, padded_pitch)
 
 __all__ = ["Geometry", "geometry", "wgmma_smem_bytes", "wgmma_work_units",
            "wgmma_grid_blocks", "c_map_usable", "check_register_budget",
            "wgmma_gemm_launch_config", "TmaWgmmaHost", "TMA_WGMMA", "ELEM_BYTES", "SPLITS",
-           "k_tiles", "split_ranges", "split_stride", "split_workspace_bytes",
-           "effective_splits", "split_kernel", "reduce_kernel", "reduce_launch_config", "split_launches",
-           "REDUCE_ENTRIES", "TmaBinding", "KEEP_STAGING_BYTES"]
+           "k_tiles", "effective_splits", "split_launches", "TmaBinding",
+           "KEEP_STAGING_BYTES"]
 
 ELEM_BYTES = {"bf16": 2, "fp16": 2, "tf32": 4}
 SWIZZLE_LINE = 128    # bytes: one 128-byte swizzled line per row of a box
@@ -65,8 +63,6 @@ ALIGN_SLACK = 1024    # the ring starts on a 1024-byte boundary (the swizzle rep
 # up to 128 pieces, for a product of one or two tiles with a long K (128 x 128 x 65536
 # is one tile: 1024 k-tiles, 8 per piece at S = 128).
 SPLITS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
-SLICE_ALIGN = 64      # elements: each split's slice of the workspace starts 256-byte aligned
-REDUCE_THREADS = 256  # split_reduce.cu: four elements of C per thread
 
 
 @dataclass(frozen=True)
@@ -139,25 +135,6 @@ def effective_splits(geo: Geometry, k: int, split: int) -> int:
     """The pieces K is cut into for a requested ``split``: at most one per
     k-tile (a piece of K smaller than a k-tile would only add zeros)."""
     return max(1, min(int(split), k_tiles(geo, k)))
-
-
-def split_ranges(kt: int, splits: int) -> list:
-    """The k-tiles [kt0, kt1) of each piece, as the kernel's unit_work computes
-    them: together they cover [0, kt) once, and differ in length by at most one."""
-    return [(s * kt // splits, (s + 1) * kt // splits) for s in range(splits)]
-
-
-def split_stride(m: int, n: int) -> int:
-    """Elements between two splits' partials in the workspace: M * N rounded
-    up to SLICE_ALIGN, so each slice starts 256-byte aligned (16 bytes are what
-    the reduction's vector loads need)."""
-    return -(-(int(m) * int(n)) // SLICE_ALIGN) * SLICE_ALIGN
-
-
-def split_workspace_bytes(m: int, n: int, split: int) -> int:
-    """Device scratch for ``split`` pieces of K: S fp32 partials of M x N
-    (none for split 1). Enough for any K: the kernel may use fewer pieces."""
-    return 0 if int(split) <= 1 else 4 * int(split) * split_stride(m, n)
 
 
 def wgmma_work_units(geo: Geometry, m: int, n: int, cluster: int, splits: int = 1) -> int:
@@ -358,54 +335,6 @@ def wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, *, stream=None
     }
 
 
-_reduce_kernels: dict = {}
-# C's type -> the entry of split_reduce.cu that writes it
-REDUCE_ENTRIES = {"fp32": "split_reduce_f32", "bf16": "split_reduce_bf16",
-                  "fp16": "split_reduce_fp16"}
-REDUCE_ARCH = "sm_90a"   # built for the architecture of the rung it follows
-
-
-def reduce_kernel(out: str = "fp32", arch: str = REDUCE_ARCH):
-    """The compiled split-K reduction writing a C of ``out`` ("fp32", "bf16"
-    or "fp16"), cached per process."""
-    entry = REDUCE_ENTRIES.get(out)
-    if entry is None:
-        raise ValueError(f"the split-K reduction writes fp32, bf16 or fp16, not {out!r}")
-    key = (entry, arch)
-    k = _reduce_kernels.get(key)
-    if k is None:
-        k = _reduce_kernels[key] = compile_kernel("split_reduce.cu", entry, arch=arch)
-    return k
-
-
-def reduce_launch_config(partials, c, m, n, splits, alpha, beta) -> LaunchConfig:
-    """The launch of split_reduce.cu over an M x N C from ``splits`` partials:
-    four elements per thread, at most 8 blocks of 256 threads per SM (a
-    grid-stride loop does the rest)."""
-    count = int(m) * int(n)
-    groups = -(-count // 4)
-    blocks = max(1, min(-(-groups // REDUCE_THREADS), 8 * driver.device().sm_count))
-    return LaunchConfig((blocks, 1, 1), (REDUCE_THREADS, 1, 1), 0,
-                        (partials, c, count, split_stride(m, n), int(splits), float(alpha),
-                         float(beta)))
-
-
-def split_kernel(rung, kernel, narrow_output=False):
-    """The instantiation that runs K in more than one piece: ``kernel`` when it
-    is the split-K build (SPLIT_K=1, registry.rung_kernel(..., split_k=True)),
-    else that build, compiled (cached). The SPLIT_K=0 build launched with
-    splits > 1 would ignore them and write C: it is never used for that."""
-    if getattr(kernel, "split_k", False):
-        return kernel
-    return _split_build(rung, narrow_output)
-
-
-def _split_build(rung, narrow_output):
-    """registry.rung_kernel(rung, True, narrow_output=..., split_k=True): the
-    registry (which imports this module) installs it on import."""
-    raise RuntimeError("drvgemm.ladders.gemm.registry is not imported")
-
-
 def split_launches(rung, kernel, a, b, c, m, n, k, alpha, beta, *, stream=None,
                    narrow_output=False, split=1, workspace=0, clamp=True, staged=None) -> list:
     """The launches of one product with K in ``split`` pieces, in stream
@@ -422,7 +351,7 @@ def split_launches(rung, kernel, a, b, c, m, n, k, alpha, beta, *, stream=None,
                             cfg["cluster"], tuple(cfg["keepalive"]))
 
     if s > 1:
-        kernel = split_kernel(rung, kernel, narrow_output)
+        kernel = split_kernel(rung, kernel, narrow_output=narrow_output)
     main = wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, stream=stream,
                                     narrow_output=narrow_output, kernel=kernel, splits=s,
                                     partials=workspace, staged=staged)
@@ -517,6 +446,11 @@ class TmaWgmmaHost(PlainHost):
 
     def aligned(self, rung, m, n, k, pa, pb, pc) -> bool:
         return True
+
+    def split_counts(self, rung, m, n, k) -> tuple:
+        """The entry's ``splits`` up to K (launches clamp a count to the
+        k-tiles; the model prices each piece's fixed cost)."""
+        return tuple(s for s in rung.splits if s == 1 or s <= k)
 
     def launch_config(self, rung, kernel, a, b, c, m, n, k, alpha, beta, *, stream=None,
                       narrow_output=False) -> LaunchConfig:

@@ -8,10 +8,15 @@ from __future__ import annotations
 
 from ...runtime import driver, dtypes
 from ...runtime.launch import LaunchConfig
+from . import split_k
 
 # The grid's y (and z) dimension holds at most 65535 blocks on every CUDA
 # device; the plain kernels read blockIdx.y as the tile row of C.
 MAX_GRID_Y = 65535
+# A piece of a split K runs at least this many k-tiles: the SIMT main loop
+# double-buffers, so a shorter piece is all pipeline fill and epilogue, which
+# the model's figures (fitted on long K) do not price.
+MIN_PIECE_K_TILES = 8
 
 
 class Binding:
@@ -60,18 +65,25 @@ class PlainHost:
 
     def split_counts(self, rung, m, n, k) -> tuple:
         """The split-K counts worth ranking for this shape: the entry's
-        ``splits`` that leave every piece at least one element of K."""
-        return tuple(s for s in rung.splits if s == 1 or s <= k)
+        ``splits`` that leave every piece at least MIN_PIECE_K_TILES k-tiles
+        (BK) of K."""
+        kt = self.k_tiles(rung, k)
+        return tuple(s for s in rung.splits if s == 1 or s * MIN_PIECE_K_TILES <= kt)
+
+    @staticmethod
+    def k_tiles(rung, k) -> int:
+        return -(-int(k) // int(rung.defines.get("BK", 1)))
 
     def workspace_bytes(self, rung, m, n, split) -> int:
-        """Device scratch that ``launches`` needs for a split of K (0: none)."""
-        return 0
+        """Device scratch that ``launches`` needs for a split of K (0: none):
+        S fp32 partials of M x N (split_k.py)."""
+        return split_k.split_workspace_bytes(m, n, split) if rung.has_split_k_build else 0
 
     def split_k_build(self, rung, k, split) -> bool:
         """Whether ``launches`` for this split of K runs the rung's separate
         split-K instantiation (rung_kernel(..., split_k=True)); False: the
         kernel of one piece, the one passed in."""
-        return False
+        return rung.has_split_k_build and min(int(split), self.k_tiles(rung, k)) > 1
 
     def binding(self, rung, kernel, m, n, k, *, stream=0, narrow_output=False,
                 split=1) -> Binding:
@@ -85,8 +97,15 @@ class PlainHost:
         LaunchConfig) pairs: one for an unsplit K. A host side that can split
         K (``rung.splits``) returns the partial products and their
         deterministic reduction, using ``workspace`` (``workspace_bytes``)."""
-        if split != 1:
+        if split != 1 and not rung.has_split_k_build:
             raise ValueError(f"{rung.name} does not split K (splits {rung.splits})")
+        s = max(1, min(int(split), self.k_tiles(rung, k)))
+        if s > 1:
+            return self.split_launches(rung, kernel, a, b, c, m, n, k, alpha, beta, s,
+                                       workspace, narrow_output)
+        if getattr(kernel, "split_k", False):
+            raise ValueError(f"{rung.name}: K in one piece runs the SPLIT_K=0 build "
+                             "(the split-K build writes a partial product, not C)")
         cfg = self.launch_config(rung, kernel, a, b, c, m, n, k, alpha, beta,
                                  stream=stream, narrow_output=narrow_output)
         if cfg.grid[1] <= MAX_GRID_Y:
@@ -94,6 +113,27 @@ class PlainHost:
         return [(kernel, self.launch_config(rung, kernel, pa, b, pc, rows, n, k, alpha, beta,
                                             stream=stream, narrow_output=narrow_output))
                 for pa, pc, rows in self.row_blocks(rung, a, c, m, n, k, narrow_output)]
+
+    def split_launches(self, rung, kernel, a, b, c, m, n, k, alpha, beta, s, workspace,
+                       narrow_output=False) -> list:
+        """K in ``s`` > 1 pieces (at most one per k-tile): the split-K build on
+        a grid of s layers into ``workspace``, then the reduction into C."""
+        if workspace is None or (isinstance(workspace, int) and workspace == 0):
+            raise ValueError(f"{rung.name} split {s}: a workspace of "
+                             f"{self.workspace_bytes(rung, m, n, s)} bytes is needed")
+        gx, gy, _ = rung.grid(m, n)
+        if gy > MAX_GRID_Y:
+            raise ValueError(f"{rung.name}: {m} rows are {gy} tiles, more than a split-K "
+                             f"grid holds ({MAX_GRID_Y}); split 1 takes any M")
+        pa, pb, pc = (driver.device_pointer(x, w) for x, w in ((a, "A"), (b, "B"), (c, "C")))
+        kern = split_k.split_kernel(rung, kernel, aligned=self.aligned(rung, m, n, k, pa, pb, pc),
+                                    narrow_output=narrow_output)
+        partial = LaunchConfig((gx, gy, s), tuple(rung.block), rung.smem,
+                               (a, b, workspace, m, n, k, 1.0, 0.0))
+        out = rung.precision if narrow_output else "fp32"
+        return [(kern, partial),
+                (split_k.reduce_kernel(out),
+                 split_k.reduce_launch_config(workspace, c, m, n, s, alpha, beta))]
 
     def row_blocks(self, rung, a, c, m, n, k, narrow_output=False) -> list:
         """M too tall for one grid (more than 65535 tiles of tile_m rows):

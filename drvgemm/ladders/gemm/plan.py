@@ -197,6 +197,22 @@ def _predict(r: Rung, split: int, aligned: bool, m, n, k, precision, out_bytes,
                       beta_reads_c=beta_reads_c)
 
 
+# A plain (SIMT) rung splits K only where its tiles fill fewer than this many
+# waves: there split-K fills the GPU; beyond, it only trims the last wave's
+# tail, a gain the model cannot tell from its own error (the SIMT figures
+# carry no per-piece cost: pipeline fill, a partial tile's epilogue).
+PLAIN_SPLIT_MAX_WAVES = 2
+
+
+def _split_counts(r: Rung, m, n, k, t: Target) -> tuple:
+    counts = r.host_side.split_counts(r, m, n, k)
+    if r.host == "":
+        g = r.grid(m, n)
+        if g[0] * g[1] >= PLAIN_SPLIT_MAX_WAVES * t.sm_count * blocks_per_sm(r, t):
+            return (1,)
+    return counts
+
+
 def candidates(precision: str, narrow_output: bool, t: Target, m: int = 1) -> list[Rung]:
     """The entries kernel="auto" ranks for this math precision and C type.
     precision="tf32" permits TF32 without asking for it: the fp32 entries
@@ -314,7 +330,7 @@ def choose(m: int, n: int, k: int, precision: str, *, out: str = "fp32",
     for r in rungs:
         host = r.host_side
         aligned = host.aligned(r, m, n, k, pa, pb, pc)
-        for s in (host.split_counts(r, m, n, k) if k > 0 else (1,)):
+        for s in (_split_counts(r, m, n, k, t) if k > 0 else (1,)):
             p = _predict(r, s, aligned, m, n, k, precision, out_bytes, beta_reads_c, t,
                          residues)
             options.append(Option(r, s, aligned, p, family_of(r)))

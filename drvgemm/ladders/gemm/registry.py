@@ -31,11 +31,14 @@ from dataclasses import dataclass, field
 
 from ...runtime.kernel import Kernel, compile
 from ...runtime.launch import LaunchConfig
-from . import hopper, small_m
+from . import hopper, small_m, split_k
 from .host import PlainHost
 
 
 PLAIN = PlainHost()
+# The split-K counts of the fp32 SIMT top rung (08): few tiles and a long K
+# (1024 x 1024 x 32768 is 64 tiles of 128 x 128, 256 of 64 x 64, on 132 SMs).
+SIMT_SPLITS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 # Rung.host (a name, so that an entry stays plain data) -> its host side.
 HOSTS = {"": PLAIN, "tma": hopper.TMA_WGMMA, "small_m": small_m.SMALL_M}
 
@@ -153,13 +156,13 @@ def rung_kernel(r: Rung, aligned: bool, arch=None, *, narrow_output=False,
                                     defines=r.instantiation_defines(aligned, narrow_output,
                                                                     split_k),
                                     arch=arch, options=r.options)
-        k.split_k = bool(split_k)   # hopper.split_launches checks which build it was given
+        k.split_k = bool(split_k)   # split_k.split_kernel checks which build it was given
     return k
 
 
-# hopper.split_kernel compiles the split-K build through the one cache above
-hopper._split_build = lambda r, narrow_output: rung_kernel(r, True, narrow_output=narrow_output,
-                                                           split_k=True)
+# split_k.split_kernel compiles the split-K build through the one cache above
+split_k._split_build = lambda r, aligned, narrow_output: rung_kernel(
+    r, aligned, narrow_output=narrow_output, split_k=True)
 
 
 def _wgmma_rung(precision, elem, *, tile_m, tile_n, vector, summary, STAGES=4, EPILOGUE=0,
@@ -241,8 +244,8 @@ RUNGS: list[Rung] = [
         block=((BM // WM) * (BN // WN) * 32, 1, 1), tile_m=BM, tile_n=BN,
         smem=2 * BK * ((BM + APAD) + BN) * 4,  # two buffers of A^T [BK][BM + APAD], B [BK][BN]
         defines=dict(BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, TM=TM, TN=TN, APAD=APAD,
-                     MIN_BLOCKS=MIN_BLOCKS, KT_UNROLL=KT_UNROLL),
-        vector=4,
+                     MIN_BLOCKS=MIN_BLOCKS, KT_UNROLL=KT_UNROLL, SPLIT_K=0),
+        vector=4, splits=SIMT_SPLITS,
         summary="warp tiles of 4x8 threads, double-buffered fragments, __launch_bounds__"))(),
     # Rung 08 on 64x64 tiles (4 warps of 32x32, 8x4 per thread): four times the
     # blocks of the 128x128 tile for the shapes that leave most SMs idle there
@@ -252,8 +255,8 @@ RUNGS: list[Rung] = [
         precision="fp32", block=((BM // WM) * (BN // WN) * 32, 1, 1), tile_m=BM, tile_n=BN,
         smem=2 * BK * ((BM + APAD) + BN) * 4,
         defines=dict(BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, TM=TM, TN=TN, APAD=APAD,
-                     MIN_BLOCKS=MIN_BLOCKS, KT_UNROLL=KT_UNROLL),
-        vector=4,
+                     MIN_BLOCKS=MIN_BLOCKS, KT_UNROLL=KT_UNROLL, SPLIT_K=0),
+        vector=4, splits=SIMT_SPLITS,
         summary="rung 08 on 64x64 tiles: more blocks for medium shapes"))(),
     # ---- tensor cores: mma.sync / WMMA ----
     # Shared memory is STAGES x (A tile + B tile). Rungs 12-14 share one block
