@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, seed, settings
 
 import drvgemm
 from drvgemm.ladders.gemm import dispatch as ladder
-from drvgemm.ladders.gemm.registry import RUNGS
+from drvgemm.ladders.gemm.registry import RUNGS, SIMT_SPLITS
 from drvgemm.runtime import driver
 from drvgemm.runtime.driver import DeviceArray
 
@@ -458,13 +458,13 @@ def run_plain_split(r, a, b, c_init, alpha, beta, split, label):
 
 @pytest.mark.parametrize("name", SPLIT_PLAIN)
 def test_plain_split_k_every_split_count(gpu, name):
-    """Each registered split count: edge tiles on both sides, K not a multiple
+    """Each split count of registry.SIMT_SPLITS: edge tiles on both sides, K not a multiple
     of BK (pieces of unequal length, the partial k-tile in piece 0), both
     instantiations (K and N multiples of 4 or not); beta = 0 with NaN in C
     and beta != 0; exact integers, then random data against the bound."""
     r = need(gpu, name)
     for m, n, k in ((r.tile_m + 1, 2 * r.tile_n - 1, 1001), (r.tile_m - 3, r.tile_n + 4, 2052)):
-        for split in r.splits[1:]:
+        for split in SIMT_SPLITS[1:]:
             for beta, mode in ((0.0, "exact"), (0.5, "random")):
                 a, b, c0 = inputs(r.precision, m, n, k, split + m, mode)
                 alpha = 2.0 if mode == "exact" else -0.75

@@ -364,7 +364,9 @@ def test_plain_split_k_launches(monkeypatch):
         split_k = True
     split_build, unsplit = Build("split"), "unsplit"
     monkeypatch.setattr(split_k, "_split_build", lambda r, aligned, narrow: split_build)
-    r = by_name()["08_warp_tiled"]
+    import dataclasses
+    from drvgemm.ladders.gemm.registry import SIMT_SPLITS
+    r = dataclasses.replace(by_name()["08_warp_tiled"], splits=SIMT_SPLITS)
     assert r.has_split_k_build and r.host_side.workspace_bytes(r, 300, 260, 4) == \
         4 * 4 * split_k.split_stride(300, 260)
     pa, pb, pc, pw = 0x7f0000000000, 0x7f1000000000, 0x7f2000000000, 0x7f3000000000
