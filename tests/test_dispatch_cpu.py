@@ -183,6 +183,27 @@ def test_model_waves_and_splits():
     assert abs(t.seconds / 2.71043e-3 - 1) < 0.02
 
 
+def test_unkept_staging_is_priced_from_its_measurement():
+    """An operand staged afresh every call (too large to keep) costs what
+    the 67 MB case measured; the dispatcher then keeps tf32 31 x 4097 x 4099
+    (B's rows 16396 bytes) away from the TMA rung it measured 235 us on."""
+    f = gm.FAMILIES["wgmma_tf32_128"]
+    dev = gm.H200_CEILINGS
+    a, b = 31 * 4099 * 4, 4099 * 4097 * 4     # both staged, B too large to keep
+    kept = gm.predict(gm.Candidate(f, 128, 128, split=4, staged_bytes=a + b), 31, 4097, 4099,
+                      in_bytes=4, out_bytes=4, dev=dev)
+    unkept = gm.predict(gm.Candidate(f, 128, 128, split=4, staged_bytes=a + b,
+                                     staged_unkept_bytes=b),
+                        31, 4097, 4099, in_bytes=4, out_bytes=4, dev=dev)
+    assert abs(unkept.seconds / 235e-6 - 1) < 0.05 and kept.seconds < unkept.seconds / 3
+    p = planning.choose(31, 4097, 4099, "tf32", t=planning.target("H200"))
+    assert p.rung.host != "tma", p.describe()
+    # one row short of the threshold: kept, and the TMA rung stays
+    from drvgemm.ladders.gemm import hopper
+    from drvgemm.runtime.tensormap import padded_pitch
+    assert padded_pitch(4097 * 4) * 4099 > hopper.KEEP_STAGING_BYTES
+
+
 def test_other_devices_scale_the_h200_figures():
     h100 = gm.ceilings("NVIDIA H100 80GB HBM3")
     assert h100.name == "H100" and h100.copy_bw < gm.H200_CEILINGS.copy_bw

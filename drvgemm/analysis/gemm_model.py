@@ -181,6 +181,13 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
 # the tiled model
 # ---------------------------------------------------------------------------
 LAUNCH_S = 2.0e-6     # one launch as the GPU sees it (back to back, ANCHORS.md)
+# A staged operand too large for a call signature to keep its own buffer
+# (ladders/gemm/hopper.KEEP_STAGING_BYTES) is allocated, copied and freed on
+# every call, through the checked launch path. Fitted to one H200 point
+# (h200-shapes.json): tf32 31 x 4097 x 4099 (B: 67 MB staged) ran 235 us back to
+# back against 62 us predicted with that copy at copy bandwidth -- the copy,
+# allocation and per-call set-up together at 0.155 of it.
+UNKEPT_STAGING_EFF = 0.155
 
 
 @dataclass(frozen=True)
@@ -193,6 +200,7 @@ class Candidate:
     blocks_per_sm: int = 1   # resident units per SM (occupancy of the instantiation)
     aligned: bool = True
     staged_bytes: int = 0    # bytes copied first (TMA staging of misaligned operands)
+    staged_unkept_bytes: int = 0   # of those, in operands staged afresh on every call
 
 
 @dataclass(frozen=True)
@@ -237,7 +245,10 @@ def predict(c: Candidate, m: int, n: int, k: int, *, in_bytes: int, out_bytes: i
     reduce = 0.0
     if c.split > 1 and c.workspace:
         reduce = 2.0 * c.split * m * n * 4 / dev.copy_bw + LAUNCH_S
-    staging = 2.0 * c.staged_bytes / dev.copy_bw + (LAUNCH_S if c.staged_bytes else 0.0)
+    kept = c.staged_bytes - c.staged_unkept_bytes
+    staging = (2.0 * kept / dev.copy_bw
+               + 2.0 * c.staged_unkept_bytes / (dev.copy_bw * UNKEPT_STAGING_EFF)
+               + (LAUNCH_S if c.staged_bytes else 0.0))
     total = LAUNCH_S + f.fixed_s + max(compute, memory) + reduce + staging
     return Prediction(total, compute, memory, reduce, units, w, units / (w * slots),
                       "operands staged" if c.staged_bytes else "")

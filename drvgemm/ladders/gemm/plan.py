@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from ...analysis import gemm_model as gm
 from ...analysis.devices import CATALOGUE, DeviceSpec, find, for_device_name
 from ...analysis.occupancy import model as occupancy_model
-from ...runtime.tensormap import needs_staging
+from ...runtime.tensormap import needs_staging, padded_pitch
 from . import hopper, small_m
 from .registry import RUNGS, Rung, rung_kernel
 
@@ -182,17 +182,18 @@ def _predict(r: Rung, split: int, aligned: bool, m, n, k, precision, out_bytes,
             p = gm.Prediction(p.seconds + p.memory_s, p.compute_s, 2 * p.memory_s, p.reduce_s,
                               p.units, p.waves, p.wave_fill, p.note + "; unaligned loads")
         return p
-    staged = 0
+    staged = unkept = 0
     if r.host == "tma":
         pa, pb, _ = residues
         es = hopper.ELEM_BYTES[r.precision]
-        if needs_staging(pa, k, es):
-            staged += m * k * es
-        if needs_staging(pb, n, es):
-            staged += k * n * es
+        for ptr, rows, cols in ((pa, m, k), (pb, k, n)):
+            if needs_staging(ptr, cols, es):
+                staged += rows * cols * es
+                if padded_pitch(cols * es) * rows > hopper.KEEP_STAGING_BYTES:
+                    unkept += rows * cols * es
     ws = r.host_side.workspace_bytes(r, m, n, split) > 0
     c = gm.Candidate(gm.FAMILIES[fam], r.tile_m, r.tile_n, split, ws, blocks_per_sm(r, t),
-                     aligned, staged)
+                     aligned, staged, unkept)
     return gm.predict(c, m, n, k, in_bytes=in_bytes, out_bytes=out_bytes, dev=t.ceilings,
                       beta_reads_c=beta_reads_c)
 
