@@ -136,12 +136,16 @@ def sample(key: str) -> tuple[str, dict]:
     return sass_digest(text, b.entry), opcode_profile(text, b.entry)
 
 
-def compute(progress=False) -> tuple[dict, dict]:
+def compute(progress=False, shard=None) -> tuple[dict, dict]:
     """({key: digest} of every instantiation, {key: opcode profile} of the
-    nondeterministic ones)."""
+    nondeterministic ones). ``shard`` = (i, n): only every n-th instantiation
+    from the i-th (the test runs the shards in parallel)."""
     import drvgemm
     table, profiles = {}, {}
-    for key, source, entry, defines, arch in instantiations():
+    todo = instantiations()
+    if shard is not None:
+        todo = todo[shard[0]::shard[1]]
+    for key, source, entry, defines, arch in todo:
         k = drvgemm.compile(source, entry, defines=defines, arch=arch)
         text = sass.disassemble(k.cubin)
         table[key] = sass_digest(text, k.entry)
