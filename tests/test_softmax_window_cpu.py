@@ -492,3 +492,30 @@ def test_row_suite_summary_against_the_targets():
     mb.print_softmax_rows_report(recs, file=buf)
     text = buf.getvalue()
     assert "WRONG RESULT" in text and "below 0.85: 8192x50257" in text
+
+
+def test_torch_baseline_sees_the_rows():
+    """torch.softmax(dim=-1) must get the rows x cols tensor: a bf16 view of
+    the device buffer that came out 1-D made the baseline one row of
+    rows x cols elements (59-109x slower than a softmax along the rows)."""
+    import types
+    from drvgemm.runtime.driver import DeviceArray
+    from drvgemm.tools import memory_bench as mb
+    from drvgemm.ladders.softmax import registry as sm_registry
+    seen = []
+
+    class Tensor:
+        def __init__(self, shape):
+            self.shape = tuple(shape)
+
+        def view(self, dtype):
+            return self
+
+    def as_tensor(obj, device):
+        seen.append(tuple(obj.__cuda_array_interface__["shape"]))
+        return Tensor(seen[-1])
+
+    torch = types.SimpleNamespace(as_tensor=as_tensor, bfloat16="bf16")
+    for precision in ("bf16", "fp32"):
+        x = DeviceArray((3, 5), sm_registry.numpy_dtype(precision), ptr=0x10000, owner=False)
+        assert mb._torch_view(torch, x).shape == (3, 5), precision

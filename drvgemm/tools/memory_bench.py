@@ -408,9 +408,10 @@ def bench_softmax_rows(shapes=SOFTMAX_ROW_SUITE, precisions=("fp32", "bf16"), *,
 
 
 def _torch_view(torch, x):
-    """A torch tensor over the same device memory as DeviceArray x (no copy)."""
+    """A torch tensor over the same device memory as DeviceArray x (no copy),
+    of x's shape (softmax runs along its last axis)."""
     if x.dtype == sm_registry.numpy_dtype("bf16"):
-        u = torch.as_tensor(x.view(np.int16), device="cuda")
+        u = torch.as_tensor(x.view(np.int16, x.shape), device="cuda")
         return u.view(torch.bfloat16)
     return torch.as_tensor(x, device="cuda")
 
