@@ -652,3 +652,80 @@ def test_whole_output_check_catches_a_skipped_row():
     assert math.isnan(softmax_sweep._whole_output_error(y))
     y[3] = 0.0
     assert softmax_sweep._whole_output_error(y) == pytest.approx(1.0)
+
+
+# ---------------------------------------------------------------------------
+# softmax()'s per-call cache for device arrays (the host cost of small shapes)
+# ---------------------------------------------------------------------------
+@pytest.fixture
+def stub_gpu(monkeypatch):
+    """softmax() on a stand-in device: plans are made for the H200 but not
+    compiled, launches are recorded."""
+    from runtime_fakes import H200
+    from drvgemm.runtime import driver
+    from drvgemm.ladders.softmax import dispatch as d
+    launches = []
+    monkeypatch.setattr(driver, "device", lambda *a: H200)
+    monkeypatch.setattr(d, "prepare", lambda p, rows, arch=None: (f"k:{p.rung}", p))
+    monkeypatch.setattr(d, "launch", lambda k, grid, block, args, **kw: launches.append(
+        (k, grid, block, tuple(args))))
+    monkeypatch.setattr(d, "_calls", {})
+    monkeypatch.setattr(d, "_plans", {})
+    fresh = iter(range(0x6000_0000, 0x7000_0000, 0x10_0000))
+    monkeypatch.setattr(driver, "empty", lambda shape, dtype=np.float32: _dev(
+        shape, dtype, ptr=next(fresh)))
+    yield d, launches
+
+
+def _dev(shape, dtype=np.float32, ptr=0x1000_0000):
+    from drvgemm.runtime.driver import DeviceArray
+    return DeviceArray(shape, dtype, ptr=ptr, owner=False)
+
+
+def test_repeated_device_call_is_a_hit_with_the_same_launch(stub_gpu):
+    d, launches = stub_gpu
+    x, y = _dev((128, 1000)), _dev((128, 1000), ptr=0x2000_0000)
+    assert d.softmax(x, out=y) is y and len(d._calls) == 1
+    assert d.softmax(x, out=y) is y and len(d._calls) == 1
+    assert len(launches) == 2 and launches[0] == launches[1]
+    # new buffers of the same class: the cached plan, their own pointers
+    x2, y2 = _dev((128, 1000), ptr=0x3000_0000), _dev((128, 1000), ptr=0x4000_0000)
+    d.softmax(x2, out=y2)
+    assert len(d._calls) == 1 and launches[2][:3] == launches[0][:3]
+    assert 0x3000_0000 in launches[2][3] and 0x4000_0000 in launches[2][3]
+
+
+@pytest.mark.parametrize("change", ["shape", "dtype", "phase", "kernel", "no out"])
+def test_what_the_checks_depend_on_misses_the_cache(stub_gpu, change):
+    d, launches = stub_gpu
+    x, y = _dev((64, 4096)), _dev((64, 4096), ptr=0x2000_0000)
+    d.softmax(x, out=y)
+    kw = {"out": y}
+    if change == "shape":
+        x, kw = _dev((64, 4095)), {"out": _dev((64, 4095), ptr=0x2000_0000)}
+    elif change == "dtype":
+        x, kw = _dev((64, 4096), np.float16), {"out": _dev((64, 4096), np.float16, ptr=0x2000_0000)}
+    elif change == "phase":
+        x = _dev((64, 4096), ptr=0x1000_0004)    # 4 bytes off 16: another window phase
+    elif change == "kernel":
+        kw["kernel"] = "softmax_04_vectorized"
+    elif change == "no out":
+        kw = {}
+    d.softmax(x, **kw)
+    assert len(d._calls) == 2
+
+
+def test_pitched_views_and_errors_are_never_cached(stub_gpu):
+    d, launches = stub_gpu
+
+    class Pitched:      # a column slice: rows of 100 at a pitch of 128 elements
+        __cuda_array_interface__ = {"shape": (8, 100), "typestr": "<f4",
+                                    "data": (0x5000_0000, False), "strides": (512, 4),
+                                    "version": 3}
+    d.softmax(Pitched(), out=_dev((8, 100), ptr=0x2000_0000))
+    assert len(launches) == 1 and not d._calls
+    with pytest.raises(ValueError, match="out must be"):
+        d.softmax(_dev((8, 100)), out=_dev((8, 99), ptr=0x2000_0000))
+    with pytest.raises(ValueError, match="out must be"):
+        d.softmax(_dev((8, 100)), out=_dev((8, 99), ptr=0x2000_0000))
+    assert not d._calls

@@ -24,7 +24,7 @@ import numpy as np
 from . import driver
 from .driver import DeviceArray
 
-__all__ = ["as_input", "like", "library_of"]
+__all__ = ["as_input", "like", "library_of", "probe"]
 
 
 def library_of(obj) -> str:
@@ -88,3 +88,20 @@ def like(result, template):
         except Exception:    # an older CuPy: the CUDA array interface
             return cupy.asarray(result)
     return result
+
+
+def probe(x):
+    """(pointer, signature) of a device array, the cheapest way its type
+    offers, for the per-call caches of gemm() and softmax(): the signature
+    holds every property their checks depend on (type, shape, dtype,
+    contiguity, device), so an equal signature passes the same checks. None:
+    a type the caches do not know (the checked path decides)."""
+    t = type(x)
+    if t is DeviceArray:
+        return x.ptr, (t, x.shape, x.dtype)
+    mod = t.__module__
+    if mod.startswith("torch"):
+        return x.data_ptr(), (t, x.shape, x.dtype, x.is_contiguous(), x.get_device())
+    if mod.startswith("cupy"):
+        return x.data.ptr, (t, x.shape, x.dtype, x.flags.c_contiguous, x.device.id)
+    return None

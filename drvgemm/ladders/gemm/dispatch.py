@@ -10,7 +10,7 @@ whether alpha and beta are zero, the stream, and the alignment class (address
 modulo 16) of the three pointers -- reuses that call's ``_Call``: the chosen
 instantiation, compiled, its workspace, and the launch list of its last
 pointers (prepacked arguments, tensor maps), so a repeat call costs a probe
-of each operand (``_probe``: the pointer and the properties above, read the
+of each operand (``interop.probe``: the pointer and the properties above, read the
 cheapest way each array type offers), one dict lookup and the launch. The
 first call with any new property goes through every check, as strictly as
 ever, and fills the cache; nothing that the checks reject is ever cached.
@@ -149,22 +149,6 @@ def _pointer(x) -> int:
     if type(x).__module__.startswith("torch") and hasattr(x, "data_ptr"):
         return int(x.data_ptr())
     return driver.device_pointer(x)
-
-
-def _probe(x):
-    """(pointer, signature) of a device operand, the cheapest way its type
-    offers: the signature holds every property the checks depend on (type,
-    shape, dtype, contiguity, device), so an equal signature passes the same
-    checks. None: a type the cache does not know (the checked path)."""
-    t = type(x)
-    if t is DeviceArray:
-        return x.ptr, (t, x.shape, x.dtype)
-    mod = t.__module__
-    if mod.startswith("torch"):
-        return x.data_ptr(), (t, x.shape, x.dtype, x.is_contiguous(), x.get_device())
-    if mod.startswith("cupy"):
-        return x.data.ptr, (t, x.shape, x.dtype, x.flags.c_contiguous, x.device.id)
-    return None
 
 
 # ---------------------------------------------------------------------------
@@ -475,14 +459,14 @@ def clear_plan_cache():
 def _key(a, b, c, alpha, beta, kernel, stream, out_dtype, precision):
     """(key, pa, pb, pc, handle) of a call with device operands the cache
     knows, or None (then the checked path decides)."""
-    pa = _probe(a)
-    pb = _probe(b)
+    pa = interop.probe(a)
+    pb = interop.probe(b)
     if pa is None or pb is None:
         return None
     if c is None:
         pc, c_sig = 0, None
     else:
-        p = _probe(c)
+        p = interop.probe(c)
         if p is None:
             return None
         pc, c_sig = p

@@ -739,6 +739,18 @@ def _prepared(rows, cols, precision, kernel, px, py, ldx, ldy):
     return hit
 
 
+# Device calls that passed the checks, by what the checks depend on: the
+# probe signatures of x and out (None: allocated), the kernel name and the
+# pointers' 16-byte phases -> (kernel, plan, rows, cols, dtype). Only
+# contiguous rows are kept (their pitch is the row), so a hit needs no view.
+_calls: dict = {}
+_MAX_CALLS = 1024
+
+
+def _contiguous(sig) -> bool:
+    return len(sig) == 3 or bool(sig[3])     # DeviceArray, or torch / CuPy's flag
+
+
 def softmax(x, *, kernel: str = "auto", out=None, stream=None):
     """Softmax over the last axis of a 2-D array (see the module docstring
     for the semantics).
@@ -753,6 +765,30 @@ def softmax(x, *, kernel: str = "auto", out=None, stream=None):
     a name from ``kernels()``. ``out``: a device array of x's shape and dtype
     to write into (device inputs only; its own pitch).
     """
+    try:
+        px = interop.probe(x)
+        py = None if out is None else interop.probe(out)
+        key = None
+        if px is not None and (out is None or py is not None):
+            key = (px[1], None if py is None else py[1], kernel, px[0] & 15,
+                   0 if py is None else py[0] & 15)
+            hit = _calls.get(key)
+        else:
+            hit = None
+    except (TypeError, ValueError, AttributeError):
+        key = hit = None                  # the checked path says what is wrong
+    if hit is None:
+        return _checked_softmax(x, kernel, out, stream, key)
+    k, p, rows, cols, dt = hit
+    if out is None:
+        y = driver.empty((rows, cols), dt)
+        run_plan(k, p, px[0], y.ptr, rows, cols, cols, cols, stream=stream)
+        return interop.like(y, x)
+    run_plan(k, p, px[0], py[0], rows, cols, cols, cols, stream=stream)
+    return out
+
+
+def _checked_softmax(x, kernel, out, stream, key):
     if kernel != "auto":
         rung(kernel)  # unknown names fail before anything touches the GPU
     template = out if out is not None else x     # the caller's array type comes back
@@ -796,4 +832,9 @@ def softmax(x, *, kernel: str = "auto", out=None, stream=None):
     run_plan(k, p, ptr, out_ptr, rows, cols, ldx, ldy, stream=stream)
     if on_host:
         return out.to_host(stream=stream)   # queued behind the launch; waits for that stream
+    if key is not None and ldx == cols and ldy == cols and _contiguous(key[0]) and (
+            key[1] is None or _contiguous(key[1])):
+        if len(_calls) >= _MAX_CALLS:
+            _calls.clear()
+        _calls[key] = (k, p, rows, cols, dt)
     return interop.like(out, template)
