@@ -4,7 +4,8 @@ softmax configs, memory kernels, helpers), so that any change to a kernel's
 machine code is deliberate and visible.
 
     python3 tests/sass_manifest.py          # rewrite tests/data/sass_manifest.json
-                                            # (and the opcode profiles below)
+                                            # (with the code digests and the
+                                            # opcode profiles below)
     python3 tests/sass_manifest.py --sample KEY N   # compile KEY N times afresh:
                                                     # digests and profile distances
     python3 -m pytest tests/test_sass_manifest.py
@@ -34,6 +35,9 @@ from drvgemm.runtime.sass import sass_digest   # the one digest, shared with the
 
 MANIFEST = Path(__file__).resolve().parent / "data" / "sass_manifest.json"
 NONDETERMINISTIC = MANIFEST.with_name("sass_manifest_nondeterministic.json")
+# The machine-code bytes (digest of each entry's .text section) that gave the
+# manifest's digests, written with it: the test's shortcut past nvdisasm.
+CODES = MANIFEST.with_name("sass_manifest_code.json")
 
 # Instruction forms by which a nondeterministic instantiation's opcode profile
 # may differ from the recorded one (sum of |count differences|). Rung 08's
@@ -136,24 +140,53 @@ def sample(key: str) -> tuple[str, dict]:
     return sass_digest(text, b.entry), opcode_profile(text, b.entry)
 
 
-def compute(progress=False, shard=None) -> tuple[dict, dict]:
-    """({key: digest} of every instantiation, {key: opcode profile} of the
-    nondeterministic ones). ``shard`` = (i, n): only every n-th instantiation
-    from the i-th (the test runs the shards in parallel)."""
-    import drvgemm
-    table, profiles = {}, {}
+def _shard(shard):
     todo = instantiations()
-    if shard is not None:
-        todo = todo[shard[0]::shard[1]]
-    for key, source, entry, defines, arch in todo:
+    return todo if shard is None else todo[shard[0]::shard[1]]
+
+
+def compute(progress=False, shard=None) -> tuple[dict, dict, dict]:
+    """({key: digest} of every instantiation, {key: opcode profile} of the
+    nondeterministic ones, {key: machine-code digest}: CODES). ``shard`` =
+    (i, n): only every n-th instantiation from the i-th."""
+    import drvgemm
+    table, profiles, codes = {}, {}, {}
+    for key, source, entry, defines, arch in _shard(shard):
         k = drvgemm.compile(source, entry, defines=defines, arch=arch)
         text = sass.disassemble(k.cubin)
         table[key] = sass_digest(text, k.entry)
+        codes[key] = sass.code_digest(k.cubin, k.entry)
         if nondeterministic(key):
             profiles[key] = opcode_profile(text, k.entry)
         if progress:
             print(f"{table[key]}  {key}", file=sys.stderr)
-    return table, profiles
+    return table, profiles, codes
+
+
+def changes(shard=None) -> dict:
+    """{key: (recorded digest, digest now)} of the instantiations whose SASS
+    changed. Machine code with the bytes recorded in CODES is unchanged
+    without disassembling it (nvdisasm costs ~0.4 s a cubin, more than most
+    compiles); other bytes are disassembled and held against the manifest's
+    digest, and for a nondeterministic rung against its opcode profile."""
+    import drvgemm
+    recorded = json.loads(MANIFEST.read_text())
+    codes = json.loads(CODES.read_text())
+    profiles = json.loads(NONDETERMINISTIC.read_text())["profiles"]
+    out = {}
+    for key, source, entry, defines, arch in _shard(shard):
+        k = drvgemm.compile(source, entry, defines=defines, arch=arch)
+        if key in codes and sass.code_digest(k.cubin, k.entry) == codes[key]:
+            continue
+        text = sass.disassemble(k.cubin)
+        now = sass_digest(text, k.entry)
+        if now == recorded.get(key):
+            continue
+        if key in profiles and profile_distance(opcode_profile(text, k.entry),
+                                                profiles[key]) <= PROFILE_TOLERANCE:
+            continue     # NVRTC's variation: the same instruction forms, reordered
+        out[key] = (recorded.get(key), now)
+    return out
 
 
 if __name__ == "__main__":
@@ -166,8 +199,9 @@ if __name__ == "__main__":
             far = "" if profile is None else f"  {profile_distance(p, profile)} from the profile"
             print(d + ("  (the manifest's)" if d == recorded else "") + far)
         sys.exit(0)
-    table, profiles = compute(progress=True)
+    table, profiles, codes = compute(progress=True)
     MANIFEST.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
+    CODES.write_text(json.dumps(codes, indent=1, sort_keys=True) + "\n")
     nd = json.loads(NONDETERMINISTIC.read_text())
     nd["profiles"] = profiles
     NONDETERMINISTIC.write_text(json.dumps(nd, indent=1) + "\n")

@@ -75,3 +75,20 @@ def test_no_cache_writes_nothing(counted, cubin, monkeypatch):
     monkeypatch.setenv("DRVGEMM_NO_CACHE", "1")
     sass.disassemble(cubin)
     assert not list(cache.iterdir())
+
+
+def test_code_digest_reads_the_entrys_machine_code():
+    """The .text section read from the ELF holds 16 bytes per instruction
+    nvdisasm prints for the entry; its digest is stable, other code gives
+    another one, and an unknown entry or a non-ELF image is refused."""
+    k = drvgemm.compile("saxpy.cu", "saxpy", arch="sm_90")
+    text = sass.elf_section(k.cubin, f".text.{k.entry}")
+    assert len(text) == 16 * len(sass.entry_instructions(sass.disassemble(k.cubin), k.entry))
+    assert sass.code_digest(k.cubin, k.entry) == sass.code_digest(bytes(k.cubin), k.entry)
+    from drvgemm.ladders.gemm.registry import by_name, rung_kernel
+    other = rung_kernel(by_name()["01_naive"], False)
+    assert sass.code_digest(other.cubin, other.entry) != sass.code_digest(k.cubin, k.entry)
+    with pytest.raises(ValueError, match="no .text.nosuch"):
+        sass.code_digest(k.cubin, "nosuch")
+    with pytest.raises(ValueError, match="ELF64"):
+        sass.elf_section(b"not a cubin", ".text")

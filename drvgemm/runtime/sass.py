@@ -198,6 +198,43 @@ def sass_digest(sass_text: str, entry: str | None = None) -> str:
     return hashlib.sha256("\n".join(body).encode()).hexdigest()[:16]
 
 
+def elf_section(cubin: bytes, name: str) -> bytes | None:
+    """The bytes of section ``name`` of an ELF64 cubin (None when absent):
+    read from the section headers, no tool needed."""
+    import struct
+    data = bytes(cubin)
+    if data[:4] != b"\x7fELF" or data[4] != 2:
+        raise ValueError("not an ELF64 image")
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+
+    def header(i):   # (name offset, file offset, size) of section i
+        base = shoff + i * shentsize
+        nm, = struct.unpack_from("<I", data, base)
+        off, size = struct.unpack_from("<QQ", data, base + 0x18)
+        return nm, off, size
+
+    _, stroff, strsize = header(shstrndx)
+    names = data[stroff:stroff + strsize]
+    want = name.encode()
+    for i in range(shnum):
+        nm, off, size = header(i)
+        end = names.index(b"\0", nm)
+        if names[nm:end] == want:
+            return data[off:off + size]
+    return None
+
+
+def code_digest(cubin: bytes, entry: str) -> str:
+    """Digest of the machine-code bytes of ``entry`` (its .text section), no
+    disassembler needed: equal bytes are equal SASS, so the SASS manifest
+    test disassembles only the instantiations whose bytes moved."""
+    text = elf_section(cubin, f".text.{entry}")
+    if text is None:
+        raise ValueError(f"no .text.{entry} section in the cubin")
+    return hashlib.sha256(text).hexdigest()[:16]
+
+
 _kernel_digests: dict = {}
 
 
