@@ -11,6 +11,7 @@ import hashlib
 import os
 import re
 import shutil
+import struct
 import subprocess
 import tempfile
 from collections import Counter
@@ -201,7 +202,6 @@ def sass_digest(sass_text: str, entry: str | None = None) -> str:
 def elf_section(cubin: bytes, name: str) -> bytes | None:
     """The bytes of section ``name`` of an ELF64 cubin (None when absent):
     read from the section headers, no tool needed."""
-    import struct
     data = bytes(cubin)
     if data[:4] != b"\x7fELF" or data[4] != 2:
         raise ValueError("not an ELF64 image")
