@@ -76,31 +76,31 @@ class Emulator:
         self.kstep = 4 if precision == "fp32" else 16
 
     # -- one warp step --------------------------------------------------
-    def _b_chunk(self, B, k, col, N, K, vec):
-        """The VEC values a lane's chunk of row k from column col holds."""
-        out = np.zeros(vec)
-        if k >= K:
-            return out
+    def _b_chunks(self, B, k, col, N, K, vec):
+        """The VEC values each lane's chunk holds: row k[i] of B from column
+        col[i] (arrays of one shape S; returns S + (vec,)). Inside B or zero:
+        the aligned class copies a chunk whole or not at all (N % VEC == 0, so
+        that is the same per element), the other element by element."""
+        k = np.asarray(k)[..., None]
+        c = np.asarray(col)[..., None] + np.arange(vec)
         if self.aligned:
             assert N % vec == 0
-            if col < N:
-                out[:] = B[k, col:col + vec]
-            return out
-        for j in range(vec):
-            if col + j < N:
-                out[j] = B[k, col + j]
-        return out
+        ok = (k < K) & (c < N) & (k >= 0)
+        if not B.size:
+            return np.zeros(ok.shape)
+        return np.where(ok, B[np.where(ok, k, 0), np.where(ok, c, 0)], 0.0)
 
-    def _a_piece(self, A, m, rows_here, m0, kcol, K):
-        out = np.zeros(4)
-        if m >= rows_here:
-            return out
-        for j in range(4):
-            if kcol + j < K:
-                out[j] = A[m0 + m, kcol + j]
+    def _a_pieces(self, A, m, rows_here, m0, kcol, K):
+        """The 4 values of A each lane copies: row m[i] of the block (zero at
+        and past rows_here), columns kcol[i] .. kcol[i] + 3 (zero past K)."""
+        m = np.asarray(m)[..., None]
+        c = np.asarray(kcol)[..., None] + np.arange(4)
         if self.aligned:
             assert K % 4 == 0   # all four or none
-        return out
+        ok = (m < rows_here) & (c < K)
+        if not A.size:
+            return np.zeros(ok.shape)
+        return np.where(ok, A[np.where(ok, m0 + m, 0), np.where(ok, c, 0)], 0.0)
 
     def _step16(self, acc, A, B, geo, step):
         """compute_stage(fill_stage(step)) for every lane of a warp, 16-bit."""
@@ -110,10 +110,7 @@ class Emulator:
         col = n0 + 8 * g
         k = step * 16 + 4 * t                      # cursor.k per lane
         # raw[r] : (32, 8) values -> packed words (32, 4) of float16 bits
-        raw = np.zeros((4, 32, 8))
-        for lane in range(32):
-            for r in range(4):
-                raw[r, lane] = self._b_chunk(B, k[lane] + r, col[lane], N, K, 8)
+        raw = self._b_chunks(B, k[None, :] + np.arange(4)[:, None], col[None, :], N, K, 8)
         words = raw.astype(np.float16).view(np.uint16).astype(np.uint32)
         words = words[..., 0::2] | (words[..., 1::2] << 16)          # (4, 32, 4)
         b0 = np.zeros((32, 8), np.uint32)
@@ -127,13 +124,9 @@ class Emulator:
         for tm in range(m_tiles):
             if 16 * tm >= rows_here:
                 break
-            pieces = np.zeros((2, 32, 4))
-            for h in range(2):
-                if 16 * tm + 8 * h >= rows_here:
-                    continue                        # never copied, read as zeros
-                for lane in range(32):
-                    pieces[h, lane] = self._a_piece(A, 16 * tm + 8 * h + g[lane], rows_here, m0,
-                                                    k[lane], K)
+            # rows at and past rows_here are never copied, read as zeros
+            pieces = self._a_pieces(A, 16 * tm + 8 * np.arange(2)[:, None] + g[None, :],
+                                    rows_here, m0, k[None, :], K)         # (2, 32, 4)
             pw = pieces.astype(np.float16).view(np.uint16).astype(np.uint32)
             pw = pw[..., 0::2] | (pw[..., 1::2] << 16)              # (2, 32, 2)
             a_words = np.stack([pw[0, :, 0], pw[1, :, 0], pw[0, :, 1], pw[1, :, 1]], axis=1)
@@ -160,17 +153,12 @@ class Emulator:
     def _step32(self, acc, A, B, geo, step):
         M, N, K, m0, rows_here, n0 = geo
         kb = step * 4
-        a = np.zeros((self.rows_per_block, 4))
-        for lane in range(min(32, self.rows_per_block)):
-            a[lane] = self._a_piece(A, lane, rows_here, m0, kb, K)
-        for lane in range(32):
-            col = n0 + 4 * lane
-            b = np.stack([self._b_chunk(B, kb + r, col, N, K, 4) for r in range(4)])
-            for m in range(self.rows_per_block):
-                if m >= rows_here:
-                    break
-                for r in range(4):
-                    acc[m, lane] += a[m, r] * b[r]
+        rows = min(rows_here, self.rows_per_block)
+        a = self._a_pieces(A, np.arange(rows), rows_here, m0, np.full(rows, kb), K)  # (rows, 4)
+        cols = n0 + 4 * np.arange(32)
+        b = self._b_chunks(B, kb + np.arange(4)[:, None], cols[None, :], N, K, 4)  # (4, 32, 4)
+        for r in range(4):       # the kernel's order of the four FFMA steps
+            acc[:rows] += a[:, r, None, None] * b[r][None]
 
     # -- the kernel -------------------------------------------------------
     def run(self, A, B, C, M, N, K, alpha, beta, strips, zchunks, splits, steps_per_split, *,
