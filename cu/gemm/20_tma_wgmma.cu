@@ -68,6 +68,7 @@
 // (mma_stage). The experiments these replaced are in
 // benchmarks/notes/removed-knobs.md.
 #include "cluster.cuh"
+#include "half_bits.cuh"
 #include "ld_st.cuh"
 #include "mbarrier.cuh"
 #include "named_barrier.cuh"

@@ -16,7 +16,7 @@
 // four consecutive elements of a slice with one 16-byte load; C is stored
 // with one 16-byte (fp32) or 8-byte (16-bit) store where it is aligned for
 // it, element by element otherwise and in the last, partial group.
-#include "types.cuh"
+#include "half_bits.cuh"
 
 // C's element type
 #define OUT_F32 0
@@ -25,26 +25,10 @@
 
 template <int OUT>
 __device__ __forceinline__ float load_c(const void* C, long long i) {
-    if constexpr (OUT == OUT_F32) {
+    if constexpr (OUT == OUT_F32)
         return static_cast<const float*>(C)[i];
-    } else {
-        const unsigned short bits = static_cast<const unsigned short*>(C)[i];
-        if constexpr (OUT == OUT_BF16) return __uint_as_float(static_cast<u32>(bits) << 16);
-        float f;
-        asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(bits));
-        return f;
-    }
-}
-
-// Two values rounded to nearest even into one word, the first in the low half.
-template <int OUT>
-__device__ __forceinline__ u32 pack2(float lo, float hi) {
-    u32 r;
-    if constexpr (OUT == OUT_BF16)
-        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
     else
-        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
+        return half_bits_to_f32<OUT == OUT_BF16>(static_cast<const unsigned short*>(C)[i]);
 }
 
 template <int OUT>
@@ -52,7 +36,8 @@ __device__ __forceinline__ void store_c(void* C, long long i, float v) {
     if constexpr (OUT == OUT_F32)
         static_cast<float*>(C)[i] = v;
     else
-        static_cast<unsigned short*>(C)[i] = static_cast<unsigned short>(pack2<OUT>(v, 0.0f));
+        static_cast<unsigned short*>(C)[i] =
+            static_cast<unsigned short>(pack_half2_rn<OUT == OUT_BF16>(v, 0.0f));
 }
 
 template <int OUT>
@@ -106,7 +91,8 @@ __device__ __forceinline__ void split_reduce(const float* __restrict__ P, void* 
                     make_float4(v[0], v[1], v[2], v[3]);
             else
                 *reinterpret_cast<uint2*>(static_cast<unsigned short*>(C) + i) =
-                    make_uint2(pack2<OUT>(v[0], v[1]), pack2<OUT>(v[2], v[3]));
+                    make_uint2(pack_half2_rn<OUT == OUT_BF16>(v[0], v[1]),
+                               pack_half2_rn<OUT == OUT_BF16>(v[2], v[3]));
         } else {
 #pragma unroll
             for (int e = 0; e < 4; ++e)

@@ -9,26 +9,8 @@
 // wgmma row 16w + g + 8*((i/2)%2), column 8*(i/4) + 2t + i%2.
 // ---------------------------------------------------------------------------
 // C's elements: fp32, or (NARROW) bf16 / fp16 bits, converted with
-// round-to-nearest-even. Two adjacent columns pack into one 32-bit word, the
-// lower column in the low half.
-template <int ELEM>
-__device__ __forceinline__ u32 pack_pair(float lo, float hi) {
-    u32 r;
-    if constexpr (ELEM == ELEM_BF16)
-        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    else
-        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-}
-
-template <int ELEM>
-__device__ __forceinline__ float narrow_to_float(unsigned short bits) {
-    if constexpr (ELEM == ELEM_BF16) return __uint_as_float(static_cast<u32>(bits) << 16);
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(bits));
-    return f;
-}
-
+// round-to-nearest-even (half_bits.cuh). Two adjacent columns pack into one
+// 32-bit word, the lower column in the low half.
 __device__ __forceinline__ void store1_f32(float* C, int N, int row, int col, float v,
                                            float alpha, float beta) {
     float* p = C + static_cast<size_t>(row) * N + col;
@@ -41,8 +23,8 @@ __device__ __forceinline__ void store1(void* C, int N, int row, int col, float v
     const size_t i = static_cast<size_t>(row) * N + col;
     if constexpr (NARROW) {
         unsigned short* p = static_cast<unsigned short*>(C) + i;
-        const float out = (beta == 0.0f) ? alpha * v : alpha * v + beta * narrow_to_float<ELEM>(*p);
-        *p = static_cast<unsigned short>(pack_pair<ELEM>(out, 0.0f) & 0xffffu);
+        const float out = (beta == 0.0f) ? alpha * v : alpha * v + beta * half_bits_to_f32<ELEM == ELEM_BF16>(*p);
+        *p = static_cast<unsigned short>(pack_half2_rn<ELEM == ELEM_BF16>(out, 0.0f) & 0xffffu);
     } else {
         store1_f32(static_cast<float*>(C), N, row, col, v, alpha, beta);
     }
@@ -58,10 +40,10 @@ __device__ __forceinline__ void store_pair(void* C, size_t i, float v0, float v1
         float o0 = alpha * v0, o1 = alpha * v1;
         if (beta != 0.0f) {
             const u32 old = *q;
-            o0 += beta * narrow_to_float<ELEM>(static_cast<unsigned short>(old & 0xffffu));
-            o1 += beta * narrow_to_float<ELEM>(static_cast<unsigned short>(old >> 16));
+            o0 += beta * half_bits_to_f32<ELEM == ELEM_BF16>(static_cast<unsigned short>(old & 0xffffu));
+            o1 += beta * half_bits_to_f32<ELEM == ELEM_BF16>(static_cast<unsigned short>(old >> 16));
         }
-        *q = pack_pair<ELEM>(o0, o1);
+        *q = pack_half2_rn<ELEM == ELEM_BF16>(o0, o1);
     } else {
         float2* q = reinterpret_cast<float2*>(static_cast<float*>(C) + i);
         float2 out = make_float2(alpha * v0, alpha * v1);
@@ -182,7 +164,7 @@ __device__ __forceinline__ void epilogue_tma(const float (&acc)[ACC], const TmaM
                     // 8 columns = one 16-byte chunk; the pair is word t of it
                     const u32 addr = buf + r * 128 + ((jj ^ (r & 7)) << 4) + t * 4;
                     asm volatile("st.shared.b32 [%0], %1;"
-                                 :: "r"(addr), "r"(pack_pair<ELEM>(v0, v1)) : "memory");
+                                 :: "r"(addr), "r"(pack_half2_rn<ELEM == ELEM_BF16>(v0, v1)) : "memory");
                 } else {
                     // 8 columns = two chunks; the pair is half t & 1 of chunk t >> 1
                     const int chunk = (2 * jj + (t >> 1)) ^ (r & 7);

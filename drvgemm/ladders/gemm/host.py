@@ -125,9 +125,13 @@ class PlainHost:
         if gy > MAX_GRID_Y:
             raise ValueError(f"{rung.name}: {m} rows are {gy} tiles, more than a split-K "
                              f"grid holds ({MAX_GRID_Y}); split 1 takes any M")
-        pa, pb, pc = (driver.device_pointer(x, w) for x, w in ((a, "A"), (b, "B"), (c, "C")))
-        kern = split_k.split_kernel(rung, kernel, aligned=self.aligned(rung, m, n, k, pa, pb, pc),
-                                    narrow_output=narrow_output)
+        kern = kernel
+        if not getattr(kernel, "split_k", False):
+            # the unsplit build was passed (gemm() passes the split one): compile
+            # the split build of the instantiation these pointers take
+            pa, pb, pc = (driver.device_pointer(x, w) for x, w in ((a, "A"), (b, "B"), (c, "C")))
+            kern = split_k.split_kernel(rung, kernel, narrow_output=narrow_output,
+                                        aligned=self.aligned(rung, m, n, k, pa, pb, pc))
         partial = LaunchConfig((gx, gy, s), tuple(rung.block), rung.smem,
                                (a, b, workspace, m, n, k, 1.0, 0.0))
         out = rung.precision if narrow_output else "fp32"
