@@ -38,10 +38,8 @@ from .host import PlainHost
 PLAIN = PlainHost()
 # The split-K counts of the fp32 SIMT top rung (08), for few tiles and a long K
 # (1024 x 1024 x 32768 is 64 tiles of 128 x 128, 256 of 64 x 64, on 132 SMs).
-# Its split-K build compiles and its host side is tested on the CPU, but it has
-# not yet run on a GPU: the entries offer (1,) -- K in one piece -- until
-# tests/test_gemm_gpu.py's split-K tests (which run these counts) and the
-# sanitizers pass on the H200; then ``splits=SIMT_SPLITS``.
+# tests/test_gemm_gpu.py's split-K tests run every count on the H200, and
+# benchmarks/sanitize.py puts some of them under the sanitizers.
 SIMT_SPLITS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 # Rung.host (a name, so that an entry stays plain data) -> its host side.
 HOSTS = {"": PLAIN, "tma": hopper.TMA_WGMMA, "small_m": small_m.SMALL_M}
@@ -249,7 +247,7 @@ RUNGS: list[Rung] = [
         smem=2 * BK * ((BM + APAD) + BN) * 4,  # two buffers of A^T [BK][BM + APAD], B [BK][BN]
         defines=dict(BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, TM=TM, TN=TN, APAD=APAD,
                      MIN_BLOCKS=MIN_BLOCKS, KT_UNROLL=KT_UNROLL, SPLIT_K=0),
-        vector=4,
+        vector=4, splits=SIMT_SPLITS,
         summary="warp tiles of 4x8 threads, double-buffered fragments, __launch_bounds__"))(),
     # Rung 08 on 64x64 tiles (4 warps of 32x32, 8x4 per thread): four times the
     # blocks of the 128x128 tile for the shapes that leave most SMs idle there
@@ -260,7 +258,7 @@ RUNGS: list[Rung] = [
         smem=2 * BK * ((BM + APAD) + BN) * 4,
         defines=dict(BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, TM=TM, TN=TN, APAD=APAD,
                      MIN_BLOCKS=MIN_BLOCKS, KT_UNROLL=KT_UNROLL, SPLIT_K=0),
-        vector=4,
+        vector=4, splits=SIMT_SPLITS,
         summary="rung 08 on 64x64 tiles: more blocks for medium shapes"))(),
     # ---- tensor cores: mma.sync / WMMA ----
     # Shared memory is STAGES x (A tile + B tile). Rungs 12-14 share one block
