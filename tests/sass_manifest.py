@@ -49,7 +49,7 @@ PROFILE_TOLERANCE = 8
 
 def instantiations():
     """(key, source, entry, defines, arch) of every registered instantiation."""
-    from drvgemm.ladders.gemm import split_k
+    from drvgemm.ladders.gemm import split_k, staging
     from drvgemm.ladders.gemm.registry import RUNGS
     from drvgemm.ladders.memory import registry as memory
     from drvgemm.ladders.softmax import registry as softmax
@@ -88,6 +88,8 @@ def instantiations():
         out.append((f"helper/{e}/sm_90", "scale.cu", e, None, "sm_90"))
     for e in split_k.REDUCE_ENTRIES.values():   # the split-K reduction (rungs 08, 20)
         out.append((f"helper/{e}/sm_90", "split_reduce.cu", e, None, "sm_90"))
+    for e in staging.PAD_ENTRIES.values():      # rung 20's staging copy
+        out.append((f"helper/{e}/sm_90", "pad_rows.cu", e, None, "sm_90"))
     return out
 
 

@@ -66,6 +66,9 @@ def gpu(monkeypatch):
     monkeypatch.setattr(driver, "device", lambda *a: H200)
     monkeypatch.setattr(split_k, "compile_kernel", lambda src, entry, **k: f"fake:{entry}")
     monkeypatch.setattr(split_k, "_reduce_kernels", {})
+    from drvgemm.ladders.gemm import staging     # rung 20's staging copy, likewise
+    monkeypatch.setattr(staging, "compile_kernel", lambda src, entry, **k: f"fake:{entry}")
+    monkeypatch.setattr(staging, "_kernels", {})
     dispatch.clear_plan_cache()
     yield launches
     dispatch.clear_plan_cache()
@@ -297,3 +300,41 @@ def test_tma_binding_launches_what_the_checked_path_builds(tma, m, n, k):
             assert (g["grid"], g["block"], g["smem"]) == (cfg.grid, cfg.block, cfg.smem)
             assert _bytes(g["args"]) == _bytes(cfg.args)
         assert got[0]["args"][3] == c.ptr
+
+
+@pytest.mark.parametrize("m, n, k, staged", [(127, 8191, 131, "AB"), (1000, 700, 900, "AB"),
+                                             (2048, 512, 515, "A")])
+def test_tma_binding_stages_misaligned_operands_in_one_launch(tma, m, n, k, staged):
+    """An operand whose rows are not whole 16 bytes goes through the
+    binding's own padded buffer: each call launches the staging copy first
+    (one launch for A and B), from that call's pointers into the same
+    buffers, and the product's maps describe those buffers -- so replaying a
+    call copies the operands' current data again."""
+    import struct
+    from drvgemm.runtime.tensormap import padded_pitch
+    sets = [(dev((m, k), BF16, ptr=0x1000_0002 + i * 0x100_0000),
+             dev((k, n), BF16, ptr=0x4000_0000 + i * 0x100_0000),
+             dev((m, n), BF16, ptr=0x8000_0000 + i * 0x100_0000)) for i in range(3)]
+    for a, b, c in sets + sets[:1]:
+        drvgemm.gemm(a, b, c)
+    assert dispatch.plan_cache_info()["hits"] == 3
+    assert drvgemm.plan(*sets[0]).rung.host == "tma"
+    per_call = len(tma) // 4
+    dsts = None
+    for i, (a, b, c) in enumerate(sets + sets[:1]):
+        pad, main = tma[i * per_call], tma[i * per_call + 1]
+        assert pad["kernel"] == "fake:pad_rows_2" and pad["grid"][1] == len(staged)
+        want = {"A": (a.ptr, m, 2 * k), "B": (b.ptr, k, 2 * n)}
+        got_dsts = []
+        for j, name in enumerate(staged):
+            src, dst, rows, width, pitch = pad["args"][5 * j:5 * j + 5]
+            assert (src, rows, width) == want[name] and pitch == padded_pitch(width)
+            assert dst % 16 == 0
+            got_dsts.append(dst)
+            slot = "AB".index(name)
+            assert struct.unpack_from("<Q", _bytes(main["args"])[slot])[0] == dst
+        assert dsts is None or got_dsts == dsts, "the staging buffers moved between calls"
+        dsts = got_dsts
+        if staged == "A":
+            assert pad["args"][5:] == (0,) * 5
+            assert struct.unpack_from("<Q", _bytes(main["args"])[1])[0] == b.ptr

@@ -25,7 +25,7 @@ def with_knobs(name, **knobs):
     defines = {**r.defines, **knobs}
     smem = hopper.wgmma_smem_bytes(defines["STAGES"], defines["EPILOGUE"])
     return dataclasses.replace(r, defines=defines, smem=smem)
-from drvgemm.runtime.sass import disassemble, opcode_counts
+from drvgemm.runtime.sass import disassemble, entry_instructions, opcode_counts
 
 SOURCE = "20_tma_wgmma.cu"
 ENTRIES = {"bf16": ("gemm_tma_wgmma_bf16", 1), "fp16": ("gemm_tma_wgmma_fp16", 2),
@@ -337,10 +337,11 @@ class FakeDriver:
         self.allocs.append((ptr, nbytes))
         return (0, ptr)
 
-    def cuMemcpy2DAsync(self, cp, stream):
-        self.copies.append(dict(src=int(cp.srcDevice), spitch=cp.srcPitch, dst=int(cp.dstDevice),
-                                dpitch=cp.dstPitch, width=cp.WidthInBytes, height=cp.Height))
-        return (0,)
+    def enqueue_pad(self, copies, elem_size, stream):
+        """Stands in for staging.enqueue_pad (the staging copy's launch)."""
+        self.copies += [dict(src=src, dst=dst, rows=rows, width=width, pitch=pitch,
+                             elem=elem_size) for src, dst, rows, width, pitch in copies]
+        self.pad_launches = getattr(self, "pad_launches", 0) + 1
 
     def cuMemFreeAsync(self, ptr, stream):
         self.frees.append(int(ptr))
@@ -365,6 +366,7 @@ def fake_driver(monkeypatch):
     monkeypatch.setattr(driver, "device", lambda: SimpleNamespace(sm_count=132))
     monkeypatch.setattr(tensormap, "_MAP_CACHE", type(tensormap._MAP_CACHE)())
     monkeypatch.setattr(hopper, "_max_clusters", {})
+    monkeypatch.setattr(hopper, "enqueue_pad", fake.enqueue_pad)
     return fake
 
 
@@ -455,9 +457,10 @@ def test_launch_config_stages_unaligned_operands(fake_driver):
     m, n, k = 100, 8193, 4100                                       # B rows of 16386 bytes
     cfg = hopper.wgmma_gemm_launch_config(r, pa, pb, pc, m, n, k, 1.0, 0.0)
     (a_scr, _), (b_scr, _) = fake_driver.allocs
-    ca, cb = fake_driver.copies
-    assert ca == dict(src=pa, spitch=2 * k, dst=a_scr, dpitch=8208, width=2 * k, height=m)
-    assert cb == dict(src=pb, spitch=2 * n, dst=b_scr, dpitch=16400, width=2 * n, height=k)
+    ca, cb = fake_driver.copies       # both in one launch of the staging copy
+    assert fake_driver.pad_launches == 1
+    assert ca == dict(src=pa, dst=a_scr, rows=m, width=2 * k, pitch=8208, elem=2)
+    assert cb == dict(src=pb, dst=b_scr, rows=k, width=2 * n, pitch=16400, elem=2)
     a_map, b_map = fake_driver.maps
     assert a_map["address"] == a_scr and a_map["dims"] == [k, m] and a_map["strides"] == [8208]
     assert b_map["address"] == b_scr and b_map["dims"] == [n, k] and b_map["strides"] == [16400]
@@ -874,3 +877,49 @@ def test_reduce_layout_emulated():
     assert np.array_equal(got.reshape(m, n), 2 * parts.sum(0) - c.reshape(m, n))
     got0 = emulate_reduce(ws, np.full(m * n, np.nan, np.float32), m * n, stride, s, 1.0, 0.0)
     assert np.array_equal(got0.reshape(m, n), parts.sum(0))
+
+
+# ---------------------------------------------------------------------------
+# The staging copy (ladders/gemm/staging.py, cu/gemm/pad_rows.cu)
+# ---------------------------------------------------------------------------
+def test_pad_launch_config_covers_the_larger_copy():
+    """grid.y is one row of blocks per copy, grid.x enough 256-thread blocks
+    for the larger copy's 16-byte chunks (capped at 4 per SM); one copy
+    leaves the second slot empty (rows 0)."""
+    from drvgemm.ladders.gemm import staging
+    a = (0x1002, 0x2000, 127, 262, 272)       # 127 rows of bf16 K = 131
+    b = (0x3006, 0x9000, 131, 16382, 16384)   # 131 rows of bf16 N = 8191
+    cfg = staging.pad_launch_config([a, b], sm_count=132)
+    assert cfg.grid == (-(-131 * 16384 // 16 // 256), 2, 1) and cfg.block == (256, 1, 1)
+    assert cfg.args == a + b and cfg.smem == 0
+    one = staging.pad_launch_config([a], sm_count=132)
+    assert one.grid == (-(-127 * 272 // 16 // 256), 1, 1) and one.args == a + (0,) * 5
+    big = staging.pad_launch_config([(0, 0, 100000, 4100, 4112)], sm_count=132)
+    assert big.grid[0] == 4 * 132
+    with pytest.raises(ValueError, match="16-byte"):
+        staging.pad_launch_config([(0, 0x2008, 1, 262, 272)], sm_count=132)
+    with pytest.raises(ValueError, match="pitch"):
+        staging.pad_launch_config([(0, 0x2000, 1, 262, 256)], sm_count=132)
+    with pytest.raises(ValueError, match="one or two"):
+        staging.pad_launch_config([a, b, a], sm_count=132)
+    with pytest.raises(ValueError, match="2- or 4-byte"):
+        staging.pad_kernel(8)
+
+
+@pytest.mark.parametrize("elem", [2, 4])
+def test_pad_rows_reads_elements_and_writes_whole_chunks(elem):
+    """The source is only element-aligned: no global load wider than one
+    element; the destination gets whole 16-byte stores; no spills."""
+    from drvgemm.ladders.gemm import staging
+    k = staging.pad_kernel(elem)
+    assert k.resources.spill_stores == 0 and k.resources.spill_loads == 0
+    code = "\n".join(entry_instructions(disassemble(k.cubin), staging.PAD_ENTRIES[elem]))
+    loads = re.findall(r"\bLDG\.[A-Z0-9.]+", code)
+    stores = re.findall(r"\bSTG\.[A-Z0-9.]+", code)
+    narrow = "U16" if elem == 2 else None
+    assert loads and stores
+    for op in loads:
+        assert ".64" not in op and ".128" not in op, op
+        if narrow:
+            assert narrow in op, op
+    assert all(op.endswith(".128") for op in stores), stores

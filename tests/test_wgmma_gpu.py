@@ -307,6 +307,40 @@ def test_staged_operands(hopper, prec, m, n, k, a_offset):
     check(out, a, b, c, 2.0, -1.0, prec, True, f"{r.name} a_offset={a_offset}")
 
 
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(elem=st.sampled_from([2, 4]), rows=st.integers(1, 300), cols=st.integers(1, 700),
+       offset=st.integers(0, 7), both=st.booleans())
+def test_pad_rows_copies_each_row_and_zeroes_the_padding(hopper, elem, rows, cols, offset, both):
+    """staging.py's copy (cu/gemm/pad_rows.cu) on its own: rows of any length
+    from a source only element-aligned (``offset`` elements past a 16-byte
+    boundary) into rows of the padded pitch, the padding zero, the bytes after
+    the destination untouched; with ``both``, a second copy (other rows and
+    columns) in the same launch, as A and B are staged."""
+    from drvgemm.ladders.gemm import staging
+    dt = np.uint16 if elem == 2 else np.uint32
+    rng = np.random.default_rng(rows * 1000 + cols)
+    shapes = [(rows, cols)] + ([(cols % 97 + 1, rows + 3)] if both else [])
+    keep, copies, wants = [], [], []
+    for r, c in shapes:
+        src = rng.integers(1, 2 ** (8 * elem) - 1, size=r * c + offset, dtype=np.uint64).astype(dt)
+        d_src = drvgemm.to_device(src)
+        pitch = tensormap.padded_pitch(c * elem)
+        guard = 64
+        d_dst = drvgemm.to_device(np.full(r * pitch // elem + guard, 0xA5A5A5A5 % 2 ** (8 * elem), dt))
+        keep += [d_src, d_dst]
+        copies.append((d_src.ptr + offset * elem, d_dst.ptr, r, c * elem, pitch))
+        want = np.zeros((r, pitch // elem), dt)
+        want[:, :c] = src[offset:].reshape(r, c)
+        wants.append((d_dst, want, guard))
+    cfg = staging.pad_launch_config(copies)
+    launch(staging.pad_kernel(elem), cfg.grid, cfg.block, cfg.args)
+    drvgemm.synchronize()
+    for d_dst, want, guard in wants:
+        got = d_dst.to_host()
+        assert np.array_equal(got[:want.size].reshape(want.shape), want)
+        assert np.all(got[want.size:] == 0xA5A5A5A5 % 2 ** (8 * elem)), "wrote past the copy"
+
+
 def test_many_tiles_per_block(hopper):
     """Tiles >> blocks: the walk across tile boundaries keeps ring stages and
     phases in step (exact integers; K of 2.5 or 5 stages, so the ring wraps

@@ -15,8 +15,7 @@
  *
  * Encoder: cuTensorMapEncodeTiled for a map whose every field but the
  * address Python has validated (drvgemm/runtime/tensormap.py: MapEncoder),
- * so that a GEMM called on new buffers re-encodes its maps in one C call;
- * Copy2D: the staging copy of such a GEMM (cuMemcpy2DAsync), likewise.
+ * so that a GEMM called on new buffers re-encodes its maps in one C call.
  *
  * Built against the limited API (abi3), so one build serves every CPython
  * from 3.10 on. Optional: without a C compiler drvgemm works the same, with
@@ -433,88 +432,6 @@ static PyType_Spec encoder_spec = {
 
 
 /* ------------------------------------------------------------------------ */
-/* Copy2D: cuMemcpy2DAsync of device rows into device rows of another pitch,
- * with everything but the source address fixed (the staging copies of
- * drvgemm/ladders/gemm/hopper.py). The struct is the driver's CUDA_MEMCPY2D. */
-typedef struct {
-    size_t srcXInBytes, srcY;
-    int srcMemoryType;
-    const void *srcHost;
-    unsigned long long srcDevice;
-    void *srcArray;
-    size_t srcPitch;
-    size_t dstXInBytes, dstY;
-    int dstMemoryType;
-    void *dstHost;
-    unsigned long long dstDevice;
-    void *dstArray;
-    size_t dstPitch;
-    size_t WidthInBytes, Height;
-} cu_memcpy2d;
-typedef int (*cu_copy2d_fn)(const cu_memcpy2d *, void *);
-enum { CU_MEMORYTYPE_DEVICE = 2 };
-
-typedef struct {
-    PyObject_HEAD
-    cu_copy2d_fn fn;
-    cu_memcpy2d desc;
-    void *stream;
-} Copy2D;
-
-/* Copy2D(fn_address, dst, dst_pitch, src_pitch, width_bytes, rows, stream) */
-static PyObject *copy2d_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    unsigned long long fn, dst, stream;
-    Py_ssize_t dpitch, spitch, width, rows;
-    if (kwds != NULL && PyDict_Size(kwds) != 0) {
-        PyErr_SetString(PyExc_TypeError, "Copy2D takes positional arguments only");
-        return NULL;
-    }
-    if (!PyArg_ParseTuple(args, "KKnnnnK", &fn, &dst, &dpitch, &spitch, &width, &rows, &stream))
-        return NULL;
-    if (fn == 0 || dpitch < width || spitch < width || width < 0 || rows < 0) {
-        PyErr_SetString(PyExc_ValueError, "Copy2D: pitches below the row width");
-        return NULL;
-    }
-    allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
-    Copy2D *C = (Copy2D *)alloc(type, 0);
-    if (C == NULL) return NULL;
-    C->fn = (cu_copy2d_fn)(uintptr_t)fn;
-    memset(&C->desc, 0, sizeof C->desc);
-    C->desc.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-    C->desc.srcPitch = (size_t)spitch;
-    C->desc.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-    C->desc.dstDevice = dst;
-    C->desc.dstPitch = (size_t)dpitch;
-    C->desc.WidthInBytes = (size_t)width;
-    C->desc.Height = (size_t)rows;
-    C->stream = (void *)(uintptr_t)stream;
-    return (PyObject *)C;
-}
-
-/* copy(src) -> the CUresult, as an int */
-static PyObject *copy2d_call(PyObject *self, PyObject *args, PyObject *kwds) {
-    Copy2D *C = (Copy2D *)self;
-    unsigned long long src;
-    if (!PyArg_ParseTuple(args, "K", &src)) return NULL;
-    cu_memcpy2d d = C->desc;
-    d.srcDevice = src;
-    int err;
-    Py_BEGIN_ALLOW_THREADS
-    err = C->fn(&d, C->stream);
-    Py_END_ALLOW_THREADS
-    return PyLong_FromLong(err);
-}
-
-static PyType_Slot copy2d_slots[] = {
-    {Py_tp_new, copy2d_new},
-    {Py_tp_call, copy2d_call},
-    {Py_tp_doc, "cuMemcpy2DAsync between device rows, all but the source fixed."},
-    {0, NULL},
-};
-static PyType_Spec copy2d_spec = {
-    "drvgemm.runtime._fastlaunch.Copy2D", sizeof(Copy2D), 0, Py_TPFLAGS_DEFAULT, copy2d_slots,
-};
-/* ------------------------------------------------------------------------ */
 /* launch(kernel, grid, block, args, *, smem=0, stream=None, cluster=None,
  *        attributes=()) */
 static PyObject *fast_launch(PyObject *module, PyObject *const *argv, Py_ssize_t nargs,
@@ -639,12 +556,10 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
     str_fast = PyUnicode_InternFromString("fast_launchers");
     launcher_type = PyType_FromSpec(&launcher_spec);
     PyObject *encoder_type = PyType_FromSpec(&encoder_spec);
-    PyObject *copy2d_type = PyType_FromSpec(&copy2d_spec);
     if (str_ptr == NULL || str_param_bytes == NULL || str_fast == NULL ||
-        launcher_type == NULL || encoder_type == NULL || copy2d_type == NULL ||
+        launcher_type == NULL || encoder_type == NULL ||
         PyModule_AddObject(m, "Launcher", Py_NewRef(launcher_type)) < 0 ||
-        PyModule_AddObject(m, "Encoder", encoder_type) < 0 ||
-        PyModule_AddObject(m, "Copy2D", copy2d_type) < 0) {
+        PyModule_AddObject(m, "Encoder", encoder_type) < 0) {
         Py_DECREF(m);
         return NULL;
     }

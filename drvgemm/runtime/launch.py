@@ -491,10 +491,9 @@ try:
     if os.environ.get("DRVGEMM_NO_FASTLAUNCH"):
         raise ImportError("disabled by DRVGEMM_NO_FASTLAUNCH")
     from . import _fastlaunch
-    if not all(hasattr(_fastlaunch, a) for a in ("set_capturing", "Encoder", "Copy2D")):
+    if not all(hasattr(_fastlaunch, a) for a in ("set_capturing", "Encoder")):
         # Built from an older _fastlaunch.c: it would send stream=None launches
-        # past a graph capture, or lack the tensor-map encoder or the staging
-        # copy. Rebuild it
+        # past a graph capture, or lack the tensor-map encoder. Rebuild it
         # (pip install -e .) to get it back.
         raise ImportError("drvgemm.runtime._fastlaunch is out of date")
 except ImportError:

@@ -9,13 +9,10 @@ of ``cuTensorMapEncodeTiled`` is checked here first, so a bad map is a
 driver encodes the map on first use of ``param_bytes``.
 
 The copy engine needs 16-byte aligned base addresses and row pitches that are
-multiples of 16 bytes. An operand with neither (``needs_staging``) can be
-copied first into a ``PaddedCopy``: a scratch buffer whose rows are padded to
-16 bytes (cuMemcpy2DAsync on the launch's stream), freed stream-ordered
-(cuMemFreeAsync) when the object goes away, i.e. after the launch that reads
-it was enqueued. The padding is never read, as the map's extent stays the
-operand's own. A ``StagingBuffer`` is the kept kind: one buffer per operand
-shape, refilled by each call's copy, so the map over it stays the same.
+multiples of 16 bytes. An operand with neither (``needs_staging``) must be
+copied first into rows of ``padded_pitch`` bytes; the map's extent stays the
+operand's own, so the padding is never read. The GEMM that does this keeps
+its copies in drvgemm/ladders/gemm/staging.py.
 
 A ``MapEncoder`` re-encodes one validated map at other addresses (one C
 call into the driver with runtime/_fastlaunch.c, else cuda.bindings with the
@@ -31,11 +28,11 @@ import threading
 from collections import OrderedDict
 
 from . import driver
-from .launch import NO_CONTEXT, fast_module
+from .launch import fast_module
 
-__all__ = ["TensorMap", "MapEncoder", "StagingBuffer", "padded_pitch", "matrix_map", "cached_matrix_map", "ELEMENT_TYPES", "SWIZZLE_BYTES",
-           "SWIZZLES", "INTERLEAVES", "tiled_map_problem", "needs_staging", "PaddedCopy",
-           "UNUSED_MAP"]
+__all__ = ["TensorMap", "MapEncoder", "padded_pitch", "matrix_map", "cached_matrix_map",
+           "ELEMENT_TYPES", "SWIZZLE_BYTES", "SWIZZLES", "INTERLEAVES", "tiled_map_problem",
+           "needs_staging", "UNUSED_MAP"]
 
 
 # element type name -> (CUtensorMapDataType member suffix, bytes)
@@ -397,103 +394,6 @@ def needs_staging(address: int, cols: int, elem_size: int) -> bool:
 def padded_pitch(row_bytes: int) -> int:
     """A row of ``row_bytes`` padded to the copy engine's 16 bytes."""
     return -(-int(row_bytes) // 16) * 16
-
-
-def _padding_copy(d, src: int, width: int, rows: int, dst: int, pitch: int):
-    """cuMemcpy2DAsync's descriptor of ``rows`` rows of ``width`` bytes from
-    device ``src`` (rows back to back) to device ``dst`` (rows ``pitch`` apart)."""
-    cp = d.CUDA_MEMCPY2D()
-    cp.srcMemoryType = d.CUmemorytype.CU_MEMORYTYPE_DEVICE
-    cp.srcDevice = src
-    cp.srcPitch = width
-    cp.dstMemoryType = d.CUmemorytype.CU_MEMORYTYPE_DEVICE
-    cp.dstDevice = dst
-    cp.dstPitch = pitch
-    cp.WidthInBytes = width
-    cp.Height = rows
-    return cp
-
-
-class PaddedCopy:
-    """A stream-ordered device buffer holding a copy of an operand with rows
-    padded to 16 bytes; freed (cuMemFreeAsync on the same stream) when this
-    object goes away, which the caller arranges to be after the launch."""
-
-    def __init__(self, src: int, rows: int, cols: int, elem_size: int, stream: int,
-                 stream_owner=None):
-        d = driver.bindings()
-        # The stream object (when there is one) stays alive as long as this
-        # buffer: freeing on a stream that was already destroyed crashes the
-        # driver, and a caller's locals may well go in that order.
-        self._stream_owner = stream_owner
-        self.generation = driver.generation()
-        self.width = cols * elem_size
-        self.pitch = padded_pitch(self.width)
-        self.stream = stream
-        self.ptr = 0
-        nbytes = max(self.pitch * rows, 16)
-        ptr = driver.check(d.cuMemAllocAsync(nbytes, d.CUstream(stream)),
-                           f"cuMemAllocAsync({nbytes})")
-        self.ptr = int(ptr)
-        cp = _padding_copy(d, src, self.width, rows, self.ptr, self.pitch)
-        driver.check(d.cuMemcpy2DAsync(cp, d.CUstream(stream)), "cuMemcpy2DAsync")
-
-    def free(self):
-        if self.ptr and self.generation != driver.generation():
-            self.ptr = 0      # went with the context a reset() replaced
-        if self.ptr:
-            ptr, self.ptr = self.ptr, 0
-            d = driver.bindings()
-            stream = self.stream
-            if isinstance(self._stream_owner, driver.Stream) and not self._stream_owner.ptr:
-                # Closed by its owner: wait for all work, free on the legacy stream.
-                driver.synchronize()
-                stream = 0
-            d.cuMemFreeAsync(ptr, d.CUstream(stream))
-
-    def __del__(self):
-        try:
-            self.free()
-        except Exception:
-            pass
-
-
-class StagingBuffer:
-    """A kept device buffer for padded-row copies of one operand shape: each
-    ``copy(src)`` enqueues the copy of a new source on the stream it was made
-    for (runtime/_fastlaunch.c's Copy2D: one C call; else cuda.bindings with
-    the descriptor built once). A map over ``ptr`` never changes, which is
-    what a cached GEMM call on new buffers wants (hopper.TmaBinding)."""
-
-    def __init__(self, rows: int, cols: int, elem_size: int, stream: int):
-        d = driver.bindings()
-        self.width = cols * elem_size
-        self.pitch = padded_pitch(self.width)
-        self.buffer = driver.empty((max(self.pitch * rows, 16),), "uint8")
-        self.ptr = self.buffer.ptr
-        fl = fast_module()
-        fn = driver.proc_address("cuMemcpy2DAsync", per_thread_stream=None) if fl else 0
-        self._c = fl.Copy2D(fn, self.ptr, self.pitch, self.width, self.width, rows,
-                            stream) if fn else None
-        if self._c is None:
-            self._cp = _padding_copy(d, 0, self.width, rows, self.ptr, self.pitch)
-            self._d, self._stream = d, d.CUstream(stream)
-
-    def copy(self, src: int):
-        err = self._copy(src)
-        if err in NO_CONTEXT:        # a thread with no current context: make it current
-            driver.ensure_context()
-            err = self._copy(src)
-        if err:
-            driver.raise_cuda("cuMemcpy2DAsync (staging copy)",
-                              driver.bindings().CUresult(int(err)))
-
-    def _copy(self, src) -> int:
-        if self._c is not None:
-            return self._c(src)
-        self._cp.srcDevice = src
-        err, = self._d.cuMemcpy2DAsync(self._cp, self._stream)
-        return int(err)
 
 
 _MAP_CACHE: "OrderedDict[tuple, TensorMap]" = OrderedDict()

@@ -31,7 +31,7 @@ the workspace; the reduction writes C. S is clamped to KT (a piece of K is at
 least one k-tile).
 A or B that the copy engine cannot describe as it is (K or N not a multiple
 of 8 for 16-bit types, of 4 for fp32, or a misaligned base) is first copied
-into a runtime.tensormap.PaddedCopy on the launch's stream.
+into rows of a padded pitch on the launch's stream (staging.py).
 """
 from __future__ import annotations
 
@@ -42,8 +42,9 @@ from ...runtime.launch import LaunchConfig
 from .host import Binding, PlainHost
 from .split_k import (reduce_kernel, reduce_launch_config, split_kernel, split_stride,
                       split_workspace_bytes)
-from ...runtime.tensormap import (UNUSED_MAP, MapEncoder, PaddedCopy, StagingBuffer, TensorMap,
-                                 cached_matrix_map, matrix_map, needs_staging, padded_pitch)
+from .staging import PaddedBuffer, PaddedScratch, enqueue_pad, pad_kernel, pad_launch_config
+from ...runtime.tensormap import (UNUSED_MAP, MapEncoder, TensorMap, cached_matrix_map,
+                                 matrix_map, needs_staging, padded_pitch)
 
 __all__ = ["Geometry", "geometry", "wgmma_smem_bytes", "wgmma_work_units",
            "wgmma_grid_blocks", "c_map_usable", "check_register_budget",
@@ -293,17 +294,22 @@ def wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, *, stream=None
 
     staged = staged or {}
 
+    copies = []
+
     def operand(ptr, rows, cols, name):
         if name in staged:
             return staged[name]
         if needs_staging(ptr, cols, es):
-            scratch = PaddedCopy(ptr, rows, cols, es, s, stream)
+            scratch = PaddedScratch(rows, cols, es, s, stream)
             keep.append(scratch)
+            copies.append(scratch.copy_of(ptr))
             return scratch.ptr, scratch.pitch
         return ptr, cols * es
 
     a_ptr, a_pitch = operand(pa, m, k, "A")
     b_ptr, b_pitch = operand(pb, k, n, "B")
+    if copies:
+        enqueue_pad(copies, es, s)    # stream-ordered before the product's launch
     if keep:
         # Scratch maps are one-off: don't let the cache keep their addresses.
         map_a = matrix_map(a_ptr, dtype, m, k, a_pitch, *geo.a_box).encode()
@@ -375,13 +381,16 @@ class TmaBinding(Binding):
     the maps over the new pointers (MapEncoder: one driver call each) and
     put the pointers and scalars into copies of the argument lists. An
     operand that needs padded rows is copied into this binding's own
-    buffer (when at most KEEP_STAGING_BYTES), whose map never changes."""
+    buffer (when at most KEEP_STAGING_BYTES), whose map never changes: the
+    copy (pad_rows) is the first of the calls, so replaying them for the
+    same pointers copies the operands' current data again."""
 
     def __init__(self, rung, kernel, m, n, k, *, stream, narrow_output, split):
         super().__init__(rung, kernel, m, n, k, stream=stream, narrow_output=narrow_output,
                          split=split)
         self._calls = None
         self._staging = {}
+        self._pad = None           # (kernel, grid, block, args) of the staging copy
         self._per_call = False     # staging too large to keep: the checked path every call
 
     def __call__(self, pa, pb, pc, alpha, beta, ws):
@@ -389,8 +398,13 @@ class TmaBinding(Binding):
             return super().__call__(pa, pb, pc, alpha, beta, ws)
         if self._calls is None:
             return self._first(pa, pb, pc, alpha, beta, ws)
-        for name, st in self._staging.items():
-            st.copy(pa if name == "A" else pb)
+        pad = []
+        if self._staging:
+            pk, pgrid, pblock, pargs = self._pad
+            pargs = list(pargs)
+            for i, name in enumerate(self._staging):
+                pargs[5 * i] = pa if name == "A" else pb
+            pad = [(pk, pgrid, pblock, pargs, 0, None)]
         (kern, grid, block, args, smem, cluster), *rest = self._calls
         args = list(args)
         if self._enc_a is not None:
@@ -404,9 +418,9 @@ class TmaBinding(Binding):
             args[9] = ws
             rk, rgrid, rblock, rargs, rsmem, rcluster = rest[0]
             rargs = (ws, pc) + tuple(rargs[2:5]) + (alpha, beta)
-            return [(kern, grid, block, args, smem, cluster),
-                    (rk, rgrid, rblock, rargs, rsmem, rcluster)], ()
-        return [(kern, grid, block, args, smem, cluster)], ()
+            return pad + [(kern, grid, block, args, smem, cluster),
+                          (rk, rgrid, rblock, rargs, rsmem, rcluster)], ()
+        return pad + [(kern, grid, block, args, smem, cluster)], ()
 
     def _first(self, pa, pb, pc, alpha, beta, ws):
         geo = geometry(self.rung)
@@ -417,9 +431,13 @@ class TmaBinding(Binding):
                 if padded_pitch(cols * es) * rows > KEEP_STAGING_BYTES:
                     self._per_call = True
                     return super().__call__(pa, pb, pc, alpha, beta, ws)
-                self._staging[name] = StagingBuffer(rows, cols, es, self.stream)
-        for name, st in self._staging.items():
-            st.copy(pa if name == "A" else pb)
+                self._staging[name] = PaddedBuffer(rows, cols, es)
+        pad = []
+        if self._staging:
+            cfg = pad_launch_config([st.copy_of(pa if name == "A" else pb)
+                                     for name, st in self._staging.items()])
+            self._pad = (pad_kernel(es), cfg.grid, cfg.block, cfg.args)
+            pad = [(self._pad[0], cfg.grid, cfg.block, cfg.args, 0, None)]
         staged = {name: (st.ptr, st.pitch) for name, st in self._staging.items()}
         steps = split_launches(self.rung, self.kernel, pa, pb, pc, m, n, k, alpha, beta,
                                stream=self.stream, narrow_output=self.narrow, split=self.split,
@@ -430,9 +448,8 @@ class TmaBinding(Binding):
         self._enc_a = None if "A" in staged else MapEncoder(args[0])
         self._enc_b = None if "B" in staged else MapEncoder(args[1])
         self._enc_c = MapEncoder(args[2]) if isinstance(args[2], TensorMap) else None
-        self.replayable = not self._staging
         self._calls = calls
-        return calls, ()
+        return pad + calls, ()
 
 
 class TmaWgmmaHost(PlainHost):
