@@ -92,6 +92,31 @@ def test_choice_follows_the_measured_rules():
     assert not p.kernel.startswith("30_")
 
 
+def test_plain_splits_compete_only_for_a_gain_beyond_the_models_error():
+    """plan.PLAIN_SPLIT_MIN_GAIN: an fp32 SIMT split of K is ranked only
+    where the model expects it at least 10 % faster than the same rung
+    unsplit. 8192^3 (split 3 predicted 0.3 % faster) stays in one piece;
+    3072^3 (a last wave a fifth full) and 1024^3 (64 tiles) split."""
+    t = planning.target("H200")
+    big = planning.choose(8192, 8192, 8192, "fp32", t=t)
+    assert big.split == 1
+    assert not any(n.startswith("08_warp_tiled/") for n, _ in big.alternatives)
+    for shape in [(3072, 3072, 3072), (1024, 1024, 1024)]:
+        p = planning.choose(*shape, "fp32", t=t)
+        assert p.kernel.startswith("08_warp_tiled") and p.split > 1, shape
+        whole = dict(p.alternatives)[p.kernel]
+        assert p.predicted_s <= (1 - planning.PLAIN_SPLIT_MIN_GAIN) * whole
+    # every ranked split of a plain rung clears the bar against its own rung
+    for shape in SHAPES:
+        p = planning.choose(*shape, "fp32", t=t)
+        opts = dict(p.alternatives)
+        opts[p.kernel + (f"/split={p.split}" if p.split > 1 else "")] = p.predicted_s
+        for name, sec in opts.items():
+            rung, _, split = name.partition("/split=")
+            if split and by_name()[rung].host == "" and rung in opts:
+                assert sec <= (1 - planning.PLAIN_SPLIT_MIN_GAIN) * opts[rung], name
+
+
 def test_choice_is_deterministic_and_ties_go_to_the_registry_order():
     a = planning.choose(1, 4096, 4096, "bf16")
     b = planning.choose(1, 4096, 4096, "bf16")

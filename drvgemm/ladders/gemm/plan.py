@@ -198,20 +198,24 @@ def _predict(r: Rung, split: int, aligned: bool, m, n, k, precision, out_bytes,
                       beta_reads_c=beta_reads_c)
 
 
-# A plain (SIMT) rung splits K only where its tiles fill fewer than this many
-# waves: there split-K fills the GPU; beyond, it only trims the last wave's
-# tail, a gain the model cannot tell from its own error (the SIMT figures
-# carry no per-piece cost: pipeline fill, a partial tile's epilogue).
-PLAIN_SPLIT_MAX_WAVES = 2
+# A plain (SIMT) rung's split of K competes only where the model expects it
+# at least this much faster than the same rung's K in one piece: its SIMT
+# figures carry no per-piece cost (pipeline fill, a partial tile's
+# epilogue), and on the H200 split builds ran 7-11 % over their predictions
+# (h200-shapes.json: 1024x1024x32768, 512x512x65536, 128x4096x14336), so a
+# smaller predicted gain (8192^3 split 3: 0.3 %) is within the error. Few
+# tiles (1024^2: 64 of 132 SMs) gain far more; so does a last wave that runs
+# a fifth full (3072^2 in 128 x 128 tiles, 2.2 waves: 20 % predicted).
+PLAIN_SPLIT_MIN_GAIN = 0.10
 
 
-def _split_counts(r: Rung, m, n, k, t: Target) -> tuple:
-    counts = r.host_side.split_counts(r, m, n, k)
-    if r.host == "":
-        g = r.grid(m, n)
-        if g[0] * g[1] >= PLAIN_SPLIT_MAX_WAVES * t.sm_count * blocks_per_sm(r, t):
-            return (1,)
-    return counts
+def _worth_splitting(options: list) -> list:
+    """``options`` without the plain rungs' splits that gain less than
+    PLAIN_SPLIT_MIN_GAIN over their own rung's single piece."""
+    whole = {o.rung.name: o.seconds for o in options if o.split == 1}
+    return [o for o in options
+            if o.split == 1 or o.rung.host != "" or o.rung.name not in whole
+            or o.seconds <= (1.0 - PLAIN_SPLIT_MIN_GAIN) * whole[o.rung.name]]
 
 
 def candidates(precision: str, narrow_output: bool, t: Target, m: int = 1) -> list[Rung]:
@@ -331,10 +335,11 @@ def choose(m: int, n: int, k: int, precision: str, *, out: str = "fp32",
     for r in rungs:
         host = r.host_side
         aligned = host.aligned(r, m, n, k, pa, pb, pc)
-        for s in (_split_counts(r, m, n, k, t) if k > 0 else (1,)):
+        for s in (host.split_counts(r, m, n, k) if k > 0 else (1,)):
             p = _predict(r, s, aligned, m, n, k, precision, out_bytes, beta_reads_c, t,
                          residues)
             options.append(Option(r, s, aligned, p, family_of(r)))
+    options = _worth_splitting(options)
     order = {r.name: i for i, r in enumerate(RUNGS)}
     options.sort(key=lambda o: (o.seconds, order[o.rung.name], o.split))
     best = options[0]
