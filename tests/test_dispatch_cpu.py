@@ -181,10 +181,17 @@ def test_named_kernel_ranks_only_its_splits():
 
 
 def test_unaligned_pointers_change_the_instantiation():
-    a = dispatch.plan_shape(8, 4096, 4096, precision="bf16")
-    b = dispatch.plan_shape(8, 4096, 4096, precision="bf16", residues=(2, 2, 0))
+    a = dispatch.plan_shape(8, 4096, 4096, precision="fp32")
+    b = dispatch.plan_shape(8, 4096, 4096, precision="fp32", residues=(4, 4, 0))
+    assert a.kernel == b.kernel == "30_small_m_fp32"
     assert a.aligned and not b.aligned and b.predicted_s > a.predicted_s
     assert "aligned=0" in b.instantiation
+    # 16-bit rung 30 reads a misaligned B element by element (gemm_model:
+    # StreamFigures.unaligned_extra_16): staging B for rung 20 wins there
+    a = dispatch.plan_shape(8, 4096, 4096, precision="bf16")
+    b = dispatch.plan_shape(8, 4096, 4096, precision="bf16", residues=(2, 2, 0))
+    assert a.kernel.startswith("30_small_m_bf16") and a.aligned
+    assert b.rung.host == "tma" and "staged" in b.prediction.note
 
 
 def test_model_waves_and_splits():

@@ -141,14 +141,18 @@ SPARSE_TILE_ROWS = 16
 # short K: fixed), both from benchmarks/results/h200.json (L2 flushed).
 # 3072^3 is the check (each entry says how close).
 FAMILIES: dict[str, Family] = {f.name: f for f in (
-    Family("simt_fp32", "ffma", 0.868, 0.0, unaligned=0.5,
+    Family("simt_fp32", "ffma", 0.868, 0.0, unaligned=0.68,
            source="08_warp_tiled 128x128, 2 blocks/SM: 4096^3 2.710 ms (50.7 TFLOP/s, 4 waves), "
                   "256^3 39.4 us (fixed fits below 0: a lone block runs faster than half an "
-                  "SM; taken as 0); 3072^3 1.530 ms (predicted 1.523)"),
+                  "SM; taken as 0); 3072^3 1.530 ms (predicted 1.523); ALIGNED=0: "
+                  "8191x8193x4096 14.72 ms and 4099x4097x4093 4.375 ms against 0.73 and "
+                  "0.64 of that in the aligned build's rate (h200-shapes.json)"),
     # The 64x64-tile entries of rung 08 share the loop; a 64x64 tile reuses
-    # each shared-memory value half as often (estimate, not yet measured).
-    Family("simt_fp32_small", "ffma", 0.60, 1.5e-6, unaligned=0.5,
-           source="estimate: 0.7 x simt_fp32 for half the reuse per shared-memory load"),
+    # each shared-memory value half as often.
+    Family("simt_fp32_small", "ffma", 0.66, 1.5e-6, unaligned=0.68,
+           source="08_warp_tiled_64x64, 4 blocks/SM: 32768x64x2048 220.7 us and "
+                  "64x32768x2048 230.2 us (h200-shapes.json; 0.60 predicted 248.8 for both); "
+                  "ALIGNED=0 taken from the 128x128 tile"),
     Family("mma_sync_tf32", "mma_sync_tf32", 0.565, 4.6e-6, unaligned=0.5,
            source="11_mma_tf32 128x256, 1 block/SM: 4096^3 0.786 ms (174.9 TFLOP/s), 256^3 "
                   "18.8 us; 3072^3 0.455 ms (predicted 0.445)"),
@@ -274,6 +278,16 @@ class StreamFigures:
     # mma.sync on rows padded to ROWS, by ROWS (the rest of the issue slots go
     # to the copies, PRMT and the A fragments)
     mma_eff: tuple = ((16, 0.5), (32, 0.5), (64, 0.14))
+    # ALIGNED=0 (any N, K): extra time, in multiples of the aligned stream's.
+    # 16-bit B is read element by element with plain loads before each stage
+    # is stored (cp.async has no 2-byte copy), which leaves a warp one stage
+    # in flight: bf16 / fp16 31 x 4097 x 4099 ran 66.8 / 67.0 us against
+    # 16.8 predicted aligned with an 8.2 us stream (h200-shapes.json).
+    unaligned_extra_16: float = 6.1
+    # fp32 copies each element with its own 4-byte cp.async (zero-filled
+    # past the edges): the ring stays asynchronous, at 4 times the copy
+    # instructions per byte.
+    unaligned_extra_fp32: float = 1.0
 
     def mma_efficiency(self, rows: int) -> float:
         return dict(self.mma_eff).get(rows, min(e for _, e in self.mma_eff))
@@ -302,7 +316,8 @@ class StreamCandidate:
 
 def predict_stream(c: StreamCandidate, m: int, n: int, k: int, *, in_bytes: int,
                    out_bytes: int, dev: Ceilings = H200_CEILINGS,
-                   beta_reads_c: bool = False, fig: StreamFigures = STREAM) -> Prediction:
+                   beta_reads_c: bool = False, aligned: bool = True,
+                   fig: StreamFigures = STREAM) -> Prediction:
     """time = max(stream of B and A over the blocks, math at the derated
     ceiling) + C and the workspace round trip at copy bandwidth + the last
     block's reduction chain (ceil(S / 8) dependent L2 round trips per item:
@@ -314,10 +329,13 @@ def predict_stream(c: StreamCandidate, m: int, n: int, k: int, *, in_bytes: int,
     per_block = (k * n + m * k) * in_bytes / blocks
     # Waves of ``capacity`` blocks; a wave with too few bytes in flight per
     # SM runs at the fraction of the bandwidth that Little's law allows.
+    # A strip wider than N (N = 32 of fp32's 128 columns) copies only the
+    # columns that exist: its lanes past N keep nothing in flight.
+    in_flight = c.in_flight_bytes * min(1.0, n / (c.strips * c.strip))
     stream, left = 0.0, blocks
     while left > 0:
         wave = min(left, capacity)
-        cover = wave / sms * c.in_flight_bytes / fig.in_flight_per_sm
+        cover = wave / sms * in_flight / fig.in_flight_per_sm
         stream += wave * per_block / (bw * min(1.0, cover))
         left -= wave
     if c.precision == "fp32":
@@ -327,6 +345,11 @@ def predict_stream(c: StreamCandidate, m: int, n: int, k: int, *, in_bytes: int,
     math_s = 2.0 * c.zchunks * c.rows * k * n / rate
     # >= 2 resident blocks per SM keep an SM's FFMA / tensor pipes fed
     math_s /= min(1.0, min(blocks, capacity) / (2 * sms))
+    note = f"{c.strips} strips x {c.zchunks} z x {c.splits} splits"
+    if not aligned:
+        extra = fig.unaligned_extra_fp32 if c.precision == "fp32" else fig.unaligned_extra_16
+        stream *= 1.0 + extra
+        note += "; unaligned loads"
     t = max(stream, math_s)
     rows_used = min(m, c.rows)
     work = 2 * c.strips * c.zchunks * c.splits * rows_used * c.strip * 4 if c.splits > 1 else 0
@@ -337,5 +360,4 @@ def predict_stream(c: StreamCandidate, m: int, n: int, k: int, *, in_bytes: int,
     reduce = work / bw + chain
     total = t + c_bytes / bw + reduce + fig.ramp_s
     w = waves(blocks, capacity)
-    return Prediction(total, math_s, stream, reduce, blocks, w, blocks / (w * capacity),
-                      f"{c.strips} strips x {c.zchunks} z x {c.splits} splits")
+    return Prediction(total, math_s, stream, reduce, blocks, w, blocks / (w * capacity), note)

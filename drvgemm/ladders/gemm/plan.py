@@ -175,13 +175,8 @@ def _predict(r: Rung, split: int, aligned: bool, m, n, k, precision, out_bytes,
         c = gm.StreamCandidate(r.precision, g.rows, g.strip, g.kstep, g.threads,
                                blocks_per_sm(r, t), g.in_flight_bytes, strips, zchunks,
                                splits, sps)
-        p = gm.predict_stream(c, m, n, k, in_bytes=in_bytes, out_bytes=out_bytes,
-                              dev=t.ceilings, beta_reads_c=beta_reads_c)
-        if not aligned:
-            # element-by-element loads: twice the instructions per byte of B
-            p = gm.Prediction(p.seconds + p.memory_s, p.compute_s, 2 * p.memory_s, p.reduce_s,
-                              p.units, p.waves, p.wave_fill, p.note + "; unaligned loads")
-        return p
+        return gm.predict_stream(c, m, n, k, in_bytes=in_bytes, out_bytes=out_bytes,
+                                 dev=t.ceilings, beta_reads_c=beta_reads_c, aligned=aligned)
     staged = unkept = 0
     if r.host == "tma":
         pa, pb, _ = residues
