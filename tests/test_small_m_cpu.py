@@ -7,7 +7,10 @@ checked with no GPU:
   at compile time);
 * the SASS of the aligned path streams B with 16-byte copies
   (LDGSTS.E.BYPASS.128), four per warp step, with HMMA (16-bit) or FFMA
-  (fp32); the unaligned path has no 16-byte global access of A or B;
+  (fp32); the unaligned path has no 8- or 16-byte global access of A or B:
+  fp32 streams both through 4-byte LDGSTS (zero-filled per element, no
+  plain load of them in the main loop), 16-bit loads them element by element
+  (no LDGSTS);
 * a missing define is a compile error naming it;
 * a lane-level numpy emulation of the kernel (tests/small_m_emulator.py)
   gives exactly A @ B on small-integer inputs for odd shapes, both alignment
@@ -150,11 +153,23 @@ def test_aligned_path_streams_b_in_16_byte_copies(inst):
 
 @pytest.mark.parametrize("inst", [i for i in INSTANCES if not i[1] and not i[2]], ids=_id)
 def test_unaligned_path_has_no_wide_global_access(inst):
+    r = inst[0]
     ops = sass.opcodes(_sass(inst[0].name, inst[1], inst[2]))
-    assert not any(o.startswith(("LDL", "STL", "LDGSTS")) for o in ops)
+    assert not any(o.startswith(("LDL", "STL")) for o in ops)
     wide = [o for o in ops if o.startswith(("LDG", "STG")) and o.endswith((".64", ".128"))
             and "STRONG" not in o]
     assert all(o.startswith("STG") for o in wide), wide   # the workspace tiles only
+    copies = [o for o in ops if o.startswith("LDGSTS")]
+    if r.precision != "fp32":
+        assert not copies, copies          # cp.async has no 2-byte copy
+        return
+    # fp32: one 4-byte cp.async per element, the ring stays asynchronous
+    assert copies and all(o == "LDGSTS.E" for o in copies), sorted(set(copies))
+    body = _main_loop(inst)
+    loop_copies = [o for o in body if o.startswith("LDGSTS")]
+    assert len(loop_copies) == 4 * 4 + 4, body        # 4 rows x 4 of B, 4 of A
+    assert not any(o.startswith("LDG.") for o in body), body
+    assert sum(o.startswith("FFMA") for o in body) == 16 * r.defines["ROWS"]
 
 
 def test_alignment_rule():

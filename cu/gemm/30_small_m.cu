@@ -49,10 +49,16 @@
 // N % (16 / sizeof(T)) == 0, A aligned to its copy size (8 B for 16-bit,
 // 16 B for fp32) and K % 4 == 0; then every chunk is either wholly inside B
 // or wholly outside (zero-filled by cp.async with src-size 0). ALIGNED=0
-// reads element by element with bounds checks (plain loads, stored to the
-// same ring): correct for any N, K and 2/4-byte-aligned pointers. C is
-// written element by element in both: no alignment needed, nothing is ever
-// written outside C, and C is read only when beta != 0.
+// checks bounds element by element: correct for any N, K and pointers
+// aligned to one element. fp32 still fills the ring asynchronously: four
+// 4-byte cp.async per 16-byte slot, one per element (an element-aligned
+// fp32 address is a 4-byte-aligned one), each zero-filled with src-size 0
+// outside A / B. 16-bit cannot: cp.async copies 4, 8 or 16 bytes, and with
+// an odd N or K (or a pointer 2 bytes off) an element pair need not lie in
+// one aligned 4-byte word, so it reads element by element with plain loads
+// and stores the packed words to the same ring (st.shared). C is written
+// element by element in both: no alignment needed, nothing is ever written
+// outside C, and C is read only when beta != 0.
 //
 // No header is included, on purpose: the rung compiles on its own whatever
 // the layout of the shared headers.
@@ -217,6 +223,12 @@ DEVI void cp_async_8(unsigned dst, const void* src, unsigned src_bytes) {
                  " cp.async.ca.shared.global [%0], [g], 8, %2; }"
                  :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
+DEVI void cp_async_4(unsigned dst, const void* src, unsigned src_bytes) {
+    // One fp32 element (ALIGNED=0). .ca, as for cp_async_8.
+    asm volatile("{ .reg .u64 g; cvta.to.global.u64 g, %1;"
+                 " cp.async.ca.shared.global [%0], [g], 4, %2; }"
+                 :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
 DEVI void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
 DEVI void cp_async_wait() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
@@ -338,12 +350,12 @@ DEVI void fill_stage(unsigned stage, const Geometry& G, const Cursor& cur,
         cp_async_16_stream(dst, in ? (const void*)src : (const void*)G.B, in ? 16u : 0u, policy);
 #endif
 #elif PREC == 0
-        float v[4];
+        // Any N: element by element, each zero-filled outside B (source B itself).
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
-            v[j] = (k < G.K && G.col + j < G.N) ? src[j] : 0.0f;
-        sts128(dst, make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]),
-                               __float_as_uint(v[2]), __float_as_uint(v[3])));
+        for (int j = 0; j < 4; ++j) {
+            const bool in = k < G.K && G.col + j < G.N;
+            cp_async_4(dst + 4 * j, in ? (const void*)(src + j) : (const void*)G.B, in ? 4u : 0u);
+        }
 #else
         unsigned w[4];
 #pragma unroll
@@ -365,12 +377,12 @@ DEVI void fill_stage(unsigned stage, const Geometry& G, const Cursor& cur,
         const bool in = lane < G.rows && cur.k < G.K;   // K % 4 == 0: all four or none
         cp_async_16(dst, in ? (const void*)src : (const void*)G.A, in ? 16u : 0u);
 #else
-        float v[4];
+        // Any K: element by element, each zero-filled outside A (source A itself).
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
-            v[j] = (lane < G.rows && cur.k + j < G.K) ? src[j] : 0.0f;
-        sts128(dst, make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]),
-                               __float_as_uint(v[2]), __float_as_uint(v[3])));
+        for (int j = 0; j < 4; ++j) {
+            const bool in = lane < G.rows && cur.k + j < G.K;
+            cp_async_4(dst + 4 * j, in ? (const void*)(src + j) : (const void*)G.A, in ? 4u : 0u);
+        }
 #endif
     }
 #else
