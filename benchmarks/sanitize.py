@@ -16,7 +16,7 @@ import numpy as np
 
 import drvgemm
 from drvgemm.ladders.gemm.dispatch import input_dtype, rung
-from drvgemm.ladders.gemm.registry import SIMT_SPLITS, rung_kernel
+from drvgemm.ladders.gemm.registry import rung_kernel
 from drvgemm.runtime.launch import launch_config
 
 SPLITS = (2, 3, 16)   # 16 pieces of K = 17 or 33: pieces of one k-tile (and clamping)
@@ -138,10 +138,7 @@ def run_split_k(r):
     beta 0 and 2, fp32 C and a C of the inputs' type where the rung writes one."""
     bad = 0
     dt = input_dtype(r.precision)
-    # a plain rung's split-K build not yet offered to the dispatcher
-    # (registry.SIMT_SPLITS) runs at the counts it will offer
-    offered = SIMT_SPLITS if r.host == "" and r.has_split_k_build else r.splits
-    for split in (s for s in SPLITS if s in offered):
+    for split in (s for s in SPLITS if s in r.splits):
         for m, n, k in SHAPES:
             rng = np.random.default_rng(m * n + k + split)
             a = rng.integers(-4, 5, (m, k)).astype(np.float32).astype(dt)
