@@ -288,6 +288,11 @@ class StreamFigures:
     # past the edges): the ring stays asynchronous, at 4 times the copy
     # instructions per byte.
     unaligned_extra_fp32: float = 1.0
+    # Each z chunk past the first (M over ROWS rows: blocks re-reading the
+    # same strip of B, each with its own split reduction): fitted to fp32
+    # 128^3 (8 chunks, 14.4 us against 10.0 predicted without it) and 256^3
+    # (16 chunks, 19.6 against 10.5), h200-shapes.json.
+    zchunk_s: float = 0.6e-6
 
     def mma_efficiency(self, rows: int) -> float:
         return dict(self.mma_eff).get(rows, min(e for _, e in self.mma_eff))
@@ -358,6 +363,6 @@ def predict_stream(c: StreamCandidate, m: int, n: int, k: int, *, in_bytes: int,
              if c.splits > 1 else 0.0)
     c_bytes = m * n * out_bytes * (2 if beta_reads_c else 1)
     reduce = work / bw + chain
-    total = t + c_bytes / bw + reduce + fig.ramp_s
+    total = t + c_bytes / bw + reduce + fig.ramp_s + fig.zchunk_s * (c.zchunks - 1)
     w = waves(blocks, capacity)
     return Prediction(total, math_s, stream, reduce, blocks, w, blocks / (w * capacity), note)
