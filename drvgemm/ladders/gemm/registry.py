@@ -40,7 +40,7 @@ PLAIN = PlainHost()
 # (1024 x 1024 x 32768 is 64 tiles of 128 x 128, 256 of 64 x 64, on 132 SMs).
 # tests/test_gemm_gpu.py's split-K tests run every count on the H200, and
 # benchmarks/sanitize.py puts some of them under the sanitizers.
-SIMT_SPLITS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+SIMT_SPLITS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 # Rung.host (a name, so that an entry stays plain data) -> its host side.
 HOSTS = {"": PLAIN, "tma": hopper.TMA_WGMMA, "small_m": small_m.SMALL_M}
 
