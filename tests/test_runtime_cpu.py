@@ -384,8 +384,8 @@ def test_plain_split_k_launches(monkeypatch):
     (_, part), (_, red) = r.launches(split_build, a, b, c, 300, 260, 17, 1.0, 0.0, split=12,
                                      workspace=pw)
     assert part.grid[2] == 3 and red.args[4] == 3
-    assert r.host_side.split_counts(r, 300, 260, 17) == (1,)   # 3 k-tiles: no piece of 8
-    assert r.host_side.split_counts(r, 300, 260, 200) == (1, 2, 3)   # 25 k-tiles
+    assert r.host_side.split_counts(r, 300, 260, 17) == (1,)   # 3 k-tiles: no piece of 16
+    assert r.host_side.split_counts(r, 300, 260, 400) == (1, 2, 3)   # 50 k-tiles
     # one k-tile: K in one piece, by the unsplit build only
     (kern, cfg), = r.launches(unsplit, a, b, c, 300, 260, 8, 1.0, 0.0, split=4, workspace=pw)
     assert kern == "unsplit" and cfg.args[2] is c

@@ -149,11 +149,10 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
                   "0.64 of that in the aligned build's rate (h200-shapes.json)"),
     # The 64x64-tile entries of rung 08 share the loop; a 64x64 tile reuses
     # each shared-memory value half as often.
-    Family("simt_fp32_small", "ffma", 0.66, 6.0e-6, unaligned=0.68,
+    Family("simt_fp32_small", "ffma", 0.66, 1.5e-6, unaligned=0.68,
            source="08_warp_tiled_64x64, 4 blocks/SM: 32768x64x2048 220.7 us and "
                   "64x32768x2048 230.2 us (h200-shapes.json; 0.60 predicted 248.8 for both); "
-                  "fixed: 128^3 split 2 16.6 us, 256^3 split 4 17.2 us, 127x8191x131 split 2 "
-                  "25.8 us (4.1-5.8 us over 1.5 us); ALIGNED=0 taken from the 128x128 tile"),
+                  "fixed: an estimate; ALIGNED=0 taken from the 128x128 tile"),
     Family("mma_sync_tf32", "mma_sync_tf32", 0.565, 4.6e-6, unaligned=0.5,
            source="11_mma_tf32 128x256, 1 block/SM: 4096^3 0.786 ms (174.9 TFLOP/s), 256^3 "
                   "18.8 us; 3072^3 0.455 ms (predicted 0.445)"),
@@ -287,8 +286,9 @@ class StreamFigures:
     unaligned_extra_16: float = 6.1
     # fp32 copies each element with its own 4-byte cp.async (zero-filled
     # past the edges): the ring stays asynchronous, at 4 times the copy
-    # instructions per byte.
-    unaligned_extra_fp32: float = 1.0
+    # instructions per byte. fp32 31 x 4097 x 4099 ran 70.9 us (104.9 with
+    # plain loads before) against 33.6 predicted aligned (16.4 us of stream).
+    unaligned_extra_fp32: float = 2.8
     # Each z chunk past the first (M over ROWS rows: blocks re-reading the
     # same strip of B, each with its own split reduction): fitted to fp32
     # 128^3 (8 chunks, 14.4 us against 10.0 predicted without it) and 256^3

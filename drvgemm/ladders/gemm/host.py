@@ -14,9 +14,12 @@ from . import split_k
 # device; the plain kernels read blockIdx.y as the tile row of C.
 MAX_GRID_Y = 65535
 # A piece of a split K runs at least this many k-tiles: the SIMT main loop
-# double-buffers, so a shorter piece is all pipeline fill and epilogue, which
-# the model's figures (fitted on long K) do not price.
-MIN_PIECE_K_TILES = 8
+# double-buffers, so a shorter piece is mostly pipeline fill and epilogue,
+# which the model's figures (fitted on long K) do not price. On the H200,
+# pieces of 8 or 9 k-tiles ran 4-6 us over their predictions (fp32 128^3
+# split 2, 256^3 split 4, 127x8191x131 split 2 on the 64x64 tile), pieces
+# of 32 or more within 10 % (32x32x131072 split 512, 1000x700x900 split 3).
+MIN_PIECE_K_TILES = 16
 
 
 class Binding:
