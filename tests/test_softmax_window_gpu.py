@@ -230,3 +230,28 @@ def test_more_than_2_31_elements_through_a_window_cluster(gpu):
     finally:
         x.free()
         y.free()
+
+
+@pytest.mark.parametrize("prec", ["fp32", "bf16"])
+def test_every_block_per_row_config(gpu, prec):
+    """Each registered block-per-row window config (dispatch._pick_block's
+    candidates: auto takes any of them by row length) run as an explicit
+    plan on rows that fill its window but for one vector, at an offset of one
+    element: the result against float64, the guards around y untouched."""
+    cfgs = [c for c in smr.window_configs(prec)
+            if c.kind == "rows" and c.row_threads == c.threads]
+    assert cfgs
+    vec = smr.vec_of(prec)
+    for i, c in enumerate(cfgs):
+        cols = max(1, (c.window - 1) * vec - 1)
+        rows = 5
+        x = make_input(rows, cols, prec, seed=i)
+        vx, vy = PitchedView(rows, cols, cols, 1, x.dtype), PitchedView(rows, cols, cols, 1, x.dtype)
+        vx.upload(x)
+        p = sm.config_plan(c, rows, cols, prec, aligned=False)
+        k, p = sm.prepare(p, rows)
+        sm.run_plan(k, p, vx.ptr, vy.ptr, rows, cols, cols, cols)
+        driver.synchronize()
+        y, touched = vy.download()
+        assert touched == 0, f"{c.describe()}: wrote outside y"
+        check(y, x, c.describe())

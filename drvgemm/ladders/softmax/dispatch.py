@@ -287,13 +287,24 @@ def _pick_rows(nv: int, cfgs) -> WindowConfig | None:
     return min(cands, key=lambda c: (c.window, c.row_threads))
 
 
+# A thread of a block-per-row config should hold at least this many bytes of
+# its row: the block loads its row once, then reduces and stores, so an SM
+# has (threads resident) x (bytes a thread holds) in flight at best. 64 B is
+# what fp32's 256 x 4 vectors hold at 0.87 of copy; bf16 8192 x 4096 on
+# 256 threads x 2 vectors (32 B) ran at the same element rate as fp32, half
+# the bandwidth (h200-softmax-shapes.json: 69.7 us against fp32's 71.5).
+BLOCK_MIN_THREAD_BYTES = 64
+
+
 def _pick_block(nv: int, cfgs) -> WindowConfig | None:
     cands = [c for c in cfgs if c.kind == "rows" and c.row_threads == c.threads and c.window >= nv]
     if not cands:
         return None
-    # least padding first; then 256 threads over 128/512 (four blocks an SM
-    # desynchronise their phases best while each still has 8 warps to merge)
-    return min(cands, key=lambda c: (c.window, abs(c.threads - 256)))
+    # enough bytes a thread; then the least padding; then 256 threads over
+    # 128/512 (four blocks an SM desynchronise their phases best while each
+    # still has 8 warps to merge)
+    return min(cands, key=lambda c: (c.items * 16 < BLOCK_MIN_THREAD_BYTES, c.window,
+                                     abs(c.threads - 256)))
 
 
 def _pick_cluster(nv: int, cfgs, rows: int = 1) -> WindowConfig | None:
