@@ -17,12 +17,12 @@
 # Time: every phase has a timeout (env *_TIMEOUT); LIMIT (default 570 s, one device call
 # is 600 s at most) bounds the whole run: a phase starts only with its minimum time left
 # and its timeout is cut to what remains -- a skipped phase is named at the end.
-# Expected on the H200 (warm disk cache after the first phases):
-#   install ~20 s, tests ~240 s (<= 270), sanitize ~240 s (<= 4 x (75 + 35)),
-#   overhead ~60 s (<= 2 x 90), bench ~150 s (<= 240), shapes ~200 s (<= 300, its own
-#   budget 250), memory ~60 s (<= 120): ~16 min in all, so two calls:
-#     bash benchmarks/h200.sh install tests sanitize
-#     bash benchmarks/h200.sh install overhead bench shapes memory
+# Expected on the H200 (warm disk cache after the first phases; seventh round):
+#   install ~6 s, tests ~390 s (<= 480; 1,400 tests), sanitize ~240 s (<= 4 x (75 + 35)),
+#   overhead ~15 s (<= 2 x 90), bench ~150 s (<= 240), shapes ~105 s (<= 300, its own
+#   budget 250), memory ~20 s (<= 120): ~15 min in all, so two calls:
+#     bash benchmarks/h200.sh install tests
+#     bash benchmarks/h200.sh install sanitize overhead bench shapes memory
 # CALL_OVERHEAD_ARGS="--shapes" adds gemm()'s call cost on rotating buffers per shape to the
 # overhead phase; ktimes (KTIMES_ARGS: shapes) is each kernel's GPU time under ncu.
 # SANITIZE_RUNGS limits the sanitizers to some rungs, SAN_TOOLS to some tools, SANITIZE_SOFTMAX=0 skips the softmax
@@ -75,7 +75,7 @@ if have compile && begin compile "${COMPILE_TIMEOUT:-300}"; then
   timeout "$T" python3 -m drvgemm compile > "$LOG/compile_report.txt" 2>&1; rc=$?
   tail -40 "$LOG/compile_report.txt"; end compile $rc
 fi
-if have tests && begin tests "${TEST_TIMEOUT:-270}" 60; then
+if have tests && begin tests "${TEST_TIMEOUT:-480}" 60; then
   timeout "$T" python3 -m pytest -m gpu -q -rsfEP --timeout=120 -p no:cacheprovider \
     --continue-on-collection-errors ${TESTS:-} ${TEST_K:+-k "$TEST_K"} > "$LOG/pytest_gpu.log" 2>&1
   rc=$?; tail -40 "$LOG/pytest_gpu.log"; end tests $rc
