@@ -155,6 +155,10 @@ ptxas info    : Used 32 registers, used 0 barriers
     assert r["gemm_b"] == Resources(32, 0, 0, 0, 0, 0)
 
 
+# One worker runs the tests that compile the whole kernel set, one after the
+# other: the first fills the suite's cache and the next find it warm (two
+# workers would each compile all of it at once).
+@pytest.mark.xdist_group("kernel_set")
 def test_warm_start_of_the_whole_kernel_set_is_under_a_second():
     """Compile every kernel once into the suite's cache (a no-op where other
     tests already did: the entries are shared, not rebuilt in a fresh cache

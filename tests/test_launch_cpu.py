@@ -91,6 +91,7 @@ def test_no_gpu_is_a_clean_reason_not_a_crash():
         drvgemm.device()
 
 
+@pytest.mark.xdist_group("kernel_set")    # compiles the whole kernel set: see test_compiler.py
 def test_cli_without_gpu_prints_compile_report():
     if drvgemm.has_gpu():
         pytest.skip("a GPU is present: the main job would benchmark")
