@@ -8,6 +8,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+# One worker builds the wheel (the module's fixture) and runs every test of it:
+# two pip builds in the same source tree at once collide in its build/ folder.
+pytestmark = pytest.mark.xdist_group("wheel")
 
 
 @pytest.fixture(scope="module")
