@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from . import compiler, driver, sass
 from .compiler import CompiledBinary, ModuleBinary, Resources
 
-__all__ = ["Kernel", "Module", "Param", "compile", "compile_module", "parse_params"]
+__all__ = ["Kernel", "Module", "Param", "compile", "compile_once", "compile_module",
+           "parse_params"]
 
 _UNSIGNED_INTS = ("u8", "u16", "u32", "u64")
 
@@ -516,3 +517,17 @@ def compile(path_or_source, name, *, defines=None, arch=None, options=()) -> Ker
                         f"{name!r}")
     return compile_module(path_or_source, [name], defines=defines, arch=arch,
                           options=options).kernel(name)
+
+
+_once: dict = {}
+
+
+def compile_once(source: str, entry: str) -> Kernel:
+    """``compile(source, entry)`` once per process, with no defines, for the
+    current device (sm_90 with none): the fixed helper kernels a host side
+    launches beside a GEMM (split-K reduction, staging copy, C scaling)."""
+    k = _once.get((source, entry))
+    if k is None:
+        k = _once[(source, entry)] = compile(source, entry)
+    return k
+

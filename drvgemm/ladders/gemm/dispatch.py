@@ -24,7 +24,7 @@ import numpy as np
 from ...runtime import driver, dtypes, interop
 from ...runtime.driver import DeviceArray
 from ...runtime.errors import NoDeviceError
-from ...runtime.kernel import compile
+from ...runtime.kernel import compile_once
 from ...runtime.launch import launch
 from . import plan as planning
 from . import tuned
@@ -357,17 +357,12 @@ def _workspace(handle: int, host: str) -> _Workspace:
 # ---------------------------------------------------------------------------
 # the plan of a call, and the cache of them
 # ---------------------------------------------------------------------------
-_scale_kernels = {}
-
-
 def _scale_c(c_dev, count, beta, stream, precision="fp32"):
     """C = beta*C (beta == 0 writes zeros without reading C): K = 0 for rungs
     whose host side cannot describe an empty K extent (TMA). ``precision``:
     C's element type ("fp32", or "bf16" / "fp16" for a 16-bit C)."""
     entry = "scale_c" if precision == "fp32" else f"scale_c_{precision}"
-    k = _scale_kernels.get(entry)
-    if k is None:
-        k = _scale_kernels[entry] = compile("scale.cu", entry)
+    k = compile_once("scale.cu", entry)
     blocks = max(1, min((count + 255) // 256, 65535))
     launch(k, blocks, 256, [c_dev, count, float(beta)], stream=stream)
 

@@ -11,7 +11,7 @@ same bits on every run, whatever the grid (no atomics)."""
 from __future__ import annotations
 
 from ...runtime import driver
-from ...runtime.kernel import compile as compile_kernel
+from ...runtime.kernel import compile_once
 from ...runtime.launch import LaunchConfig
 
 __all__ = ["SLICE_ALIGN", "split_ranges", "split_stride", "split_workspace_bytes",
@@ -44,19 +44,13 @@ def split_workspace_bytes(m: int, n: int, split: int) -> int:
     return 0 if int(split) <= 1 else 4 * int(split) * split_stride(m, n)
 
 
-_reduce_kernels: dict = {}
-
-
 def reduce_kernel(out: str = "fp32"):
     """The compiled reduction writing a C of ``out`` ("fp32", "bf16" or
     "fp16") for the current device (sm_90 with none), cached per process."""
     entry = REDUCE_ENTRIES.get(out)
     if entry is None:
         raise ValueError(f"the split-K reduction writes fp32, bf16 or fp16, not {out!r}")
-    k = _reduce_kernels.get(entry)
-    if k is None:
-        k = _reduce_kernels[entry] = compile_kernel("split_reduce.cu", entry)
-    return k
+    return compile_once("split_reduce.cu", entry)
 
 
 def reduce_launch_config(partials, c, m, n, splits, alpha, beta) -> LaunchConfig:

@@ -13,7 +13,7 @@ buffer per signature: hopper.KEEP_STAGING_BYTES)."""
 from __future__ import annotations
 
 from ...runtime import driver
-from ...runtime.kernel import compile as compile_kernel
+from ...runtime.kernel import compile_once
 from ...runtime.launch import LaunchConfig, launch
 from ...runtime.tensormap import padded_pitch
 
@@ -24,19 +24,13 @@ PAD_THREADS = 256
 PAD_BLOCKS_PER_SM = 4       # with a grid-stride loop: enough blocks to fill the GPU
 PAD_ENTRIES = {2: "pad_rows_2", 4: "pad_rows_4"}   # element size -> entry
 
-_kernels: dict = {}
-
-
 def pad_kernel(elem_size: int):
     """The compiled copy for elements of ``elem_size`` bytes (2 or 4) for the
     current device (sm_90 with none), cached per process."""
     entry = PAD_ENTRIES.get(int(elem_size))
     if entry is None:
         raise ValueError(f"pad_rows copies 2- or 4-byte elements, not {elem_size!r}-byte ones")
-    k = _kernels.get(entry)
-    if k is None:
-        k = _kernels[entry] = compile_kernel("pad_rows.cu", entry)
-    return k
+    return compile_once("pad_rows.cu", entry)
 
 
 def pad_launch_config(copies, sm_count: int | None = None) -> LaunchConfig:
