@@ -129,3 +129,19 @@ def test_errors_survive_pickling():
     c = pickle.loads(pickle.dumps(CompileError("NVRTC failed", log="x.cu(3): error", source="x.cu")))
     assert (type(c), c.log, c.source) == (CompileError, "x.cu(3): error", "x.cu")
     assert "x.cu(3): error" in str(c)
+
+
+def test_reset_drops_the_gemm_and_softmax_call_caches(fake):
+    """A cached gemm() call keeps its launches with the workspace and staging
+    buffers of its context, a cached softmax() call its plan and pointers:
+    reset() must drop both, so the next call is planned in the new context."""
+    from drvgemm.ladders.gemm import dispatch as gemm_dispatch
+    from drvgemm.ladders.softmax import dispatch as softmax_dispatch
+    gemm_dispatch._calls["sig"] = "call"
+    gemm_dispatch._workspaces[(0, "tma")] = "workspace"
+    softmax_dispatch._calls["sig"] = "call"
+    softmax_dispatch._workspaces[0] = "workspace"
+    drvgemm.reset()
+    assert not gemm_dispatch._calls and not gemm_dispatch._workspaces
+    assert not softmax_dispatch._calls and not softmax_dispatch._workspaces
+

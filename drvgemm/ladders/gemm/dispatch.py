@@ -451,6 +451,11 @@ def clear_plan_cache():
         _tuned_file = None
 
 
+# The cached calls hold the old context's workspaces, staging buffers and
+# pointers: a replay after drvgemm.reset() would launch on dead memory.
+driver.on_reset(clear_plan_cache)
+
+
 def _key(a, b, c, alpha, beta, kernel, stream, out_dtype, precision):
     """(key, pa, pb, pc, handle) of a call with device operands the cache
     knows, or None (then the checked path decides)."""

@@ -758,6 +758,14 @@ _calls: dict = {}
 _MAX_CALLS = 1024
 
 
+@driver.on_reset
+def _drop_calls():
+    # kept plans name the old context's pointers; the split rung's workspaces
+    # went with it
+    _calls.clear()
+    _workspaces.clear()
+
+
 def _contiguous(sig) -> bool:
     return len(sig) == 3 or bool(sig[3])     # DeviceArray, or torch / CuPy's flag
 
