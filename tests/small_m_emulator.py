@@ -161,8 +161,8 @@ class Emulator:
             acc[:rows] += a[:, r, None, None] * b[r][None]
 
     # -- the kernel -------------------------------------------------------
-    def run(self, A, B, C, M, N, K, alpha, beta, strips, zchunks, splits, steps_per_split, *,
-            workspace=None, work=0, counters=0, clear_partials=True):
+    def run(self, A, B, C, M, N, K, alpha, beta, strips, zchunks, splits, steps_per_split,
+            group=0, *, workspace=None, work=0, counters=0, clear_partials=True):
         """``workspace`` (a Workspace) with the ``work`` / ``counters``
         addresses of the launch's arguments: split K goes through those bytes
         as the kernel's does (a counter that does not start at 0 leaves its
@@ -234,20 +234,45 @@ class Emulator:
                 continue
             if workspace is not None:
                 tile = ROWS * STRIP
+                qn = -(-min(STRIP, N - n0) // 4)         # float4s of a tile row inside N
+                cols = slice(0, 4 * qn)
                 t0 = work + 4 * (cid * splits * tile)
-                mine_tile = workspace.f32(t0 + 4 * split * tile, tile).reshape(ROWS, STRIP)
-                mine_tile[:rows_here] = part[:rows_here]       # rows < rows_here only
+
+                def tile_at(sp):
+                    return workspace.f32(t0 + 4 * sp * tile, tile).reshape(ROWS, STRIP)
+
+                def add_and_clear(sps):
+                    total = np.zeros((ROWS, STRIP))
+                    for sp in sps:                              # fixed order
+                        t = tile_at(sp)
+                        total[:rows_here, cols] += t[:rows_here, cols]
+                        if clear_partials:
+                            t[:rows_here, cols] = 0.0
+                    return total
+
+                tile_at(split)[:rows_here, cols] = part[:rows_here, cols]
+                group = group if 0 < group < splits else splits
+                ngroups = -(-splits // group)
+                if ngroups > 1:
+                    g = split // group
+                    first = g * group
+                    count = min(group, splits - first)
+                    gcnt = workspace.i32(cnt_addr + 4 * (strips * zchunks + cid * ngroups + g))
+                    old = int(gcnt[0])
+                    gcnt[0] = old + 1                           # atomicAdd
+                    if old != count - 1:
+                        continue
+                    s = add_and_clear(range(first, first + count))
+                    tile_at(first)[:rows_here, cols] = s[:rows_here, cols]
+                    gcnt[0] = 0
+                    terms = range(0, splits, group)
+                else:
+                    terms = range(splits)
                 cnt = workspace.i32(cnt_addr + 4 * cid)
                 old = int(cnt[0])
                 cnt[0] = old + 1                                # atomicAdd
-                if old == splits - 1:                           # the last one to arrive
-                    total = np.zeros((ROWS, STRIP))
-                    for sp in range(splits):                    # fixed order
-                        t = workspace.f32(t0 + 4 * sp * tile, tile).reshape(ROWS, STRIP)
-                        total[:rows_here] += t[:rows_here]
-                        if clear_partials:
-                            t[:rows_here] = 0.0
-                    epilogue(total)
+                if old == (ngroups if ngroups > 1 else splits) - 1:    # the last to arrive
+                    epilogue(add_and_clear(terms))
                     cnt[0] = 0
                 continue
             tiles[(cid, split)] = part.copy()

@@ -489,6 +489,71 @@ def test_plain_split_k_few_k_tiles_and_determinism(gpu, name):
     check(first, a, b, c0, 0.75, 0.5, precision=r.precision, mode="random", label=f"{name} split=12")
 
 
+# ---------------------------------------------------------------------------
+# split-K of rung 30 (small M): split counts on both sides of the two-level
+# reduction (ONE_LEVEL_MAX_SPLITS), up to MAX_SPLITS, through the host side's
+# own launch; the workspace guarded and left all zero, C guarded, the same
+# bits on a second run
+# ---------------------------------------------------------------------------
+SPLIT_SMALL_M = ["30_small_m_bf16", "30_small_m_fp16_r32", "30_small_m_bf16_r64",
+                 "30_small_m_fp32"]
+
+
+def run_small_m_split(r, a, b, c_init, alpha, beta, split, label):
+    from drvgemm.ladders.gemm import small_m
+    from drvgemm.ladders.gemm.registry import rung_kernel
+    from drvgemm.runtime.launch import launch
+    m, k = a.shape
+    n = b.shape[1]
+    A, B = drvgemm.to_device(a), drvgemm.to_device(b)
+    C = Guarded((m, n), np.float32, tile_rows=r.tile_m)
+    if beta != 0:
+        C.fill(c_init)
+    host = small_m.SMALL_M
+    assert split in host.split_counts(r, m, n, k), f"{label}: {split} is not offered"
+    nbytes = host.workspace_bytes(r, m, n, split)
+    ws_host = np.zeros(nbytes + 4 * WS_GUARD, np.uint8)
+    ws_host[nbytes:] = 0xA5
+    ws_buf = drvgemm.to_device(ws_host)
+    aligned = host.aligned(r, m, n, k, A.ptr, B.ptr, C.view.ptr)
+    kernel = rung_kernel(r, aligned)
+    [(kern, cfg)] = host.launches(r, kernel, A, B, C.view, m, n, k, alpha, beta, split=split,
+                                  workspace=ws_buf.ptr)
+    launch(kern, cfg.grid, cfg.block, cfg.args, smem=cfg.smem)
+    driver.synchronize()
+    after = ws_buf.to_host()
+    assert np.all(after[nbytes:] == 0xA5), f"{label}: wrote past the workspace"
+    assert not after[:nbytes].any(), f"{label}: the workspace is not left all zero"
+    C.check(label)
+    return C.view.to_host()
+
+
+@pytest.mark.parametrize("name", SPLIT_SMALL_M)
+def test_small_m_split_k_one_and_two_levels(gpu, name):
+    """Split counts from 2 to 512 (one reduction level up to 32, groups of
+    8 .. 32 beyond, a short last group included), N narrower than a strip
+    and across strips, K not a multiple of the k step; beta = 0 with NaN in
+    C and beta != 0; exact integers where the K allows, random data against
+    the bound; a second run gives the same bits."""
+    r = need(gpu, name)
+    rows = int(r.defines["ROWS"])
+    kstep = 4 if r.precision == "fp32" else 16
+    per_split = 4 * 4 * kstep          # the fewest rows of K a split may hold
+    for split in (2, 31, 33, 40, 64, 96, 128, 192, 256, 512):
+        for m, n in ((min(rows, 5), 40), (rows, 3 * r.tile_n + 7)):
+            k = split * per_split - 3      # the last split 3 rows short
+            mode = "exact" if r.precision == "fp32" or k <= 4096 else "random"
+            for beta in (0.0, 0.5):
+                a, b, c0 = inputs(r.precision, m, n, k, split + m + int(beta), mode)
+                label = f"{name} {m}x{n}x{k} split={split} beta={beta} {mode}"
+                out = run_small_m_split(r, a, b, c0, 1.5, beta, split, label)
+                check(out, a, b, c0, 1.5, beta, precision=r.precision, mode=mode, label=label)
+                if beta == 0.0:
+                    again = run_small_m_split(r, a, b, c0, 1.5, beta, split, label + " (2)")
+                    assert np.array_equal(out.view(np.uint32), again.view(np.uint32)), \
+                        f"{label}: a second run differs"
+
+
 def test_auto_picks_a_rung_per_precision(gpu):
     a = np.ones((33, 17), np.float32)
     b = np.ones((17, 9), np.float32)

@@ -213,10 +213,19 @@ def test_launch_arguments_and_workspace_layout():
     assert kern == "K" and cfg.block == (128, 1, 1) and cfg.smem == r.smem
     assert cfg.grid == (strips * split, 1, 1)
     assert cfg.args == (0xA0, 0xB0, 0xC0, 0x10000 + 256, 0x10000, m, n, k, 2.0, 0.5, strips, 1,
-                        split, 64)
+                        split, 64, split)      # 4 splits: one reduction level
+    # many splits: a counter per strip, then one per group of each strip
+    m, n, k, split = 3, 130, 16 * 16 * 128, 128
+    g = small_m.reduction_group(split)
+    assert g == 16
+    heads = 3 * (1 + split // g) * 4          # 3 strips of 64
+    assert HOST.workspace_bytes(r, m, n, split) == 256 * -(-heads // 256) + 3 * split * 16 * 64 * 4
+    [(_, cfg)] = HOST.launches(r, "K", 0xA0, 0xB0, 0xC0, m, n, k, 1.0, 0.0, split=split,
+                               workspace=0x10000)
+    assert cfg.args[3] == 0x10000 + 256 * -(-heads // 256) and cfg.args[-3:] == (split, 16, g)
     # K = 0: one empty split, A and B never read
     [(_, cfg)] = HOST.launches(r, "K", 0, 0, 0xC0, m, n, 0, 1.0, 3.0)
-    assert cfg.args[:5] == (0xC0, 0xC0, 0xC0, 0, 0) and cfg.args[-2:] == (1, 0)
+    assert cfg.args[:5] == (0xC0, 0xC0, 0xC0, 0, 0) and cfg.args[-3:] == (1, 0, 1)
     assert HOST.workspace_bytes(r, m, n, 1) == 0
 
 
@@ -239,6 +248,10 @@ EMU_CASES = [
     ("30_small_m_fp32", 17, 130, 21, False, 2),
     ("30_small_m_fp32", 40, 5, 9, False, 3),
     ("30_small_m_fp32", 1, 1, 1, False, 1),
+    # two reduction levels: groups of 8 (the last one short), N under the strip
+    ("30_small_m_bf16", 3, 40, 16 * 40, False, 40),
+    ("30_small_m_bf16_r32", 20, 72, 16 * 64, True, 64),
+    ("30_small_m_fp32", 2, 130, 4 * 33, False, 33),
 ]
 
 
@@ -253,14 +266,14 @@ def test_emulated_kernel_is_exact(name, m, n, k, aligned, split):
     ws = HOST.workspace_bytes(r, m, n, split)
     [(_, cfg)] = HOST.launches(r, None, 1, 2, 3, m, n, k, 1.5, -0.5, split=split,
                                workspace=0x1000 if ws else 0)
-    strips, zchunks, splits, sps = cfg.args[10:]
+    strips, zchunks, splits, sps, group = cfg.args[10:]
     assert splits == split
     emu = Emulator(r.precision, g.rows, g.warps, aligned, g.nwarps)
-    out = emu.run(A, B, C, m, n, k, 1.5, -0.5, strips, zchunks, splits, sps)
+    out = emu.run(A, B, C, m, n, k, 1.5, -0.5, strips, zchunks, splits, sps, group)
     bad = np.argwhere(out != 1.5 * (A @ B) - 0.5 * C)
     assert bad.size == 0, f"{name} {m}x{n}x{k} aligned={aligned} split={split}: {bad[:3]}"
     out0 = emu.run(A, B, np.full((m, n), np.nan), m, n, k, 1.0, 0.0, strips, zchunks, splits,
-                   sps)
+                   sps, group)
     assert np.array_equal(out0, A @ B)    # beta == 0: C never read
 
 
@@ -282,6 +295,9 @@ REUSE_CASES = [
     ("30_small_m_fp32", False, (16, 4096, 16, 4), (32, 4104, 37, 4)),
     ("30_small_m_fp32", False, (1, 128, 16, 2), (64, 4104, 21, 2)),
     ("30_small_m_bf16", True, (1, 4096, 64, 4), (16, 4104, 64, 4)),
+    # two reduction levels (group counters after the strip counters) and back
+    ("30_small_m_bf16", False, (3, 200, 16 * 48, 48), (5, 4104, 97, 4)),
+    ("30_small_m_fp32", False, (2, 4104, 37, 4), (3, 300, 4 * 40, 40)),
 ]
 
 
@@ -297,11 +313,11 @@ def _emulated_call(ws, r, aligned, m, n, k, split, clear_partials=True):
     [(_, cfg)] = HOST.launches(r, None, 0x100, 0x200, 0x300, m, n, k, 1.0, 0.0, split=split,
                                workspace=ws.base)
     work, counters = cfg.args[3:5]
-    strips, zchunks, splits, sps = cfg.args[10:]
+    strips, zchunks, splits, sps, group = cfg.args[10:]
     assert splits == split
     emu = Emulator(r.precision, g.rows, g.warps, aligned, g.nwarps)
     out = emu.run(A, B, np.full((m, n), np.nan), m, n, k, 1.0, 0.0, strips, zchunks, splits, sps,
-                  workspace=ws, work=work, counters=counters, clear_partials=clear_partials)
+                  group, workspace=ws, work=work, counters=counters, clear_partials=clear_partials)
     return out, A @ B
 
 
@@ -332,9 +348,12 @@ def test_workspace_left_dirty_breaks_the_next_shape():
 
 
 def test_last_block_clears_every_partial_it_reads():
-    """The kernel side of the emulator's clear_partials: in the last block's
-    loop, each ldcg of a partial is followed by a zero store to it."""
+    """The kernel side of the emulator's clear_partials: every workspace read
+    of the reduction is sum_and_clear's, where each ldcg of a partial is
+    followed by a zero store to it."""
     src = open(SOURCE).read()
-    tail = src[src.index("if (!is_last) return;"):]
-    loop = tail[:tail.index("counters[cid] = 0")]
-    assert loop.count("ldcg_f32x4(") == loop.count("stcg_zero_f32x4(") == 2
+    body = src[src.index("DEVI void sum_and_clear("):]
+    body = body[:body.index("\n}\n")]
+    assert body.count("ldcg_f32x4(") == body.count("stcg_zero_f32x4(") == 4
+    kernel = src[src.index("small_m_gemm("):]
+    assert "ldcg_f32x4(" not in kernel and kernel.count("sum_and_clear(") == 2

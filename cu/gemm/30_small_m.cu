@@ -25,7 +25,9 @@
 //   so the reduction reads whole float4s); the block that
 //   arrives last at its strip's counter adds the splits in the fixed order
 //   0, 1, ..., S-1 (the same bits whichever block is last), applies alpha /
-//   beta, writes C, and resets the counter to 0 for the next call.
+//   beta, writes C, and resets the counter to 0 for the next call. Many
+//   splits (long K over a few strips) go through two such levels: groups of
+//   consecutive splits, each summed by its last block, then the groups.
 // * bf16 / fp16 (PREC 1 / 2): mma.sync.m16n8k16 with fp32 accumulators,
 //   M padded to 16 per m-tile. FFMA could not keep up: at M = 16 streaming
 //   bf16 B at 4.27 TB/s needs 68 TFLOP/s, above the 60 TFLOP/s FFMA ceiling,
@@ -585,6 +587,43 @@ DEVI float4 ldcg_f32x4(const float* p) {
 DEVI void stcg_zero_f32x4(float* p) {
     asm volatile("st.global.cg.v4.f32 [%0], {%1, %1, %1, %1};" :: "l"(p), "f"(0.0f) : "memory");
 }
+DEVI void stcg_f32x4(float* p, float4 v) {
+    asm volatile("st.global.cg.v4.f32 [%0], {%1, %2, %3, %4};"
+                 :: "l"(p), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w) : "memory");
+}
+// The sums of `count` workspace float4s `stride` floats apart, from p and
+// from q (two items of a thread, so that one L2 round trip serves both), in
+// that fixed order, each cleared once read. The loads of eight terms of both
+// are issued before their adds (in order). q may be p (one item left): the
+// second sum is then a copy, and clearing twice is harmless.
+DEVI void sum_and_clear(float* p, float* q, int count, long long stride, float4& sp_out,
+                        float4& sq_out) {
+    float4 s = make_float4(0.f, 0.f, 0.f, 0.f), t = s;
+    int sp = 0;
+    for (; sp + 8 <= count; sp += 8) {
+        float4 v[8], w[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) v[u] = ldcg_f32x4(p + (sp + u) * stride);
+#pragma unroll
+        for (int u = 0; u < 8; ++u) w[u] = ldcg_f32x4(q + (sp + u) * stride);
+#pragma unroll
+        for (int u = 0; u < 8; ++u) { s = add4(s, v[u]); t = add4(t, w[u]); }
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+            stcg_zero_f32x4(p + (sp + u) * stride);
+            stcg_zero_f32x4(q + (sp + u) * stride);
+        }
+    }
+    for (; sp < count; ++sp) {
+        const float4 v = ldcg_f32x4(p + sp * stride), w = ldcg_f32x4(q + sp * stride);
+        s = add4(s, v);
+        t = add4(t, w);
+        stcg_zero_f32x4(p + sp * stride);
+        stcg_zero_f32x4(q + sp * stride);
+    }
+    sp_out = s;
+    sq_out = t;
+}
 
 // ---------------------------------------------------------------------------
 // The kernel. A 1-D grid of strips x zchunks x splits blocks, decoded with
@@ -593,17 +632,20 @@ DEVI void stcg_zero_f32x4(float* p) {
 // 128-byte pieces of the same rows at the same time), then the split.
 //   work:     fp32 tiles [zchunks * strips][splits][ROWS][STRIP], only
 //             touched when splits > 1;
-//   counters: int [zchunks * strips], all 0 before the first call; each is
-//             back to 0 when the kernel ends.
+//   counters: int [zchunks * strips] (one a strip), then, when the splits
+//             form more than one group, int [zchunks * strips][ngroups] (one
+//             a group); all 0 before the first call, back to 0 when the
+//             kernel ends.
 // steps_per_split: KSTEP-row steps per split; split s owns the steps
 // [s * steps_per_split, min((s+1) * steps_per_split, ceil(K / KSTEP))),
 // never empty (the host makes splits = ceil(steps / steps_per_split)).
+// group: splits per reduction group (1 .. splits; splits: one level).
 // ---------------------------------------------------------------------------
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 small_m_gemm(const Elem* __restrict__ A, const Elem* __restrict__ B, OutT* __restrict__ C,
              float* __restrict__ work, int* __restrict__ counters,
              int M, int N, int K, float alpha, float beta,
-             int strips, int zchunks, int splits, int steps_per_split)
+             int strips, int zchunks, int splits, int steps_per_split, int group)
 {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int nw = warp % NWARPS, kw = warp / NWARPS;
@@ -692,14 +734,18 @@ small_m_gemm(const Elem* __restrict__ A, const Elem* __restrict__ B, OutT* __res
 
     // Split K: this block's partial strip goes to its own tile of the
     // workspace, ROWS x STRIP floats, contiguous: tile (strip, z, split) at
-    // ((z * strips + strip) * splits + split) * ROWS * STRIP. Whole float4s,
-    // no bounds: the tile is always there (columns past N hold zeros).
+    // ((z * strips + strip) * splits + split) * ROWS * STRIP. Only the
+    // float4s that hold a column < N are written, read and cleared (the
+    // rest of a tile stays 0): with N narrower than the strip (N = 32 of 64
+    // columns) the reduction moves half the bytes.
     const int cid = z * strips + strip;
+    const int qn = (min(STRIP, N - n0) + 3) / 4;    // float4s of a tile row inside N
+    const int tile_items = G.rows * qn;
     float* tiles = work + (long long)cid * splits * (ROWS * STRIP);
     {
         float* mine_tile = tiles + (long long)split * (ROWS * STRIP);
-        for (int it = tid; it < items; it += THREADS) {
-            const int m = it / Q, c = 4 * (it % Q);
+        for (int it = tid; it < tile_items; it += THREADS) {
+            const int m = it / qn, c = 4 * (it % qn);
             float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
             for (int w = 0; w < KWARPS; ++w)
@@ -707,42 +753,69 @@ small_m_gemm(const Elem* __restrict__ A, const Elem* __restrict__ B, OutT* __res
             *reinterpret_cast<float4*>(mine_tile + m * STRIP + c) = s;
         }
     }
-    // Publish this block's partials before it is counted (the classic
-    // threadFenceReduction order: store, fence, barrier, one atomic).
-    __threadfence();
-    __syncthreads();
+    // Two levels when there are many splits: the splits form groups of
+    // `group` consecutive ones (the host's choice, about sqrt(splits)); the
+    // last block of a group to finish adds the group's tiles into the
+    // group's first tile, and the last group to finish adds the groups'
+    // tiles and writes C. One level (group == splits) is the plain scheme:
+    // the last block of the strip adds every tile. Either way the order of
+    // the additions is fixed (tiles in split order within a group, groups in
+    // order), so C has the same bits whichever blocks come last, and the
+    // chain of dependent L2 round trips is about 2 sqrt(splits) / 8 instead
+    // of splits / 8.
+    //   counters[cid]: groups (or splits, with one level) done on this strip;
+    //   counters[strips * zchunks + cid * ngroups + g]: splits done in group g.
+    const int ngroups = (splits + group - 1) / group;
     __shared__ int is_last;
-    if (tid == 0) is_last = atomicAdd(&counters[cid], 1) == splits - 1;
+    if (ngroups > 1) {
+        const int g = split / group;
+        const int first = g * group, count = min(group, splits - first);
+        // Publish this block's partials before it is counted (the classic
+        // threadFenceReduction order: store, fence, barrier, one atomic).
+        __threadfence();
+        __syncthreads();
+        int* group_counter = counters + strips * zchunks + cid * ngroups + g;
+        if (tid == 0) is_last = atomicAdd(group_counter, 1) == count - 1;
+        __syncthreads();
+        if (!is_last) return;
+        __threadfence();   // the group's other partials, counted before us, are visible
+        float* head = tiles + (long long)first * (ROWS * STRIP);
+        for (int it = tid; it < tile_items; it += 2 * THREADS) {
+            const int it2 = it + THREADS < tile_items ? it + THREADS : it;
+            float* p = head + (it / qn) * STRIP + 4 * (it % qn);
+            float* q = head + (it2 / qn) * STRIP + 4 * (it2 % qn);
+            float4 s, t;
+            sum_and_clear(p, q, count, ROWS * STRIP, s, t);
+            // same thread, same addresses: after their clears
+            stcg_f32x4(p, s);
+            if (q != p) stcg_f32x4(q, t);
+        }
+        if (tid == 0) *group_counter = 0;
+        __threadfence();
+        __syncthreads();
+    } else {
+        __threadfence();
+        __syncthreads();
+    }
+    // arrivals at the strip's counter: its groups, or (one level) its splits
+    const int arrivals = ngroups > 1 ? ngroups : splits;
+    if (tid == 0) is_last = atomicAdd(&counters[cid], 1) == arrivals - 1;
     __syncthreads();
     if (!is_last) return;
-    __threadfence();   // the other splits' partials, counted before us, are visible
+    __threadfence();   // the other partials (or group sums), counted before us, are visible
 
-    for (int it = tid; it < items; it += THREADS) {
-        const int m = it / Q, c = 4 * (it % Q);
-        float* p = tiles + m * STRIP + c;
-        // Fixed order 0 .. splits-1 whichever block came last. The loads of
-        // eight splits are issued before their adds (in order), so one L2
-        // round trip serves eight splits instead of one.
-        float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
-        int sp = 0;
-        for (; sp + 8 <= splits; sp += 8) {
-            float4 v[8];
-#pragma unroll
-            for (int u = 0; u < 8; ++u) v[u] = ldcg_f32x4(p + (long long)(sp + u) * (ROWS * STRIP));
-#pragma unroll
-            for (int u = 0; u < 8; ++u) s = add4(s, v[u]);
-#pragma unroll
-            for (int u = 0; u < 8; ++u) stcg_zero_f32x4(p + (long long)(sp + u) * (ROWS * STRIP));
-        }
-        for (; sp < splits; ++sp) {
-            float* q = p + (long long)sp * (ROWS * STRIP);
-            s = add4(s, ldcg_f32x4(q));
-            stcg_zero_f32x4(q);
-        }
-        if (n0 + c < N) store_c4(C, N, G.m0 + m, n0 + c, s, alpha, beta);
+    const int stride = ngroups > 1 ? group : 1;     // tiles between the terms
+    for (int it = tid; it < tile_items; it += 2 * THREADS) {
+        const int it2 = it + THREADS < tile_items ? it + THREADS : it;
+        const int m = it / qn, c = 4 * (it % qn), m2 = it2 / qn, c2 = 4 * (it2 % qn);
+        float4 s, t;
+        sum_and_clear(tiles + m * STRIP + c, tiles + m2 * STRIP + c2, ngroups,
+                      (long long)stride * (ROWS * STRIP), s, t);
+        store_c4(C, N, G.m0 + m, n0 + c, s, alpha, beta);
+        if (it2 != it) store_c4(C, N, G.m0 + m2, n0 + c2, t, alpha, beta);
     }
     // Ready for the next call on this workspace, whatever its shape: the
-    // counter back to 0 and (above) every partial of this strip cleared (the
+    // counters back to 0 and (above) every partial of this strip cleared (the
     // kernel boundary orders it).
     if (tid == 0) counters[cid] = 0;
 }

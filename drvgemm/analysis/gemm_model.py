@@ -318,6 +318,7 @@ class StreamCandidate:
     zchunks: int
     splits: int
     steps_per_split: int
+    group: int = 0      # splits per reduction group (0 or >= splits: one level)
 
 
 def predict_stream(c: StreamCandidate, m: int, n: int, k: int, *, in_bytes: int,
@@ -325,9 +326,11 @@ def predict_stream(c: StreamCandidate, m: int, n: int, k: int, *, in_bytes: int,
                    beta_reads_c: bool = False, aligned: bool = True,
                    fig: StreamFigures = STREAM) -> Prediction:
     """time = max(stream of B and A over the blocks, math at the derated
-    ceiling) + C and the workspace round trip at copy bandwidth + the last
-    block's reduction chain (ceil(S / 8) dependent L2 round trips per item:
-    eight splits' loads are in flight at once) + ramp."""
+    ceiling) + C and the workspace round trip at copy bandwidth + the
+    reduction chain (ceil(S / 8) dependent L2 round trips per pair of items: eight
+    splits' loads are in flight at once; with groups of G splits,
+    ceil(G / 8) + ceil(S / G / 8) and one more hop for the second counter)
+    + ramp."""
     sms = dev.sm_count
     capacity = c.blocks_per_sm * sms
     blocks = c.strips * c.zchunks * c.splits
@@ -358,10 +361,17 @@ def predict_stream(c: StreamCandidate, m: int, n: int, k: int, *, in_bytes: int,
         note += "; unaligned loads"
     t = max(stream, math_s)
     rows_used = min(m, c.rows)
-    work = 2 * c.strips * c.zchunks * c.splits * rows_used * c.strip * 4 if c.splits > 1 else 0
-    items = rows_used * c.strip // 4
-    chain = (math.ceil(c.splits / 8) * math.ceil(items / c.threads) * fig.l2_round_trip_s
-             if c.splits > 1 else 0.0)
+    # Only the float4s of a tile row inside N are written and read.
+    cols = 4 * math.ceil(min(c.strip, n) / 4)
+    work = 2 * c.strips * c.zchunks * c.splits * rows_used * cols * 4 if c.splits > 1 else 0
+    items = rows_used * cols // 4
+    chain = 0.0
+    if c.splits > 1:
+        group = c.group if 0 < c.group < c.splits else c.splits
+        groups = math.ceil(c.splits / group)
+        hops = math.ceil(group / 8) + (math.ceil(groups / 8) + 1 if groups > 1 else 0)
+        # a thread's two items share their round trips
+        chain = hops * math.ceil(items / (2 * c.threads)) * fig.l2_round_trip_s
     c_bytes = m * n * out_bytes * (2 if beta_reads_c else 1)
     reduce = work / bw + chain
     total = t + c_bytes / bw + reduce + fig.ramp_s + fig.zchunk_s * (c.zchunks - 1)

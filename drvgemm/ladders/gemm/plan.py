@@ -174,7 +174,7 @@ def _predict(r: Rung, split: int, aligned: bool, m, n, k, precision, out_bytes,
         strips, zchunks, splits, sps = g.shape(m, n, k, split)
         c = gm.StreamCandidate(r.precision, g.rows, g.strip, g.kstep, g.threads,
                                blocks_per_sm(r, t), g.in_flight_bytes, strips, zchunks,
-                               splits, sps)
+                               splits, sps, small_m.reduction_group(splits))
         return gm.predict_stream(c, m, n, k, in_bytes=in_bytes, out_bytes=out_bytes,
                                  dev=t.ceilings, beta_reads_c=beta_reads_c, aligned=aligned)
     staged = unkept = 0

@@ -384,7 +384,7 @@ def _small_m_rung(precision, ROWS, *, STAGES=6, MIN_BLOCKS=4, WARPS=4, summary) 
         "small_m_gemm", precision, block=(g.threads, 1, 1), tile_m=ROWS, tile_n=g.strip,
         smem=g.smem, defines=small_m.defines(precision, ROWS, WARPS, STAGES, MIN_BLOCKS),
         vector=16 // small_m.ELEM_BYTES[precision], host="small_m",
-        narrow_output=precision != "fp32", splits=tuple(range(1, small_m.MAX_SPLITS + 1)),
+        narrow_output=precision != "fp32", splits=small_m.SPLITS,
         summary=summary)
 
 

@@ -12,10 +12,13 @@ partial strips added in a fixed order by the last one to finish
 (analysis/gemm_model.predict_stream) for each count ``split_counts`` offers.
 
 Kernel parameters: (A, B, C, work, counters, M, N, K, alpha, beta, strips,
-zchunks, splits, steps_per_split). The workspace (``workspace_bytes``) is
-int32 counters, one per (z chunk, strip), then fp32 partial tiles
-[zchunks * strips][splits][ROWS][strip]. The counters must be 0 when a
-launch starts. Where the tiles start depends on strips x zchunks, so bytes
+zchunks, splits, steps_per_split, group). Many splits are added in two
+levels: groups of ``group`` consecutive splits (``reduction_group``), each
+summed by its last block, then the groups' sums, still in a fixed order. The
+workspace (``workspace_bytes``) is int32 counters, one per (z chunk, strip)
+and, with more than one group, one per (z chunk, strip, group), then fp32
+partial tiles [zchunks * strips][splits][ROWS][strip]. The counters must be
+0 when a launch starts. Where the tiles start depends on strips x zchunks, so bytes
 that held one launch's partials can be a later launch's counters: every
 launch leaves the whole workspace 0 (the last block of a strip resets its
 counter and clears the partials it has read), so a workspace zeroed once
@@ -32,14 +35,22 @@ from ...runtime.launch import LaunchConfig
 from .host import PlainHost
 
 __all__ = ["auto_domain", "ELEM_BYTES", "Geometry", "geometry", "smem_bytes", "SmallMHost", "SMALL_M",
-           "COUNTER_BYTES_ALIGN", "MAX_SPLITS", "MIN_STEPS_PER_WARP"]
+           "COUNTER_BYTES_ALIGN", "MAX_SPLITS", "SPLITS", "MIN_STEPS_PER_WARP",
+           "reduction_group"]
 
 ELEM_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 PREC = {"fp32": 0, "bf16": 1, "fp16": 2}
 B_STAGE = 4 * 32 * 16          # per warp step: 32 lanes x 4 chunks of 16 B of B
 COUNTER_BYTES_ALIGN = 256      # partial tiles start on a 256-byte boundary after the counters
 MIN_STEPS_PER_WARP = 4         # a split gives each warp >= 4 steps (>= 32 KB of B per block)
-MAX_SPLITS = 64
+# Split counts: every count to 64, then a coarser ladder to 512 for long K over
+# a few strips (32 x 32 x 131072: one strip, 8192 bf16 steps), which the
+# two-level reduction makes affordable.
+SPLITS = tuple(range(1, 65)) + (80, 96, 112, 128, 160, 192, 224, 256, 320, 384, 448, 512)
+MAX_SPLITS = SPLITS[-1]
+# Up to this many splits the last block of a strip adds them all (a chain of
+# ceil(splits / 8) L2 round trips); beyond, groups of about sqrt(splits).
+ONE_LEVEL_MAX_SPLITS = 32
 # kernel="auto" offers rung 30 where it was measured: 16-bit inputs with all of M
 # in one block (M <= ROWS; more rows are z chunks that re-read B, unmeasured),
 # fp32 up to 512 rows (z chunks of 16 share B through L2; FFMA-bound there, measured
@@ -52,6 +63,27 @@ def auto_domain(rung, m: int) -> bool:
     if rung.precision == "fp32":
         return m <= AUTO_MAX_M_FP32
     return m <= int(rung.defines["ROWS"])
+
+
+def reduction_group(splits: int) -> int:
+    """Splits per reduction group: all of them (one level) up to
+    ONE_LEVEL_MAX_SPLITS, else the smallest power of two >= 8 whose square
+    reaches ``splits`` (both levels then chain about sqrt(splits) / 8 round
+    trips: 512 splits are 16 groups of 32)."""
+    if splits <= ONE_LEVEL_MAX_SPLITS:
+        return max(1, splits)
+    g = 8
+    while g * g < splits:
+        g *= 2
+    return g
+
+
+def counter_bytes(strips: int, zchunks: int, splits: int) -> int:
+    """The workspace's head: a counter per strip, and with two levels one per
+    group of each strip, rounded up to COUNTER_BYTES_ALIGN."""
+    groups = -(-splits // reduction_group(splits))
+    per_strip = 1 + (groups if groups > 1 else 0)
+    return -(-strips * zchunks * per_strip * 4 // COUNTER_BYTES_ALIGN) * COUNTER_BYTES_ALIGN
 
 
 def smem_bytes(precision: str, rows: int, warps: int, stages: int, nwarps: int = 1) -> int:
@@ -170,7 +202,9 @@ class SmallMHost(PlainHost):
         steps = -(-k // g.kstep)
         top = max(1, min(MAX_SPLITS, steps // (g.kwarps * MIN_STEPS_PER_WARP)))
         out = []
-        for s in range(1, top + 1):
+        for s in rung.splits:
+            if s > top:
+                break
             eff = g.shape(m, n, k, s)[2]
             if not out or eff != out[-1]:
                 out.append(eff)
@@ -181,8 +215,7 @@ class SmallMHost(PlainHost):
             return 0
         g = geometry(rung)
         strips, zchunks = -(-n // g.strip), -(-m // g.rows)
-        counters = -(-strips * zchunks * 4 // COUNTER_BYTES_ALIGN) * COUNTER_BYTES_ALIGN
-        return counters + zchunks * strips * split * g.rows * g.strip * 4
+        return counter_bytes(strips, zchunks, split) + zchunks * strips * split * g.rows * g.strip * 4
 
     def grid(self, rung, m, n, k, split=1) -> tuple:
         strips, zchunks, splits, _ = geometry(rung).shape(m, n, k, split)
@@ -207,11 +240,11 @@ class SmallMHost(PlainHost):
                 raise ValueError(f"{rung.name}: a split of K in {splits} needs a workspace "
                                  f"of {self.workspace_bytes(rung, m, n, splits)} bytes")
             counters = device_pointer(workspace, "workspace")
-            work = counters + -(-strips * zchunks * 4 // COUNTER_BYTES_ALIGN) * \
-                COUNTER_BYTES_ALIGN
+            work = counters + counter_bytes(strips, zchunks, splits)
         if k == 0:
             a = b = c    # never read (an empty K loop): any valid address
-        args = (a, b, c, work, counters, m, n, k, alpha, beta, strips, zchunks, splits, sps)
+        args = (a, b, c, work, counters, m, n, k, alpha, beta, strips, zchunks, splits, sps,
+                reduction_group(splits))
         return [(kernel, LaunchConfig((strips * zchunks * splits, 1, 1), (g.threads, 1, 1),
                                       g.smem, args))]
 
