@@ -20,6 +20,10 @@ from drvgemm.ladders.gemm.registry import rung_kernel
 from drvgemm.runtime.launch import launch_config
 
 SPLITS = (2, 3, 16)   # 16 pieces of K = 17 or 33: pieces of one k-tile (and clamping)
+# Rung 30 past ONE_LEVEL_MAX_SPLITS: its two-level reduction (groups of 8 and
+# 16 splits, a short last group), at a K long enough for that many splits.
+SMALL_M_SPLITS = (48, 128)
+SMALL_M_SPLIT_SHAPES = [(5, 70, 2053), (33, 136, 2053)]
 
 # N = 136 and 264 are multiples of 8: C through the TMA-store epilogue of the
 # Hopper rungs (fp32 and 16-bit C); the others take the direct stores.
@@ -138,8 +142,11 @@ def run_split_k(r):
     beta 0 and 2, fp32 C and a C of the inputs' type where the rung writes one."""
     bad = 0
     dt = input_dtype(r.precision)
-    for split in (s for s in SPLITS if s in r.splits):
-        for m, n, k in SHAPES:
+    plan = [(split, SHAPES) for split in SPLITS if split in r.splits]
+    if r.host == "small_m":
+        plan += [(split, SMALL_M_SPLIT_SHAPES) for split in SMALL_M_SPLITS]
+    for split, shapes in plan:
+        for m, n, k in shapes:
             rng = np.random.default_rng(m * n + k + split)
             a = rng.integers(-4, 5, (m, k)).astype(np.float32).astype(dt)
             b = rng.integers(-4, 5, (k, n)).astype(np.float32).astype(dt)
