@@ -804,12 +804,13 @@ small_m_gemm(const Elem* __restrict__ A, const Elem* __restrict__ B, OutT* __res
     if (!is_last) return;
     __threadfence();   // the other partials (or group sums), counted before us, are visible
 
-    const int stride = ngroups > 1 ? group : 1;     // tiles between the terms
+    // the terms: the group sums (first tile of each group) or every split's tile
+    const int stride = ngroups > 1 ? group : 1;
     for (int it = tid; it < tile_items; it += 2 * THREADS) {
         const int it2 = it + THREADS < tile_items ? it + THREADS : it;
         const int m = it / qn, c = 4 * (it % qn), m2 = it2 / qn, c2 = 4 * (it2 % qn);
         float4 s, t;
-        sum_and_clear(tiles + m * STRIP + c, tiles + m2 * STRIP + c2, ngroups,
+        sum_and_clear(tiles + m * STRIP + c, tiles + m2 * STRIP + c2, arrivals,
                       (long long)stride * (ROWS * STRIP), s, t);
         store_c4(C, N, G.m0 + m, n0 + c, s, alpha, beta);
         if (it2 != it) store_c4(C, N, G.m0 + m2, n0 + c2, t, alpha, beta);
