@@ -72,14 +72,14 @@ softmax_07_any_row(const elem_t* __restrict__ x, elem_t* __restrict__ y, int row
     }
 #pragma unroll
     for (int r = 0; r < RPT; ++r) {
-        const MaxSum mine = slice_exp<N>(v[r]);
+        const MaxSum mine = window_exp<N>(v[r]);
         MaxSum tot;
         if constexpr (ROW_THREADS <= 32) {
-            tot = shfl_merge<ROW_THREADS>(mine);
+            tot = shfl_merge<ROW_THREADS, FAST_EXP>(mine);
         } else {
             __shared__ MaxSum part[THREADS / 32];
             tot = block_merge_butterfly<THREADS>(mine, part);
         }
-        window_store<ITEMS, ROW_THREADS>(w[r], 0, lane, live[r], v[r], slice_scale(mine.m, tot));
+        window_store<ITEMS, ROW_THREADS>(w[r], 0, lane, live[r], v[r], window_scale(mine.m, tot));
     }
 }

@@ -65,7 +65,7 @@ softmax_08_any_row_cluster(const elem_t* __restrict__ x, elem_t* __restrict__ y,
 
     float v[N];
     window_load<ITEMS, THREADS>(w, first, threadIdx.x, live, v);
-    const MaxSum mine = slice_exp<N>(v);
+    const MaxSum mine = window_exp<N>(v);
     const MaxSum blk = block_merge_butterfly<THREADS>(mine, part);
     if (threadIdx.x == 0) block_pair = blk;
     cluster_sync_aligned();
@@ -76,9 +76,9 @@ softmax_08_any_row_cluster(const elem_t* __restrict__ x, elem_t* __restrict__ y,
     constexpr int W = CLUSTER <= 2 ? 2 : CLUSTER <= 4 ? 4 : CLUSTER <= 8 ? 8 : 16;
     const int j = lane & (W - 1);
     const MaxSum pj = j < CLUSTER ? load_remote_pair(&block_pair, j) : MaxSum{NEG_INF, 0.0f};
-    const MaxSum r = shfl_merge<W>(pj);
+    const MaxSum r = shfl_merge<W, FAST_EXP>(pj);
     cluster_arrive_relaxed_aligned();
 
-    window_store<ITEMS, THREADS>(w, first, threadIdx.x, live, v, slice_scale(mine.m, r));
+    window_store<ITEMS, THREADS>(w, first, threadIdx.x, live, v, window_scale(mine.m, r));
     cluster_wait_aligned();
 }

@@ -96,8 +96,8 @@ __device__ __forceinline__ void wait_count(const unsigned* p, unsigned target) {
 // block: lane j folds pairs j, j + 32, ... in order, then one butterfly.
 __device__ __forceinline__ MaxSum fold_row(const MaxSum* pairs, int split, int lane) {
     MaxSum acc{NEG_INF, 0.0f};
-    for (int j = lane; j < split; j += 32) acc = merge(acc, load_pair(pairs + j));
-    return shfl_merge<32>(acc);
+    for (int j = lane; j < split; j += 32) acc = merge<FAST_EXP>(acc, load_pair(pairs + j));
+    return shfl_merge<32, FAST_EXP>(acc);
 }
 
 // One row of a slot. RESIDENT: the chunk stays in registers (1R + 1W), else
@@ -116,13 +116,13 @@ __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t
     MaxSum th;                                       // this thread's pair
     if constexpr (RESIDENT) {
         window_load<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v);
-        th = slice_exp<N>(v);
+        th = window_exp<N>(v);
     } else {
         const int nchunks = (window_vectors(w) + SLICE - 1) / SLICE;
         th = MaxSum{NEG_INF, 0.0f};
         for (int c = chunk; c < nchunks; c += split) {
             window_load<ITEMS, THREADS>(w, c * SLICE, threadIdx.x, true, v);
-            th = merge(th, slice_exp<N>(v));
+            th = merge<FAST_EXP>(th, window_exp<N>(v));
         }
     }
     const MaxSum blk = block_merge_butterfly<THREADS>(th, part);
@@ -135,14 +135,14 @@ __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t
     __syncthreads();                                 // thread 0's acquire, for everyone
     const MaxSum r = fold_row(row_pairs, split, threadIdx.x & 31);
     if constexpr (RESIDENT) {
-        window_store<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v, slice_scale(th.m, r));
+        window_store<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v, window_scale(th.m, r));
     } else {
         const int nchunks = (window_vectors(w) + SLICE - 1) / SLICE;
         const float inv = 1.0f / r.l;
         for (int c = chunk; c < nchunks; c += split) {
             window_load<ITEMS, THREADS>(w, c * SLICE, threadIdx.x, true, v);
 #pragma unroll
-            for (int e = 0; e < N; ++e) v[e] = expf(v[e] - r.m);   // -inf - -inf: NaN row, as it must
+            for (int e = 0; e < N; ++e) v[e] = exp_shifted(v[e], r.m);   // -inf - -inf: NaN row, as it must
             window_store<ITEMS, THREADS>(w, c * SLICE, threadIdx.x, true, v, inv);
         }
     }

@@ -136,22 +136,39 @@ __device__ __forceinline__ void online_add(float& m, float& l, float x) {
     }
 }
 
+// exp(x - ref). kFast (the window rungs' 16-bit builds, softmax_window.cuh
+// says why): one FADD, one FMUL and one MUFU.EX2 (ex2.approx.ftz, ~2 ulp of
+// fp32) instead of expf's nine instructions. Subtracting first keeps the
+// error relative to |x - ref| (exact for x near ref), so large inputs lose
+// nothing. exp(-inf) = 0 and NaN stays NaN either way.
+template <bool kFast = false>
+__device__ __forceinline__ float exp_diff(float x, float ref) {
+    if constexpr (kFast) {
+        float r;
+        asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(__fmul_rn(__fsub_rn(x, ref), 1.4426950408889634f)));
+        return r;
+    } else {
+        return expf(x - ref);
+    }
+}
+
 // Merge two partial pairs. Comparing with the new max before exponentiating
 // keeps -inf - -inf out (both empty: l = la + lb = 0, or NaN if either is NaN),
 // and saves an exp on the side that holds the max. Commutative bit for bit
 // (the products are rounded separately, never contracted into one FMA whose
 // operand order would matter), so a butterfly leaves the same pair in every lane.
+template <bool kFast = false>
 __device__ __forceinline__ MaxSum merge(MaxSum a, MaxSum b) {
     const float m = fmaxf(a.m, b.m);
-    const float sa = (a.m == m) ? 1.0f : expf(a.m - m);
-    const float sb = (b.m == m) ? 1.0f : expf(b.m - m);
+    const float sa = (a.m == m) ? 1.0f : exp_diff<kFast>(a.m, m);
+    const float sb = (b.m == m) ? 1.0f : exp_diff<kFast>(b.m, m);
     return MaxSum{m, __fmul_rn(a.l, sa) + __fmul_rn(b.l, sb)};
 }
 
 // Butterfly over aligned groups of WIDTH lanes (WIDTH a power of two <= 32):
 // after log2(WIDTH) exchanges every lane of a group holds the group's pair.
 // Registers only, no shared memory and no barrier.
-template <int WIDTH>
+template <int WIDTH, bool kFast = false>
 __device__ __forceinline__ MaxSum shfl_merge(MaxSum v) {
     static_assert(WIDTH >= 1 && WIDTH <= 32 && (WIDTH & (WIDTH - 1)) == 0, "WIDTH: power of two <= 32");
 #pragma unroll
@@ -159,7 +176,7 @@ __device__ __forceinline__ MaxSum shfl_merge(MaxSum v) {
         MaxSum o;
         o.m = __shfl_xor_sync(0xffffffffu, v.m, off);
         o.l = __shfl_xor_sync(0xffffffffu, v.l, off);
-        v = merge(v, o);
+        v = merge<kFast>(v, o);
     }
     return v;
 }
@@ -185,13 +202,13 @@ __device__ __forceinline__ MaxSum block_merge(MaxSum v, MaxSum* part) {
 // instead of a chain of N - 1 dependent merges. Every warp runs the same
 // butterfly on the same pairs, and merge is commutative bit for bit, so all
 // threads of all blocks of a cluster hold the same result.
-template <int N>
+template <int N, bool kFast = false>
 __device__ __forceinline__ MaxSum fold_pairs(const MaxSum* p, int lane) {
     static_assert(N >= 1 && N <= 32, "N: 1..32");
     constexpr int W = N <= 1 ? 1 : N <= 2 ? 2 : N <= 4 ? 4 : N <= 8 ? 8 : N <= 16 ? 16 : 32;
     const int j = lane & (W - 1);
     const MaxSum v = j < N ? p[j] : MaxSum{NEG_INF, 0.0f};
-    return shfl_merge<W>(v);
+    return shfl_merge<W, kFast>(v);
 }
 
 // ---------------------------------------------------------------------------

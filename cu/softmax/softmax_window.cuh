@@ -49,6 +49,36 @@ __device__ __forceinline__ void store16(elem_t* p, const float* in) {
                  : "memory");
 }
 
+// The 16-bit builds take the fast exp (exp_diff<true>, softmax_common.cuh)
+// for the elements, the merges and the scale. A 16-bit output rounds to 2^-9
+// (bf16) / 2^-11 (fp16) anyway, and expf's nine instructions an element were
+// most of what those kernels issue (~40 instructions an element against
+// fp32's ~20 for the same bytes: issue-bound, not memory-bound). One FFMA of
+// x * log2(e) - ref * log2(e) would save the FADD but carry the rounding of
+// ref * log2(e) into every element (0.2% at |ref| = 6e4, past an fp16 ulp).
+// ex2.approx.ftz flushes results below 2^-126 to 0: an output moves by less
+// than the tests' absolute floor (FLT_MIN; fp16 2^-24). fp32 keeps expf (its
+// outputs are held to a few ulp of fp32), so its machine code is unchanged.
+constexpr bool FAST_EXP = DTYPE != 0;
+
+__device__ __forceinline__ float exp_shifted(float x, float ref) { return exp_diff<FAST_EXP>(x, ref); }
+
+// slice_exp (softmax_common.cuh) with exp_shifted: identical for fp32.
+template <int N>
+__device__ __forceinline__ MaxSum window_exp(float* v) {
+    float m = NEG_INF;
+#pragma unroll
+    for (int k = 0; k < N; ++k) m = fmaxf(m, v[k]);
+    const float ref = (m == NEG_INF) ? 0.0f : m;
+    float l = 0.0f;
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+        v[k] = exp_shifted(v[k], ref);
+        l += v[k];
+    }
+    return MaxSum{m, l};
+}
+
 // ---------------------------------------------------------------------------
 // A row in window coordinates.
 // ---------------------------------------------------------------------------
@@ -129,8 +159,14 @@ __device__ __forceinline__ void window_store(const RowWindow& w, int first, int 
 // thread (log2 steps instead of softmax_common's chain of merges).
 template <int kThreads>
 __device__ __forceinline__ MaxSum block_merge_butterfly(MaxSum v, MaxSum* part) {
-    v = shfl_merge<32>(v);
+    v = shfl_merge<32, FAST_EXP>(v);
     if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
     __syncthreads();
-    return fold_pairs<kThreads / 32>(part, threadIdx.x & 31);
+    return fold_pairs<kThreads / 32, FAST_EXP>(part, threadIdx.x & 31);
+}
+
+// slice_scale (softmax_common.cuh) with the window's exp. The division stays
+// IEEE (once a thread): a row with one finite entry must come out exactly 1.
+__device__ __forceinline__ float window_scale(float m_thread, MaxSum row) {
+    return ((m_thread == row.m) ? 1.0f : exp_shifted(m_thread, row.m)) / row.l;
 }
