@@ -49,16 +49,21 @@
 // N % (16 / sizeof(T)) == 0, A aligned to its copy size (8 B for 16-bit,
 // 16 B for fp32) and K % 4 == 0; then every chunk is either wholly inside B
 // or wholly outside (zero-filled by cp.async with src-size 0). ALIGNED=0
-// checks bounds element by element: correct for any N, K and pointers
-// aligned to one element. fp32 still fills the ring asynchronously: four
-// 4-byte cp.async per 16-byte slot, one per element (an element-aligned
-// fp32 address is a 4-byte-aligned one), each zero-filled with src-size 0
-// outside A / B. 16-bit cannot: cp.async copies 4, 8 or 16 bytes, and with
-// an odd N or K (or a pointer 2 bytes off) an element pair need not lie in
-// one aligned 4-byte word, so it reads element by element with plain loads
-// and stores the packed words to the same ring (st.shared). C is written
-// element by element in both: no alignment needed, nothing is ever written
-// outside C, and C is read only when beta != 0.
+// is correct for any N, K and pointers aligned to one element. fp32 still
+// streams B in 16-byte cp.async: row k's columns c0 .. c0+127 (a warp's)
+// start `shift` elements into a 16-byte block, shift = (B/4 + k*N + c0) % 4,
+// which steps of 4 rows leave unchanged (computed once per thread); the
+// warp copies the 33 aligned blocks that cover them (one more than the
+// aligned 32), clipped at B's end, and each lane reads its words back from
+// the row's shift on (see fill_stage and compute_stage for why that is
+// safe and conflict-free). A (tiny) takes one 4-byte cp.async per element,
+// zero-filled with src-size 0 outside A. 16-bit cannot: cp.async copies 4,
+// 8 or 16 bytes, and with an odd N or K (or a pointer 2 bytes off) an
+// element pair need not lie in one aligned 4-byte word, so it reads element
+// by element with plain loads and stores the packed words to the same ring
+// (st.shared). C is written element by element in both: no alignment
+// needed, nothing is ever written outside C, and C is read only when
+// beta != 0.
 //
 // No header is included, on purpose: the rung compiles on its own whatever
 // the layout of the shared headers.
