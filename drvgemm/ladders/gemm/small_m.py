@@ -57,8 +57,18 @@ def auto_domain(rung, m: int) -> bool:
     return m <= int(rung.defines["ROWS"])
 
 
-def smem_bytes(precision: str, rows: int, warps: int, stages: int, nwarps: int = 1,
-               aligned: bool = True) -> int:
+def smem_bytes(precision: str, rows: int, warps: int, stages: int, nwarps: int = 1) -> int:
+    """Dynamic shared memory a launch declares: the larger of the two
+    instantiations' figures (build_smem_bytes), so that a launch is right
+    whichever one it runs (the host side is handed a kernel, not told which;
+    the fp32 ALIGNED=1 build then has 1.5 KB it does not use, with the same
+    blocks per SM)."""
+    return max(build_smem_bytes(precision, rows, warps, stages, nwarps, aligned)
+               for aligned in (True, False))
+
+
+def build_smem_bytes(precision: str, rows: int, warps: int, stages: int, nwarps: int = 1,
+                     aligned: bool = True) -> int:
     """Dynamic shared memory of one instantiation: the rings, or the
     cross-warp reduction buffer aliased on them, whichever is larger
     (SMEM_BYTES in the .cu, which checks this figure at compile time through
@@ -106,18 +116,14 @@ class Geometry:
     def step_bytes(self) -> int:
         return self.kstep * (self.strip // self.nwarps) * ELEM_BYTES[self.precision]
 
-    def smem_of(self, aligned: bool) -> int:
-        """The shared memory one instantiation uses (its SMEM_BYTES_HOST)."""
-        return smem_bytes(self.precision, self.rows, self.warps, self.stages, self.nwarps,
-                          aligned)
-
     @property
     def smem(self) -> int:
-        """What a launch declares: the larger of the two instantiations'
-        figures, so that a launch is right whichever one it runs (the host
-        side is handed a kernel, not told which; the fp32 ALIGNED=1 build
-        then has 1.5 KB it does not use, with the same blocks per SM)."""
-        return max(self.smem_of(True), self.smem_of(False))
+        return smem_bytes(self.precision, self.rows, self.warps, self.stages, self.nwarps)
+
+    def smem_of(self, aligned: bool) -> int:
+        """The shared memory one instantiation uses (its SMEM_BYTES_HOST)."""
+        return build_smem_bytes(self.precision, self.rows, self.warps, self.stages, self.nwarps,
+                                aligned)
 
     @property
     def in_flight_bytes(self) -> int:
