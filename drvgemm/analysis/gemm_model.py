@@ -293,6 +293,10 @@ class StreamFigures:
     # 16 rows). 0.2 is a PREDICTION, not measured: refit it after the first
     # H200 run of the new path.
     unaligned_extra_fp32: float = 0.2
+    # ... and its warp step issues 426 instructions where the aligned one
+    # issues 382 (the LDS.32 and the row offsets): the math side (FFMA and
+    # issue bound, e.g. two z chunks) is that much longer. Also a prediction.
+    unaligned_issue_fp32: float = 426 / 382
     # Each z chunk past the first (M over ROWS rows: blocks re-reading the
     # same strip of B, each with its own split reduction): fitted to fp32
     # 128^3 (8 chunks, 14.4 us against 10.0 predicted without it) and 256^3
@@ -359,6 +363,8 @@ def predict_stream(c: StreamCandidate, m: int, n: int, k: int, *, in_bytes: int,
     if not aligned:
         extra = fig.unaligned_extra_fp32 if c.precision == "fp32" else fig.unaligned_extra_16
         stream *= 1.0 + extra
+        if c.precision == "fp32":
+            math_s *= fig.unaligned_issue_fp32
         note += "; unaligned loads"
     t = max(stream, math_s)
     rows_used = min(m, c.rows)
