@@ -63,14 +63,13 @@ def instantiations():
         outs = ("fp32", r.precision) if r.narrow_output else ("fp32",)
         for al in aligned_classes:
             for o in outs:
-                d = dict(r.defines, ALIGNED=al)
-                if o != "fp32":
-                    d["OUT_16"] = 1
+                d = r.instantiation_defines(al, o != "fp32")
                 out.append((f"gemm/{r.name}/aligned={al}/c={o}/{arch}", r.source, r.entry, d,
                              arch))
                 if "SPLIT_K" in r.defines:   # rung 20's split-K build, launched for split > 1
                     out.append((f"gemm/{r.name}/aligned={al}/c={o}/splitk/{arch}", r.source,
-                                r.entry, dict(d, SPLIT_K=1), arch))
+                                r.entry, r.instantiation_defines(al, o != "fp32", split_k=True),
+                                arch))
     for r in softmax.SOFTMAX_RUNGS:
         for c in r.configs:
             arch = "sm_90"

@@ -1,8 +1,10 @@
 """A lane-level numpy emulation of rung 30 (cu/gemm/30_small_m.cu), so that
 its indexing can be checked with no GPU: the block decode, each warp's steps,
 the cursor, what fill_stage puts in each lane's ring slot (zero-fill rules of
-both alignment classes), the PRMT pairing of B rows into mma fragments, the
-k-permuted A fragments, mma.sync itself (through drvgemm.layouts, the same
+both alignment classes; fp32's unaligned stream as the aligned 16-byte blocks
+around each row's columns, clipped at B's end and read back at the row's
+shift), the PRMT pairing of B rows into mma fragments, the k-permuted A
+fragments, mma.sync itself (through drvgemm.layouts, the same
 maps the layout probes check on the hardware), the accumulator -> reduction
 buffer map, the warp-ordered block sum, the split tiles and the last block's
 fixed-order sum, and the alpha / beta epilogue.
@@ -64,7 +66,12 @@ class Emulator:
     arithmetic, block by block. ``run(A, B, C, plan_fields)`` returns the new C
     (float64) and the workspace tiles it wrote."""
 
-    def __init__(self, precision, rows, warps, aligned, nwarps=1):
+    def __init__(self, precision, rows, warps, aligned, nwarps=1, b_offset=0):
+        """``b_offset``: B's address modulo 16 bytes (its allocation is
+        256-byte aligned, B a few elements into it): where fp32's unaligned
+        stream finds each row's columns inside their 16-byte blocks."""
+        assert b_offset % 4 == 0 and (b_offset % 16 == 0 or not aligned)
+        self.b_words = b_offset // 4 % 4
         self.precision = precision
         self.rows_per_block = rows
         self.warps = warps
@@ -150,13 +157,51 @@ class Emulator:
                             red[m, 16 * t + 4 * q + i] = acc[tm, 4 * q + i, lane, 2 * h]
                             red[m, 16 * t + 8 + 4 * q + i] = acc[tm, 4 * q + i, lane, 2 * h + 1]
 
+    def _shifted_b(self, B, N, K, c0, kb):
+        """fp32 ALIGNED=0: what fill_stage copies and compute_stage reads.
+        Row j of the step is the 33 aligned 16-byte blocks around columns
+        c0 .. c0+127 of row kb+j (from element (kb+j)*N + c0 - shift_j of B,
+        read as flat memory), each clipped at B's end; lane l's register q
+        is word shift_j + l + 32q of that segment: column c0 + l + 32q.
+        Returns (4, 32, 4) [row, lane, q]. The up to 3 elements before B in
+        its first block are NaN here: a stored output that used one would
+        show it."""
+        flat = B.reshape(-1)
+        total = K * N
+        shifts = [(self.b_words + j * N + c0) % 4 for j in range(4)]
+        # the kernel's test for a step whose copies are all whole
+        whole_kb = K - 3 - -(-(c0 - shifts[3] + 132) // N)
+        out = np.zeros((4, 32, 4))
+        for j in range(4):
+            assert shifts[j] == (self.b_words + (kb + j) * N + c0) % 4, "shift depends on the step"
+            start = (kb + j) * N + c0 - shifts[j]
+            assert (self.b_words + start) % 4 == 0          # a 16-byte block of memory
+            seg = np.zeros(33 * 4)
+            for blk in range(33):
+                e0 = start + 4 * blk
+                # a block before B is B's own first one, never one before it
+                assert e0 >= -self.b_words
+                inside = min(4, max(0, total - e0))         # bytes_inside / 4
+                if kb <= whole_kb:
+                    assert inside == 4, "a step taken as whole copies past B's end"
+                for t in range(inside):
+                    e = e0 + t
+                    seg[4 * blk + t] = flat[e] if e >= 0 else np.nan
+            words = shifts[j] + np.arange(32)[:, None] + 32 * np.arange(4)[None, :]
+            assert words.max() < seg.size
+            out[j] = seg[words]
+        return out
+
     def _step32(self, acc, A, B, geo, step):
         M, N, K, m0, rows_here, n0 = geo
         kb = step * 4
         rows = min(rows_here, self.rows_per_block)
         a = self._a_pieces(A, np.arange(rows), rows_here, m0, np.full(rows, kb), K)  # (rows, 4)
-        cols = n0 + 4 * np.arange(32)
-        b = self._b_chunks(B, kb + np.arange(4)[:, None], cols[None, :], N, K, 4)  # (4, 32, 4)
+        if self.aligned:
+            cols = n0 + 4 * np.arange(32)
+            b = self._b_chunks(B, kb + np.arange(4)[:, None], cols[None, :], N, K, 4)  # (4, 32, 4)
+        else:
+            b = self._shifted_b(B, N, K, n0, kb)
         for r in range(4):       # the kernel's order of the four FFMA steps
             acc[:rows] += a[:, r, None, None] * b[r][None]
 
@@ -209,7 +254,9 @@ class Emulator:
                         self._step16(acc, A, B, geo, step)
                 if self.precision == "fp32":
                     for m in range(rows_here):
-                        red[w, m, nw * WS:(nw + 1) * WS] = acc[m].reshape(-1)
+                        # [lane, j]: column 4 lane + j, or (unaligned) lane + 32 j
+                        vals = acc[m] if self.aligned else acc[m].T
+                        red[w, m, nw * WS:(nw + 1) * WS] = vals.reshape(-1)
                 else:
                     self._stash16(acc, red[w, :, nw * WS:(nw + 1) * WS], rows_here)
             part = np.zeros((ROWS, STRIP))

@@ -220,6 +220,44 @@ def test_rung_large_shapes(gpu, name, shape):
 
 
 # ---------------------------------------------------------------------------
+# rung 30's fp32 unaligned stream copies the aligned 16-byte blocks around
+# each B row's columns and reads them back at the row's shift: B 1-3
+# elements into its buffer, N % 4 of 1, 2, 3 (and 0), K % 4 != 0 (the last
+# step's rows past K), a warp's 128 columns past N, split K on the long ones.
+# The buffer around B is NaN: a copy that was not clipped at B's end (rows
+# past K meet A's zeros, and 0 * NaN reaches C), or a shift that read the
+# elements before B, shows in C.
+# ---------------------------------------------------------------------------
+SHIFTED_FP32 = [(1, 1, 1), (3, 5, 7), (2, 130, 9), (1, 4097, 4099), (16, 131, 1031),
+                (17, 129, 2050), (31, 4097, 4099), (64, 257, 2051), (5, 4096, 4098)]
+
+
+@pytest.mark.parametrize("shift", [1, 2, 3])
+@pytest.mark.parametrize("shape", SHIFTED_FP32, ids=lambda s: "x".join(map(str, s)))
+def test_small_m_fp32_shifted_stream(gpu, shape, shift):
+    r = need(gpu, "30_small_m_fp32")
+    m, n, k = shape
+    for mode, beta, seed_ in (("exact", 0.0, 1), ("random", -0.5, 2)):
+        a, b, c0 = inputs("fp32", m, n, k, seed_ + shift, mode)
+        base = drvgemm.to_device(np.full(b.size + shift + 16, np.nan, np.float32))
+        B = DeviceArray(b.shape, b.dtype, ptr=base.ptr + 4 * shift, owner=False)
+        B.copy_from_host(b)
+        A = drvgemm.to_device(a)
+        C = Guarded((m, n), np.float32, tile_rows=r.tile_m)
+        if beta != 0:
+            C.fill(c0)
+        assert not r.host_side.aligned(r, m, n, k, A.ptr, B.ptr, C.view.ptr)
+        label = f"{r.name} {m}x{n}x{k} B+{shift} {mode}"
+        drvgemm.gemm(A, B, C.view, alpha=2.0, beta=beta, kernel=r.name)
+        driver.synchronize()
+        out = C.view.to_host()
+        C.check(label)
+        check(out, a, b, c0, 2.0, beta, precision="fp32", mode=mode, label=label)
+        C.free()
+        base.free()
+
+
+# ---------------------------------------------------------------------------
 # K = 0: C = beta * C, and with beta = 0 the NaN in C is not read
 # ---------------------------------------------------------------------------
 @pytest.mark.parametrize("name", [r.name for r in RUNGS])

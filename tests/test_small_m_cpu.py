@@ -7,10 +7,12 @@ checked with no GPU:
   at compile time);
 * the SASS of the aligned path streams B with 16-byte copies
   (LDGSTS.E.BYPASS.128), four per warp step, with HMMA (16-bit) or FFMA
-  (fp32); the unaligned path has no 8- or 16-byte global access of A or B:
-  fp32 streams both through 4-byte LDGSTS (zero-filled per element, no
-  plain load of them in the main loop), 16-bit loads them element by element
-  (no LDGSTS);
+  (fp32); the unaligned path has no 8- or 16-byte plain global load of A
+  or B: 16-bit loads them element by element (no LDGSTS), fp32 streams B in
+  16-byte LDGSTS too (the aligned blocks around each row's columns, one
+  more per row, clipped at B's end; the lanes read their words back with
+  LDS.32) and A in 4-byte LDGSTS (zero-filled per element), no plain load
+  of them in the main loop;
 * a missing define is a compile error naming it;
 * a lane-level numpy emulation of the kernel (tests/small_m_emulator.py)
   gives exactly A @ B on small-integer inputs for odd shapes, both alignment
@@ -73,7 +75,16 @@ def test_registry_is_complete():
         assert r.smem == g.smem and r.block == (g.threads, 1, 1)
         assert (r.tile_m, r.tile_n) == (g.rows, g.strip)
         assert r.narrow_output == (r.precision != "fp32")
-        assert r.defines["OUT_16"] == 0 and r.defines["SMEM_BYTES_HOST"] == g.smem
+        assert r.defines["OUT_16"] == 0 and "SMEM_BYTES_HOST" not in r.defines
+        # each build checks its own figure; a launch declares the larger one
+        for al in (True, False):
+            assert r.instantiation_defines(al)["SMEM_BYTES_HOST"] == g.smem_of(al) <= g.smem
+        assert g.smem == max(g.smem_of(True), g.smem_of(False))
+        if r.precision != "fp32":
+            assert g.smem_of(True) == g.smem_of(False)
+    # fp32 unaligned: 33 blocks of 16 bytes per B row of a step, not 32
+    f32 = small_m.geometry(by_name()["30_small_m_fp32"])
+    assert f32.smem_of(False) - f32.smem_of(True) == f32.warps * f32.stages * 4 * 16
     # the constants the H200 runs chose (benchmarks/notes/small-m.md)
     assert by_name()["30_small_m_bf16"].defines["STAGES"] == 6
     assert by_name()["30_small_m_bf16_r64"].defines["MIN_BLOCKS"] == 2
@@ -94,6 +105,13 @@ def test_host_and_kernel_agree_on_shared_memory():
     bad = dict(r.instantiation_defines(True), SMEM_BYTES_HOST=r.smem + 16)
     with pytest.raises(CompileError):
         compile_binary(SOURCE, r.entry, defines=bad, arch="sm_90")
+    # the fp32 builds differ: each one's figure is its own
+    f32 = by_name()["30_small_m_fp32"]
+    for al in (True, False):
+        bad = dict(f32.instantiation_defines(al),
+                   SMEM_BYTES_HOST=small_m.geometry(f32).smem_of(not al))
+        with pytest.raises(CompileError):
+            compile_binary(SOURCE, f32.entry, defines=bad, arch="sm_90")
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -156,19 +174,29 @@ def test_unaligned_path_has_no_wide_global_access(inst):
     r = inst[0]
     ops = sass.opcodes(_sass(inst[0].name, inst[1], inst[2]))
     assert not any(o.startswith(("LDL", "STL")) for o in ops)
-    wide = [o for o in ops if o.startswith(("LDG", "STG")) and o.endswith((".64", ".128"))
+    wide = [o for o in ops if o.startswith(("LDG.", "STG")) and o.endswith((".64", ".128"))
             and "STRONG" not in o]
     assert all(o.startswith("STG") for o in wide), wide   # the workspace tiles only
     copies = [o for o in ops if o.startswith("LDGSTS")]
     if r.precision != "fp32":
         assert not copies, copies          # cp.async has no 2-byte copy
         return
-    # fp32: one 4-byte cp.async per element, the ring stays asynchronous
-    assert copies and all(o == "LDGSTS.E" for o in copies), sorted(set(copies))
+    # fp32: B in 16-byte copies of the aligned blocks around each row's
+    # columns (whole in the main stretch, clipped at B's end in the last
+    # steps), A in one 4-byte cp.async per element; the ring stays asynchronous
     body = _main_loop(inst)
     loop_copies = [o for o in body if o.startswith("LDGSTS")]
-    assert len(loop_copies) == 4 * 4 + 4, body        # 4 rows x 4 of B, 4 of A
+    b_whole = [o for o in loop_copies if o == "LDGSTS.E.BYPASS.128"]
+    b_clipped = [o for o in loop_copies if o == "LDGSTS.E.BYPASS.128.ZFILL"]
+    a_copies = [o for o in loop_copies if o == "LDGSTS.E"]
+    # 4 rows of 32 lanes, and block 32 of each row (lanes 0..3); each path once
+    assert (len(b_whole), len(b_clipped), len(a_copies)) == (5, 5, 4), loop_copies
+    assert len(loop_copies) == 14, loop_copies
     assert not any(o.startswith("LDG.") for o in body), body
+    # the lanes read back words: 4 LDS.32 per B row, 16 a step; A broadcast in LDS.128
+    loads = [o for o in body if o.startswith("LDS")]
+    assert sum(o == "LDS.128" for o in loads) == r.defines["ROWS"], loads
+    assert sum(o == "LDS" for o in loads) >= 16, loads
     assert sum(o.startswith("FFMA") for o in body) == 16 * r.defines["ROWS"]
 
 
@@ -275,6 +303,58 @@ def test_emulated_kernel_is_exact(name, m, n, k, aligned, split):
     out0 = emu.run(A, B, np.full((m, n), np.nan), m, n, k, 1.0, 0.0, strips, zchunks, splits,
                    sps, group)
     assert np.array_equal(out0, A @ B)    # beta == 0: C never read
+
+
+# fp32's unaligned stream: the shift of each row inside its 16-byte blocks
+# comes from B's address and N (B 4, 8 or 12 bytes into its allocation, N % 4
+# of 1, 2, 3 or 0), the last rows end at B's end (clipped copies, rows >= K
+# when K % 4 != 0), and N below, at and over the 128 columns of a warp.
+SHIFTED_CASES = [
+    # M, N, K, B offset in bytes, split
+    (1, 129, 9, 4, 1), (3, 130, 7, 8, 1), (2, 131, 5, 12, 1), (5, 128, 6, 4, 1),
+    (1, 1, 1, 4, 1), (2, 1, 7, 12, 1), (1, 2, 3, 8, 1), (4, 3, 11, 4, 1),
+    (3, 5, 13, 12, 2), (17, 127, 10, 8, 1), (2, 257, 9, 12, 2), (1, 259, 17, 4, 3),
+    (6, 384, 9, 8, 1), (33, 67, 21, 4, 2), (1, 4097, 3, 12, 1), (2, 130, 64, 0, 4),
+    (1, 133, 33, 0, 2),
+]
+
+
+@pytest.mark.parametrize("m,n,k,b_offset,split", SHIFTED_CASES)
+def test_shifted_fp32_stream_is_exact(m, n, k, b_offset, split):
+    r = by_name()["30_small_m_fp32"]
+    g = small_m.geometry(r)
+    rng = np.random.default_rng(m * 7 + n * 131 + k * 17 + b_offset)
+    A = rng.integers(-4, 5, (m, k)).astype(np.float64)
+    B = rng.integers(-4, 5, (k, n)).astype(np.float64)
+    pb = 0x10000 + b_offset
+    assert not HOST.aligned(r, m, n, k, 0x20000, pb, 0x30000) or b_offset == 0
+    ws = Workspace(8 << 20)
+    [(_, cfg)] = HOST.launches(r, None, 0x20000, pb, 0x30000, m, n, k, 1.0, 0.0, split=split,
+                               workspace=ws.base)
+    strips, zchunks, splits, sps = cfg.args[10:14]
+    emu = Emulator("fp32", g.rows, g.warps, False, g.nwarps, b_offset=b_offset)
+    out = emu.run(A, B, np.full((m, n), np.nan), m, n, k, 1.0, 0.0, strips, zchunks, splits,
+                  sps, *cfg.args[14:], workspace=ws, work=cfg.args[3], counters=cfg.args[4])
+    bad = np.argwhere(out != A @ B)
+    assert bad.size == 0, f"{m}x{n}x{k} B+{b_offset}: {len(bad)} wrong, first {tuple(bad[0])}"
+    assert ws.is_zero()
+
+
+def test_shifted_rows_read_past_column_n_only_into_unstored_columns():
+    """The emulated lanes of a warp whose 128 columns pass N read the next
+    rows' elements there (one contiguous stretch of B), and zeros past B's
+    end: the columns past N carry values that the epilogue never stores."""
+    emu = Emulator("fp32", 16, 4, False, b_offset=8)
+    n, k = 5, 9
+    B = np.arange(1, k * n + 1, dtype=np.float64).reshape(k, n)
+    b = emu._shifted_b(B, n, k, 0, 4)            # rows 4..7, columns 0..127
+    flat = B.reshape(-1)
+    for j in range(4):
+        cols = np.arange(32)[:, None] + 32 * np.arange(4)[None, :]
+        e = (4 + j) * n + cols
+        want = np.where(e < flat.size, flat[np.minimum(e, flat.size - 1)], 0.0)
+        assert np.array_equal(b[j], want)
+    assert np.array_equal(emu._shifted_b(B, n, k, 0, 8)[1:], np.zeros((3, 32, 4)))  # rows >= K
 
 
 # One workspace per (stream, host side), kept and reused by launches of every

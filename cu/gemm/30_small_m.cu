@@ -51,16 +51,21 @@
 // N % (16 / sizeof(T)) == 0, A aligned to its copy size (8 B for 16-bit,
 // 16 B for fp32) and K % 4 == 0; then every chunk is either wholly inside B
 // or wholly outside (zero-filled by cp.async with src-size 0). ALIGNED=0
-// checks bounds element by element: correct for any N, K and pointers
-// aligned to one element. fp32 still fills the ring asynchronously: four
-// 4-byte cp.async per 16-byte slot, one per element (an element-aligned
-// fp32 address is a 4-byte-aligned one), each zero-filled with src-size 0
-// outside A / B. 16-bit cannot: cp.async copies 4, 8 or 16 bytes, and with
-// an odd N or K (or a pointer 2 bytes off) an element pair need not lie in
-// one aligned 4-byte word, so it reads element by element with plain loads
-// and stores the packed words to the same ring (st.shared). C is written
-// element by element in both: no alignment needed, nothing is ever written
-// outside C, and C is read only when beta != 0.
+// is correct for any N, K and pointers aligned to one element. fp32 still
+// streams B in 16-byte cp.async: row k's columns c0 .. c0+127 (a warp's)
+// start `shift` elements into a 16-byte block, shift = (B/4 + k*N + c0) % 4,
+// which steps of 4 rows leave unchanged (computed once per thread); the
+// warp copies the 33 aligned blocks that cover them (one more than the
+// aligned 32), clipped at B's end, and each lane reads its words back from
+// the row's shift on (see fill_stage and compute_stage for why that is
+// safe and conflict-free). A (tiny) takes one 4-byte cp.async per element,
+// zero-filled with src-size 0 outside A. 16-bit cannot: cp.async copies 4,
+// 8 or 16 bytes, and with an odd N or K (or a pointer 2 bytes off) an
+// element pair need not lie in one aligned 4-byte word, so it reads element
+// by element with plain loads and stores the packed words to the same ring
+// (st.shared). C is written element by element in both: no alignment
+// needed, nothing is ever written outside C, and C is read only when
+// beta != 0.
 //
 // No header is included, on purpose: the rung compiles on its own whatever
 // the layout of the shared headers.
@@ -146,7 +151,15 @@ constexpr int M_TILES = ROWS / 16;
 constexpr int A_STAGE = M_TILES * 2 * 32 * 8;  // per lane: rows g, g+8 of each m-tile, 8 B each
 #endif
 constexpr int STRIP = WARP_STRIP * NWARPS;     // columns per block
+#if PREC == 0 && !ALIGNED
+// fp32, any alignment: a B row's 128 columns start anywhere inside a 16-byte
+// block, so the warp copies the 33 aligned blocks that cover them; each row
+// of a step is one contiguous 528-byte segment of the stage.
+constexpr int SEG_BYTES = 33 * 16;
+constexpr int B_STAGE = 4 * SEG_BYTES;         // 4 rows; 2112 B per warp
+#else
 constexpr int B_STAGE = 4 * 32 * 16;           // per lane: 4 chunks of 16 B; 2 KB per warp
+#endif
 constexpr int WARP_STAGE = B_STAGE + A_STAGE;
 constexpr int PIPE_BYTES = WARPS * STAGES * WARP_STAGE;
 // Cross-warp reduction buffer, aliased on the (drained) ring. Rows padded by
@@ -183,6 +196,11 @@ DEVI uint4 lds128(unsigned addr) {
     uint4 v;
     asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+    return v;
+}
+DEVI unsigned lds32(unsigned addr) {
+    unsigned v;
+    asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(addr));
     return v;
 }
 DEVI uint2 lds64(unsigned addr) {
@@ -290,7 +308,53 @@ struct Geometry {
     int rows;        // rows of M this block owns: min(ROWS, M - m0)
     int col;         // first column of this lane's chunk
     int lane;
+#if PREC == 0 && !ALIGNED
+    // The shifted stream (set_up_shifts). Row j of a step, k = 4s + j, holds
+    // column c at element k*N + c of B, misaligned in its 16-byte block by
+    // shift_j = (B / 4 + k*N + c0) % 4 elements at the warp's first column
+    // c0. Steps start at multiples of 4 rows, so 4s*N drops out: shift_j
+    // is the same for every step and computed once.
+    // Offsets are int, as the aligned path's r * N: a B row of 2^29 floats
+    // or more is outside what either path supports.
+    const Elem* end;       // &B[K*N]: every copy is clipped there (zero-filled beyond)
+    int row_off[4];        // elements from cur.b to this lane's block of row j: j*N - shift_j
+    int tail_off;          // lanes 0..3: to block 32 of row `lane`
+    int whole_kb;          // steps with kb <= whole_kb copy inside B only (no clipping)
+    unsigned rd[4];        // stage bytes to row j's element of this lane's column c0 + lane
+#endif
 };
+
+#if PREC == 0 && !ALIGNED
+DEVI void set_up_shifts(Geometry& G, int c0) {
+    const unsigned b_words = static_cast<unsigned>(reinterpret_cast<unsigned long long>(G.B) >> 2);
+    unsigned shift[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        // mod 4 survives the unsigned wrap-around (4 divides 2^32)
+        shift[j] = (b_words + static_cast<unsigned>(j) * static_cast<unsigned>(G.N) +
+                    static_cast<unsigned>(c0)) & 3u;
+        G.row_off[j] = j * G.N - static_cast<int>(shift[j]);
+        G.rd[j] = j * SEG_BYTES + 4 * shift[j] + 4 * G.lane;
+    }
+    const int t = G.lane & 3;                      // lanes 0..3 use it
+    const unsigned shift_t = (b_words + static_cast<unsigned>(t) * static_cast<unsigned>(G.N) +
+                              static_cast<unsigned>(c0)) & 3u;
+    G.tail_off = t * G.N - static_cast<int>(shift_t) + 128 - 4 * G.lane;
+    // A step copies elements up to (kb + 3) * N + y, y = c0 - shift_3 + 132
+    // (the end of block 32 of row 3): inside B while that is <= K * N, that
+    // is kb + 3 <= K - ceil(y / N).
+    const long long y = (long long)c0 - shift[3] + 132;
+    G.whole_kb = G.K - 3 - static_cast<int>((y + G.N - 1) / G.N);
+    G.end = G.B + (long long)G.K * G.N;
+}
+
+// Bytes of the 16-byte block at src that lie inside B: 16, fewer for the
+// block that holds B's last element, 0 past it (cp.async zero-fills the rest).
+DEVI unsigned bytes_inside(const Elem* src, const Elem* end) {
+    const long long left = reinterpret_cast<const char*>(end) - reinterpret_cast<const char*>(src);
+    return left >= 16 ? 16u : left > 0 ? static_cast<unsigned>(left) : 0u;
+}
+#endif
 
 // Where the next step to be copied starts, for this lane. The main loop
 // moves it by WARPS steps per trip with three adds, instead of redoing the
@@ -331,6 +395,46 @@ DEVI void fill_stage(unsigned stage, const Geometry& G, const Cursor& cur,
 #else
     constexpr int VEC = 8;
 #endif
+#if PREC == 0 && !ALIGNED
+    // B: the 33 aligned blocks that cover columns c0 .. c0 + 127 of each row
+    // (lane l: block l of every row; lanes 0..3 also block 32 of row `lane`),
+    // 16-byte copies at any alignment. The first block of a row may start up
+    // to 12 bytes before &B[k][c0]: those bytes are never read back (the
+    // lanes read from the shift on). Such a block lies before B itself only
+    // when it is B's own first block, &B[0] rounded down to 16 bytes: inside
+    // B's allocation (device allocations start on 256-byte boundaries, and B
+    // points into one), and in any case inside the page of B[0], so the read
+    // is harmless. Nothing past B's end is read: each copy is clipped at
+    // &B[K*N], and rows k >= K read as zeros. Past column N a segment holds
+    // the next rows' elements (or zeros at the end): they only reach
+    // accumulators of columns >= N, which are never stored to C.
+    // Warp-uniform: the step's last block (block 32 of row 3) ends inside B,
+    // so every copy is whole; only the last steps of B take the clipped copies.
+    if (cur.kb <= G.whole_kb) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+            cp_async_16_stream(stage + r * SEG_BYTES + lane * 16, cur.b + G.row_off[r], 16u, policy);
+        if (lane < 4)
+            cp_async_16_stream(stage + lane * SEG_BYTES + 32 * 16, cur.b + G.tail_off, 16u, policy);
+    } else {
+        // An empty copy still takes an aligned address: B's own first block.
+        const void* head = reinterpret_cast<const void*>(
+            reinterpret_cast<unsigned long long>(G.B) & ~15ull);
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+            const Elem* src = cur.b + G.row_off[r];
+            const unsigned n = bytes_inside(src, G.end);
+            cp_async_16_stream(stage + r * SEG_BYTES + lane * 16,
+                               n ? (const void*)src : (const void*)head, n, policy);
+        }
+        if (lane < 4) {
+            const Elem* src = cur.b + G.tail_off;
+            const unsigned n = bytes_inside(src, G.end);
+            cp_async_16_stream(stage + lane * SEG_BYTES + 32 * 16,
+                               n ? (const void*)src : (const void*)head, n, policy);
+        }
+    }
+#else
     // B: rows cur.k + r (r = 0..3), columns col .. col + VEC - 1.
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
@@ -351,13 +455,6 @@ DEVI void fill_stage(unsigned stage, const Geometry& G, const Cursor& cur,
 #else
         cp_async_16_stream(dst, in ? (const void*)src : (const void*)G.B, in ? 16u : 0u, policy);
 #endif
-#elif PREC == 0
-        // Any N: element by element, each zero-filled outside B (source B itself).
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const bool in = k < G.K && G.col + j < G.N;
-            cp_async_4(dst + 4 * j, in ? (const void*)(src + j) : (const void*)G.B, in ? 4u : 0u);
-        }
 #else
         unsigned w[4];
 #pragma unroll
@@ -369,6 +466,7 @@ DEVI void fill_stage(unsigned stage, const Geometry& G, const Cursor& cur,
         sts128(dst, make_uint4(w[0], w[1], w[2], w[3]));
 #endif
     }
+#endif
     (void)VEC;
 #if PREC == 0
     // A: lane l < ROWS copies A[m0 + l][k .. k+3] for the whole warp.
@@ -438,6 +536,7 @@ DEVI void zero(Acc& acc) {
         for (int j = 0; j < 4; ++j) acc.v[m][j] = 0.0f;
 }
 
+#if ALIGNED
 DEVI void compute_stage(Acc& acc, unsigned stage, int lane, int rows) {
     float b[4][4];
 #pragma unroll
@@ -446,6 +545,24 @@ DEVI void compute_stage(Acc& acc, unsigned stage, int lane, int rows) {
         b[r][0] = __uint_as_float(q.x); b[r][1] = __uint_as_float(q.y);
         b[r][2] = __uint_as_float(q.z); b[r][3] = __uint_as_float(q.w);
     }
+#else
+// The shifted stream: column c0 + c of row r is word shift_r + c of the
+// row's segment, 4-byte aligned only, so a lane reads words, and takes the
+// columns l, l + 32, l + 64, l + 96 (b[r][q] and acc.v[m][q]: column
+// c0 + l + 32q): each of the four LDS.32 of a row is then 32 consecutive
+// words, 128 bytes, one wavefront with no bank conflict (four adjacent
+// columns per lane would put 4 lanes on each bank), and its address is the
+// row's register plus an immediate. stash_partials puts the columns back in
+// order. The lanes read their neighbours' copies: the __syncwarp of the
+// main loop.
+DEVI void compute_stage(Acc& acc, unsigned stage, const Geometry& G) {
+    const int rows = G.rows;
+    float b[4][4];
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) b[r][q] = __uint_as_float(lds32(stage + G.rd[r] + 128 * q));
+#endif
 #pragma unroll
     for (int m = 0; m < ROWS; ++m) {
         if (m >= rows) break;                          // warp-uniform
@@ -460,6 +577,7 @@ DEVI void compute_stage(Acc& acc, unsigned stage, int lane, int rows) {
                 acc.v[m][j] = fmaf(a[r], b[r][j], acc.v[m][j]);
     }
 }
+
 #else
 struct Acc { float v[M_TILES][8][4]; };   // [m-tile][n-tile j][mma C fragment]
 
@@ -518,7 +636,15 @@ DEVI void compute_stage(Acc& acc, unsigned stage, int lane, int rows) {
 // This lane's partial sums into the block's reduction buffer (slot `warp`),
 // rows < rows only.
 DEVI void stash_partials(const Acc& acc, float* red, int lane, int rows) {
-#if PREC == 0
+#if PREC == 0 && !ALIGNED
+    // columns lane + 32q (compute_stage): 32 consecutive floats per store
+#pragma unroll
+    for (int m = 0; m < ROWS; ++m) {
+        if (m >= rows) break;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) red[m * RED_LD + lane + 32 * q] = acc.v[m][q];
+    }
+#elif PREC == 0
 #pragma unroll
     for (int m = 0; m < ROWS; ++m) {
         if (m >= rows) break;
@@ -663,6 +789,9 @@ small_m_gemm(const Elem* __restrict__ A, const Elem* __restrict__ B, OutT* __res
     const int n0 = strip * STRIP;
 #if PREC == 0
     G.col = n0 + nw * WARP_STRIP + 4 * lane;
+#if !ALIGNED
+    set_up_shifts(G, n0 + nw * WARP_STRIP);
+#endif
 #else
     G.col = n0 + nw * WARP_STRIP + 8 * (COALESCED ? (lane & 7) : (lane >> 2));   // copier's column
 #endif
@@ -705,7 +834,11 @@ small_m_gemm(const Elem* __restrict__ A, const Elem* __restrict__ B, OutT* __res
         if (i + STAGES - 1 < mine) fill_stage(ring + write_slot * WARP_STAGE, G, cur, policy);
         cp_async_commit();
         advance(cur, b_stride);
+#if PREC == 0 && !ALIGNED
+        compute_stage(acc, stage, G);
+#else
         compute_stage(acc, stage, lane, G.rows);
+#endif
         read_slot = read_slot == STAGES - 1 ? 0 : read_slot + 1;
         write_slot = write_slot == STAGES - 1 ? 0 : write_slot + 1;
     }

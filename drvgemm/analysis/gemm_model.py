@@ -284,11 +284,19 @@ class StreamFigures:
     # in flight: bf16 / fp16 31 x 4097 x 4099 ran 66.8 / 67.0 us against
     # 16.8 predicted aligned with an 8.2 us stream (h200-shapes.json).
     unaligned_extra_16: float = 6.1
-    # fp32 copies each element with its own 4-byte cp.async (zero-filled
-    # past the edges): the ring stays asynchronous, at 4 times the copy
-    # instructions per byte. fp32 31 x 4097 x 4099 ran 70.9 us (104.9 with
-    # plain loads before) against 33.6 predicted aligned (16.4 us of stream).
-    unaligned_extra_fp32: float = 2.8
+    # fp32 copied each element with its own 4-byte cp.async (zero-filled
+    # past the edges), at 4 times the copy instructions per byte: fp32
+    # 31 x 4097 x 4099 ran 70.9 us (104.9 with plain loads before) against
+    # 33.6 predicted aligned (16.4 us of stream), an extra 2.8. It now copies
+    # the aligned 16-byte blocks around each row (one more per 32) and reads
+    # words back: 426 instructions a warp step against the aligned 382 (SASS,
+    # 16 rows). 0.2 is a PREDICTION, not measured: refit it after the first
+    # H200 run of the new path.
+    unaligned_extra_fp32: float = 0.2
+    # ... and its warp step issues 426 instructions where the aligned one
+    # issues 382 (the LDS.32 and the row offsets): the math side (FFMA and
+    # issue bound, e.g. two z chunks) is that much longer. Also a prediction.
+    unaligned_issue_fp32: float = 426 / 382
     # Each z chunk past the first (M over ROWS rows: blocks re-reading the
     # same strip of B, each with its own split reduction): fitted to fp32
     # 128^3 (8 chunks, 14.4 us against 10.0 predicted without it) and 256^3
@@ -358,6 +366,8 @@ def predict_stream(c: StreamCandidate, m: int, n: int, k: int, *, in_bytes: int,
     if not aligned:
         extra = fig.unaligned_extra_fp32 if c.precision == "fp32" else fig.unaligned_extra_16
         stream *= 1.0 + extra
+        if c.precision == "fp32":
+            math_s *= fig.unaligned_issue_fp32
         note += "; unaligned loads"
     t = max(stream, math_s)
     rows_used = min(m, c.rows)

@@ -57,6 +57,11 @@ class PlainHost:
     unaligned = True       # an ALIGNED=0 instantiation exists
     takes_empty_k = True   # the kernel itself writes beta * C for K = 0
 
+    def instantiation_defines(self, rung, aligned: bool) -> dict:
+        """-D defines that depend on the instantiation beyond ALIGNED (none
+        here; rung 30's shared memory does)."""
+        return {}
+
     def aligned(self, rung, m, n, k, pa, pb, pc) -> bool:
         v = rung.vector
         return k % v == 0 and n % v == 0 and pa % 16 == 0 and pb % 16 == 0 and pc % 16 == 0

@@ -101,6 +101,7 @@ class Rung:
             return None
         defines = dict(self.defines)
         defines["ALIGNED"] = int(bool(aligned))
+        defines.update(self.host_side.instantiation_defines(self, bool(aligned)))
         if narrow_output:
             defines["OUT_16"] = 1
         if split_k:

@@ -41,6 +41,9 @@ __all__ = ["auto_domain", "ELEM_BYTES", "Geometry", "geometry", "smem_bytes", "S
 ELEM_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 PREC = {"fp32": 0, "bf16": 1, "fp16": 2}
 B_STAGE = 4 * 32 * 16          # per warp step: 32 lanes x 4 chunks of 16 B of B
+# fp32 ALIGNED=0: each of the 4 rows copies the 33 aligned 16-byte blocks that
+# cover its 128 columns wherever they start (SEG_BYTES in the .cu)
+B_STAGE_SHIFTED = 4 * 33 * 16
 COUNTER_BYTES_ALIGN = 256      # partial tiles start on a 256-byte boundary after the counters
 MIN_STEPS_PER_WARP = 4         # a split gives each warp >= 4 steps (>= 32 KB of B per block)
 # Split counts: every count to 64, then a coarser ladder to 512 for long K over
@@ -87,15 +90,28 @@ def counter_bytes(strips: int, zchunks: int, splits: int) -> int:
 
 
 def smem_bytes(precision: str, rows: int, warps: int, stages: int, nwarps: int = 1) -> int:
-    """Dynamic shared memory: the rings, or the cross-warp reduction buffer
-    aliased on them, whichever is larger (SMEM_BYTES in the .cu, which
-    checks this figure at compile time through SMEM_BYTES_HOST)."""
+    """Dynamic shared memory a launch declares: the larger of the two
+    instantiations' figures (build_smem_bytes), so that a launch is right
+    whichever one it runs (the host side is handed a kernel, not told which;
+    the fp32 ALIGNED=1 build then has 1.5 KB it does not use, with the same
+    blocks per SM)."""
+    return max(build_smem_bytes(precision, rows, warps, stages, nwarps, aligned)
+               for aligned in (True, False))
+
+
+def build_smem_bytes(precision: str, rows: int, warps: int, stages: int, nwarps: int = 1,
+                     aligned: bool = True) -> int:
+    """Dynamic shared memory of one instantiation: the rings, or the
+    cross-warp reduction buffer aliased on them, whichever is larger
+    (SMEM_BYTES in the .cu, which checks this figure at compile time through
+    SMEM_BYTES_HOST). Only fp32's ALIGNED=0 stage differs (B_STAGE_SHIFTED)."""
     strip = (128 if precision == "fp32" else 64) * nwarps
     if precision == "fp32":
         a_stage = rows * 16
     else:
         a_stage = (rows // 16) * 2 * 32 * 8
-    pipe = warps * stages * (B_STAGE + a_stage)
+    b_stage = B_STAGE_SHIFTED if precision == "fp32" and not aligned else B_STAGE
+    pipe = warps * stages * (b_stage + a_stage)
     red = (warps // nwarps) * rows * (strip + 4) * 4
     return max(pipe, red)
 
@@ -136,6 +152,11 @@ class Geometry:
     def smem(self) -> int:
         return smem_bytes(self.precision, self.rows, self.warps, self.stages, self.nwarps)
 
+    def smem_of(self, aligned: bool) -> int:
+        """The shared memory one instantiation uses (its SMEM_BYTES_HOST)."""
+        return build_smem_bytes(self.precision, self.rows, self.warps, self.stages, self.nwarps,
+                                aligned)
+
     @property
     def in_flight_bytes(self) -> int:
         """B bytes a block keeps in flight in steady state: (STAGES-1) steps per warp."""
@@ -167,11 +188,11 @@ class Geometry:
 
 
 def defines(precision, ROWS, WARPS=4, STAGES=6, MIN_BLOCKS=4) -> dict:
-    """The -D defines of an entry but ALIGNED (OUT_16 0: the registry's
-    narrow instantiation sets it to 1)."""
+    """The -D defines of an entry but ALIGNED and SMEM_BYTES_HOST, which
+    depend on the instantiation (SmallMHost.instantiation_defines; OUT_16 0:
+    the registry's narrow instantiation sets it to 1)."""
     return {"PREC": PREC[precision], "ROWS": ROWS, "WARPS": WARPS, "STAGES": STAGES,
-            "MIN_BLOCKS": MIN_BLOCKS, "OUT_16": 0,
-            "SMEM_BYTES_HOST": smem_bytes(precision, ROWS, WARPS, STAGES)}
+            "MIN_BLOCKS": MIN_BLOCKS, "OUT_16": 0}
 
 
 def geometry(rung) -> Geometry:
@@ -185,6 +206,10 @@ class SmallMHost(PlainHost):
     name = "small_m"
     unaligned = True
     takes_empty_k = True   # an empty K loop: the kernel writes beta * C itself
+
+    def instantiation_defines(self, rung, aligned: bool) -> dict:
+        """The kernel checks the shared memory of its own build."""
+        return {"SMEM_BYTES_HOST": geometry(rung).smem_of(aligned)}
 
     def aligned(self, rung, m, n, k, pa, pb, pc) -> bool:
         """ALIGNED=1: B rows in whole 16-byte chunks (N a multiple of 16 /
