@@ -59,7 +59,11 @@ __device__ __forceinline__ void store16(elem_t* p, const float* in) {
 // ex2.approx.ftz flushes results below 2^-126 to 0: an output moves by less
 // than the tests' absolute floor (FLT_MIN; fp16 2^-24). fp32 keeps expf (its
 // outputs are held to a few ulp of fp32), so its machine code is unchanged.
-constexpr bool FAST_EXP = DTYPE != 0;
+// A rung may keep expf for every type by defining WINDOW_FAST_EXP 0 first.
+#ifndef WINDOW_FAST_EXP
+#define WINDOW_FAST_EXP (DTYPE != 0)
+#endif
+constexpr bool FAST_EXP = WINDOW_FAST_EXP;
 
 __device__ __forceinline__ float exp_shifted(float x, float ref) { return exp_diff<FAST_EXP>(x, ref); }
 

@@ -302,6 +302,13 @@ class StreamFigures:
     # 128^3 (8 chunks, 14.4 us against 10.0 predicted without it) and 256^3
     # (16 chunks, 19.6 against 10.5), h200-shapes.json.
     zchunk_s: float = 0.6e-6
+    # More splits than one reduction level takes (small_m.ONE_LEVEL_MAX_SPLITS):
+    # the two-level launches ran 10.8 us over the model without it (bf16 / fp16
+    # 32 x 32 x 131072, 373 splits in groups of 32: 25.3 us against 14.5), fp32
+    # 25.7 us over (256 splits, 2 z chunks: 48.2 against 22.5); fitted to the
+    # 16-bit one, the smaller (h200-shapes.json, eighth round). Where it goes is
+    # not measured yet (per-block fences and counters, or the short streams).
+    two_level_s: float = 10.8e-6
 
     def mma_efficiency(self, rows: int) -> float:
         return dict(self.mma_eff).get(rows, min(e for _, e in self.mma_eff))
@@ -382,6 +389,8 @@ def predict_stream(c: StreamCandidate, m: int, n: int, k: int, *, in_bytes: int,
         hops = math.ceil(group / 8) + (math.ceil(groups / 8) + 1 if groups > 1 else 0)
         # a thread's two items share their round trips
         chain = hops * math.ceil(items / (2 * c.threads)) * fig.l2_round_trip_s
+        if groups > 1:
+            chain += fig.two_level_s
     c_bytes = m * n * out_bytes * (2 if beta_reads_c else 1)
     reduce = work / bw + chain
     total = t + c_bytes / bw + reduce + fig.ramp_s + fig.zchunk_s * (c.zchunks - 1)
