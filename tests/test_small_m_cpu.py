@@ -189,9 +189,11 @@ def test_unaligned_path_has_no_wide_global_access(inst):
     b_whole = [o for o in loop_copies if o == "LDGSTS.E.BYPASS.128"]
     b_clipped = [o for o in loop_copies if o == "LDGSTS.E.BYPASS.128.ZFILL"]
     a_copies = [o for o in loop_copies if o == "LDGSTS.E"]
-    # 4 rows of 32 lanes, and block 32 of each row (lanes 0..3); each path once
-    assert (len(b_whole), len(b_clipped), len(a_copies)) == (5, 5, 4), loop_copies
-    assert len(loop_copies) == 14, loop_copies
+    # 4 rows of 32 lanes, and block 32 of each row (lanes 0..3); each path once.
+    # 4-byte copies: A's 4, and each of the 5 clipped blocks' element-wise
+    # form (the block that holds B's last element, named element by element)
+    assert (len(b_whole), len(b_clipped), len(a_copies)) == (5, 5, 4 + 5 * 4), loop_copies
+    assert len(loop_copies) == 34, loop_copies
     assert not any(o.startswith("LDG.") for o in body), body
     # the lanes read back words: 4 LDS.32 per B row, 16 a step; A broadcast in LDS.128
     loads = [o for o in body if o.startswith("LDS")]

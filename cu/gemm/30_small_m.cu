@@ -354,6 +354,27 @@ DEVI unsigned bytes_inside(const Elem* src, const Elem* end) {
     const long long left = reinterpret_cast<const char*>(end) - reinterpret_cast<const char*>(src);
     return left >= 16 ? 16u : left > 0 ? static_cast<unsigned>(left) : 0u;
 }
+
+#if PREC == 0 && !ALIGNED
+// One 16-byte block of B's stream, clipped at B's end: whole, empty (zero
+// fill from `head`, an aligned address inside B), or -- the one block that
+// holds B's last element -- element by element, so that no byte past B's
+// end is named by a copy (a 16-byte cp.async with a shorter src-size still
+// names 16 bytes: compute-sanitizer flags it past the end of B).
+DEVI void copy_block_clipped(unsigned dst, const Elem* src, const Elem* end, const void* head,
+                             unsigned long long policy) {
+    const unsigned n = bytes_inside(src, end);
+    if (n == 16u || n == 0u) {
+        cp_async_16_stream(dst, n ? (const void*)src : head, n, policy);
+        return;
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const bool in = 4u * j < n;
+        cp_async_4(dst + 4 * j, in ? (const void*)(src + j) : head, in ? 4u : 0u);
+    }
+}
+#endif
 #endif
 
 // Where the next step to be copied starts, for this lane. The main loop
@@ -421,18 +442,12 @@ DEVI void fill_stage(unsigned stage, const Geometry& G, const Cursor& cur,
         const void* head = reinterpret_cast<const void*>(
             reinterpret_cast<unsigned long long>(G.B) & ~15ull);
 #pragma unroll
-        for (int r = 0; r < 4; ++r) {
-            const Elem* src = cur.b + G.row_off[r];
-            const unsigned n = bytes_inside(src, G.end);
-            cp_async_16_stream(stage + r * SEG_BYTES + lane * 16,
-                               n ? (const void*)src : (const void*)head, n, policy);
-        }
-        if (lane < 4) {
-            const Elem* src = cur.b + G.tail_off;
-            const unsigned n = bytes_inside(src, G.end);
-            cp_async_16_stream(stage + lane * SEG_BYTES + 32 * 16,
-                               n ? (const void*)src : (const void*)head, n, policy);
-        }
+        for (int r = 0; r < 4; ++r)
+            copy_block_clipped(stage + r * SEG_BYTES + lane * 16, cur.b + G.row_off[r], G.end,
+                               head, policy);
+        if (lane < 4)
+            copy_block_clipped(stage + lane * SEG_BYTES + 32 * 16, cur.b + G.tail_off, G.end,
+                               head, policy);
     }
 #else
     // B: rows cur.k + r (r = 0..3), columns col .. col + VEC - 1.
