@@ -289,13 +289,14 @@ class StreamFigures:
     # 31 x 4097 x 4099 ran 70.9 us (104.9 with plain loads before) against
     # 33.6 predicted aligned (16.4 us of stream), an extra 2.8. It now copies
     # the aligned 16-byte blocks around each row (one more per 32) and reads
-    # words back: 426 instructions a warp step against the aligned 382 (SASS,
-    # 16 rows). 0.2 is a PREDICTION, not measured: refit it after the first
-    # H200 run of the new path.
-    unaligned_extra_fp32: float = 0.2
+    # words back (426 instructions a warp step against the aligned 382), which
+    # was predicted near the aligned speed (0.2) but ran 64.2 us on the H200
+    # (eighth round, h200-shapes.json): only 8% faster, so the limit is not
+    # the copy instructions. Refitted to that run.
+    unaligned_extra_fp32: float = 2.4
     # ... and its warp step issues 426 instructions where the aligned one
     # issues 382 (the LDS.32 and the row offsets): the math side (FFMA and
-    # issue bound, e.g. two z chunks) is that much longer. Also a prediction.
+    # issue bound, e.g. two z chunks) is that much longer (from the SASS).
     unaligned_issue_fp32: float = 426 / 382
     # Each z chunk past the first (M over ROWS rows: blocks re-reading the
     # same strip of B, each with its own split reduction): fitted to fp32
