@@ -29,10 +29,20 @@ __device__ __forceinline__ void cluster_sync_aligned() {
                  "barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
-// A split barrier: arrive now (relaxed: it orders none of this thread's
-// accesses), wait later. A block's shared memory disappears when it exits,
-// so "I have finished reading the others' shared memory" is an arrive, and
-// the wait before exit keeps this block's memory alive for the others.
+// A split barrier: arrive now, wait later. A block's shared memory
+// disappears when it exits, so "I have finished reading the others' shared
+// memory" is an arrive, and the wait before exit keeps this block's memory
+// alive for the others. That arrive must be a release: a relaxed one orders
+// none of this thread's accesses, and ptxas does place it right after a
+// ld.shared::cluster is issued, before its data is back (seen in rung 08's
+// SASS); another block can then pass its wait and exit under the load: an
+// unspecified launch failure on the H200, which memcheck does not name.
+__device__ __forceinline__ void cluster_arrive_release_aligned() {
+    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+// Relaxed: for an arrive that only says "I am past this point" (nothing of
+// the others' memory is read after the matching wait's partner, e.g. rung
+// 06, whose remote data arrives by st.async on the receiver's mbarrier).
 __device__ __forceinline__ void cluster_arrive_relaxed_aligned() {
     asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
 }

@@ -72,7 +72,7 @@ softmax_05_cluster(const elem_t* __restrict__ x, elem_t* __restrict__ y, int row
     MaxSum r = load_remote_pair(&block_pair, 0);
 #pragma unroll
     for (unsigned b = 1; b < CLUSTER; ++b) r = merge(r, load_remote_pair(&block_pair, b));
-    cluster_arrive_relaxed_aligned();
+    cluster_arrive_release_aligned();   // the remote loads are done
 
     slice_store<ITEMS, VEC, THREADS>(y + base, first, cols, live, threadIdx.x, v, slice_scale(mine.m, r));
     cluster_wait_aligned();

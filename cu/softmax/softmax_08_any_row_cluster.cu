@@ -25,11 +25,6 @@
 // rows >= 1, 1 <= cols, cols + WVEC - 1 <= CLUSTER * THREADS * ITEMS * WVEC.
 #include "cluster.cuh"
 #include "ld_st.cuh"
-// expf for every type: with the window's fast exp this rung's 16-bit builds
-// ended in an unspecified launch failure on the H200 (32769 x 65537 bf16, and
-// once under memcheck with no access reported), not understood yet; these are
-// the builds of the round before, which passed (benchmarks/notes/softmax.md).
-#define WINDOW_FAST_EXP 0
 #include "softmax_window.cuh"
 
 #ifndef THREADS
@@ -82,7 +77,7 @@ softmax_08_any_row_cluster(const elem_t* __restrict__ x, elem_t* __restrict__ y,
     const int j = lane & (W - 1);
     const MaxSum pj = j < CLUSTER ? load_remote_pair(&block_pair, j) : MaxSum{NEG_INF, 0.0f};
     const MaxSum r = shfl_merge<W, FAST_EXP>(pj);
-    cluster_arrive_relaxed_aligned();
+    cluster_arrive_release_aligned();   // the remote loads are done
 
     window_store<ITEMS, THREADS>(w, first, threadIdx.x, live, v, window_scale(mine.m, r));
     cluster_wait_aligned();
