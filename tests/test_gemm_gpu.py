@@ -465,15 +465,22 @@ SPLIT_PLAIN = [r.name for r in RUNGS if r.host == "" and r.has_split_k_build]
 WS_GUARD = 1024
 
 
-def run_plain_split(r, a, b, c_init, alpha, beta, split, label):
-    from drvgemm.ladders.gemm.registry import rung_kernel
-    from drvgemm.runtime.launch import launch
+def split_operands(r, a, b, c_init, beta):
+    """(m, n, k, A, B, C) of a split-K launch: A and B on the device, C guarded
+    (and holding c_init where beta reads it)."""
     m, k = a.shape
     n = b.shape[1]
     A, B = drvgemm.to_device(a), drvgemm.to_device(b)
     C = Guarded((m, n), np.float32, tile_rows=r.tile_m)
     if beta != 0:
         C.fill(c_init)
+    return m, n, k, A, B, C
+
+
+def run_plain_split(r, a, b, c_init, alpha, beta, split, label):
+    from drvgemm.ladders.gemm.registry import rung_kernel
+    from drvgemm.runtime.launch import launch
+    m, n, k, A, B, C = split_operands(r, a, b, c_init, beta)
     floats = r.workspace_bytes(m, n, split) // 4
     ws_host = np.full(floats + WS_GUARD, np.nan, np.float32)
     ws_host.view(np.uint32)[floats:] = 0xA5A5A5A5
@@ -541,12 +548,7 @@ def run_small_m_split(r, a, b, c_init, alpha, beta, split, label):
     from drvgemm.ladders.gemm import small_m
     from drvgemm.ladders.gemm.registry import rung_kernel
     from drvgemm.runtime.launch import launch
-    m, k = a.shape
-    n = b.shape[1]
-    A, B = drvgemm.to_device(a), drvgemm.to_device(b)
-    C = Guarded((m, n), np.float32, tile_rows=r.tile_m)
-    if beta != 0:
-        C.fill(c_init)
+    m, n, k, A, B, C = split_operands(r, a, b, c_init, beta)
     host = small_m.SMALL_M
     assert split in host.split_counts(r, m, n, k), f"{label}: {split} is not offered"
     nbytes = host.workspace_bytes(r, m, n, split)

@@ -249,7 +249,8 @@ __device__ __forceinline__ void slice_load(const elem_t* __restrict__ row, int f
 // different reference point, and any finite one gives exp(-inf) = 0. A
 // per-element test instead makes the compiler branch around each exp, which
 // serialises them; without it the exps of all N values overlap.
-template <int N>
+// kFast: exp_diff's fast form (the window rungs' 16-bit builds).
+template <int N, bool kFast = false>
 __device__ __forceinline__ MaxSum slice_exp(float* v) {
     float m = NEG_INF;
 #pragma unroll
@@ -258,7 +259,7 @@ __device__ __forceinline__ MaxSum slice_exp(float* v) {
     float l = 0.0f;
 #pragma unroll
     for (int k = 0; k < N; ++k) {
-        v[k] = expf(v[k] - ref);
+        v[k] = exp_diff<kFast>(v[k], ref);
         l += v[k];
     }
     return MaxSum{m, l};
@@ -267,8 +268,9 @@ __device__ __forceinline__ MaxSum slice_exp(float* v) {
 // exp(x - m_thread) * exp(m_thread - M) / L = softmax. An all -inf row has
 // M = -inf = m_thread and L = 0: scale = 1/0 = inf, 0 * inf = NaN, as the
 // semantics above require.
+template <bool kFast = false>
 __device__ __forceinline__ float slice_scale(float m_thread, MaxSum row) {
-    return ((m_thread == row.m) ? 1.0f : expf(m_thread - row.m)) / row.l;
+    return ((m_thread == row.m) ? 1.0f : exp_diff<kFast>(m_thread, row.m)) / row.l;
 }
 
 template <int kItems, int kVec, int kRowThreads>

@@ -67,21 +67,9 @@ constexpr bool FAST_EXP = WINDOW_FAST_EXP;
 
 __device__ __forceinline__ float exp_shifted(float x, float ref) { return exp_diff<FAST_EXP>(x, ref); }
 
-// slice_exp (softmax_common.cuh) with exp_shifted: identical for fp32.
+// slice_exp (softmax_common.cuh) with the window's exp.
 template <int N>
-__device__ __forceinline__ MaxSum window_exp(float* v) {
-    float m = NEG_INF;
-#pragma unroll
-    for (int k = 0; k < N; ++k) m = fmaxf(m, v[k]);
-    const float ref = (m == NEG_INF) ? 0.0f : m;
-    float l = 0.0f;
-#pragma unroll
-    for (int k = 0; k < N; ++k) {
-        v[k] = exp_shifted(v[k], ref);
-        l += v[k];
-    }
-    return MaxSum{m, l};
-}
+__device__ __forceinline__ MaxSum window_exp(float* v) { return slice_exp<N, FAST_EXP>(v); }
 
 // ---------------------------------------------------------------------------
 // A row in window coordinates.
@@ -172,5 +160,5 @@ __device__ __forceinline__ MaxSum block_merge_butterfly(MaxSum v, MaxSum* part) 
 // slice_scale (softmax_common.cuh) with the window's exp. The division stays
 // IEEE (once a thread): a row with one finite entry must come out exactly 1.
 __device__ __forceinline__ float window_scale(float m_thread, MaxSum row) {
-    return ((m_thread == row.m) ? 1.0f : exp_shifted(m_thread, row.m)) / row.l;
+    return slice_scale<FAST_EXP>(m_thread, row);
 }
