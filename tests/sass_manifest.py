@@ -9,6 +9,14 @@ machine code is deliberate and visible.
     python3 tests/sass_manifest.py --sample KEY N   # compile KEY N times afresh:
                                                     # digests and profile distances
     python3 -m pytest tests/test_sass_manifest.py
+    DRVGEMM_SASS_RECOMPILE=1 python3 -m pytest tests/test_sass_manifest.py
+                                            # compile every one, even unchanged
+
+The test compiles only instantiations whose inputs differ from the recorded
+compile's (tests/data/sass_manifest_inputs.json: source, the bytes of every
+included file, defines, options, arch, toolchain and the compiler module's own
+code, wherever the files lie), so a clean clone checks the manifest without
+running NVRTC; any edit that reaches a kernel is compiled and compared.
 
 A few instantiations are not reproducible: NVRTC's PTX for them depends on
 where the process's heap happens to lie (with address-space randomisation
@@ -38,6 +46,12 @@ NONDETERMINISTIC = MANIFEST.with_name("sass_manifest_nondeterministic.json")
 # The machine-code bytes (digest of each entry's .text section) that gave the
 # manifest's digests, written with it: the test's shortcut past nvdisasm.
 CODES = MANIFEST.with_name("sass_manifest_code.json")
+# What each of those compiles read (drvgemm.runtime.compiler.input_digest:
+# source, included files' bytes, defines, options, arch, toolchain, the
+# compiler module's own code), written with it: the test's shortcut past
+# NVRTC. An instantiation whose inputs are those of the recorded compile is
+# that compile; any other is compiled and held against the digests.
+INPUTS = MANIFEST.with_name("sass_manifest_inputs.json")
 
 # Instruction forms by which a nondeterministic instantiation's opcode profile
 # may differ from the recorded one (sum of |count differences|). Rung 08's
@@ -146,36 +160,47 @@ def _shard(shard):
     return todo if shard is None else todo[shard[0]::shard[1]]
 
 
-def compute(progress=False, shard=None) -> tuple[dict, dict, dict]:
+def compute(progress=False, shard=None) -> tuple[dict, dict, dict, dict]:
     """({key: digest} of every instantiation, {key: opcode profile} of the
-    nondeterministic ones, {key: machine-code digest}: CODES). ``shard`` =
+    nondeterministic ones, {key: machine-code digest}: CODES, {key: input
+    digest}: INPUTS). ``shard`` =
     (i, n): only every n-th instantiation from the i-th."""
     import drvgemm
-    table, profiles, codes = {}, {}, {}
+    from drvgemm.runtime.compiler import input_digest
+    table, profiles, codes, inputs = {}, {}, {}, {}
     for key, source, entry, defines, arch in _shard(shard):
         k = drvgemm.compile(source, entry, defines=defines, arch=arch)
         text = sass.disassemble(k.cubin)
         table[key] = sass_digest(text, k.entry)
         codes[key] = sass.code_digest(k.cubin, k.entry)
+        inputs[key] = input_digest(source, [entry], defines=defines, arch=arch)
         if nondeterministic(key):
             profiles[key] = opcode_profile(text, k.entry)
         if progress:
             print(f"{table[key]}  {key}", file=sys.stderr)
-    return table, profiles, codes
+    return table, profiles, codes, inputs
 
 
-def changes(shard=None) -> dict:
+def changes(shard=None, *, recompile=False) -> dict:
     """{key: (recorded digest, digest now)} of the instantiations whose SASS
-    changed. Machine code with the bytes recorded in CODES is unchanged
-    without disassembling it (nvdisasm costs ~0.4 s a cubin, more than most
-    compiles); other bytes are disassembled and held against the manifest's
-    digest, and for a nondeterministic rung against its opcode profile."""
+    changed. An instantiation whose inputs (INPUTS) are the recorded ones is
+    the recorded compile and is not compiled again (``recompile``: compile
+    every one anyway). Machine code with the bytes recorded in CODES is
+    unchanged without disassembling it (nvdisasm costs ~0.4 s a cubin, more
+    than most compiles); other bytes are disassembled and held against the
+    manifest's digest, and for a nondeterministic rung against its opcode
+    profile."""
     import drvgemm
+    from drvgemm.runtime.compiler import input_digest
     recorded = json.loads(MANIFEST.read_text())
     codes = json.loads(CODES.read_text())
+    inputs = json.loads(INPUTS.read_text()) if INPUTS.exists() else {}
     profiles = json.loads(NONDETERMINISTIC.read_text())["profiles"]
     out = {}
     for key, source, entry, defines, arch in _shard(shard):
+        if not recompile and key in inputs and key in recorded and inputs[key] is not None \
+                and input_digest(source, [entry], defines=defines, arch=arch) == inputs[key]:
+            continue
         k = drvgemm.compile(source, entry, defines=defines, arch=arch)
         if key in codes and sass.code_digest(k.cubin, k.entry) == codes[key]:
             continue
@@ -200,9 +225,10 @@ if __name__ == "__main__":
             far = "" if profile is None else f"  {profile_distance(p, profile)} from the profile"
             print(d + ("  (the manifest's)" if d == recorded else "") + far)
         sys.exit(0)
-    table, profiles, codes = compute(progress=True)
+    table, profiles, codes, inputs = compute(progress=True)
     MANIFEST.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
     CODES.write_text(json.dumps(codes, indent=1, sort_keys=True) + "\n")
+    INPUTS.write_text(json.dumps(inputs, indent=1, sort_keys=True) + "\n")
     nd = json.loads(NONDETERMINISTIC.read_text())
     nd["profiles"] = profiles
     NONDETERMINISTIC.write_text(json.dumps(nd, indent=1) + "\n")

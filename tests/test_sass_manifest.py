@@ -6,6 +6,8 @@ commit which instantiations changed and why; if not, the change is a bug.
 The few rungs NVRTC does not reproduce are listed, with the evidence, in
 tests/data/sass_manifest_nondeterministic.json (see sass_manifest.py)."""
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -26,9 +28,14 @@ def test_manifest_lists_every_instantiation():
 SHARDS = 8
 
 
+# DRVGEMM_SASS_RECOMPILE=1 compiles every instantiation even where its inputs
+# are the recorded ones (to check a new toolchain or a suspected cache).
+RECOMPILE = os.environ.get("DRVGEMM_SASS_RECOMPILE", "") not in ("", "0")
+
+
 @pytest.mark.parametrize("shard", range(SHARDS))
 def test_sass_unchanged(shard):
-    changed = sass_manifest.changes(shard=(shard, SHARDS))
+    changed = sass_manifest.changes(shard=(shard, SHARDS), recompile=RECOMPILE)
     assert not changed, "SASS changed for: " + "; ".join(
         f"{k} ({old} -> {new})" for k, (old, new) in sorted(changed.items()))
 
@@ -62,3 +69,65 @@ def test_profile_sees_a_moved_offset_and_not_a_reordering():
     assert sass_manifest.profile_distance(sass_manifest.opcode_profile(text(swapped), None), base) == 0
     moved = ["LDS.128 R4, [R2+0x210]"] + body[1:]
     assert sass_manifest.profile_distance(sass_manifest.opcode_profile(text(moved), None), base) == 2
+
+
+def test_input_digests_name_every_manifest_key():
+    """Every instantiation has a recorded input digest (none left to chance:
+    an #include that cannot be followed would give None and no shortcut)."""
+    recorded = json.loads(sass_manifest.MANIFEST.read_text())
+    inputs = json.loads(sass_manifest.INPUTS.read_text())
+    assert set(inputs) == set(recorded)
+    assert all(isinstance(v, str) and len(v) == 64 for v in inputs.values())
+
+
+def _kernel_pair(tmp_path, header_body, define=1):
+    """The same kernel in two folders, each with its own copy of a header."""
+    from drvgemm.runtime.compiler import input_digest
+    out = []
+    for name in ("a", "b"):
+        d = tmp_path / name
+        d.mkdir(exist_ok=True)
+        (d / "k.cuh").write_text(header_body[name])
+        (d / "k.cu").write_text('#include "k.cuh"\nextern "C" __global__ void k(float* x)'
+                                ' { x[0] = VALUE + X; }\n')
+        out.append(input_digest(str(d / "k.cu"), ["k"], defines={"X": define}, arch="sm_90"))
+    return out
+
+
+def test_input_digest_is_where_independent_and_sees_every_input(tmp_path):
+    """A clone elsewhere has the digest of the original; an included file's
+    bytes and a define each change it."""
+    from drvgemm.runtime.compiler import input_digest
+    same = _kernel_pair(tmp_path, {"a": "#define VALUE 2.0f\n", "b": "#define VALUE 2.0f\n"})
+    assert same[0] == same[1]
+    header = _kernel_pair(tmp_path, {"a": "#define VALUE 2.0f\n", "b": "#define VALUE 3.0f\n"})
+    assert header[0] != header[1]
+    assert _kernel_pair(tmp_path, {"a": "#define VALUE 2.0f\n", "b": "#define VALUE 2.0f\n"},
+                        define=2)[0] != same[0]
+    path = str(tmp_path / "a" / "k.cu")
+    assert input_digest(path, ["k"], defines={"X": 1}, arch="sm_80") != \
+        input_digest(path, ["k"], defines={"X": 1}, arch="sm_90")
+
+
+def test_a_changed_source_is_compiled_and_caught(tmp_path, monkeypatch):
+    """The shortcut past NVRTC trusts only unchanged inputs: a mutated copy of
+    rung 01 under its own manifest key is compiled and reported, and with the
+    original source the same key passes without a compile."""
+    import drvgemm
+    from drvgemm.runtime.sources import find_source
+    key, source, entry, defines, arch = sass_manifest.instantiations()[0]
+    text = find_source(source).read_text()
+    mutated = tmp_path / source
+    mutated.write_text(text.replace("acc += ", "acc -= ", 1))
+    # its quoted include, found next to the copy as next to the original
+    header = find_source(source).parent / "simt_common.cuh"
+    (tmp_path / header.name).write_text(header.read_text())
+    assert mutated.read_text() != text
+    monkeypatch.setattr(sass_manifest, "instantiations",
+                        lambda: [(key, str(mutated), entry, defines, arch)])
+    assert key in sass_manifest.changes()
+    monkeypatch.setattr(sass_manifest, "instantiations",
+                        lambda: [(key, source, entry, defines, arch)])
+    compiled = []
+    monkeypatch.setattr(drvgemm, "compile", lambda *a, **k: compiled.append(a))
+    assert sass_manifest.changes() == {} and compiled == []

@@ -694,9 +694,30 @@ def compile_binary(path_or_source, name, *, defines=None, arch=None, options=(),
     return mod.binary(name.strip())
 
 
-def compile_module_binary(path_or_source, names=None, *, defines=None, arch=None, options=(),
-                          include_paths=(), lineinfo=True) -> ModuleBinary:
-    """Compile (or fetch from the cache) one module; see ``drvgemm.compile_module``."""
+@dataclass
+class _Inputs:
+    """Everything one compile reads, normalised: what the cache key and
+    ``input_digest`` are made of, and what the compile itself is given."""
+    src_path: Path | None
+    text: str
+    names: list
+    kind: str
+    source_name: str
+    arch: str
+    options: list
+    defines: list
+    regcap: int | None
+    lineinfo: bool
+    search: list
+    main_dir: Path | None
+    tk_opts: list
+    tk_dirs: list
+    deps: sources.Dependencies
+    key_parts: dict
+
+
+def _compile_inputs(path_or_source, names, defines, arch, options, include_paths,
+                    lineinfo) -> _Inputs:
     src_path, text = _read_source(path_or_source)
     names = _normalize_names(names)
     kind = "ptx" if (src_path and src_path.suffix == ".ptx") or (not src_path and _is_ptx_text(text)) \
@@ -721,7 +742,7 @@ def compile_module_binary(path_or_source, names=None, *, defines=None, arch=None
         deps = sources.scan_dependencies(raw, main_dir, search, tk_dirs)
         toolchain = [list(nvrtc_version()), _dist_version("nvidia-cuda-nvrtc"), tk_id]
     else:
-        tk_opts, main_dir, search = [], None, []
+        tk_opts, tk_dirs, main_dir, search = [], [], None, []
         deps = sources.Dependencies()
         toolchain = [list(nvjitlink_version()), _dist_version("nvidia-nvjitlink")]
     key_parts = {
@@ -731,7 +752,44 @@ def compile_module_binary(path_or_source, names=None, *, defines=None, arch=None
         "source": hashlib.sha256(raw).hexdigest(),
         "source_name": str(src_path) if src_path else source_name,
     }
-    key = hashlib.sha256(json.dumps(key_parts, sort_keys=True).encode()).hexdigest()
+    return _Inputs(src_path, text, names, kind, source_name, arch, options, defines, regcap,
+                   lineinfo, search, main_dir, tk_opts, tk_dirs, deps, key_parts)
+
+
+# The code that turns inputs into a compile (options, NVRTC's invocation, the
+# include walk): part of input_digest, so that a change to it is a change of input.
+_COMPILER_CODE = hashlib.sha256(
+    Path(__file__).read_bytes() + Path(sources.__file__).read_bytes()).hexdigest()
+
+
+def input_digest(path_or_source, names=None, *, defines=None, arch=None, options=(),
+                 include_paths=(), lineinfo=True) -> str | None:
+    """A digest of everything a compile's machine code depends on, the same
+    wherever the files lie (a clone elsewhere gives the same digest): the
+    source and the bytes of every file it includes, the names, defines,
+    options, arch, the toolchain, and this module's own code. Two compiles
+    with one digest are the same compile. None where an #include cannot be
+    followed (its file is unknown). No compiler runs."""
+    inp = _compile_inputs(path_or_source, names, defines, arch, options, include_paths,
+                          lineinfo)
+    if not inp.deps.exact:
+        return None
+    parts = {k: v for k, v in inp.key_parts.items()
+             if k not in ("include", "main_dir", "source_name")}
+    parts["included"] = sorted((Path(f).name, d) for f, d in inp.deps.files.items())
+    parts["compiler"] = _COMPILER_CODE
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+def compile_module_binary(path_or_source, names=None, *, defines=None, arch=None, options=(),
+                          include_paths=(), lineinfo=True) -> ModuleBinary:
+    """Compile (or fetch from the cache) one module; see ``drvgemm.compile_module``."""
+    inp = _compile_inputs(path_or_source, names, defines, arch, options, include_paths,
+                          lineinfo)
+    src_path, text, names, kind = inp.src_path, inp.text, inp.names, inp.kind
+    source_name, arch, options, defines = inp.source_name, inp.arch, inp.options, inp.defines
+    search, tk_opts, tk_dirs, deps = inp.search, inp.tk_opts, inp.tk_dirs, inp.deps
+    key = hashlib.sha256(json.dumps(inp.key_parts, sort_keys=True).encode()).hexdigest()
 
     cdir = cache_dir()
     entry_path = cdir / f"{key}.bin" if cdir is not None and deps.exact else None
@@ -760,7 +818,7 @@ def compile_module_binary(path_or_source, names=None, *, defines=None, arch=None
         # (the Hopper rungs' SASS changes). Such cubins stay out of the disk
         # cache, which must hold what a clean process would build.
         entry_path = None
-    built.notes = _register_cap_notes(built.log, regcap)
+    built.notes = _register_cap_notes(built.log, inp.regcap)
     for entry, notes in built.notes.items():
         for n in notes:
             warnings.warn(f"{source_name}: {entry}: {n}", RuntimeWarning, stacklevel=3)
