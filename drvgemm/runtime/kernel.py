@@ -530,4 +530,3 @@ def compile_once(source: str, entry: str) -> Kernel:
     if k is None:
         k = _once[(source, entry)] = compile(source, entry)
     return k
-
