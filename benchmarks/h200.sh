@@ -25,6 +25,7 @@
 #     bash benchmarks/h200.sh install sanitize overhead bench shapes memory
 # CALL_OVERHEAD_ARGS="--shapes" adds gemm()'s call cost on rotating buffers per shape to the
 # overhead phase; ktimes (KTIMES_ARGS: shapes) is each kernel's GPU time under ncu.
+# PYTEST_TIMEOUT is each GPU test's limit (120 s; a rung's 200-case property test may need more).
 # SANITIZE_RUNGS limits the sanitizers to some rungs, SAN_TOOLS to some tools, SANITIZE_SOFTMAX=0 skips the softmax
 # pass; SHAPES_ARGS=--quick runs the reduced shape suite.
 set -uo pipefail
@@ -76,7 +77,7 @@ if have compile && begin compile "${COMPILE_TIMEOUT:-300}"; then
   tail -40 "$LOG/compile_report.txt"; end compile $rc
 fi
 if have tests && begin tests "${TEST_TIMEOUT:-480}" 60; then
-  timeout "$T" python3 -m pytest -m gpu -q -rsfEP --timeout=120 -p no:cacheprovider \
+  timeout "$T" python3 -m pytest -m gpu -q -rsfEP --timeout=${PYTEST_TIMEOUT:-120} -p no:cacheprovider \
     --continue-on-collection-errors ${TESTS:-} ${TEST_K:+-k "$TEST_K"} > "$LOG/pytest_gpu.log" 2>&1
   rc=$?; tail -40 "$LOG/pytest_gpu.log"; end tests $rc
 fi
