@@ -100,6 +100,14 @@ VARIANTS = {
     # 173.3 and removed (benchmarks/notes/removed-knobs.md).
     "11_nocvt": Variant("11_mma_tf32", dict(BK=32, STAGES=3, CVT=0), 195,
                         "measurement only: no conversion at all (truncation)"),
+    # TF32, rung 15. Measured 2026-12-01 (H200, paired rounds, L2 flushed; TFLOP/s at
+    # 4096^3 / 8192^3, registered 208.3-209.2 / 193.9-197.9) and dropped from the
+    # source (benchmarks/notes/tf32-mma.md, "Third round"): A fed as raw fp32 bits
+    # (A_ROUND=0, 16 fewer VIADDMNMX per k8 step) 204.4-209.8 / 209.3-209.6;
+    # n-tile-outer rotation (ORDER=1) 191.4 / 195.4, with A raw 204.5 / 208.6;
+    # warps of 128 x 32 184.2 / 186.6, with A raw 195.8 / 199.3 (306 instead of
+    # 402 instructions per k-tile); 16 warps of 64 x 32 with A raw 190.8 / 193.8.
+    "15_base": Variant("15_mma_tf32_rotating", {}, 215, "registered"),
 }
 CEILING_OF = {"tf32": "mma_tf32", "bf16": "mma_bf16", "fp16": "mma_fp16"}
 ODD_SHAPE = (333, 517, 271)

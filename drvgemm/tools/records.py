@@ -10,8 +10,9 @@ __all__ = ["record", "gemm_record", "memory_record", "device_json", "write_json"
 
 
 def _sig3(x):
-    """Three significant digits; NaN (an output left unwritten) is not JSON: None."""
-    return float(f"{x:.3g}") if x == x else None
+    """Three significant digits; NaN (an output left unwritten) is not JSON, and
+    an entry that was never checked has no error: both None."""
+    return float(f"{x:.3g}") if x is not None and x == x else None
 
 
 def record(kernel, precision, m, n, ms, *, k=None, flops=None, nbytes=None, baseline=False,
