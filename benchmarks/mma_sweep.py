@@ -108,6 +108,9 @@ VARIANTS = {
     # warps of 128 x 32 184.2 / 186.6, with A raw 195.8 / 199.3 (306 instead of
     # 402 instructions per k-tile); 16 warps of 64 x 32 with A raw 190.8 / 193.8.
     "15_base": Variant("15_mma_tf32_rotating", {}, 215, "registered"),
+    # Rung 16's main loop is rung 15's instruction for instruction (405 SASS
+    # instructions per k-tile against 402); its epilogue goes through shared memory.
+    "16_ptx": Variant("16_mma_tf32_rotating_ptx", {}, 210, "hand-written PTX twin of 15_base"),
 }
 CEILING_OF = {"tf32": "mma_tf32", "bf16": "mma_bf16", "fp16": "mma_fp16"}
 ODD_SHAPE = (333, 517, 271)

@@ -68,7 +68,8 @@ def base_counts(ops: Counter) -> Counter:
 def test_the_tensor_rungs_are_registered():
     names = [r.name for r in TENSOR]
     assert names == ["09_wmma_fp16", "10_mma_tf32_ptx", "11_mma_tf32", "12_mma_bf16",
-                     "13_mma_fp16", "14_warp_specialized_mma_bf16", "15_mma_tf32_rotating"]
+                     "13_mma_fp16", "14_warp_specialized_mma_bf16", "15_mma_tf32_rotating",
+                     "16_mma_tf32_rotating_ptx"]
     for r in TENSOR:
         family = "wmma" if "wmma" in r.name else "mma"
         assert f"{family}_{r.precision}" in r.name, r.name
@@ -145,9 +146,10 @@ def test_a_missing_define_fails_the_compile():
 
 def test_tile_twins_share_their_tiles():
     t = by_name()
-    ptx, cpp = t["10_mma_tf32_ptx"], t["11_mma_tf32"]
-    assert (ptx.tile_m, ptx.tile_n, ptx.block, ptx.smem) == (cpp.tile_m, cpp.tile_n, cpp.block,
-                                                              cpp.smem)
+    for ptx, cpp in ((t["10_mma_tf32_ptx"], t["11_mma_tf32"]),
+                     (t["16_mma_tf32_rotating_ptx"], t["15_mma_tf32_rotating"])):
+        assert (ptx.tile_m, ptx.tile_n, ptx.block, ptx.smem, ptx.input_roundoff) == \
+            (cpp.tile_m, cpp.tile_n, cpp.block, cpp.smem, cpp.input_roundoff)
     plain, ws = t["12_mma_bf16"], t["14_warp_specialized_mma_bf16"]
     # Same block and warp tiles; 14 is compared side by side with 12 compiled at
     # 14's own k-tile, stages and FRAG_PIPE=0 (benchmarks/mma_sweep.py: 12_base vs
@@ -168,7 +170,14 @@ def test_registry_vector_is_one_16_byte_copy(r):
 def test_registry_smem_is_the_stages_of_the_tiles(r):
     d = dict(dict(BM=128, BN=256, BK=32), **r.defines)
     stage = (d["BM"] * d["BK"] + d["BK"] * d["BN"]) * ELEMENT_BYTES[r.precision]
-    if is_ptx(r):
+    if r.name == "16_mma_tf32_rotating_ptx":
+        # Rung 16 steps a stage address by the stage's bytes and wraps it at
+        # the end of the stages.
+        text = sources.find_source(r.source).read_text()
+        (end,) = set(re.findall(r"add\.s32\s+%send, %smem, (\d+);", text))
+        (step,) = set(re.findall(r"add\.s32\s+%nxt, %cur, (\d+);", text))
+        assert int(step) == stage and r.smem == int(end)
+    elif is_ptx(r):
         # The PTX rung spells its stages out: two stage indices step round
         # STAGES values, a stage starts at index * stage bytes.
         text = sources.find_source(r.source).read_text()
@@ -181,34 +190,57 @@ def test_registry_smem_is_the_stages_of_the_tiles(r):
         assert r.smem == r.defines["STAGES"] * stage
 
 
-def test_ptx_rung_is_hand_written_for_the_h200_driver():
-    text = sources.find_source(by_name()["10_mma_tf32_ptx"].source).read_text()
+@pytest.mark.parametrize("name", ["10_mma_tf32_ptx", "16_mma_tf32_rotating_ptx"])
+def test_ptx_rung_is_hand_written_for_the_h200_driver(name):
+    text = sources.find_source(by_name()[name].source).read_text()
     version = re.search(r"^\s*\.version\s+(\d+)\.(\d+)", text, re.M)
     assert version and (int(version.group(1)), int(version.group(2))) <= (8, 0)
     assert re.search(r"^\s*\.target\s+sm_80\b", text, re.M)
-    # Every operand goes through cvt.rna.tf32.f32 before its mma: 32 per
-    # k-step of 8, 4 k-steps per k-tile, 32 MMAs per k-step.
-    assert len(re.findall(r"^\s*cvt\.rna\.tf32\.f32", text, re.M)) == 4 * 32
-    assert len(re.findall(r"^\s*mma\.sync\.aligned\.m16n8k8\.row\.col\.f32\.tf32", text, re.M)) \
-        == 4 * 32
+    mmas = len(re.findall(r"^\s*mma\.sync\.aligned\.m16n8k8\.row\.col\.f32\.tf32", text, re.M))
+    cvts = len(re.findall(r"^\s*cvt\.rna\.tf32\.f32", text, re.M))
+    if name == "10_mma_tf32_ptx":
+        # Every operand goes through cvt.rna.tf32.f32 before its mma: 32 per
+        # k-step of 8, 4 k-steps per k-tile, 32 MMAs per k-step.
+        assert (mmas, cvts) == (4 * 32, 4 * 32)
+    else:
+        # Two main loops (16-byte and 4-byte copies) of 4 k-steps x 32 MMAs;
+        # every fragment register rounded by add.s32 of 0x1000 then max.s32
+        # with itself: per loop 4 k-steps x 32, plus the 32 of the prologue.
+        adds = re.findall(r"^\s*add\.s32\s+%rt, (%\w+), 4096;\n\s*max\.s32\s+%\w+, %rt, (%\w+);",
+                          text, re.M)
+        assert mmas == 2 * 4 * 32 and cvts == 0
+        assert len(adds) == 2 * (4 * 32 + 32) and all(x == y for x, y in adds)
 
 
-@pytest.mark.parametrize("aligned", (0, 1))
-def test_rung15_rounds_in_one_instruction_and_loads_b_in_pairs(aligned):
-    """Rung 15's design, as its SASS shows it on sm_90: operands rounded by one
-    VIADDMNMX each (no FSETP + predicated IADD, which is what cvt.rna becomes),
-    B fragments of two n-tiles per LDS.64, and the main loop free of local
-    memory."""
-    r = by_name()["15_mma_tf32_rotating"]
-    b = compile_binary(r.source, r.entry, defines=r.instantiation_defines(aligned), arch="sm_90")
-    loop = sass.hottest_loop(sass.disassemble(b.cubin))
-    ops = Counter(op + mods for op, mods in loop)
-    base = Counter(op for op, _ in loop)
-    hmma = ops["HMMA.1688.F32.TF32"]
-    assert hmma == (64 // 16) * (64 // 8) * (32 // 8), dict(ops)   # one k-tile per trip
-    # every A and B register of a k-tile rounded once: per k8 step a warp loads
-    # 4 x 4 A and 8 x 2 B registers
-    assert base["VIADDMNMX"] == 4 * (4 * 4 + 8 * 2), dict(base)
-    assert base["FSETP"] == 0 and base["F2F"] == 0
-    assert ops["LDS.64"] == 4 * 8 * 2 // 2, dict(ops)
-    assert not any(op in ("LDL", "STL") for op in base)
+@pytest.mark.parametrize("name, aligned", [("15_mma_tf32_rotating", 0),
+                                           ("15_mma_tf32_rotating", 1),
+                                           ("16_mma_tf32_rotating_ptx", None)])
+def test_rotating_tf32_rounds_in_one_instruction_and_loads_b_in_pairs(name, aligned):
+    """Rungs 15 and 16's design, as their SASS shows it on sm_90: operands
+    rounded by one VIADDMNMX each (no FSETP + predicated IADD, which is what
+    cvt.rna becomes), B fragments of two n-tiles per LDS.64, main loops free
+    of local memory, and in the 16-byte main loop no branch but its back-edge
+    (the stage copy sits among the MMAs). Rung 16 (PTX) has both main loops
+    in one kernel: each is checked."""
+    r = by_name()[name]
+    defines = None if aligned is None else r.instantiation_defines(aligned)
+    b = compile_binary(r.source, r.entry, defines=defines, arch="sm_90")
+    mains = [lp for lp in sass.loops(sass.disassemble(b.cubin))
+             if any(op == "HMMA" for op, _ in lp)]
+    assert len(mains) == (2 if aligned is None else 1), [len(lp) for lp in mains]
+    for loop in mains:
+        ops = Counter(op + mods for op, mods in loop)
+        base = Counter(op for op, _ in loop)
+        hmma = ops["HMMA.1688.F32.TF32"]
+        assert hmma == (64 // 16) * (64 // 8) * (32 // 8), dict(ops)   # one k-tile per trip
+        # every A and B register of a k-tile rounded once: per k8 step a warp loads
+        # 4 x 4 A and 8 x 2 B registers
+        assert base["VIADDMNMX"] == 4 * (4 * 4 + 8 * 2), dict(base)
+        assert base["FSETP"] == 0 and base["F2F"] == 0
+        assert ops["LDS.64"] == 4 * 8 * 2 // 2, dict(ops)
+        assert not any(op in ("LDL", "STL") for op in base)
+    vector = [lp for lp in mains if any(op == "LDGSTS" and mods.endswith(".128")
+                                        for op, mods in lp)]
+    if aligned != 0:
+        (loop,) = vector
+        assert [op for op, _ in loop].count("BRA") == 1

@@ -143,10 +143,10 @@ def opcode_counts(sass: str) -> Counter:
     return Counter(opcodes(sass, modifiers=False))
 
 
-def hottest_loop(sass: str) -> list[tuple[str, str]]:
-    """(base opcode, modifiers) of the instructions of the longest loop: from
-    a label to the backward branch to it, the branch included (for a GEMM,
-    the k-tile main loop). Empty when the code has no loop."""
+def loops(sass: str) -> list[list[tuple[str, str]]]:
+    """(base opcode, modifiers) of the instructions of every loop, in code
+    order: from a label to a backward branch to it, the branch included (a
+    loop nested in another is listed on its own and inside the outer one)."""
     labels, ins = {}, []
     for line in sass.splitlines():
         m = _LABEL.match(line)
@@ -157,14 +157,15 @@ def hottest_loop(sass: str) -> list[tuple[str, str]]:
         if m:
             t = _BRANCH_TARGET.search(line, m.end())
             ins.append((m.group(1), m.group(2), t.group(1) if t else None))
-    best = None
-    for i, (op, _, target) in enumerate(ins):
-        if op == "BRA" and target in labels and labels[target] <= i:
-            if best is None or i - labels[target] > best[1] - best[0]:
-                best = (labels[target], i)
-    if best is None:
-        return []
-    return [(op, mods) for op, mods, _ in ins[best[0]:best[1] + 1]]
+    return [[(op, mods) for op, mods, _ in ins[labels[target]:i + 1]]
+            for i, (op, _, target) in enumerate(ins)
+            if op == "BRA" and target in labels and labels[target] <= i]
+
+
+def hottest_loop(sass: str) -> list[tuple[str, str]]:
+    """The longest of ``loops(sass)`` (for a GEMM, the k-tile main loop);
+    empty when the code has no loop."""
+    return max(loops(sass), key=len, default=[])
 
 
 # An instruction line of nvdisasm: "/*0040*/   IADD3 R0, R2, 0x7f, RZ ;" -- the

@@ -330,6 +330,14 @@ RUNGS: list[Rung] = [
         summary="TF32 mma.sync.m16n8k8 with one fragment set reloaded right after each "
                 "register's last MMA, rounding in one VIADDMNMX, B fragments of two n-tiles "
                 "per LDS.64"))(),
+    (lambda BM=128, BN=256, BK=32, STAGES=3: Rung(
+        name="16_mma_tf32_rotating_ptx", auto=False, source="16_mma_tf32_rotating_ptx.ptx",
+        entry="mma_tf32_rotating_ptx_gemm", precision="tf32", block=(256, 1, 1),
+        tile_m=BM, tile_n=BN,
+        smem=STAGES * (BM * BK + BK * BN) * 4,  # 3 x (A [128][32] + B [32][256]) fp32
+        vector=4,  # the 16-byte loop is chosen at run time: a .ptx takes no -D
+        input_roundoff=2.0 ** -11,   # half-ulp add then the unit's truncation: rna
+        summary="TF32 mma.sync.m16n8k8 in hand-written PTX: the twin of rung 15"))(),
     # ---- Hopper: TMA + wgmma ----
     # One source, three entries (one per precision), each built for several tiles;
     # the launch comes from ladders/gemm/hopper.py (host="tma").
