@@ -1,4 +1,4 @@
-"""The mma.sync / WMMA rungs (09-14), checked without a GPU: each compiles
+"""The mma.sync / WMMA rungs (09-16), checked without a GPU: each compiles
 for sm_80 and sm_90 at ALIGNED=0 and ALIGNED=1 (the PTX rung as written)
 with no spills and no stack, one block fits an SM of the architecture it is
 registered for, and the SASS (nvdisasm) holds the instructions the rung
