@@ -3,7 +3,7 @@
 #   bash benchmarks/h200.sh [PHASE ...]
 # Default phases, in this order:
 #   install tests sanitize overhead bench shapes memory
-# Extra phases: compile rung20 sweep autotune wgmma profile mma wgsweep ncu ktimes (each reads its
+# Extra phases: compile rung20 sweep autotune wgmma profile mma clock wgsweep ncu ktimes (each reads its
 # *_ARGS); MEMORY_ARGS=--softmax-rows makes the memory phase the softmax row-length suite.
 #
 # What comes back through $OUT (at most 8 files): the committed results
@@ -163,6 +163,9 @@ if have profile && begin profile 240 30; then
   end profile 0
 fi
 script_phase mma "${MMA_TIMEOUT:-400}" 30 benchmarks/mma_sweep.py --json "$LOG/mma_sweep.json" ${MMA_ARGS:-}
+# clock: SM clock and board power while each TF32 mma.sync rung and the ceiling run back to back
+script_phase clock "${CLOCK_TIMEOUT:-120}" 10 benchmarks/clock_probe.py --json "$LOG/clock_probe.json" \
+  --kernels ${CLOCK_KERNELS:-15_mma_tf32_rotating 16_mma_tf32_rotating_ptx 11_mma_tf32}
 script_phase wgsweep "${WGSWEEP_TIMEOUT:-400}" 40 benchmarks/wgmma_sweep.py \
   --json "$LOG/wgmma_sweep.json" ${WGSWEEP_ARGS:-}
 script_phase ncu "${NCU_TIMEOUT:-300}" 45 benchmarks/ncu_compare.py --raw "$LOG/ncu_compare.csv" ${NCU_ARGS:-}
