@@ -35,6 +35,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from drvgemm.runtime.sass import kernel_sass_hash  # noqa: E402
 from drvgemm.tools import sweep  # noqa: E402
 
 
@@ -236,6 +237,7 @@ def time_precision(prec, rungs, size, args, arch):
             r.name, (lambda kern=kern, cfg=cfg: launch_config(kern, cfg)), sync=driver.synchronize,
             meta={"variant": nm, "rung": v.rung, "defines": dict(r.defines), "smem": r.smem,
                   "block": list(r.block), "registers": regs, "predicted_tflops": v.pred,
+                  "sass_hash": kernel_sass_hash(kern),
                   "why": v.why, "out": "fp32", "_c": C}))
     if not args.no_baseline:
         call = cublas.torch_matmul_call(prec, a, b)
