@@ -8,8 +8,11 @@ import tempfile
 
 # The suite's compiled kernels go to a cache of its own (removed at exit),
 # never the user's, unless DRVGEMM_CACHE_DIR names one (to keep a warm cache
-# between runs, set it).
-if not os.environ.get("DRVGEMM_CACHE_DIR"):
+# between runs, set it). Under pytest-xdist the controller makes it before it
+# starts the workers, which inherit it, as does every process a test starts:
+# one cache, each kernel compiled once per run.
+CACHE_MADE_HERE = not os.environ.get("DRVGEMM_CACHE_DIR")
+if CACHE_MADE_HERE:
     _cache = tempfile.mkdtemp(prefix="drvgemm-test-cache-")
     os.environ["DRVGEMM_CACHE_DIR"] = _cache
     atexit.register(shutil.rmtree, _cache, True)
