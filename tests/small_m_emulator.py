@@ -14,6 +14,8 @@ exact, so any indexing slip shows as a wrong element, not as rounding.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from drvgemm.analysis.layouts import mma_fragments, unpack_registers
@@ -31,6 +33,17 @@ def _prmt(a, b, sel):
         byte = (src >> np.uint64(8 * idx)) & np.uint64(0xFF)
         out |= byte << np.uint64(8 * i)
     return out.astype(np.uint32)
+
+
+@functools.lru_cache(maxsize=None)
+def _stash16_map(rows_per_block):
+    """(m, tm, h, lane, j, column) of every register a 16-bit warp stashes:
+    Emulator._stash16's map, made once per block height."""
+    lane, tm, h, q, i = np.meshgrid(np.arange(32), np.arange(rows_per_block // 16),
+                                    np.arange(2), np.arange(2), np.arange(4), indexing="ij")
+    g, t = lane >> 2, lane & 3
+    return tuple(a.reshape(-1) for a in (16 * tm + 8 * h + g, tm, h, lane, 4 * q + i,
+                                         16 * t + 4 * q + i))
 
 
 class Workspace:
@@ -120,13 +133,14 @@ class Emulator:
         raw = self._b_chunks(B, k[None, :] + np.arange(4)[:, None], col[None, :], N, K, 8)
         words = raw.astype(np.float16).view(np.uint16).astype(np.uint32)
         words = words[..., 0::2] | (words[..., 1::2] << 16)          # (4, 32, 4)
+        # b0[:, 2i], b0[:, 2i + 1]: the low and high halves of words i of rows 0 and 1
+        # (b1: rows 2 and 3), for every i at once (prmt works word by word)
         b0 = np.zeros((32, 8), np.uint32)
         b1 = np.zeros((32, 8), np.uint32)
-        for i in range(4):
-            b0[:, 2 * i] = _prmt(words[0, :, i], words[1, :, i], 0x5410)
-            b0[:, 2 * i + 1] = _prmt(words[0, :, i], words[1, :, i], 0x7632)
-            b1[:, 2 * i] = _prmt(words[2, :, i], words[3, :, i], 0x5410)
-            b1[:, 2 * i + 1] = _prmt(words[2, :, i], words[3, :, i], 0x7632)
+        b0[:, 0::2] = _prmt(words[0], words[1], 0x5410)
+        b0[:, 1::2] = _prmt(words[0], words[1], 0x7632)
+        b1[:, 0::2] = _prmt(words[2], words[3], 0x5410)
+        b1[:, 1::2] = _prmt(words[2], words[3], 0x7632)
         m_tiles = self.rows_per_block // 16
         for tm in range(m_tiles):
             if 16 * tm >= rows_here:
@@ -145,17 +159,16 @@ class Emulator:
                 acc[tm, j] = mma_fragments("m16n8k16", "f16", a_frag, b_frag, c)[..., 0]
 
     def _stash16(self, acc, red, rows_here):
-        for lane in range(32):
-            g, t = lane >> 2, lane & 3
-            for tm in range(self.rows_per_block // 16):
-                for h in range(2):
-                    m = 16 * tm + 8 * h + g
-                    if m >= rows_here:
-                        continue
-                    for q in range(2):
-                        for i in range(4):
-                            red[m, 16 * t + 4 * q + i] = acc[tm, 4 * q + i, lane, 2 * h]
-                            red[m, 16 * t + 8 + 4 * q + i] = acc[tm, 4 * q + i, lane, 2 * h + 1]
+        """acc[tm, j, lane, r] -> red[m, column], every lane at once: lane
+        (g, t) holds rows m = 16 tm + 8 h + g (r = 2h, 2h + 1) of columns
+        16 t + 4 q + i (even r) and 16 t + 8 + 4 q + i (odd r), j = 4 q + i;
+        rows at and past rows_here are not stored. Each (m, column) is one
+        lane's one register, so the stores do not overlap."""
+        m, tm, h, lane, j, col = _stash16_map(self.rows_per_block)
+        kept = m < rows_here
+        m, tm, h, lane, j, col = (a[kept] for a in (m, tm, h, lane, j, col))
+        red[m, col] = acc[tm, j, lane, 2 * h]
+        red[m, col + 8] = acc[tm, j, lane, 2 * h + 1]
 
     def _shifted_b(self, B, N, K, c0, kb):
         """fp32 ALIGNED=0: what fill_stage copies and compute_stage reads.

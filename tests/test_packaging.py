@@ -1,5 +1,6 @@
 """The kernel sources travel inside the wheel."""
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -8,16 +9,28 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-# One worker builds the wheel (the module's fixture) and runs every test of it:
-# two pip builds in the same source tree at once collide in its build/ folder.
+# One worker runs every test of the module, so the suite builds the wheel (the
+# module's fixture) once, not once per worker.
 pytestmark = pytest.mark.xdist_group("wheel")
+
+# What a build leaves in the tree it builds (build/, drvgemm.egg-info/, the
+# in-place extension) and what is not source (git, virtual environments,
+# caches): not part of the copy the wheel is built from.
+NOT_SOURCE = shutil.ignore_patterns(".*", "build", "dist", "*.egg-info", "__pycache__", "*.so")
 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory):
+    """The wheel, built from a copy of the source tree: pip builds in the
+    tree it is given (build/lib, build/bdist.*, the egg-info), and a second
+    build of the checkout at the same time (another test run, setup.py
+    build_ext --inplace, workers without --dist loadgroup) removes files from
+    under it: '[Errno 2] No such file or directory' copying build/lib."""
+    src = tmp_path_factory.mktemp("wheel-source") / "drvgemm"
+    shutil.copytree(ROOT, src, ignore=NOT_SOURCE)
     out = tmp_path_factory.mktemp("wheel")
     r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                        "-q", "-w", str(out), str(ROOT)], capture_output=True, text=True)
+                        "-q", "-w", str(out), str(src)], capture_output=True, text=True)
     if r.returncode != 0 and "No module named pip" in r.stderr:
         pytest.skip("pip is not available")
     assert r.returncode == 0, r.stderr
