@@ -24,8 +24,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import drvgemm  # noqa: E402
 from drvgemm.runtime import driver  # noqa: E402
-from drvgemm.runtime.kernel import compile as compile_kernel  # noqa: E402
-from drvgemm.runtime.launch import launch  # noqa: E402
 from drvgemm.tools import ceilings  # noqa: E402
 
 QUERY = "clocks.sm,power.draw,clocks_event_reasons.active"
@@ -76,14 +74,9 @@ def main(argv=None):
     args = p.parse_args(argv)
     dev = driver.device()
     recs = []
-    c = next(c for c in ceilings.CEILINGS if c.key == "mma_tf32")
-    blocks = dev.sm_count * ceilings.BLOCKS_PER_SM
-    out = driver.empty((blocks * ceilings.THREADS,), np.float32)
-    k = compile_kernel(ceilings.SOURCE, c.entry)
-    iters = c.iters // 8
-    recs.append(summary("ceiling mma_tf32", ceilings.flops(c, blocks, iters),
-                        *sampled(lambda: launch(k, blocks, ceilings.THREADS, [out, iters, 0.5, 0]),
-                                 args.seconds)))
+    ceiling = next(c for c in ceilings.CEILINGS if c.key == "mma_tf32")
+    run_ceiling, ceiling_flop = ceilings.ceiling_launch(ceiling, scale=1 / 8)
+    recs.append(summary("ceiling mma_tf32", ceiling_flop, *sampled(run_ceiling, args.seconds)))
     for size in (4096, 8192):
         rng = np.random.default_rng(1)
         A = drvgemm.to_device(rng.standard_normal((size, size), dtype=np.float32))
@@ -94,10 +87,10 @@ def main(argv=None):
             recs.append(summary(f"{name} {size}^3", 2.0 * size ** 3,
                                 *sampled(lambda: drvgemm.gemm(A, B, C, kernel=name),
                                          args.seconds)))
-        A.free(); B.free(); C.free()
-    recs.append(summary("ceiling mma_tf32 (again)", ceilings.flops(c, blocks, iters),
-                        *sampled(lambda: launch(k, blocks, ceilings.THREADS, [out, iters, 0.5, 0]),
-                                 args.seconds)))
+        for x in (A, B, C):
+            x.free()
+    recs.append(summary("ceiling mma_tf32 (again)", ceiling_flop,
+                        *sampled(run_ceiling, args.seconds)))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": dev.name, "records": recs}, f, indent=1)

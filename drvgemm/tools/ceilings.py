@@ -56,25 +56,31 @@ def flops(c: Ceiling, blocks: int, iters: int) -> int:
     return units * iters * c.flop_per_iter
 
 
+def ceiling_launch(c: Ceiling, scale: float = 1.0, out=None):
+    """(run, flop): a callable that launches ``c`` once over the whole GPU
+    (``BLOCKS_PER_SM`` x SM-count blocks of 256 threads, the loop count
+    times ``scale``) and the FLOP of one launch. ``out``: the sink buffer
+    (made when None)."""
+    blocks = driver.device().sm_count * BLOCKS_PER_SM
+    if out is None:
+        out = driver.empty((blocks * THREADS,), np.float32)
+    k = compile_kernel(SOURCE, c.entry)
+    iters = max(1, int(c.iters * scale))
+    args = [out, iters, 0.5, 0] if c.per_warp else [out, iters, 0.999, 0.001, 0]
+    return (lambda: launch(k, blocks, THREADS, args)), flops(c, blocks, iters)
+
+
 def measure_ceilings(*, reps: int = 10, scale: float = 1.0) -> dict:
     """{"ffma_fp32": TFLOP/s, "mma_tf32": ..., "mma_bf16": ..., "mma_fp16": ...}
     on the current GPU: median of ``reps`` timed launches of
     ``BLOCKS_PER_SM`` x SM-count blocks of 256 threads each, L2 left alone
     (nothing here touches memory). ``scale`` multiplies the loop counts."""
-    dev = driver.device()
-    blocks = dev.sm_count * BLOCKS_PER_SM
-    out = driver.empty((blocks * THREADS,), np.float32)
+    out = driver.empty((driver.device().sm_count * BLOCKS_PER_SM * THREADS,), np.float32)
     result = {}
     for c in CEILINGS:
-        k = compile_kernel(SOURCE, c.entry)
-        iters = max(1, int(c.iters * scale))
-        if c.per_warp:
-            args = [out, iters, 0.5, 0]
-        else:
-            args = [out, iters, 0.999, 0.001, 0]
-        ms = timing.median_ms(lambda: launch(k, blocks, THREADS, args), warmup=2, reps=reps,
-                              flush_l2=False)
-        result[c.key] = flops(c, blocks, iters) / (ms * 1e-3) / 1e12
+        run, flop = ceiling_launch(c, scale, out)
+        ms = timing.median_ms(run, warmup=2, reps=reps, flush_l2=False)
+        result[c.key] = flop / (ms * 1e-3) / 1e12
     return result
 
 
