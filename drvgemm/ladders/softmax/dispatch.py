@@ -48,6 +48,11 @@ global-memory traffic per element (R = read, W = write):
   the whole GPU, synchronised through a global workspace (cooperative
   launch). 1R + 1W while the chunks fit the resident blocks' registers,
   2R + 1W beyond.
+- softmax_10_row_tile: short contiguous rows (up to 1024): a block's run of
+  rows copied into shared memory as the 16-byte vectors that cover it
+  (whatever the row length or where the run starts), reduced there by lane
+  groups, written back in 16-byte stores. 1R + 1W. Only by name for now
+  (``auto`` does not route to it before it has run on a GPU).
 
 ``kernel="auto"``: see ``plan`` -- the existing rungs where they measured
 faster on the H200 (rows of <= 8 elements, aligned fp32 rows of 16K..128K
@@ -94,7 +99,7 @@ class SoftmaxPlan:
     dispatcher chose it, ``predicted`` the copy-bandwidth ratio its model
     expects on the H200 (None where it has no model)."""
     rung: str
-    config: object          # SoftmaxConfig (rungs 01..06) or WindowConfig (07..09)
+    config: object          # SoftmaxConfig (rungs 01..06, 10) or WindowConfig (07..09)
     source: str
     entry: str
     defines: tuple          # sorted (name, value) pairs
@@ -465,7 +470,7 @@ def plan(rows: int, cols: int, precision: str = "fp32", *, kernel: str = "auto",
     """Which kernel, constants, grid and block run a rows x cols softmax.
 
     ``aligned``: both pointers are 16-byte aligned. ``ldx``/``ldy``: row
-    pitches in elements (default cols: contiguous rows); rungs 01..06 take
+    pitches in elements (default cols: contiguous rows); rungs 01..06 and 10 take
     contiguous rows only. ``same_phase``: y's rows have x's alignment mod 16
     bytes (default: so when aligned and the pitches agree mod a vector,
     assumed not otherwise). ``x_aligned``: x's pointer alone is 16-byte
@@ -526,7 +531,7 @@ def config_plan(cfg, rows: int, cols: int, precision: str = "fp32", *,
                 aligned: bool = True, resident: int | None = None,
                 rung_name: str | None = None, same_phase: bool = True,
                 sm_count: int = H200_SM_COUNT) -> SoftmaxPlan:
-    """The plan of one explicit config (``cols`` must fit it): a rung 01..06
+    """The plan of one explicit config (``cols`` must fit it): a rung 01..06 / 10
     SoftmaxConfig, or a WindowConfig of rungs 07..09 (``aligned``: x's rows
     start on 16 bytes; a split config gets the split and slots its planner
     would give it)."""
@@ -778,7 +783,7 @@ def softmax(x, *, kernel: str = "auto", out=None, stream=None):
     (DeviceArray, or anything with ``__cuda_array_interface__``: the result is
     a DeviceArray, or ``out`` when given, enqueued on ``stream`` and not
     synchronised). Device rows may start at any element (offset views) and sit
-    at any row pitch of whole elements (column slices); rungs 01..06 take
+    at any row pitch of whole elements (column slices); rungs 01..06 and 10 take
     contiguous rows only. dtype float32, bfloat16 (ml_dtypes) or float16; the
     output has the same dtype, the arithmetic is fp32. ``kernel``: 'auto' or
     a name from ``kernels()``. ``out``: a device array of x's shape and dtype
