@@ -73,8 +73,8 @@ from ...runtime import driver, interop
 from ...runtime.kernel import compile as compile_kernel
 from ...runtime.launch import launch
 from .registry import (CLUSTER_CONFIGS, DTYPE_CODES, INT_MAX, MAX_WINDOW_COLS,
-                       PIPELINED_CONFIGS, RESIDENT_CONFIGS, SOFTMAX_RUNGS, STREAM_CONFIG,
-                       WS_MAX_SLOTS, SoftmaxConfig, WindowConfig, WindowRung, dtype_name,
+                       PIPELINED_CONFIGS, RESIDENT_CONFIGS, ROW_TILE_CONFIGS, SOFTMAX_RUNGS,
+                       STREAM_CONFIG, WS_MAX_SLOTS, SoftmaxConfig, WindowConfig, WindowRung, dtype_name,
                        numpy_dtype, rung, source_of, vec_of, window_configs)
 
 __all__ = ["softmax", "reference", "plan", "config_plan", "window_plan", "compiled",
@@ -157,8 +157,26 @@ def _ladder_config(rows: int, cols: int, cc: tuple, bulk: bool) -> tuple[str, So
     return "softmax_04_vectorized", STREAM_CONFIG
 
 
+# Rung 10 (the row tile) measured against the rungs auto chose before it
+# (benchmarks/softmax_short_rows.py, H200, copy-bandwidth ratios "10 vs
+# before"): fp32 524288 x 31 0.96 vs 0.79, 131072 x 127 0.89 vs 0.81, but
+# 262144 x 33 0.76 vs 0.80 (two lanes a row: row g's lane l reads bank
+# 33 g + l, two-way conflicts) and 65536 x 129 0.71 vs 0.85; bf16 1048576 x 9
+# 0.58 vs 0.42, x 31 0.81 vs 0.39, x 33 0.59 vs 0.41, x 127 0.61 vs 0.60,
+# but x 128 / 129 0.48 / 0.54 vs 0.90 / 0.63. Below 1 MiB its two block
+# barriers cost more than they save (fp32 8 x 31 5.2 vs 4.3 us, 128 x 128
+# 7.9 vs 5.0).
+ROW_TILE_MIN_BYTES = 1 << 20
+
+
+def _row_tile_wins(rows: int, cols: int, precision: str) -> bool:
+    if rows * cols * numpy_dtype(precision).itemsize < ROW_TILE_MIN_BYTES or not 9 <= cols <= 127:
+        return False
+    return precision != "fp32" or not 33 <= cols <= 64
+
+
 def _existing_route(rows, cols, precision, cc, contiguous, bulk, sm_count):
-    """Where ``auto`` keeps rungs 04 / 06: the shapes at which they measured
+    """Where ``auto`` takes rungs 04 / 06 / 10: the shapes at which they measured
     faster than the window rungs on the H200 (same run, fp32 unless said;
     copy-bandwidth ratios "existing vs window", benchmarks/notes/softmax.md).
     (rung name, config, why) or None.
@@ -168,6 +186,8 @@ def _existing_route(rows, cols, precision, cc, contiguous, bulk, sm_count):
       0.72/0.93/0.97/0.99 vs 0.57/0.64/0.65/0.74; every vector of such a row
       is a partial window vector, element-wise in rung 07. Misaligned and
       16-bit: predicted the same (rung 04 reads scalars there either way).
+    - contiguous rows of 9..127 elements, at least 1 MiB (rung 10; fp32 not
+      33..64): the figures at ``_row_tile_wins``.
     - aligned fp32 rows of 129..256 (rung 04, a warp a row, 128-thread
       blocks): 65536 x 256 at 0.992 vs 0.969 (torch 0.976).
     - aligned 16-bit rows of 513..1024 (rung 04, a warp a row, 4 vectors a
@@ -185,6 +205,9 @@ def _existing_route(rows, cols, precision, cc, contiguous, bulk, sm_count):
     if contiguous and cols <= 8:
         return ("softmax_04_vectorized", next(c for c in RESIDENT_CONFIGS if c.fits(cols, cc)),
                 "rows of <= 8: rung 04, a lane or two a row")
+    if contiguous and _row_tile_wins(rows, cols, precision):
+        return ("softmax_10_row_tile", next(c for c in ROW_TILE_CONFIGS if c.fits(cols, cc)),
+                "contiguous rows of 9..127, >= 1 MiB: rung 10, a block's run of rows in one tile")
     if not bulk:
         return None
     if precision == "fp32" and 128 < cols <= 256:
