@@ -34,7 +34,9 @@ SHAPES = [(1, 1, 1), (67, 45, 33), (130, 129, 17), (257, 131, 70), (70, 136, 40)
 SOFTMAX_SHAPES = [(1, 1), (3, 1000), (5, 4099), (2, 33000), (1, 131072),
                   # the window rungs' paths: lane groups, odd groups, a block per odd row,
                   # a cluster per vocabulary row, split rows (resident and streamed)
-                  (9, 7), (33, 33), (3, 12345), (2, 50257), (3, 262145), (1, 2_500_001)]
+                  (9, 7), (33, 33), (3, 12345), (2, 50257), (3, 262145), (1, 2_500_001),
+                  # rung 10: many blocks of short rows, each block's run at another phase
+                  (2049, 31)]
 # (x offset, y offset, pitch pad) in elements: rows that start off 16 bytes, at a
 # pitch above the row, x and y of different phase
 SOFTMAX_VIEWS = [(1, 1, 0), (3, 3, 5), (2, 1, 3)]
@@ -70,8 +72,10 @@ def main_softmax(names):
                 bad += 1
                 print(f"MISMATCH softmax {name} {rows}x{cols}", flush=True)
         print(f"ran softmax {name}", flush=True)
+    # the rungs that take offset views: the window rungs (any pitch) and rung 10
+    # (contiguous rows at any element offset; it skips the pitched views)
     window = [n for n in names if n == "auto" or n.startswith(("softmax_07", "softmax_08",
-                                                              "softmax_09"))]
+                                                              "softmax_09", "softmax_10"))]
     for name in window:
         for rows, cols in SOFTMAX_SHAPES:
             for xoff, yoff, pad in SOFTMAX_VIEWS:

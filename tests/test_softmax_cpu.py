@@ -438,7 +438,7 @@ def test_registry_names_and_sources():
     assert smr.kernels() == ["softmax_01_naive", "softmax_02_online", "softmax_03_warp_shuffle",
                             "softmax_04_vectorized", "softmax_05_cluster", "softmax_06_pipelined",
                             "softmax_07_any_row", "softmax_08_any_row_cluster",
-                            "softmax_09_split_row"]
+                            "softmax_09_split_row", "softmax_10_row_tile"]
     for r in smr.WINDOW_RUNGS:
         assert r.source.startswith(r.name) and r.summary and r.configs
         assert {c.entry for c in r.configs} == set(r.entries)

@@ -118,7 +118,7 @@ def _n(text, op, width):
                                         ((100000, 128), "fp32"), ((4, 1048576), "fp32"),
                                         ((2048, 32000), "bf16"), ((65536, 33), "fp32"),
                                         ((4096, 4097), "bf16"), ((3, 777777), "fp16"),
-                                        ((131072, 127), "fp32")])
+                                        ((65536, 129), "fp32")])
 def test_window_path_issues_128_bit_loads_and_stores_on_odd_rows(shape, prec):
     """Odd lengths and offset rows are exactly where rungs 04..06 fall back to
     scalar accesses for the whole array: here every vector inside the row is

@@ -48,6 +48,11 @@ global-memory traffic per element (R = read, W = write):
   the whole GPU, synchronised through a global workspace (cooperative
   launch). 1R + 1W while the chunks fit the resident blocks' registers,
   2R + 1W beyond.
+- softmax_10_row_tile: short contiguous rows (up to 1024): a block's run of
+  rows copied into shared memory as the 16-byte vectors that cover it
+  (whatever the row length or where the run starts), reduced there by lane
+  groups, written back in 16-byte stores. 1R + 1W. Only by name for now
+  (``auto`` does not route to it before it has run on a GPU).
 
 ``kernel="auto"``: see ``plan`` -- the existing rungs where they measured
 faster on the H200 (rows of <= 8 elements, aligned fp32 rows of 16K..128K
@@ -68,8 +73,8 @@ from ...runtime import driver, interop
 from ...runtime.kernel import compile as compile_kernel
 from ...runtime.launch import launch
 from .registry import (CLUSTER_CONFIGS, DTYPE_CODES, INT_MAX, MAX_WINDOW_COLS,
-                       PIPELINED_CONFIGS, RESIDENT_CONFIGS, SOFTMAX_RUNGS, STREAM_CONFIG,
-                       WS_MAX_SLOTS, SoftmaxConfig, WindowConfig, WindowRung, dtype_name,
+                       PIPELINED_CONFIGS, RESIDENT_CONFIGS, ROW_TILE_CONFIGS, SOFTMAX_RUNGS,
+                       STREAM_CONFIG, WS_MAX_SLOTS, SoftmaxConfig, WindowConfig, WindowRung, dtype_name,
                        numpy_dtype, rung, source_of, vec_of, window_configs)
 
 __all__ = ["softmax", "reference", "plan", "config_plan", "window_plan", "compiled",
@@ -94,7 +99,7 @@ class SoftmaxPlan:
     dispatcher chose it, ``predicted`` the copy-bandwidth ratio its model
     expects on the H200 (None where it has no model)."""
     rung: str
-    config: object          # SoftmaxConfig (rungs 01..06) or WindowConfig (07..09)
+    config: object          # SoftmaxConfig (rungs 01..06, 10) or WindowConfig (07..09)
     source: str
     entry: str
     defines: tuple          # sorted (name, value) pairs
@@ -152,8 +157,26 @@ def _ladder_config(rows: int, cols: int, cc: tuple, bulk: bool) -> tuple[str, So
     return "softmax_04_vectorized", STREAM_CONFIG
 
 
+# Rung 10 (the row tile) measured against the rungs auto chose before it
+# (benchmarks/softmax_short_rows.py, H200, copy-bandwidth ratios "10 vs
+# before"): fp32 524288 x 31 0.96 vs 0.79, 131072 x 127 0.89 vs 0.81, but
+# 262144 x 33 0.76 vs 0.80 (two lanes a row: row g's lane l reads bank
+# 33 g + l, two-way conflicts) and 65536 x 129 0.71 vs 0.85; bf16 1048576 x 9
+# 0.58 vs 0.42, x 31 0.81 vs 0.39, x 33 0.59 vs 0.41, x 127 0.61 vs 0.60,
+# but x 128 / 129 0.48 / 0.54 vs 0.90 / 0.63. Below 1 MiB its two block
+# barriers cost more than they save (fp32 8 x 31 5.2 vs 4.3 us, 128 x 128
+# 7.9 vs 5.0).
+ROW_TILE_MIN_BYTES = 1 << 20
+
+
+def _row_tile_wins(rows: int, cols: int, precision: str) -> bool:
+    if rows * cols * numpy_dtype(precision).itemsize < ROW_TILE_MIN_BYTES or not 9 <= cols <= 127:
+        return False
+    return precision != "fp32" or not 33 <= cols <= 64
+
+
 def _existing_route(rows, cols, precision, cc, contiguous, bulk, sm_count):
-    """Where ``auto`` keeps rungs 04 / 06: the shapes at which they measured
+    """Where ``auto`` takes rungs 04 / 06 / 10: the shapes at which they measured
     faster than the window rungs on the H200 (same run, fp32 unless said;
     copy-bandwidth ratios "existing vs window", benchmarks/notes/softmax.md).
     (rung name, config, why) or None.
@@ -163,6 +186,8 @@ def _existing_route(rows, cols, precision, cc, contiguous, bulk, sm_count):
       0.72/0.93/0.97/0.99 vs 0.57/0.64/0.65/0.74; every vector of such a row
       is a partial window vector, element-wise in rung 07. Misaligned and
       16-bit: predicted the same (rung 04 reads scalars there either way).
+    - contiguous rows of 9..127 elements, at least 1 MiB (rung 10; fp32 not
+      33..64): the figures at ``_row_tile_wins``.
     - aligned fp32 rows of 129..256 (rung 04, a warp a row, 128-thread
       blocks): 65536 x 256 at 0.992 vs 0.969 (torch 0.976).
     - aligned 16-bit rows of 513..1024 (rung 04, a warp a row, 4 vectors a
@@ -180,6 +205,9 @@ def _existing_route(rows, cols, precision, cc, contiguous, bulk, sm_count):
     if contiguous and cols <= 8:
         return ("softmax_04_vectorized", next(c for c in RESIDENT_CONFIGS if c.fits(cols, cc)),
                 "rows of <= 8: rung 04, a lane or two a row")
+    if contiguous and _row_tile_wins(rows, cols, precision):
+        return ("softmax_10_row_tile", next(c for c in ROW_TILE_CONFIGS if c.fits(cols, cc)),
+                "contiguous rows of 9..127, >= 1 MiB: rung 10, a block's run of rows in one tile")
     if not bulk:
         return None
     if precision == "fp32" and 128 < cols <= 256:
@@ -465,7 +493,7 @@ def plan(rows: int, cols: int, precision: str = "fp32", *, kernel: str = "auto",
     """Which kernel, constants, grid and block run a rows x cols softmax.
 
     ``aligned``: both pointers are 16-byte aligned. ``ldx``/``ldy``: row
-    pitches in elements (default cols: contiguous rows); rungs 01..06 take
+    pitches in elements (default cols: contiguous rows); rungs 01..06 and 10 take
     contiguous rows only. ``same_phase``: y's rows have x's alignment mod 16
     bytes (default: so when aligned and the pitches agree mod a vector,
     assumed not otherwise). ``x_aligned``: x's pointer alone is 16-byte
@@ -526,7 +554,7 @@ def config_plan(cfg, rows: int, cols: int, precision: str = "fp32", *,
                 aligned: bool = True, resident: int | None = None,
                 rung_name: str | None = None, same_phase: bool = True,
                 sm_count: int = H200_SM_COUNT) -> SoftmaxPlan:
-    """The plan of one explicit config (``cols`` must fit it): a rung 01..06
+    """The plan of one explicit config (``cols`` must fit it): a rung 01..06 / 10
     SoftmaxConfig, or a WindowConfig of rungs 07..09 (``aligned``: x's rows
     start on 16 bytes; a split config gets the split and slots its planner
     would give it)."""
@@ -778,7 +806,7 @@ def softmax(x, *, kernel: str = "auto", out=None, stream=None):
     (DeviceArray, or anything with ``__cuda_array_interface__``: the result is
     a DeviceArray, or ``out`` when given, enqueued on ``stream`` and not
     synchronised). Device rows may start at any element (offset views) and sit
-    at any row pitch of whole elements (column slices); rungs 01..06 take
+    at any row pitch of whole elements (column slices); rungs 01..06 and 10 take
     contiguous rows only. dtype float32, bfloat16 (ml_dtypes) or float16; the
     output has the same dtype, the arithmetic is fp32. ``kernel``: 'auto' or
     a name from ``kernels()``. ``out``: a device array of x's shape and dtype

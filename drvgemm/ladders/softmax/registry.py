@@ -13,6 +13,7 @@ from ...runtime import dtypes
 __all__ = ["kernels", "rung", "catalogue", "pipelined", "SoftmaxConfig", "SoftmaxRung",
            "SOFTMAX_RUNGS", "DTYPE_CODES", "INT_MAX", "dtype_name", "numpy_dtype", "source_of",
            "RESIDENT_CONFIGS", "STREAM_CONFIG", "CLUSTER_CONFIGS", "PIPELINED_CONFIGS",
+           "ROW_TILE_CONFIGS",
            "SOURCE_DEFINES", "WindowConfig", "WindowRung", "WINDOW_RUNGS", "WINDOW_CONFIGS",
            "WINDOW_REGISTRY", "window_configs", "window_precisions", "vec_of", "WATCHDOG_NS",
            "WS_MAX_SLOTS", "MAX_WINDOW_COLS", "window_catalogue_configs"]
@@ -33,13 +34,14 @@ SOURCE_DEFINES = {
     "softmax_05_cluster.cu": ("DTYPE", "THREADS", "ELEMS", "VEC", "CLUSTER", "MIN_BLOCKS"),
     "softmax_06_pipelined.cu": ("DTYPE", "THREADS", "ELEMS", "VEC", "CLUSTER", "STAGES",
                                 "MIN_BLOCKS", "EVICT_FIRST"),
+    "softmax_10_row_tile.cu": ("DTYPE", "THREADS", "ROW_THREADS", "ELEMS", "MIN_BLOCKS"),
 }
 # Rung 04's file compiles both of its entries in one unit, and the label
 # numbers in one entry's SASS follow the other entry's code: a config passes
 # the constants of the entry it does not launch too (these, fixed), so that
 # every instantiation's machine code stays what the SASS manifest recorded.
 RUNG04_COMPANION = {"ROW_THREADS": 32, "ELEMS": 32, "UNROLL": 4}
-# entry -> source, for every entry of rungs 01..06
+# entry -> source, for every entry of rungs 01..06 and 10
 ENTRY_SOURCES = {
     "softmax_01_naive": "softmax_01_naive.cu",
     "softmax_02_online": "softmax_02_online.cu",
@@ -49,6 +51,7 @@ ENTRY_SOURCES = {
     "softmax_04_vectorized_stream": "softmax_04_vectorized.cu",
     "softmax_05_cluster": "softmax_05_cluster.cu",
     "softmax_06_pipelined": "softmax_06_pipelined.cu",
+    "softmax_10_row_tile": "softmax_10_row_tile.cu",
 }
 
 
@@ -267,6 +270,15 @@ def pipelined(threads, elems, cluster, stages, **kw):
 PIPELINED_CONFIGS = (pipelined(128, 8, 1, 4), pipelined(512, 32, 1, 3), pipelined(512, 32, 2, 3),
               pipelined(256, 32, 8, 3, min_blocks=2), pipelined(256, 64, 8, 3))
 
+# Rung 10 by row length: 256-thread blocks of lane groups of 1..32 lanes
+# holding up to 32 values each (rows of up to 32 x ROW_THREADS; 16 for rows
+# of <= 16), four blocks an SM at 64 registers (no spills), a tile of up to
+# 32 KiB of fp32 each: the fewest lanes a row, so a block's run is as long
+# as its tile allows.
+ROW_TILE_CONFIGS = (SoftmaxConfig("softmax_10_row_tile", 256, 1, elems=16, min_blocks=4),) + tuple(
+    SoftmaxConfig("softmax_10_row_tile", 256, rt, elems=32, min_blocks=4)
+    for rt in (1, 2, 4, 8, 16, 32))
+
 SOFTMAX_RUNGS: list[SoftmaxRung] = [
     SoftmaxRung("softmax_01_naive", "softmax_01_naive.cu",
                 "three passes over the row (max, sum, write), shared-memory tree reductions",
@@ -289,6 +301,10 @@ SOFTMAX_RUNGS: list[SoftmaxRung] = [
                 "persistent clusters; the next rows arrive by bulk copies while this one "
                 "is written",
                 reads=1, configs=PIPELINED_CONFIGS),
+    SoftmaxRung("softmax_10_row_tile", "softmax_10_row_tile.cu",
+                "short contiguous rows: a block's run of rows copied to shared memory in "
+                "16-byte vectors whatever the row length, reduced there, written back",
+                reads=1, configs=ROW_TILE_CONFIGS),
 ]
 
 
@@ -519,12 +535,12 @@ WINDOW_RUNGS: list[WindowRung] = [
 
 
 def kernels() -> list[str]:
-    """Names of the softmax rungs, in ladder order."""
-    return [r.name for r in SOFTMAX_RUNGS] + [r.name for r in WINDOW_RUNGS]
+    """Names of the softmax rungs, in ladder order (their numbers)."""
+    return sorted([r.name for r in SOFTMAX_RUNGS] + [r.name for r in WINDOW_RUNGS])
 
 
 def rung(name: str):
-    """The SoftmaxRung (01..06) or WindowRung (07..09) of that name."""
+    """The SoftmaxRung (01..06, 10) or WindowRung (07..09) of that name."""
     for r in list(SOFTMAX_RUNGS) + list(WINDOW_RUNGS):
         if r.name == name:
             return r

@@ -1,0 +1,129 @@
+"""Softmax rung 10 (cu/softmax/softmax_10_row_tile.cu) without a GPU: its
+plan, its build, and the index arithmetic of its copies.
+
+The kernel's loads and stores are a few lines of address arithmetic that a
+mistake would turn into a read outside x or a write into a neighbour's rows.
+``block_accesses`` below follows that arithmetic for one block (which 16-byte
+vectors it loads whole, which elements one by one, which bytes of y it
+stores), and the tests hold it to what the kernel must do for any rows,
+cols, element size and offsets of x and y: every load inside the array,
+every byte of the block's run loaded, the stores of all blocks together
+exactly y's bytes, each once."""
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from drvgemm.ladders.softmax import dispatch as sm
+from drvgemm.ladders.softmax import registry as smr
+from drvgemm.runtime import sass
+from drvgemm.runtime.compiler import compile_binary, parse_resources
+
+RUNG = smr.rung("softmax_10_row_tile")
+
+
+def block_accesses(block, rows, cols, size, xb, yb, per_block):
+    """(whole vectors loaded, elements loaded one by one, bytes of y stored,
+    (the run's first byte, its length)) of one block, as byte addresses: the
+    kernel's three loops, in its own terms (byte offsets from x and y and
+    their phases mod 16)."""
+    row0 = block * per_block
+    nrows = min(per_block, rows - row0)
+    e0 = row0 * cols
+    run = nrows * cols * size
+    xbytes = rows * cols * size
+    a0 = e0 * size
+    xphase = xb & 15
+    v0 = ((a0 + xphase) & ~15) - xphase
+    shift = a0 - v0
+    nvec = (a0 + run - v0 + 15) >> 4
+    whole, single, stored = [], [], []
+    for v in range(nvec):
+        g = v0 + 16 * v
+        if g >= 0 and g + 16 <= xbytes:
+            whole.append(xb + g)
+        else:
+            single += [xb + g + k * size for k in range(16 // size)
+                       if 0 <= g + k * size < xbytes]
+    yphase = yb & 15
+    b0 = e0 * size
+    w0 = ((b0 + yphase) & ~15) - yphase
+    if b0 - w0 == shift:
+        for w in range(nvec):
+            gy = w0 + 16 * w
+            if gy >= b0 and gy + 16 <= b0 + run:
+                stored += range(yb + gy, yb + gy + 16)
+            else:
+                for k in range(16 // size):
+                    ge = gy + k * size
+                    if b0 <= ge < b0 + run:
+                        stored += range(yb + ge, yb + ge + size)
+    else:
+        for i in range(nrows * cols):
+            stored += range(yb + b0 + i * size, yb + b0 + (i + 1) * size)
+    return whole, single, stored, (xb + a0, run)
+
+
+@settings(max_examples=300, deadline=None)
+@given(cols=st.integers(1, RUNG.configs[-1].capacity), rows=st.integers(1, 700),
+       size=st.sampled_from([4, 2]), x_off=st.integers(0, 7), y_off=st.integers(0, 7))
+def test_loads_stay_in_x_and_stores_cover_y_once(cols, rows, size, x_off, y_off):
+    per_block = RUNG.pick(cols).rows_per_block
+    xb, yb = 4096 + size * x_off, 1 << 20 | size * y_off     # element-aligned, any 16-byte phase
+    xend, nbytes = xb + rows * cols * size, rows * cols * size
+    blocks = -(-rows // per_block)
+    assert RUNG.pick(cols).grid(rows) == (blocks, 1, 1)
+    y_bytes = Counter()
+    for b in range(blocks):
+        whole, single, stored, (a0, run) = block_accesses(b, rows, cols, size, xb, yb, per_block)
+        assert all(g % 16 == 0 and xb <= g and g + 16 <= xend for g in whole)
+        assert all(xb <= e < xend and e % size == xb % size for e in single)
+        covered = {g + i for g in whole for i in range(16)} | \
+            {e + i for e in single for i in range(size)}
+        assert set(range(a0, a0 + run)) <= covered, f"block {b}: a byte of its run not loaded"
+        # the run lands in the tile at its offset inside the first vector, and the
+        # vectors it spans fit the tile (32 bytes of slack past the rows' values)
+        cfg = RUNG.pick(cols)
+        assert (a0 % 16) + run <= cfg.rows_per_block * cfg.capacity * size + 32
+        y_bytes.update(stored)
+    assert set(y_bytes) == set(range(yb, yb + nbytes)), "a store outside y, or a byte of y unwritten"
+    assert max(y_bytes.values()) == 1, "a byte of y stored twice"
+
+
+def test_configs_take_rows_up_to_1024_with_the_fewest_lanes():
+    caps = [c.capacity for c in RUNG.configs]
+    assert caps == sorted(caps) and caps[-1] == 1024
+    for cols in (1, 16, 17, 31, 33, 127, 129, 1000, 1024):
+        c = RUNG.pick(cols)
+        assert c.capacity >= cols and c.threads == 256
+        fewer = [d for d in RUNG.configs if d.capacity >= cols and d.row_threads < c.row_threads]
+        assert not fewer, (cols, c.describe(), [d.describe() for d in fewer])
+    with pytest.raises(ValueError, match="at most 1024"):
+        RUNG.pick(1025)
+
+
+def test_plan_takes_contiguous_rows_only():
+    p = sm.plan(524288, 31, "fp32", kernel="softmax_10_row_tile")
+    assert p.entry == "softmax_10_row_tile" and p.grid == (524288 // 256, 1, 1)
+    assert p.args("x", "y", 524288, 31) == ("x", "y", 524288, 31)
+    with pytest.raises(ValueError, match="contiguous"):
+        sm.plan(4, 31, "fp32", kernel="softmax_10_row_tile", ldx=32)
+
+
+@pytest.mark.parametrize("prec", ["fp32", "bf16", "fp16"])
+@pytest.mark.parametrize("cfg", RUNG.configs, ids=lambda c: c.describe())
+def test_build_copies_in_16_byte_vectors_and_fits_four_blocks(cfg, prec):
+    """16-byte cp.async in, 16-byte stores out (the point of the rung), no
+    spills at the 64 registers of four 256-thread blocks an SM, and a tile
+    that four blocks fit in shared memory."""
+    b = compile_binary(RUNG.source, cfg.entry, defines=cfg.defines(prec, 1), arch="sm_90")
+    res = parse_resources(b.log)[b.entry]
+    assert (res.spill_stores, res.spill_loads, res.stack) == (0, 0, 0) and res.registers <= 64
+    size = smr.numpy_dtype(prec).itemsize
+    assert res.static_smem == cfg.rows_per_block * cfg.capacity * size + 32
+    assert 4 * res.static_smem <= 227 * 1024
+    ops = sass.opcodes(sass.disassemble(b.cubin))
+    assert any(op.startswith("LDGSTS") and op.endswith(".128") for op in ops), "16-byte cp.async"
+    assert any(op.startswith("STG") and op.endswith(".128") for op in ops), "16-byte stores"
