@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 from drvgemm.ladders.gemm import hopper, split_k
 from drvgemm.runtime import tensormap
 from drvgemm.runtime.compiler import compile_binary, parse_resources
-from drvgemm.runtime.errors import CudaError
+from drvgemm.runtime.errors import CompileError, CudaError
 from drvgemm.runtime.kernel import parse_params
 from drvgemm.ladders.gemm.registry import RUNGS, by_name, rung_kernel
 from drvgemm.runtime.launch import _Packer
@@ -507,6 +507,22 @@ def test_register_budget_guard():
     hopper.check_register_budget(100, False)   # no setmaxnreg without a producer warpgroup
     with pytest.raises(RuntimeError, match="would hang"):
         hopper.check_register_budget(160, True)
+    # one consumer warpgroup (the 64-row members) moves no registers
+    hopper.check_register_budget(123, True, consumers=1)
+
+
+def test_64_row_tiles_are_16_bit_only():
+    """The tf32 tile loads wgmma's A (our B) in four 32-column boxes of a
+    128-wide tile: 64 rows there are refused on the host and in the kernel."""
+    assert hopper.Geometry.of("bf16", 64, 128).consumers == 1
+    assert hopper.Geometry.of("bf16", 64, 128).block() == (256, 1, 1)
+    assert hopper.Geometry.of("fp16", 128, 128).block() == (384, 1, 1)
+    with pytest.raises(ValueError, match="rung 20 tiles"):
+        hopper.Geometry.of("tf32", 128, 64)
+    r = by_name()["20_tma_wgmma_tf32_128x128"]
+    bad = {**r.defines, "BN": 64}
+    with pytest.raises(CompileError, match="64 for bf16 / fp16"):
+        compile_binary(SOURCE, r.entry, arch="sm_90a", defines=bad)
 
 
 # ---------------------------------------------------------------------------
@@ -545,14 +561,16 @@ def test_member_constants_once(name):
     assert r.defines["BK"] == geo.k_tile == 128 // geo.elem_size
     assert (geo.tile_y, geo.tile_x) == ((r.tile_n, r.tile_m) if geo.swapped
                                         else (r.tile_m, r.tile_n))
-    assert geo.tile_y == 128 and geo.tile_x in (128, 192, 256)
+    # 128 rows (two consumer warpgroups), or 64 (one) for the 16-bit members
+    assert geo.tile_y in ((128,) if geo.swapped else (64, 128)) and geo.tile_x in (128, 192, 256)
+    assert geo.consumers == geo.tile_y // 64
     assert geo.stage_bytes == geo.elem_size * geo.k_tile * (geo.tile_y + geo.tile_x)
     assert r.smem == hopper.wgmma_smem_bytes(r.defines["STAGES"], r.defines["EPILOGUE"],
-                                             geo.stage_bytes)
+                                             geo.stage_bytes, geo.consumers)
     # the opt-in limit of a block, and 1 KB reserved per block within the SM's 228 KB
     assert r.smem <= 232448 and r.smem + 1024 <= 233472
     assert r.splits == hopper.SPLITS and r.splits[0] == 1
-    assert r.threads == 384 and r.arch == "sm_90a"
+    assert r.threads == 128 + 128 * geo.consumers and r.arch == "sm_90a"
 
 
 _member_builds = {}
@@ -571,17 +589,22 @@ def test_member_compiles_within_budget(name, narrow):
     r = by_name()[name]
     k, sass = member_build(name, narrow)
     res = k.resources
+    geo = hopper.geometry(r)
     assert res.spill_stores == 0 and res.spill_loads == 0 and res.stack == 0, k.log
-    # the setmaxnreg budget: 168 at entry, (168 - 40) * 128 == (232 - 168) * 256
-    assert res.registers == 168, k.log
-    hopper.check_register_budget(res.registers, True, name)
+    ops = opcode_counts(sass)
+    if geo.consumers == 2:
+        # the setmaxnreg budget: 168 at entry, (168 - 40) * 128 == (232 - 168) * 256
+        assert res.registers == 168, k.log
+        assert ops["USETMAXREG"] == 2
+    else:
+        # one consumer warpgroup, 256 threads: what it needs at entry, no move
+        assert res.registers <= 255 and ops["USETMAXREG"] == 0, k.log
+    hopper.check_register_budget(res.registers, True, name, geo.consumers)
     log = k.log.lower()
     assert "c7508" not in log and "serializ" not in log, k.log
-    ops = opcode_counts(sass)
     assert ops["LDL"] == 0 and ops["STL"] == 0 and ops["HMMA"] == 0
-    assert ops["USETMAXREG"] == 2 and ops["UTMALDG"] >= 1 and ops["SYNCS"] >= 1
+    assert ops["UTMALDG"] >= 1 and ops["SYNCS"] >= 1
     # HGMMA with the member's own wgmma N, and no other
-    geo = hopper.geometry(r)
     shapes = set(re.findall(r"HGMMA\.(64x\d+x\d+)\.F32", sass))
     assert shapes == {f"64x{geo.tile_x}x{8 if geo.swapped else 16}"}, shapes
     if not geo.swapped:
@@ -598,7 +621,8 @@ def test_member_compiles_within_budget(name, narrow):
     assert bool(re.search(r"STG\.E\.64 ", sass)) == (not geo.swapped and not narrow)
     # the SPLIT_K=1 build: split-K partials are fp32 pairs even where C is 16-bit
     sk = rung_kernel(r, True, "sm_90a", narrow_output=narrow, split_k=True)
-    assert sk.resources.registers == 168 and sk.resources.spill_stores == 0, sk.log
+    assert sk.resources.spill_stores == 0, sk.log
+    assert sk.resources.registers == 168 if geo.consumers == 2 else sk.resources.registers <= 255
     assert bool(re.search(r"STG\.E\.64 ", disassemble(sk.cubin))) == (not geo.swapped)
 
 
@@ -624,13 +648,13 @@ def test_bad_tiles_are_refused():
     with pytest.raises(CompileError, match="wgmma N"):
         compile_binary(SOURCE, r.entry, arch="sm_90a",
                        defines={**r.defines, "ALIGNED": 1, "BN": 160})
-    with pytest.raises(CompileError, match="BM must be 128"):
+    with pytest.raises(CompileError, match="must be 128, or 64"):
         compile_binary(SOURCE, r.entry, arch="sm_90a",
-                       defines={**r.defines, "ALIGNED": 1, "BM": 64})
+                       defines={**r.defines, "ALIGNED": 1, "BM": 256})
     with pytest.raises(CompileError, match="227 KB"):
         compile_binary(SOURCE, r.entry, arch="sm_90a",
                        defines={**r.defines, "ALIGNED": 1, "STAGES": 5})
-    for bm, bn in [(128, 160), (64, 256), (256, 256)]:
+    for bm, bn in [(128, 160), (32, 128), (256, 256)]:
         with pytest.raises(ValueError, match="rung 20 tiles"):
             hopper.Geometry.of("bf16", bm, bn)
     with pytest.raises(ValueError, match="rung 20 tiles"):

@@ -32,6 +32,8 @@
 // STAGES-deep ring of shared-memory tiles full. setmaxnreg moves registers
 // from the producer (40) to the consumers (232): 128*40 + 256*232 = 64512 of
 // the 65536 registers of the SM, which the launch bound (384, 1) reserves.
+// The 64-row members (bf16 / fp16, BM = 64) have one consumer warpgroup:
+// 256 threads, no register move.
 //
 // Layouts. 16-bit types: wgmma's A is our A (K-major, 64 elements = one
 // 128-byte swizzled line per row), wgmma's B is our B read N-major ("transposed",
@@ -129,9 +131,16 @@ static_assert(WGMMA_ELEM >= 1 && WGMMA_ELEM <= 3, "WGMMA_ELEM must be 1, 2 or 3"
 static_assert(OUT_16 == 0 || OUT_16 == 1, "OUT_16 must be 0 or 1");
 static_assert(!(OUT_16 && WGMMA_ELEM == 3), "tf32 writes an fp32 C: OUT_16 is for bf16 / fp16");
 
-constexpr int CONSUMERS = 2;
+// wgmma M: rows of A (columns of C for tf32): BM, or BN for tf32. One
+// consumer warpgroup per 64 of them: 128 (two consumers), or for 16-bit
+// inputs 64 (one consumer: the small-M members, whose rows would otherwise
+// be half padding).
+constexpr int TILE_Y = WGMMA_ELEM == ELEM_TF32 ? BN : BM;
+constexpr int CONSUMERS = TILE_Y / 64;
+static_assert(TILE_Y == 128 || (TILE_Y == 64 && WGMMA_ELEM != ELEM_TF32),
+              "wgmma M (BM, or BN for tf32) must be 128, or 64 for bf16 / fp16 (tf32 loads "
+              "B in four 32-column boxes of a 128-wide tile)");
 constexpr int THREADS = (WARP_SPECIALIZED ? 128 : 0) + CONSUMERS * 128;
-constexpr int TILE_Y = 64 * CONSUMERS;  // wgmma M: rows of A (columns of C for tf32)
 // wgmma N: columns of B (rows of C for tf32): the entry's BN (BM for tf32).
 // One value per instantiation; the family's members differ in it.
 constexpr int TILE_X = WGMMA_ELEM == ELEM_TF32 ? BM : BN;
@@ -140,10 +149,10 @@ static_assert(TILE_X % 64 == 0 && TILE_X >= 64 && TILE_X <= 256,
 constexpr int ACC = WgmmaN<TILE_X>::ACC;   // fp32 accumulators per consumer thread
 constexpr int X_BOXES = TILE_X / 64;       // the TILE_X-side operand arrives in 64-wide boxes
 
-// One stage of the ring: the TILE_Y-side operand (16 KB) then the TILE_X-side
-// operand (X_BOXES boxes of 8 KB). Every block of both starts on a 1024-byte
+// One stage of the ring: the TILE_Y-side operand (TILE_Y lines of 128 bytes:
+// 16 or 8 KB) then the TILE_X-side operand (X_BOXES boxes of 8 KB). Every block of both starts on a 1024-byte
 // boundary, as the 128-byte swizzle pattern repeats every 8 lines.
-constexpr u32 Y_BYTES = 16384;
+constexpr u32 Y_BYTES = TILE_Y * 128;
 constexpr u32 X_BOX_BYTES = 8192;
 constexpr u32 X_BYTES = X_BOXES * X_BOX_BYTES;
 constexpr u32 STAGE_BYTES = Y_BYTES + X_BYTES;
@@ -160,6 +169,10 @@ static_assert(STAGES * STAGE_BYTES + STAGING_BYTES + 16 * STAGES + 1024 <= 23244
               "STAGES stages of this tile (and the C staging) exceed 227 KB of shared memory");
 
 #if WARP_SPECIALIZED
+// Two consumers: setmaxnreg moves registers from the producer to them (the
+// launch bound leaves 168 a thread at entry). One consumer (256 threads, one
+// block an SM) has all it needs at entry (up to 255): no move.
+constexpr bool MOVE_REGS = CONSUMERS > 1;
 constexpr int PRODUCER_REGS = 40;
 constexpr int CONSUMER_REGS = 232;
 #endif
@@ -172,8 +185,6 @@ struct Elem {
     // (TILE_Y along wgmma M, TILE_X along N) is the block's tile of C, seen
     // transposed for tf32.
     static_assert(BK * (SWAP ? 4 : 2) == 128, "BK: one 128-byte line of k");
-    static_assert((SWAP ? BN : BM) == TILE_Y,
-                  "BM must be 128 (BN for tf32, whose wgmma tile is C^T): two m64 warpgroups");
     // the transposed tf32 tile stores directly
     static constexpr int EPI = SWAP ? 0 : EPILOGUE;
     // C's element: fp32, or with OUT_16 the input's 16-bit type
@@ -549,10 +560,10 @@ __device__ __forceinline__ void gemm_tma_wgmma(const TmaMap* mapA, const TmaMap*
     const int wg = threadIdx.x / 128;
 #if WARP_SPECIALIZED
     if (wg == 0) {
-        setmaxnreg_dec<PRODUCER_REGS>();
+        if constexpr (MOVE_REGS) setmaxnreg_dec<PRODUCER_REGS>();
         if (threadIdx.x == 0) producer_loop<ELEM>(mapA, mapB, ring, p, rank);
     } else {
-        setmaxnreg_inc<CONSUMER_REGS>();
+        if constexpr (MOVE_REGS) setmaxnreg_inc<CONSUMER_REGS>();
         consumer_loop<ELEM>(mapC, ring, p, wg - 1, rank, out);
     }
     // No block may leave while a peer can still multicast into its shared

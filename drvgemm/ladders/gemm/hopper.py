@@ -56,9 +56,8 @@ ELEM_BYTES = {"bf16": 2, "fp16": 2, "tf32": 4}
 SWIZZLE_LINE = 128    # bytes: one 128-byte swizzled line per row of a box
 X_BOX = 64            # the tile_x-wide operand of a stage arrives in boxes 64 wide
 WGMMA_N = (128, 192, 256)   # the wgmma N (tile_x) the kernel is built for (wgmma.cuh has 64 too)
-CONSUMERS = 2         # consumer warpgroups, each owning 64 rows of the wgmma tile
+CONSUMER_ROWS = 64    # each consumer warpgroup owns 64 rows (wgmma M) of the block's tile
 C_BOX_ROWS = 64       # EPILOGUE=2: rows per TMA store (one 8 KB staging buffer)
-STAGING_BYTES = CONSUMERS * 2 * C_BOX_ROWS * SWIZZLE_LINE  # two buffers per consumer
 ALIGN_SLACK = 1024    # the ring starts on a 1024-byte boundary (the swizzle repeats per 8 lines)
 # The split-K counts a rung-20 entry offers the dispatcher (the kernel takes any S >= 1):
 # up to 128 pieces, for a product of one or two tiles with a long K (128 x 128 x 65536
@@ -74,7 +73,7 @@ class Geometry:
     elem_size: int
     k_tile: int        # k per stage
     swapped: bool      # tf32: the block computes C^T (wgmma M runs along N)
-    tile_y: int        # wgmma M per block
+    tile_y: int        # wgmma M per block: 128, or 64 for bf16 / fp16
     tile_x: int        # wgmma N per block (128, 192 or 256)
     a_box: tuple       # (box_rows, box_cols) of A's map
     b_box: tuple       # (box_rows, box_cols) of B's map
@@ -83,6 +82,15 @@ class Geometry:
     def stage_bytes(self) -> int:
         """One stage of the ring: a k-tile of both operands."""
         return self.elem_size * self.k_tile * (self.tile_y + self.tile_x)
+
+    @property
+    def consumers(self) -> int:
+        """Consumer warpgroups of the block, 64 rows (wgmma M) each."""
+        return self.tile_y // CONSUMER_ROWS
+
+    def block(self, warp_specialized: bool = True) -> tuple:
+        """The block: the consumer warpgroups, plus the producer's."""
+        return ((128 if warp_specialized else 0) + 128 * self.consumers, 1, 1)
 
     @classmethod
     def of(cls, precision: str, tile_m: int, tile_n: int, defines=None) -> "Geometry":
@@ -95,10 +103,11 @@ class Geometry:
         bk = int(d.get("BK", line))
         swapped = precision == "tf32"
         tile_y, tile_x = (bn, bm) if swapped else (bm, bn)
-        if tile_y != 64 * CONSUMERS or tile_x not in WGMMA_N:
+        rows = (128,) if swapped else (64, 128)
+        if tile_y not in rows or tile_x not in WGMMA_N:
             raise ValueError(
-                f"rung 20 tiles are {64 * CONSUMERS} x N with N in {WGMMA_N} "
-                f"({'N x 128 for tf32' if swapped else '128 x N'}), not {bm} x {bn}")
+                f"rung 20 tiles are {' or '.join(map(str, rows))} x N with N in {WGMMA_N} "
+                f"({'N x 128 for tf32' if swapped else 'BM x N'}), not {bm} x {bn}")
         x_box = X_BOX
         if swapped:   # A is wgmma's K-major B (along X); B is N-major, one line per box row
             a_box, b_box = (x_box, bk), (bk, line)
@@ -112,12 +121,15 @@ def geometry(rung) -> Geometry:
     return Geometry.of(rung.precision, rung.tile_m, rung.tile_n, rung.defines)
 
 
-def wgmma_smem_bytes(stages: int, epilogue: int = 0, stage_bytes: int = 49152) -> int:
+def wgmma_smem_bytes(stages: int, epilogue: int = 0, stage_bytes: int = 49152,
+                     consumers: int = 2) -> int:
     """Dynamic shared memory of the rung: the ring, the EPILOGUE=2 staging
-    buffers, 2 mbarriers per stage and 1024 bytes of slack to
-    align the ring for the 128-byte swizzle. ``stage_bytes``: Geometry.stage_bytes
-    (48 KiB for the 128 x 256 tiles, the default; 32 / 40 KiB for wgmma N = 128 / 192)."""
-    staging = STAGING_BYTES if int(epilogue) == 2 else 0
+    buffers (two 8 KB TMA-store boxes per consumer warpgroup), 2 mbarriers per
+    stage and 1024 bytes of slack to align the ring for the 128-byte swizzle.
+    ``stage_bytes``: Geometry.stage_bytes (48 KiB for the 128 x 256 tiles, the
+    default; 32 / 40 KiB for wgmma N = 128 / 192, 24 KiB for 64 x 128);
+    ``consumers``: Geometry.consumers."""
+    staging = consumers * 2 * C_BOX_ROWS * SWIZZLE_LINE if int(epilogue) == 2 else 0
     return stages * stage_bytes + staging + 16 * stages + ALIGN_SLACK
 
 
@@ -173,13 +185,15 @@ def wgmma_grid_blocks(geo: Geometry, m: int, n: int, cluster: int, resident=None
 PRODUCER_REGS, CONSUMER_REGS = 40, 232   # the kernel's setmaxnreg targets
 
 
-def check_register_budget(registers: int, warp_specialized: bool, name: str = "kernel"):
+def check_register_budget(registers: int, warp_specialized: bool, name: str = "kernel",
+                          consumers: int = 2):
     """The consumers' setmaxnreg.inc takes registers from what the producer's
     .dec gave back to the block's pool, so with R registers per thread at
     entry, (R - 40) * 128 must cover (232 - R) * 256: R >= 168, and the
     launch bound (384 threads, 1 block) caps R at 168. Any other R would
-    leave the consumers waiting for registers forever: refuse it up front."""
-    if not warp_specialized:
+    leave the consumers waiting for registers forever: refuse it up front.
+    One consumer (the 64-row members) moves no registers: nothing to check."""
+    if not warp_specialized or consumers < 2:
         return
     freed = (registers - PRODUCER_REGS) * 128
     needed = (CONSUMER_REGS - registers) * 256
@@ -260,16 +274,16 @@ def wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, *, stream=None
     epilogue = int(defines["EPILOGUE"])
     sm_limit = int(defines["SM_LIMIT"])      # host side only
     balance = bool(int(defines["BALANCE"]))  # host side only
-    block = ((128 if ws else 0) + CONSUMERS * 128, 1, 1)
+    block = geo.block(bool(ws))
     if tuple(rung.block) + (1,) * (3 - len(rung.block)) != block:
         raise ValueError(f"{rung.name}: block {rung.block} does not match "
                          f"WARP_SPECIALIZED={ws} (needs {block})")
-    smem = wgmma_smem_bytes(stages, epilogue, geo.stage_bytes)
+    smem = wgmma_smem_bytes(stages, epilogue, geo.stage_bytes, geo.consumers)
     if rung.smem and rung.smem != smem:
         raise ValueError(f"{rung.name}: smem {rung.smem} does not match STAGES={stages}, "
                          f"EPILOGUE={epilogue} (needs {smem})")
     if kernel is not None and kernel.resources is not None:
-        check_register_budget(kernel.resources.registers, bool(ws), rung.name)
+        check_register_budget(kernel.resources.registers, bool(ws), rung.name, geo.consumers)
     splits = int(splits)
     if splits < 1:
         raise ValueError(f"{rung.name}: splits must be >= 1, not {splits}")

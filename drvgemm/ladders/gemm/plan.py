@@ -94,6 +94,9 @@ def family_of(r: Rung) -> str:
         # the flagship tile (128 x 256, or 256 x 128 for tf32's C^T) was
         # measured; a smaller wgmma N feeds each shared-memory byte to fewer
         # MMAs and has its own (estimated) figure
+        # (the 64-row members, one consumer warpgroup, have their own)
+        if r.precision != "tf32" and r.tile_m == 64:
+            return f"{base}_64"
         area = r.tile_m * r.tile_n
         return base if area >= 128 * 256 else f"{base}_{'192' if area >= 128 * 192 else '128'}"
     if r.precision == "fp32":
@@ -336,7 +339,9 @@ def choose(m: int, n: int, k: int, precision: str, *, out: str = "fp32",
             options.append(Option(r, s, aligned, p, family_of(r)))
     options = _worth_splitting(options)
     order = {r.name: i for i, r in enumerate(RUNGS)}
-    options.sort(key=lambda o: (o.seconds, order[o.rung.name], o.split))
+    # Equal times (both bound by the same bytes): the one with less compute,
+    # which has the more slack to hide it behind the stream.
+    options.sort(key=lambda o: (o.seconds, o.prediction.compute_s, order[o.rung.name], o.split))
     best = options[0]
     if tuned:
         hit = [o for o in options if tuned.get(o.rung.name) == o.split]

@@ -172,9 +172,9 @@ def _wgmma_rung(precision, elem, *, tile_m, tile_n, vector, summary, STAGES=4, E
                 BALANCE=0, **extra) -> Rung:
     """One member of rung 20's family (cu/gemm/20_tma_wgmma.cu, WGMMA_ELEM 1/2/3 =
     bf16/fp16/tf32): BM x BN is the block's tile of C, BK the k per stage (one 128-byte
-    line: 64 16-bit or 32 fp32 elements). The wgmma tile is 128 x BN (BN x BM for tf32,
-    which computes C^T), so BM = 128 for 16-bit inputs, BN = 128 for tf32, and the other
-    side (wgmma's N) is 128, 192 or 256. The flagship 128 x 256 tile (256 x 128 for tf32)
+    line: 64 16-bit or 32 fp32 elements). The wgmma tile is BM x BN (BN x BM for tf32,
+    which computes C^T), so BM = 128 (or 64: one consumer warpgroup) for 16-bit inputs,
+    BN = 128 for tf32, and the other side (wgmma's N) is 128, 192 or 256. The flagship 128 x 256 tile (256 x 128 for tf32)
     keeps the plain name ``20_tma_wgmma_<precision>``; the other members append their tile,
     ``20_tma_wgmma_<precision>_<BM>x<BN>``. Shared memory: hopper.wgmma_smem_bytes."""
     flagship = (tile_m, tile_n) == ((256, 128) if elem == 3 else (128, 256))
@@ -182,8 +182,8 @@ def _wgmma_rung(precision, elem, *, tile_m, tile_n, vector, summary, STAGES=4, E
     geo = hopper.Geometry.of(precision, tile_m, tile_n)
     return Rung(
         name, "20_tma_wgmma.cu", f"gemm_tma_wgmma_{precision}",
-        precision, block=(384, 1, 1), tile_m=tile_m, tile_n=tile_n,
-        smem=hopper.wgmma_smem_bytes(STAGES, EPILOGUE, geo.stage_bytes),
+        precision, block=geo.block(), tile_m=tile_m, tile_n=tile_n,
+        smem=hopper.wgmma_smem_bytes(STAGES, EPILOGUE, geo.stage_bytes, geo.consumers),
         defines={"WGMMA_ELEM": elem, "BM": tile_m, "BN": tile_n, "BK": geo.k_tile,
                  "WARP_SPECIALIZED": 1, "PERSISTENT": 1, "CLUSTER": 1, "STAGES": STAGES,
                  "GROUP": 16, "EPILOGUE": EPILOGUE, "OUT_16": 0, "BALANCE": BALANCE,
@@ -361,6 +361,16 @@ RUNGS: list[Rung] = [
     _wgmma_rung("fp16", 2, tile_m=128, tile_n=192, vector=8, narrow_output=True, EPILOGUE=2,
                 BALANCE=1, STAGES=4,
                 summary="the fp16 rung with a 128 x 192 tile (wgmma m64n192k16)"),
+    # 64-row members for M of at most 64 (or a few blocks more of 64 rows): the
+    # 128-row tile computes twice the rows such a product has, and at M = 64 its
+    # wgmma time per k-tile matches the time to stream the k-tile of B, so
+    # neither hides the other (benchmarks/notes/dispatch.md). 8 stages of 24 KB.
+    _wgmma_rung("bf16", 1, tile_m=64, tile_n=128, vector=8, narrow_output=True, EPILOGUE=2,
+                BALANCE=1, STAGES=8,
+                summary="the bf16 rung with a 64 x 128 tile: one consumer warpgroup, 8 stages"),
+    _wgmma_rung("fp16", 2, tile_m=64, tile_n=128, vector=8, narrow_output=True, EPILOGUE=2,
+                BALANCE=1, STAGES=8,
+                summary="the fp16 rung with a 64 x 128 tile: one consumer warpgroup, 8 stages"),
     _wgmma_rung("tf32", 3, tile_m=128, tile_n=128, vector=4, input_roundoff=2.0 ** -10,
                 STAGES=6,
                 summary="the tf32 rung with a 128 x 128 tile (wgmma m64n128k8 on C^T), 6 stages"),
