@@ -132,9 +132,10 @@ class Family:
 # Applied to all M (0.6 for every shape), the model cut K into fewer pieces on
 # 16-128-row products and lost up to 40% there (128 x 4096 x 14336: split 3 ->
 # 2, 0.89 -> 0.69 of cuBLAS; h200-shapes.json, two runs side by side), so it
-# holds for tiles whose rows are at most 1/SPARSE_TILE_ROWS used.
+# holds where it was measured: products of at most SPARSE_ROWS rows (whatever
+# the tile: the 64-row members were not measured below 31 rows).
 WGMMA_STREAM = 0.6
-SPARSE_TILE_ROWS = 16
+SPARSE_ROWS = 8
 
 # Fitted to two points each, time = launch + fixed + waves x unit time: the
 # 4096^3 median (full waves: efficiency) and the 256^3 median (one unit of a
@@ -175,10 +176,16 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("wgmma_16_128", "wgmma_16", 0.844 * 0.86, 10.0e-6, stream_eff=WGMMA_STREAM,
            source="estimate: 0.86 x wgmma_16 (128x128 tile)"),
     # The 64-row members (bf16 / fp16 64 x 128: one consumer warpgroup, no
-    # second one to issue while the first waits on its barrier): an estimate,
-    # 0.95 of the 128 x 128 figure, until the shape suite measures them.
-    Family("wgmma_16_64", "wgmma_16", 0.844 * 0.86 * 0.95, 10.0e-6, stream_eff=WGMMA_STREAM,
-           source="estimate: 0.95 x wgmma_16_128 (64x128 tile, one consumer warpgroup)"),
+    # second one to issue while the first waits on its barrier): less of the
+    # tensor cores' rate, but a pipeline that fills in 24 KB stages.
+    Family("wgmma_16_64", "wgmma_16", 0.60, 10.0e-6, stream_eff=WGMMA_STREAM,
+           source="20_tma_wgmma_bf16_64x128: efficiency by least squares over 31 (shape, "
+                  "split) points of benchmarks/results/h200-wgmma-family-64.json (M 31..512, "
+                  "splits 1-4), with the fixed cost of the other 16-bit members (fitted with "
+                  "it too: 2 us, which would win it every launch-bound shape on a figure "
+                  "the others were not fitted the same way for); predictions 13% high on "
+                  "average there: 64x14336x4096 35 us (128x128: 45), 512x4096x11008 94 us "
+                  "(128x128: 69)"),
     Family("wgmma_tf32_192", "wgmma_tf32", 0.813 * 0.94, 7.6e-6, stream_eff=WGMMA_STREAM,
            source="estimate: 0.94 x wgmma_tf32 (192x128 tile)"),
     Family("wgmma_tf32_128", "wgmma_tf32", 0.813 * 0.86, 7.6e-6, stream_eff=WGMMA_STREAM,
@@ -248,8 +255,8 @@ def predict(c: Candidate, m: int, n: int, k: int, *, in_bytes: int, out_bytes: i
     slot_rate = dev.rate(f.unit) * eff / slots
     compute = w * unit_flops / slot_rate
     c_bytes = m * n * out_bytes * (2 if beta_reads_c else 1)
-    # A tile mostly empty of rows streams its operands at the family's stream_eff
-    stream = f.stream_eff if m * SPARSE_TILE_ROWS <= c.tile_m else 1.0
+    # A product of a few rows streams its operands at the family's stream_eff
+    stream = f.stream_eff if m <= SPARSE_ROWS else 1.0
     memory = (m * k + k * n) * in_bytes / (dev.copy_bw * stream) + c_bytes / dev.copy_bw
     reduce = 0.0
     if c.split > 1 and c.workspace:
