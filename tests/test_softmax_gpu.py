@@ -57,6 +57,18 @@ def make_input(rows, cols, prec="fp32", scale=3.0, seed=0):
     return x.astype(smr.numpy_dtype(prec))
 
 
+def masked_input(rows, cols, prec, scale, seed, masked, dead_row):
+    """make_input with a fraction ``masked`` of -inf entries and, with
+    ``dead_row``, its middle row all -inf (a row softmax must leave NaN)."""
+    x = make_input(rows, cols, prec, scale, seed)
+    if masked:
+        rng = np.random.default_rng(seed + 1)
+        x[rng.random((rows, cols)) < masked] = -np.inf
+    if dead_row:
+        x[rows // 2] = -np.inf
+    return x
+
+
 def run(x, kernel="auto", stream=None):
     """softmax of x through a NaN-poisoned device output; returns numpy."""
     dx = drvgemm.to_device(x)
@@ -140,12 +152,7 @@ def test_matches_float64_reference(gpu, kernel, case):
                   "softmax_08_any_row_cluster") and gpu.cc < (9, 0):
         pytest.skip("thread-block clusters need sm_90")
     assume(kernel == "auto" or smr.rung(kernel).supports(cols, gpu.cc))
-    x = make_input(rows, cols, prec, scale, seed)
-    if masked:
-        rng = np.random.default_rng(seed + 1)
-        x[rng.random((rows, cols)) < masked] = -np.inf
-    if dead_row:
-        x[rows // 2] = -np.inf
+    x = masked_input(rows, cols, prec, scale, seed, masked, dead_row)
     check(run(x, kernel), x, kernel)
 
 

@@ -23,7 +23,7 @@ from drvgemm.ladders.softmax import dispatch as sm
 from drvgemm.ladders.softmax import registry as smr
 from drvgemm.runtime.driver import DeviceArray
 
-from test_softmax_gpu import check, make_input
+from test_softmax_gpu import check, make_input, masked_input
 
 pytestmark = pytest.mark.gpu
 
@@ -91,12 +91,7 @@ def tile_case(draw):
                                                 HealthCheck.too_slow])
 def test_row_tile_matches_reference_at_any_offset(gpu, case):
     rows, cols, prec, x_off, y_off, scale, masked, dead_row, seed = case
-    x = make_input(rows, cols, prec, scale, seed)
-    if masked:
-        rng = np.random.default_rng(seed + 1)
-        x[rng.random((rows, cols)) < masked] = -np.inf
-    if dead_row:
-        x[rows // 2] = -np.inf
+    x = masked_input(rows, cols, prec, scale, seed, masked, dead_row)
     y = _run(x, x_off, y_off)
     check(y, x, RUNG)
     if cols == 1:
