@@ -116,14 +116,21 @@ def test_plan_takes_contiguous_rows_only():
 @pytest.mark.parametrize("cfg", RUNG.configs, ids=lambda c: c.describe())
 def test_build_copies_in_16_byte_vectors_and_fits_four_blocks(cfg, prec):
     """16-byte cp.async in, 16-byte stores out (the point of the rung), no
-    spills at the 64 registers of four 256-thread blocks an SM, and a tile
-    that four blocks fit in shared memory."""
+    spills at the 64 registers of four 256-thread blocks an SM, tile buffers
+    that four blocks fit in shared memory: two where two fit the 48 KB of
+    static shared memory (then the next tile's copies stay in flight while
+    this one is reduced: the wait leaves one group outstanding), else one."""
     b = compile_binary(RUNG.source, cfg.entry, defines=cfg.defines(prec, 1), arch="sm_90")
     res = parse_resources(b.log)[b.entry]
     assert (res.spill_stores, res.spill_loads, res.stack) == (0, 0, 0) and res.registers <= 64
     size = smr.numpy_dtype(prec).itemsize
-    assert res.static_smem == cfg.rows_per_block * cfg.capacity * size + 32
+    tile = cfg.rows_per_block * cfg.capacity * size + 32
+    buffers = 2 if 2 * tile <= 48 * 1024 else 1
+    assert res.static_smem == buffers * tile
     assert 4 * res.static_smem <= 227 * 1024
-    ops = sass.opcodes(sass.disassemble(b.cubin))
+    text = sass.disassemble(b.cubin)
+    assert ("DEPBAR.LE SB0, 0x1" in text) == (buffers == 2)
+    assert (prec == "fp32" and cfg.elems == 32) == (buffers == 1)
+    ops = sass.opcodes(text)
     assert any(op.startswith("LDGSTS") and op.endswith(".128") for op in ops), "16-byte cp.async"
     assert any(op.startswith("STG") and op.endswith(".128") for op in ops), "16-byte stores"

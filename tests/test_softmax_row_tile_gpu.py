@@ -14,6 +14,8 @@ poisoned with NaN (an element never written shows up). Inputs carry -inf
 masks, all -inf rows, rows of one element and large magnitudes."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -109,3 +111,24 @@ def test_row_tile_many_blocks(gpu, cols, prec):
     y = _run(x, 1, 1)
     check(y, x, RUNG)
 
+
+
+@pytest.mark.parametrize("blocks", [1, 3, None])
+@pytest.mark.parametrize("cols,prec", [(31, "bf16"), (127, "fp32"), (9, "fp32"), (129, "bf16")])
+def test_row_tile_grid_walks_every_tile(gpu, blocks, cols, prec):
+    """Fewer blocks than tiles (1 and 3: each block walks many tiles, through
+    both buffers where the build has two), and one block a tile (None: the
+    plan before prepare sizes the grid): the same bits every way."""
+    rows = 37 * smr.rung(RUNG).pick(cols).rows_per_block + 5
+    x = make_input(rows, cols, prec, 3.0, cols + 1)
+    p = sm.plan(rows, cols, prec, kernel=RUNG)
+    k = sm.compiled_kernel(p)
+    if blocks is not None:
+        p = dataclasses.replace(p, grid=(blocks, 1, 1))
+    assert p.grid[0] == (blocks or -(-rows // p.config.rows_per_block))
+    dx = drvgemm.to_device(x)
+    dy = drvgemm.empty(x.shape, x.dtype).fill_bytes(0xFF)
+    sm.run_plan(k, p, dx, dy, rows, cols)
+    y = dy.to_host()
+    check(y, x, RUNG)
+    assert np.array_equal(y, sm.softmax(dx, kernel=RUNG).to_host()), "the prepared grid differs"

@@ -99,6 +99,7 @@ class SoftmaxConfig:
     max_cols: int | None = None
     stages: int = 0           # persistent kernels: landing buffers per block
     evict_first: bool = False # persistent kernels: L2 evict-first hint on the bulk copies
+    walks: bool = False       # rung 10: the blocks walk the tiles (as many as fit at once)
 
     def __post_init__(self):
         if self.row_threads != self.threads and not (
@@ -112,8 +113,9 @@ class SoftmaxConfig:
 
     @property
     def persistent(self) -> bool:
-        """The grid is as many clusters as fit at once, each walking rows."""
-        return self.stages > 0
+        """The grid is as many clusters as fit at once, each walking rows
+        (rung 06) or tiles of rows (rung 10)."""
+        return self.stages > 0 or self.walks
 
     @property
     def capacity(self) -> int | None:
@@ -171,7 +173,8 @@ class SoftmaxConfig:
         at once); without that number, one cluster per row, which is correct
         too (the kernel takes any number of clusters)."""
         if self.row_threads < self.threads:
-            return (-(-rows // self.rows_per_block), 1, 1)
+            tiles = -(-rows // self.rows_per_block)
+            return (min(tiles, resident) if self.walks and resident else tiles, 1, 1)
         if self.persistent:
             n = min(rows, resident) if resident else min(rows, INT_MAX // self.cluster)
             return (max(1, n) * self.cluster, 1, 1)
@@ -273,10 +276,13 @@ PIPELINED_CONFIGS = (pipelined(128, 8, 1, 4), pipelined(512, 32, 1, 3), pipeline
 # Rung 10 by row length: 256-thread blocks of lane groups of 1..32 lanes
 # holding up to 32 values each (rows of up to 32 x ROW_THREADS; 16 for rows
 # of <= 16), four blocks an SM at 64 registers (no spills), a tile of up to
-# 32 KiB of fp32 each: the fewest lanes a row, so a block's run is as long
-# as its tile allows.
-ROW_TILE_CONFIGS = (SoftmaxConfig("softmax_10_row_tile", 256, 1, elems=16, min_blocks=4),) + tuple(
-    SoftmaxConfig("softmax_10_row_tile", 256, rt, elems=32, min_blocks=4)
+# 32 KiB of fp32 each (two tile buffers where two fit 48 KiB: every 16-bit
+# config and fp32 rows of <= 16): the fewest lanes a row, so a block's run is
+# as long as its tile allows. The blocks walk the tiles: prepare() launches
+# as many as fit at once.
+ROW_TILE_CONFIGS = (SoftmaxConfig("softmax_10_row_tile", 256, 1, elems=16, min_blocks=4,
+                                   walks=True),) + tuple(
+    SoftmaxConfig("softmax_10_row_tile", 256, rt, elems=32, min_blocks=4, walks=True)
     for rt in (1, 2, 4, 8, 16, 32))
 
 SOFTMAX_RUNGS: list[SoftmaxRung] = [
