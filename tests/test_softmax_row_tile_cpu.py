@@ -126,6 +126,7 @@ def test_build_copies_in_16_byte_vectors_and_fits_four_blocks(cfg, prec):
     size = smr.numpy_dtype(prec).itemsize
     tile = cfg.rows_per_block * cfg.capacity * size + 32
     buffers = 2 if 2 * tile <= 48 * 1024 else 1
+    assert cfg.tile_buffers(size) == buffers == dict(cfg.defines(prec, 1))["BUFFERS"]
     assert res.static_smem == buffers * tile
     assert 4 * res.static_smem <= 227 * 1024
     text = sass.disassemble(b.cubin)

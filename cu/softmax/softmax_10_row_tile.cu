@@ -13,12 +13,13 @@
 //   3. writes the run back: y's vectors that lie wholly inside the run as
 //      16-byte stores, the (at most two) partial ones element by element.
 // The grid walks the tiles (block b takes tiles b, b + grid, ...; the host
-// launches as many blocks as fit at once, or one a tile). With two tile
-// buffers (16-bit types, whose tiles are half the bytes) the next tile's
-// copies are issued before this one is reduced, so an SM keeps its blocks'
-// next tiles in flight through every reduce and store: with one buffer a
-// block has bytes in flight only between its barriers, and a 16 KB bf16 tile
-// ran at 0.58-0.61 of copy where the 32 KB fp32 ones reached 0.88-0.95.
+// launches as many blocks as fit at once with two buffers, else one a
+// tile). With two tile buffers (16-bit types, whose tiles are half the
+// bytes, and fp32 rows of <= 16) the next tile's copies are issued before
+// this one is reduced, so a block has bytes in flight through its reduce
+// and store, not only between its barriers: measured bf16 524288 x 31 0.81
+// -> 0.89 of copy, fp32 1048576 x 9 0.68 -> 0.79 (16-bit rows of 33 and 127
+// did not move: their limit is not the bytes in flight).
 // Why a tile: the window rung (07) reads each row through its own 16-byte
 // window, whose first and last vectors are partial and go element by element;
 // a row of 31 fp32 has 8 to 9 vectors, 2 of them partial (7 scalar accesses
@@ -27,7 +28,7 @@
 //
 // Every constant is a define the registry always passes (a missing one is a
 // compile error): DTYPE, THREADS, ROW_THREADS (a power of two <= 32), ELEMS
-// (cols <= ROW_THREADS * ELEMS), MIN_BLOCKS (__launch_bounds__).
+// (cols <= ROW_THREADS * ELEMS), MIN_BLOCKS (__launch_bounds__), BUFFERS.
 // Parameters: x, y are rows x cols, row-major, contiguous (y may start at
 // another 16-byte phase than x: its stores are then element-wise); any
 // rows, cols >= 1 that fit the config.
@@ -45,6 +46,9 @@
 #ifndef MIN_BLOCKS
 #error "MIN_BLOCKS must be defined (__launch_bounds__ blocks per SM)"
 #endif
+#ifndef BUFFERS
+#error "BUFFERS must be defined (tile buffers per block: 1, or 2 to copy the next tile in during this one)"
+#endif
 
 static_assert(THREADS % 32 == 0 && THREADS <= 1024, "THREADS: a multiple of 32 up to 1024");
 static_assert(ROW_THREADS <= 32 && (ROW_THREADS & (ROW_THREADS - 1)) == 0,
@@ -61,8 +65,8 @@ constexpr int VEC = 16 / SZ;                          // elements per 16-byte ve
 // offset inside its first 16-byte vector (0..15) and may end one partial
 // vector later: 32 bytes of slack.
 constexpr int TILE_BYTES = ROWS * ROW_THREADS * ELEMS * SZ + 32;
-// Two buffers where both fit the 48 KB of static shared memory a block has.
-constexpr int BUFFERS = 2 * TILE_BYTES <= 48 * 1024 ? 2 : 1;
+static_assert(BUFFERS == 1 || (BUFFERS == 2 && 2 * TILE_BYTES <= 48 * 1024),
+              "BUFFERS: 1, or 2 where both tiles fit the 48 KB of static shared memory");
 
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
     return static_cast<unsigned>(__cvta_generic_to_shared(p));

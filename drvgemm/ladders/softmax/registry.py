@@ -34,7 +34,8 @@ SOURCE_DEFINES = {
     "softmax_05_cluster.cu": ("DTYPE", "THREADS", "ELEMS", "VEC", "CLUSTER", "MIN_BLOCKS"),
     "softmax_06_pipelined.cu": ("DTYPE", "THREADS", "ELEMS", "VEC", "CLUSTER", "STAGES",
                                 "MIN_BLOCKS", "EVICT_FIRST"),
-    "softmax_10_row_tile.cu": ("DTYPE", "THREADS", "ROW_THREADS", "ELEMS", "MIN_BLOCKS"),
+    "softmax_10_row_tile.cu": ("DTYPE", "THREADS", "ROW_THREADS", "ELEMS", "MIN_BLOCKS",
+                               "BUFFERS"),
 }
 # Rung 04's file compiles both of its entries in one unit, and the label
 # numbers in one entry's SASS follow the other entry's code: a config passes
@@ -149,7 +150,8 @@ class SoftmaxConfig:
         every = {"DTYPE": DTYPE_CODES[precision], "THREADS": self.threads,
                  "ROW_THREADS": self.row_threads, "ELEMS": self.elems, "VEC": vec,
                  "MIN_BLOCKS": self.min_blocks, "UNROLL": self.unroll, "CLUSTER": self.cluster,
-                 "STAGES": self.stages, "EVICT_FIRST": int(self.evict_first)}
+                 "STAGES": self.stages, "EVICT_FIRST": int(self.evict_first),
+                 "BUFFERS": self.tile_buffers(numpy_dtype(precision).itemsize)}
         source = source_of(self.entry)
         if source == "softmax_04_vectorized.cu":
             if not self.elems:        # a streaming config: the rows entry's constants
@@ -158,6 +160,15 @@ class SoftmaxConfig:
             if not self.unroll:       # a register-resident config: the stream entry's
                 every["UNROLL"] = RUNG04_COMPANION["UNROLL"]
         return {k: every[k] for k in SOURCE_DEFINES[source]}
+
+    def tile_buffers(self, itemsize: int) -> int:
+        """Rung 10: tile buffers per block, two where two fit the 48 KiB of
+        static shared memory (the next tile's copies then fly while this one
+        is reduced), else one; 1 for every other config."""
+        if not self.walks:
+            return 1
+        tile = self.threads * self.elems * itemsize + 32
+        return 2 if 2 * tile <= 48 * 1024 else 1
 
     def smem(self, itemsize: int, vec: int) -> int:
         """Dynamic shared memory per block: the landing buffers, which exist
