@@ -3,15 +3,14 @@ plan, its build, and the index arithmetic of its copies.
 
 The kernel's loads and stores are a few lines of address arithmetic that a
 mistake would turn into a read outside x or a write into a neighbour's rows.
-``block_accesses`` below follows that arithmetic for one block (which 16-byte
-vectors it loads whole, which elements one by one, which bytes of y it
-stores), and the tests hold it to what the kernel must do for any rows,
-cols, element size and offsets of x and y: every load inside the array,
-every byte of the block's run loaded, the stores of all blocks together
-exactly y's bytes, each once."""
+``tile_accesses`` below follows that arithmetic for one tile (which 16-byte
+vectors its block loads whole, which elements one by one, which bytes of y it
+stores; the blocks walk the tiles, each tile the same way), and the tests hold
+it to what the kernel must do for any rows, cols, element size and offsets of
+x and y: every load inside the array, every byte of the tile's run loaded, the
+stores of all tiles together exactly y's bytes, each once. Bytes are held as
+[start, stop) ranges, so a row suite of 700 x 1024 is a few thousand ranges."""
 from __future__ import annotations
-
-from collections import Counter
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -24,12 +23,12 @@ from drvgemm.runtime.compiler import compile_binary, parse_resources
 RUNG = smr.rung("softmax_10_row_tile")
 
 
-def block_accesses(block, rows, cols, size, xb, yb, per_block):
-    """(whole vectors loaded, elements loaded one by one, bytes of y stored,
-    (the run's first byte, its length)) of one block, as byte addresses: the
-    kernel's three loops, in its own terms (byte offsets from x and y and
-    their phases mod 16)."""
-    row0 = block * per_block
+def tile_accesses(tile, rows, cols, size, xb, yb, per_block):
+    """(whole vectors loaded, elements loaded one by one, [start, stop) byte
+    ranges of y stored, (the run's first byte, its length)) of one tile, as
+    byte addresses: the kernel's three loops, in its own terms (byte offsets
+    from x and y and their phases mod 16)."""
+    row0 = tile * per_block
     nrows = min(per_block, rows - row0)
     e0 = row0 * cols
     run = nrows * cols * size
@@ -54,16 +53,36 @@ def block_accesses(block, rows, cols, size, xb, yb, per_block):
         for w in range(nvec):
             gy = w0 + 16 * w
             if gy >= b0 and gy + 16 <= b0 + run:
-                stored += range(yb + gy, yb + gy + 16)
+                stored.append((yb + gy, yb + gy + 16))
             else:
                 for k in range(16 // size):
                     ge = gy + k * size
                     if b0 <= ge < b0 + run:
-                        stored += range(yb + ge, yb + ge + size)
+                        stored.append((yb + ge, yb + ge + size))
     else:
-        for i in range(nrows * cols):
-            stored += range(yb + b0 + i * size, yb + b0 + (i + 1) * size)
+        # element by element: y[e0 + i] for i < nrows * cols, one contiguous range
+        stored.append((yb + b0, yb + b0 + nrows * cols * size))
     return whole, single, stored, (xb + a0, run)
+
+
+def _covers(ranges, lo, hi) -> bool:
+    """The union of [start, stop) ``ranges`` contains [lo, hi)."""
+    reach = lo
+    for a, b in sorted(ranges):
+        if a > reach:
+            break
+        reach = max(reach, b)
+    return reach >= hi or lo >= hi
+
+
+def _tiles_exactly(ranges, lo, hi) -> bool:
+    """``ranges`` cover [lo, hi) with no byte outside it and none twice."""
+    at = lo
+    for a, b in sorted(ranges):
+        if a != at or b <= a:
+            return False
+        at = b
+    return at == hi
 
 
 @settings(max_examples=300, deadline=None)
@@ -75,21 +94,28 @@ def test_loads_stay_in_x_and_stores_cover_y_once(cols, rows, size, x_off, y_off)
     xend, nbytes = xb + rows * cols * size, rows * cols * size
     blocks = -(-rows // per_block)
     assert RUNG.pick(cols).grid(rows) == (blocks, 1, 1)
-    y_bytes = Counter()
+    y_ranges = []
     for b in range(blocks):
-        whole, single, stored, (a0, run) = block_accesses(b, rows, cols, size, xb, yb, per_block)
+        whole, single, stored, (a0, run) = tile_accesses(b, rows, cols, size, xb, yb, per_block)
         assert all(g % 16 == 0 and xb <= g and g + 16 <= xend for g in whole)
         assert all(xb <= e < xend and e % size == xb % size for e in single)
-        covered = {g + i for g in whole for i in range(16)} | \
-            {e + i for e in single for i in range(size)}
-        assert set(range(a0, a0 + run)) <= covered, f"block {b}: a byte of its run not loaded"
+        loaded = [(g, g + 16) for g in whole] + [(e, e + size) for e in single]
+        assert _covers(loaded, a0, a0 + run), f"tile {b}: a byte of its run not loaded"
         # the run lands in the tile at its offset inside the first vector, and the
         # vectors it spans fit the tile (32 bytes of slack past the rows' values)
         cfg = RUNG.pick(cols)
         assert (a0 % 16) + run <= cfg.rows_per_block * cfg.capacity * size + 32
-        y_bytes.update(stored)
-    assert set(y_bytes) == set(range(yb, yb + nbytes)), "a store outside y, or a byte of y unwritten"
-    assert max(y_bytes.values()) == 1, "a byte of y stored twice"
+        y_ranges += stored
+    assert _tiles_exactly(y_ranges, yb, yb + nbytes), \
+        "a store outside y, a byte of y unwritten, or one stored twice"
+
+
+def test_range_checks_see_a_gap_an_overlap_and_a_stray_byte():
+    assert _tiles_exactly([(0, 4), (4, 16)], 0, 16) and _covers([(0, 9), (8, 16)], 2, 16)
+    assert not _tiles_exactly([(0, 4), (5, 16)], 0, 16)       # a byte unwritten
+    assert not _tiles_exactly([(0, 5), (4, 16)], 0, 16)       # a byte twice
+    assert not _tiles_exactly([(0, 16), (16, 17)], 0, 16)     # a byte outside
+    assert not _covers([(0, 4), (5, 16)], 0, 16) and _covers([], 3, 3)
 
 
 def test_configs_take_rows_up_to_1024_with_the_fewest_lanes():
