@@ -136,6 +136,12 @@ def test_plan_takes_contiguous_rows_only():
     assert p.args("x", "y", 524288, 31) == ("x", "y", 524288, 31)
     with pytest.raises(ValueError, match="contiguous"):
         sm.plan(4, 31, "fp32", kernel="softmax_10_row_tile", ldx=32)
+    # two tile buffers: the blocks walk the tiles (prepare sizes the grid to
+    # what fits); one buffer: a block a tile
+    for prec, cols, walks in (("bf16", 127, True), ("fp32", 9, True), ("fp32", 127, False)):
+        p = sm.plan(524288, cols, prec, kernel="softmax_10_row_tile")
+        assert p.config.persistent == walks == (dict(p.defines)["BUFFERS"] == 2), (prec, cols)
+        assert p.config.grid(524288, 528)[0] == (528 if walks else 524288 // p.config.rows_per_block)
 
 
 @pytest.mark.parametrize("prec", ["fp32", "bf16", "fp16"])

@@ -51,8 +51,9 @@ global-memory traffic per element (R = read, W = write):
 - softmax_10_row_tile: short contiguous rows (up to 1024): a block's run of
   rows copied into shared memory as the 16-byte vectors that cover it
   (whatever the row length or where the run starts), reduced there by lane
-  groups, written back in 16-byte stores. 1R + 1W. Only by name for now
-  (``auto`` does not route to it before it has run on a GPU).
+  groups, written back in 16-byte stores; with two tile buffers the blocks
+  walk the tiles, the next one's copies in flight. 1R + 1W. ``auto`` takes it
+  for contiguous rows of 9..127 (``_row_tile_wins``).
 
 ``kernel="auto"``: see ``plan`` -- the existing rungs where they measured
 faster on the H200 (rows of <= 8 elements, aligned fp32 rows of 16K..128K
@@ -582,6 +583,10 @@ def config_plan(cfg, rows: int, cols: int, precision: str = "fp32", *,
         return _window_plan_of(cfg, precision, rows, nv, sm_count, aligned, same_phase,
                                "an explicit config")
     itemsize = numpy_dtype(precision).itemsize
+    if cfg.walks and cfg.tile_buffers(itemsize) == 1:
+        # a row-tile build of one buffer keeps a block a tile: walking its
+        # tiles with nothing in flight measured 5% slower (fp32 x 31 / x 127)
+        cfg = dataclasses.replace(cfg, walks=False)
     vec = cfg.vec(itemsize)
     if vec > 1 and not (aligned and cols % vec == 0):
         vec = 1
@@ -657,9 +662,7 @@ def prepare(p: SoftmaxPlan, rows: int, arch=None):
     k = compiled_kernel(p, arch)
     if p.split:
         p = _fit_split(p, resident_clusters(k, p.config, 0))
-    elif getattr(p.config, "persistent", False) and dict(p.defines).get("BUFFERS", 2) > 1:
-        # (a row-tile build of one buffer keeps a block a tile: walking its
-        # tiles with nothing in flight measured 5% slower, fp32 x 31 / x 127)
+    elif getattr(p.config, "persistent", False):
         p = dataclasses.replace(p, grid=p.config.grid(rows, resident_clusters(k, p.config, p.smem)))
     elif p.config.cluster > 8:
         resident_clusters(k, p.config, p.smem)  # sets the non-portable size attribute
