@@ -3,7 +3,7 @@
 #   bash benchmarks/h200.sh [PHASE ...]
 # Default phases, in this order:
 #   install tests sanitize overhead bench shapes memory
-# Extra phases: compile rung20 sweep autotune wgmma profile mma clock wgsweep ncu ktimes (each reads its
+# Extra phases: compile rung20 sweep autotune wgmma profile mma clock wgsweep shortrows rung30 ncu ktimes (each reads its
 # *_ARGS); MEMORY_ARGS=--softmax-rows makes the memory phase the softmax row-length suite.
 #
 # What comes back through $OUT (at most 8 files): the committed results
@@ -169,6 +169,12 @@ script_phase clock "${CLOCK_TIMEOUT:-120}" 10 benchmarks/clock_probe.py --json "
 script_phase wgsweep "${WGSWEEP_TIMEOUT:-400}" 40 benchmarks/wgmma_sweep.py \
   --json "$LOG/wgmma_sweep.json" ${WGSWEEP_ARGS:-}
 script_phase ncu "${NCU_TIMEOUT:-300}" 45 benchmarks/ncu_compare.py --raw "$LOG/ncu_compare.csv" ${NCU_ARGS:-}
+# shortrows: softmax rung 10 against the rungs auto chose before it on short rows
+script_phase shortrows "${SHORTROWS_TIMEOUT:-150}" 30 benchmarks/softmax_short_rows.py \
+  --json "$LOG/softmax_short_rows.json"
+# rung30: rung 30's geometry knobs and split counts on the decode shapes, against cuBLAS
+script_phase rung30 "${RUNG30_TIMEOUT:-300}" 60 benchmarks/rung30_sweep.py \
+  --json "$LOG/rung30_sweep.json" ${RUNG30_ARGS:-}
 # ktimes: each kernel's GPU time (ncu) under gemm() and torch.matmul on small shapes
 script_phase ktimes "${KTIMES_TIMEOUT:-240}" 60 benchmarks/kernel_times.py --json "$LOG/kernel_times.json" ${KTIMES_ARGS:-}
 
