@@ -57,9 +57,10 @@ def variant(base, warps, nwarps, stages, min_blocks):
                                defines=d, block=(g.threads, 1, 1), tile_n=g.strip, smem=g.smem)
 
 
-def bench(r, split, m, n, k, A, B, ref, batch, reps):
+def bench(r, split, m, n, k, A, B, ref, dt, batch, reps):
     kern = registry.rung_kernel(r, True, narrow_output=True)
-    C = driver.to_device(np.full((m, n), np.nan, np.float32).astype(A.dtype))
+    C = driver.to_device(np.full((m, n), np.nan, np.float32).astype(dt))
+    esize = np.dtype(dt).itemsize
     nbytes = r.workspace_bytes(m, n, split)
     ws = driver.to_device(np.zeros(max(1, nbytes // 4), np.float32))
     steps = r.launches(kern, A, B, C, m, n, k, 1.0, 0.0, split=split, narrow_output=True,
@@ -77,7 +78,7 @@ def bench(r, split, m, n, k, A, B, ref, batch, reps):
     rec = gemm_record(r.name, r.precision, m, n, k, ms, err, False, timing="batch",
                       tflops_digits=2, split=steps[0][1].args[12], grid=list(steps[0][1].grid),
                       warps=g.warps, nwarps=g.nwarps, stages=g.stages,
-                      gbps=round((k * n + m * k + m * n) * A.itemsize / ms / 1e6, 1))
+                      gbps=round((k * n + m * k + m * n) * esize / ms / 1e6, 1))
     C.free()
     ws.free()
     return rec
@@ -107,7 +108,13 @@ def main(argv=None):
         for r in variants:
             counts = small_m.SMALL_M.split_counts(r, m, n, k)
             for split in sorted(set(counts) & set(SPLITS)):
-                rec = bench(r, split, m, n, k, A, B, ref, args.batch, args.reps)
+                try:
+                    rec = bench(r, split, m, n, k, A, B, ref, a.dtype, args.batch, args.reps)
+                except drvgemm.CudaError:
+                    raise   # a fault leaves the context unusable
+                except Exception as e:
+                    log(f"  {r.name} split {split}: FAILED {type(e).__name__}: {e}")
+                    continue
                 rows.append(rec)
                 log(f"  {r.name:34s} split {split:3d} {rec['median_ms'] * 1e3:8.1f} us "
                     f"{rec['gbps']:7.0f} GB/s rel.RMSE {rec['rel_rmse']:.1e}")

@@ -281,11 +281,17 @@ class StreamFigures:
     14.3 us and 16 x 4096^2 15.7 us (ramp), 64 x 4096^2 with 64 rows per
     block 25.7 us (mma_eff of ROWS 64: its 194 registers leave 2 blocks per
     SM and a 64 x 64 epilogue per block), fp32 64 x 4096^2 82 us (ffma_eff:
-    26 TFLOP/s, 0.43 of FFMA)."""
-    stream_eff: float = 0.97          # of the copy bandwidth, for a read-only stream
-    in_flight_per_sm: int = 64 << 10  # bytes: Little's law with ~2 us of latency at full load
+    26 TFLOP/s, 0.43 of FFMA). The stream's figures (stream_eff,
+    in_flight_per_sm, ramp_s, partial_passes, wave_s) were refitted in the
+    eleventh round to benchmarks/rung30_sweep.py's 10 decode shapes x 10-12
+    split counts (results/h200-rung30-sweep.json): one block per SM with its
+    40 KB in flight already streams at full speed (128 strips of 8192 x 8192
+    at split 1 ran as fast as split 6), and each split costs more than its
+    partials' two passes (8 x 128256 x 4096: split 8 294 us against 247)."""
+    stream_eff: float = 0.99          # of the copy bandwidth, for a read-only stream
+    in_flight_per_sm: int = 32 << 10  # bytes: Little's law with ~1 us of latency at full load
     l2_round_trip_s: float = 0.6e-6   # one dependent L2 access under load (reduction chain)
-    ramp_s: float = 5.0e-6            # launch, first DRAM latency, last block's epilogue
+    ramp_s: float = 6.0e-6            # launch, first DRAM latency, last block's epilogue
     ffma_eff: float = 0.45
     # mma.sync on rows padded to ROWS, by ROWS (the rest of the issue slots go
     # to the copies, PRMT and the A fragments)
@@ -322,6 +328,12 @@ class StreamFigures:
     # 16-bit one, the smaller (h200-shapes.json, eighth round). Where it goes is
     # not measured yet (per-block fences and counters, or the short streams).
     two_level_s: float = 10.8e-6
+    # Passes over the partial tiles at copy bandwidth: each split writes its
+    # tile, the strip's last block reads every tile and writes it back as 0.
+    partial_passes: int = 3
+    # Each wave of blocks past the first: block start, the ring's fill and
+    # drain, the fences and counter of the split reduction.
+    wave_s: float = 0.6e-6
 
     def mma_efficiency(self, rows: int) -> float:
         return dict(self.mma_eff).get(rows, min(e for _, e in self.mma_eff))
@@ -393,7 +405,8 @@ def predict_stream(c: StreamCandidate, m: int, n: int, k: int, *, in_bytes: int,
     rows_used = min(m, c.rows)
     # Only the float4s of a tile row inside N are written and read.
     cols = 4 * math.ceil(min(c.strip, n) / 4)
-    work = 2 * c.strips * c.zchunks * c.splits * rows_used * cols * 4 if c.splits > 1 else 0
+    work = (fig.partial_passes * c.strips * c.zchunks * c.splits * rows_used * cols * 4
+            if c.splits > 1 else 0)
     items = rows_used * cols // 4
     chain = 0.0
     if c.splits > 1:
@@ -406,6 +419,7 @@ def predict_stream(c: StreamCandidate, m: int, n: int, k: int, *, in_bytes: int,
             chain += fig.two_level_s
     c_bytes = m * n * out_bytes * (2 if beta_reads_c else 1)
     reduce = work / bw + chain
-    total = t + c_bytes / bw + reduce + fig.ramp_s + fig.zchunk_s * (c.zchunks - 1)
     w = waves(blocks, capacity)
+    total = (t + c_bytes / bw + reduce + fig.ramp_s + fig.zchunk_s * (c.zchunks - 1)
+             + fig.wave_s * (w - 1))
     return Prediction(total, math_s, stream, reduce, blocks, w, blocks / (w * capacity), note)
