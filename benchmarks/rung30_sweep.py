@@ -2,7 +2,8 @@
 decode shapes, against cuBLAS in the same run:
 
     python3 benchmarks/rung30_sweep.py [--precision bf16] [--json PATH]
-        [--shapes 1x4096x4096 8x128256x4096 ...] [--batch 20] [--reps 7]
+        [--shapes 1x4096x4096 8x128256x4096 ...] [--variants 4/1/6/4 8/1/4/2 ...]
+        [--batch 20] [--reps 7]
 
 What it answers: whether the registered geometry (4 warps taking turns along
 K on one 64-column strip, a 6-deep ring) is the fastest way to stream B at
@@ -89,12 +90,16 @@ def main(argv=None):
     ap.add_argument("--precision", default="bf16", choices=["bf16", "fp16"])
     ap.add_argument("--shapes", nargs="+", type=parse_shape,
                     default=[parse_shape(s) for s in DECODE])
+    ap.add_argument("--variants", nargs="+", default=None,
+                    help="geometries as WARPS/NWARPS/STAGES/MIN_BLOCKS (default: VARIANTS)")
     ap.add_argument("--batch", type=int, default=20)
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     base = registry.by_name()[f"30_small_m_{args.precision}"]
-    variants = [variant(base, *v) for v in VARIANTS]
+    chosen = [tuple(int(x) for x in v.split("/")) for v in args.variants] if args.variants \
+        else VARIANTS
+    variants = [variant(base, *v) for v in chosen]
     log(f"device: {drvgemm.device()}")
     records = []
     for m, n, k in args.shapes:

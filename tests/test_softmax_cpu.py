@@ -736,3 +736,26 @@ def test_pitched_views_and_errors_are_never_cached(stub_gpu):
     with pytest.raises(ValueError, match="out must be"):
         d.softmax(_dev((8, 100)), out=_dev((8, 99), ptr=0x2000_0000))
     assert not d._calls
+
+
+class Bf16OfAnotherLibrary:
+    """A bfloat16 device array as PyTorch and CuPy hand it over: the CUDA array
+    interface says only '<V2' (it has no bfloat16); the array's dtype names it."""
+    dtype = "torch.bfloat16"
+
+    def __init__(self, shape, ptr):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": "<V2", "data": (ptr, False),
+                                         "strides": None, "version": 3}
+
+
+def test_a_bfloat16_array_of_another_library_runs_as_bf16(stub_gpu):
+    from drvgemm.runtime import dtypes
+    d, launches = stub_gpu
+    x, y = Bf16OfAnotherLibrary((64, 1000), 0x1000_0000), Bf16OfAnotherLibrary((64, 1000), 0x2000_0000)
+    assert d.softmax(x, out=y) is y
+    d.softmax(_dev((64, 1000), dtypes.bf16(), 0x1000_0000),
+              out=_dev((64, 1000), dtypes.bf16(), 0x2000_0000))
+    assert len(launches) == 2 and launches[0] == launches[1]
+    # a 2-byte void that does not say bfloat16 is still refused
+    with pytest.raises(TypeError, match="float32, bfloat16 or float16"):
+        d.softmax(FakeDeviceArray((64, 1000), typestr="<V2"))

@@ -262,6 +262,22 @@ def test_torch_tensor_in(gpu):
                                rtol=1e-5, atol=1e-30)
 
 
+def test_torch_bfloat16_tensor_in_and_out(gpu):
+    """torch's CUDA array interface has no bfloat16 ('<V2'): the tensor's own
+    dtype says what it is, in and out=."""
+    from drvgemm.tools.optional import torch_cuda, why_not
+    torch = torch_cuda()
+    if torch is None:
+        pytest.skip(why_not("torch"))
+    x = make_input(64, 2000).astype(ml_dtypes.bfloat16)
+    t = torch.from_numpy(x.astype(np.float32)).cuda().to(torch.bfloat16)
+    out = torch.full_like(t, float("nan"))
+    y = sm.softmax(t, out=out)
+    assert y is out
+    drvgemm.synchronize()
+    check(y.float().cpu().numpy().astype(ml_dtypes.bfloat16), x, "auto")
+
+
 @pytest.mark.parametrize("kernel", ["auto", "softmax_04_vectorized", "softmax_05_cluster",
                                     "softmax_06_pipelined"])
 @pytest.mark.parametrize("cols", [64, 4096, 30000])

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import dlpack
+from . import dlpack, dtypes
 from .errors import CudaError, NoDeviceError, StaleObjectError
 
 try:
@@ -674,9 +674,7 @@ def foreign_device_array(obj, what="argument"):
     cai = getattr(obj, "__cuda_array_interface__", None)
     if cai is not None:
         shape = tuple(int(s) for s in cai["shape"])
-        dt = np.dtype(cai["typestr"])
-        if dt.kind == "V" and dt.itemsize == 2 and "bfloat16" in str(getattr(obj, "dtype", "")):
-            dt = dlpack.dl_to_dtype(dlpack.DLDataType(4, 16, 1))
+        dt = dtypes.of_interface(obj, cai["typestr"])
         strides = cai.get("strides")
         if strides is not None and not _compact(shape, strides, dt.itemsize):
             raise ValueError(f"{what} has strides {tuple(strides)} for shape {shape}: drvgemm "

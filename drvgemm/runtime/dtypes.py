@@ -31,3 +31,13 @@ def precision_of(dtype) -> str | None:
     if dt == bf16():
         return "bf16"
     return None
+
+
+def of_interface(obj, typestr: str) -> np.dtype:
+    """The element type of a ``__cuda_array_interface__`` object. The
+    interface has no bfloat16: PyTorch and CuPy give a bfloat16 array the
+    typestr of a 2-byte void ('<V2'); their own ``dtype`` says which it is."""
+    dt = np.dtype(typestr)
+    if dt.kind == "V" and dt.itemsize == 2 and "bfloat16" in str(getattr(obj, "dtype", "")):
+        return bf16()
+    return dt

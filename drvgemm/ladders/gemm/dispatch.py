@@ -134,9 +134,7 @@ def _operand(x, what):
     shape = tuple(cai["shape"])
     if len(shape) != 2:
         raise ValueError(f"{what} must be 2-D, got shape {shape}")
-    dt = np.dtype(cai["typestr"])
-    if dt.kind == "V" and dt.itemsize == 2 and "bfloat16" in str(getattr(x, "dtype", "")):
-        dt = dtypes.bf16()
+    dt = dtypes.of_interface(x, cai["typestr"])
     strides = cai.get("strides")
     if strides is not None and shape[0] * shape[1] > 0:
         if tuple(strides) != (shape[1] * dt.itemsize, dt.itemsize):

@@ -70,7 +70,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...runtime import driver, interop
+from ...runtime import driver, dtypes, interop
+from ...runtime.driver import DeviceArray
 from ...runtime.kernel import compile as compile_kernel
 from ...runtime.launch import launch
 from .registry import (CLUSTER_CONFIGS, DTYPE_CODES, INT_MAX, MAX_WINDOW_COLS,
@@ -739,10 +740,7 @@ def _device_view(x, what="softmax"):
         raise TypeError(f"{what} takes a numpy array or a device array "
                         f"(__cuda_array_interface__), got {type(x).__name__}")
     shape = tuple(int(s) for s in cai["shape"])
-    try:
-        dt = np.dtype(x.dtype)       # DeviceArray: bfloat16 survives here, not in typestr
-    except (TypeError, AttributeError):
-        dt = np.dtype(cai["typestr"])
+    dt = x.dtype if isinstance(x, DeviceArray) else dtypes.of_interface(x, cai["typestr"])
     strides = cai.get("strides")
     pitch = shape[1] if len(shape) == 2 else None
     if strides is not None and len(shape) == 2:
