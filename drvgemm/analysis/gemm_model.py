@@ -282,7 +282,7 @@ class StreamFigures:
     block 25.7 us (mma_eff of ROWS 64: its 194 registers leave 2 blocks per
     SM and a 64 x 64 epilogue per block), fp32 64 x 4096^2 82 us (ffma_eff:
     26 TFLOP/s, 0.43 of FFMA). The stream's figures (stream_eff,
-    in_flight_per_sm, ramp_s, partial_passes, wave_s) were refitted in the
+    in_flight_per_sm, ramp_s, partial_passes, wave_s, tail_frac) were refitted in the
     eleventh round to benchmarks/rung30_sweep.py's 10 decode shapes x 10-12
     split counts (results/h200-rung30-sweep.json): one block per SM with its
     40 KB in flight already streams at full speed (128 strips of 8192 x 8192
@@ -334,6 +334,11 @@ class StreamFigures:
     # Each wave of blocks past the first: block start, the ring's fill and
     # drain, the fences and counter of the split reduction.
     wave_s: float = 0.6e-6
+    # The share of a partial last wave's idle slots that costs time (the
+    # tail in predict_stream): 1 x 28672 x 8192 ran 137 / 125 / 120 / 118 us
+    # at 1.13 / 2.26 / 3.39 / 4.5 waves (split 1..4); fitted with the others
+    # to both rung30_sweep runs.
+    tail_frac: float = 0.4
 
     def mma_efficiency(self, rows: int) -> float:
         return dict(self.mma_eff).get(rows, min(e for _, e in self.mma_eff))
@@ -387,6 +392,13 @@ def predict_stream(c: StreamCandidate, m: int, n: int, k: int, *, in_bytes: int,
         cover = wave / sms * in_flight / fig.in_flight_per_sm
         stream += wave * per_block / (bw * min(1.0, cover))
         left -= wave
+    # A last wave that leaves block slots empty: its blocks do not start
+    # together with the full waves' (the GPU's block scheduler fills slots as
+    # they free), so part of its idle capacity is lost whatever the bytes in
+    # flight: tail_frac of the empty share of one wave's time.
+    full = waves(blocks, capacity)
+    if full > 1:
+        stream += fig.tail_frac * stream * (full - blocks / capacity) / (full * full)
     if c.precision == "fp32":
         rate = dev.rate("ffma") * fig.ffma_eff
     else:
