@@ -17,7 +17,7 @@ from hypothesis import given, settings, strategies as st
 
 from drvgemm.ladders.softmax import dispatch as sm
 from drvgemm.ladders.softmax import registry as smr
-from drvgemm.runtime import sass
+from drvgemm.runtime import sass, sources
 from drvgemm.runtime.compiler import compile_binary, parse_resources
 
 RUNG = smr.rung("softmax_10_row_tile")
@@ -167,3 +167,61 @@ def test_build_copies_in_16_byte_vectors_and_fits_four_blocks(cfg, prec):
     ops = sass.opcodes(text)
     assert any(op.startswith("LDGSTS") and op.endswith(".128") for op in ops), "16-byte cp.async"
     assert any(op.startswith("STG") and op.endswith(".128") for op in ops), "16-byte stores"
+
+
+def row_words(s, cols, lane, row_threads, elems):
+    """The elements of a row that lane ``lane`` of its group reduces in the
+    16-bit build's word path (reduce_run_words), as (element indices, byte
+    ranges in the tile buffer it reads and writes): the row starts at byte s
+    of the buffer (even), its whole words are read and written as 32-bit
+    words, lane 0 takes the lead and tail elements alone."""
+    o = (s >> 1) & 1
+    base = (s & ~3) + 4 * o                  # word o of the row, 4-byte aligned
+    nfull = (cols - o) >> 1
+    held = (nfull - lane + row_threads - 1) // row_threads
+    assert held <= elems // 2, "a lane holds more whole words than the build has slots"
+    elements, spans = [], []
+    for j in range(max(0, held)):
+        t = lane + j * row_threads           # whole word t: elements 2t + o, 2t + 1 + o
+        elements += [2 * t + o, 2 * t + 1 + o]
+        spans.append((base + 4 * t, base + 4 * t + 4))
+    if lane == 0 and o == 1:
+        elements.append(0)
+        spans.append((s, s + 2))
+    if lane == 0 and (cols - o) & 1:
+        elements.append(cols - 1)
+        spans.append((s + 2 * (cols - 1), s + 2 * cols))
+    return elements, spans
+
+
+@settings(max_examples=300, deadline=None)
+@given(cfg=st.sampled_from([c for c in smr.ROW_TILE_CONFIGS]), data=st.data())
+def test_16_bit_word_path_takes_each_element_of_a_row_once(cfg, data):
+    """Every element of the row by exactly one lane, each 32-bit access on a
+    word boundary and inside the row's own bytes (a word that holds a
+    neighbour's element is never written whole), for any row start."""
+    rt, elems = cfg.row_threads, cfg.elems
+    cols = data.draw(st.integers(1, rt * elems), label="cols")
+    s = 2 * data.draw(st.integers(0, 64), label="start (elements)")
+    seen = []
+    for lane in range(rt):
+        elements, spans = row_words(s, cols, lane, rt, elems)
+        seen += elements
+        for lo, hi in spans:
+            assert s <= lo and hi <= s + 2 * cols, (lane, lo, hi)
+            assert hi - lo == 2 or lo % 4 == 0
+    assert sorted(seen) == list(range(cols))
+
+
+def test_16_bit_word_path_model_is_the_kernel_s():
+    """The model above is written from these lines of the kernel: if they
+    change, the model must be read again."""
+    src = open(sources.find_source("softmax_10_row_tile.cu")).read()
+    for line in ("const int o = (s >> 1) & 1;",
+                 "unsigned* whole = reinterpret_cast<unsigned*>(buf + (s & ~3)) + o;",
+                 "const int nfull = (cols - o) >> 1;",
+                 "const bool lead = live && lane == 0 && o == 1;",
+                 "const bool tail = live && lane == 0 && ((cols - o) & 1) != 0;",
+                 "const int held = live ? (nfull - lane + ROW_THREADS - 1) / ROW_THREADS : 0;",
+                 "constexpr int WORDS = ELEMS / 2;"):
+        assert line in src, line

@@ -130,20 +130,66 @@ __device__ __forceinline__ void reduce_run(unsigned char* buf, const Run& r, int
     const int g = threadIdx.x / ROW_THREADS, lane = threadIdx.x % ROW_THREADS;
     const bool live = g < r.nrows;
     elem_t* row = reinterpret_cast<elem_t*>(buf + r.shift) + static_cast<long long>(g) * cols;
+    // slots j < held are this lane's elements lane + j * ROW_THREADS of the
+    // row: one compare with a constant a slot, where `live && c < cols`
+    // kept two predicates a slot alive from the loads to the stores
+    const int held = live ? (cols - lane + ROW_THREADS - 1) / ROW_THREADS : 0;
     float v[ELEMS];
 #pragma unroll
-    for (int j = 0; j < ELEMS; ++j) {
-        const int c = lane + j * ROW_THREADS;
-        v[j] = (live && c < cols) ? to_f32(row[c]) : NEG_INF;
-    }
+    for (int j = 0; j < ELEMS; ++j)
+        v[j] = j < held ? to_f32(row[lane + j * ROW_THREADS]) : NEG_INF;
     const MaxSum mine = slice_exp<ELEMS, kFast>(v);
     const MaxSum whole = shfl_merge<ROW_THREADS, kFast>(mine);
     const float scale = slice_scale<kFast>(mine.m, whole);
 #pragma unroll
-    for (int j = 0; j < ELEMS; ++j) {
-        const int c = lane + j * ROW_THREADS;
-        if (live && c < cols) row[c] = from_f32(v[j] * scale);
+    for (int j = 0; j < ELEMS; ++j)
+        if (j < held) row[lane + j * ROW_THREADS] = from_f32(v[j] * scale);
+}
+
+// 2'. The same for 16-bit rows, two elements (one 32-bit word) at a time:
+// half the shared-memory accesses, conversions and bound tests (a 16-bit
+// row has twice fp32's elements at the same bytes, and the reduce is what
+// issues them). Row g starts o = 0 or 1 elements into a word; its whole
+// words (both halves its own) are t = o .. nfull - 1 counted from the word
+// that holds its element 0, and lane l owns whole words o + l, o + l +
+// ROW_THREADS, ... Its element 0 when o = 1 and its last element when that
+// ends a word early share a word with the neighbouring row: lane 0 takes
+// those two alone (16-bit accesses, which never touch the neighbour's half).
+constexpr int WORDS = ELEMS / 2;   // whole words a lane holds: a row of <= ROW_THREADS * ELEMS
+
+__device__ __forceinline__ void reduce_run_words(unsigned char* buf, const Run& r, int cols) {
+    const int g = threadIdx.x / ROW_THREADS, lane = threadIdx.x % ROW_THREADS;
+    const bool live = g < r.nrows;
+    const int s = r.shift + 2 * g * cols;          // the row's first byte in buf
+    const int o = (s >> 1) & 1;                    // element 0 is the high half of a word
+    elem_t* row = reinterpret_cast<elem_t*>(buf + s);
+    unsigned* whole = reinterpret_cast<unsigned*>(buf + (s & ~3)) + o;
+    const int nfull = (cols - o) >> 1;             // whole words
+    const bool lead = live && lane == 0 && o == 1;                  // element 0 alone
+    const bool tail = live && lane == 0 && ((cols - o) & 1) != 0;   // element cols - 1 alone
+    const int held = live ? (nfull - lane + ROW_THREADS - 1) / ROW_THREADS : 0;
+    float v[2 * WORDS + 2];
+#pragma unroll
+    for (int j = 0; j < WORDS; ++j) {
+        float pair[2] = {NEG_INF, NEG_INF};
+        if (j < held) unpack_word(whole[lane + j * ROW_THREADS], pair);
+        v[2 * j] = pair[0];
+        v[2 * j + 1] = pair[1];
     }
+    v[2 * WORDS] = lead ? to_f32(row[0]) : NEG_INF;
+    v[2 * WORDS + 1] = tail ? to_f32(row[cols - 1]) : NEG_INF;
+    const MaxSum mine = slice_exp<2 * WORDS + 2, kFast>(v);
+    const MaxSum whole_row = shfl_merge<ROW_THREADS, kFast>(mine);
+    const float scale = slice_scale<kFast>(mine.m, whole_row);
+#pragma unroll
+    for (int j = 0; j < WORDS; ++j) {
+        if (j < held) {
+            const float pair[2] = {v[2 * j] * scale, v[2 * j + 1] * scale};
+            whole[lane + j * ROW_THREADS] = pack_word(pair);
+        }
+    }
+    if (lead) row[0] = from_f32(v[2 * WORDS] * scale);
+    if (tail) row[cols - 1] = from_f32(v[2 * WORDS + 1] * scale);
 }
 
 // 3. y's vectors covering the run [b0, b0 + run_bytes). Where y has x's
@@ -205,7 +251,10 @@ softmax_10_row_tile(const elem_t* __restrict__ x, elem_t* __restrict__ y, int ro
             asm volatile("cp.async.wait_group 0;" ::: "memory");
         }
         __syncthreads();                 // this tile's bytes, from every thread's copies
-        reduce_run(tiles[b], cur, cols);
+        if constexpr (SZ == 2)
+            reduce_run_words(tiles[b], cur, cols);
+        else
+            reduce_run(tiles[b], cur, cols);
         __syncthreads();
         store_run(tiles[b], cur, y);
         __syncthreads();                 // the buffer is free again
