@@ -759,3 +759,25 @@ def test_a_bfloat16_array_of_another_library_runs_as_bf16(stub_gpu):
     # a 2-byte void that does not say bfloat16 is still refused
     with pytest.raises(TypeError, match="float32, bfloat16 or float16"):
         d.softmax(FakeDeviceArray((64, 1000), typestr="<V2"))
+
+
+class VoidTypedView:
+    """A view whose CUDA array interface gives only the element size ('|V4',
+    '|V2') and whose numpy dtype gives the type: the form of the test suite's
+    and benchmarks/sanitize.py's pitched views."""
+
+    def __init__(self, shape, dtype, ptr):
+        self.dtype = np.dtype(dtype)
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": "|V%d" % self.dtype.itemsize,
+                                         "data": (ptr, False), "strides": None, "version": 3}
+
+
+@pytest.mark.parametrize("prec", ["fp32", "bf16", "fp16"])
+def test_a_void_typed_view_runs_as_its_numpy_dtype(stub_gpu, prec):
+    from drvgemm.runtime import dtypes
+    d, launches = stub_gpu
+    dt = dtypes.numpy_dtype(prec)
+    d.softmax(VoidTypedView((64, 1000), dt, 0x1000_0000),
+              out=VoidTypedView((64, 1000), dt, 0x2000_0000))
+    d.softmax(_dev((64, 1000), dt, 0x1000_0000), out=_dev((64, 1000), dt, 0x2000_0000))
+    assert len(launches) == 2 and launches[0] == launches[1]

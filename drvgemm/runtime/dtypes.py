@@ -34,10 +34,19 @@ def precision_of(dtype) -> str | None:
 
 
 def of_interface(obj, typestr: str) -> np.dtype:
-    """The element type of a ``__cuda_array_interface__`` object. The
-    interface has no bfloat16: PyTorch and CuPy give a bfloat16 array the
-    typestr of a 2-byte void ('<V2'); their own ``dtype`` says which it is."""
+    """The element type of a ``__cuda_array_interface__`` object: its own
+    ``dtype`` where numpy reads it (CuPy, DeviceArray-like views), else the
+    typestr. The interface has no bfloat16: PyTorch gives a bfloat16 tensor
+    the typestr of a 2-byte void ('<V2'), and its dtype (torch.bfloat16,
+    which numpy does not read) says which it is."""
     dt = np.dtype(typestr)
-    if dt.kind == "V" and dt.itemsize == 2 and "bfloat16" in str(getattr(obj, "dtype", "")):
+    own = getattr(obj, "dtype", None)
+    try:
+        named = np.dtype(own) if own is not None else None
+    except TypeError:
+        named = None
+    if named is not None and named.itemsize == dt.itemsize:
+        return named
+    if dt.kind == "V" and dt.itemsize == 2 and "bfloat16" in str(own):
         return bf16()
     return dt

@@ -71,7 +71,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...runtime import driver, dtypes, interop
-from ...runtime.driver import DeviceArray
 from ...runtime.kernel import compile as compile_kernel
 from ...runtime.launch import launch
 from .registry import (CLUSTER_CONFIGS, DTYPE_CODES, INT_MAX, MAX_WINDOW_COLS,
@@ -740,7 +739,7 @@ def _device_view(x, what="softmax"):
         raise TypeError(f"{what} takes a numpy array or a device array "
                         f"(__cuda_array_interface__), got {type(x).__name__}")
     shape = tuple(int(s) for s in cai["shape"])
-    dt = x.dtype if isinstance(x, DeviceArray) else dtypes.of_interface(x, cai["typestr"])
+    dt = dtypes.of_interface(x, cai["typestr"])
     strides = cai.get("strides")
     pitch = shape[1] if len(shape) == 2 else None
     if strides is not None and len(shape) == 2:
