@@ -28,10 +28,7 @@ import drvgemm
 from drvgemm.ladders.gemm import registry, small_m
 from drvgemm.ladders.gemm.dispatch import plan_shape
 from drvgemm.runtime import driver
-from drvgemm.runtime.launch import launch_config
-from drvgemm.runtime.timing import batch_median_ms
-from drvgemm.tools.bench import make_inputs, reference, rel_rmse
-from drvgemm.tools.cublas import torch_matmul_call
+from drvgemm.tools.bench import batch_time_launches, batch_time_torch, make_inputs, reference
 from drvgemm.tools.records import device_json, gemm_record
 
 DECODE = ["1x4096x4096", "8x4096x4096", "16x11008x4096", "4x14336x4096", "2x5120x5120",
@@ -66,15 +63,7 @@ def bench(r, split, m, n, k, A, B, ref, dt, batch, reps):
     ws = driver.to_device(np.zeros(max(1, nbytes // 4), np.float32))
     steps = r.launches(kern, A, B, C, m, n, k, 1.0, 0.0, split=split, narrow_output=True,
                        workspace=ws if split > 1 else 0)
-
-    def enqueue():
-        for step_kernel, cfg in steps:
-            launch_config(step_kernel, cfg)
-
-    enqueue()
-    driver.synchronize()
-    err = rel_rmse(C.to_host().astype(np.float32), ref)
-    ms = batch_median_ms(enqueue, batch, reps, driver.synchronize)
+    ms, err = batch_time_launches(steps, C, ref, batch, reps)
     g = small_m.geometry(r)
     rec = gemm_record(r.name, r.precision, m, n, k, ms, err, False, timing="batch",
                       tflops_digits=2, split=steps[0][1].args[12], grid=list(steps[0][1].grid),
@@ -123,17 +112,10 @@ def main(argv=None):
                 rows.append(rec)
                 log(f"  {r.name:34s} split {split:3d} {rec['median_ms'] * 1e3:8.1f} us "
                     f"{rec['gbps']:7.0f} GB/s rel.RMSE {rec['rel_rmse']:.1e}")
-        call = torch_matmul_call(args.precision, a, b)
-        if call is not None:
-            enqueue, result, sync, restore = call
-            try:
-                enqueue()
-                err = rel_rmse(result(), ref)
-                ms = batch_median_ms(enqueue, args.batch, args.reps, sync)
-            finally:
-                restore()
-            rows.append(gemm_record("cublas", args.precision, m, n, k, ms, err, True,
-                                    timing="batch", tflops_digits=2, via="torch.matmul"))
+        base = batch_time_torch(args.precision, m, n, k, a, b, ref, args.batch, args.reps)
+        if base is not None:
+            rows.append(base)
+            ms = base["median_ms"]
             log(f"  {'cublas (torch.matmul)':34s}           {ms * 1e3:8.1f} us")
             for label, pick in (("registered", lambda x: x["nwarps"] == 1 and x["stages"] == 6
                                  and x["warps"] == 4), ("any", lambda x: True)):

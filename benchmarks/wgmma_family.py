@@ -27,10 +27,7 @@ import numpy as np
 import drvgemm
 from drvgemm.ladders.gemm import hopper, registry
 from drvgemm.runtime import driver
-from drvgemm.runtime.launch import launch_config
-from drvgemm.runtime.timing import batch_median_ms
-from drvgemm.tools.bench import make_inputs, reference, rel_rmse
-from drvgemm.tools.cublas import torch_matmul_call
+from drvgemm.tools.bench import batch_time_launches, batch_time_torch, make_inputs, reference
 from drvgemm.tools.records import device_json, gemm_record
 
 DEFAULT_SHAPES = ["1024", "2048", "3072", "4096", "8192", "128x128x65536", "256x512x32768",
@@ -62,15 +59,7 @@ def bench_member(r, split, m, n, k, A, B, ref, batch, reps):
     ws = driver.empty((max(1, nbytes // 4),), np.float32)
     steps = r.launches(kern, A, B, C, m, n, k, 1.0, 0.0, split=split,
                        workspace=ws if split > 1 else 0)
-
-    def enqueue():
-        for step_kernel, cfg in steps:
-            launch_config(step_kernel, cfg)
-
-    enqueue()
-    driver.synchronize()
-    err = rel_rmse(C.to_host(), ref)
-    ms = batch_median_ms(enqueue, batch, reps, driver.synchronize)
+    ms, err = batch_time_launches(steps, C, ref, batch, reps)
     main = steps[0][1]
     rec = gemm_record(r.name, r.precision, m, n, k, ms, err, False, timing="batch",
                       tflops_digits=2, split=main.args[-1], grid=list(main.grid),
@@ -122,18 +111,10 @@ def main(argv=None):
                     log(f"  {r.name:28s} split {split:3d} {rec['median_ms']:8.3f} ms "
                         f"{rec['tflops']:8.1f} TFLOP/s rel.RMSE {rec['rel_rmse']:.2e} "
                         f"grid {rec['grid'][0]}")
-            call = torch_matmul_call(prec, a, b)
-            if call is not None:
-                enqueue, result, sync, restore = call
-                try:
-                    enqueue()
-                    err = rel_rmse(result(), ref)
-                    ms = batch_median_ms(enqueue, args.batch, args.reps, sync)
-                finally:
-                    restore()
-                rows.append(gemm_record("cublas", prec, m, n, k, ms, err, True, timing="batch",
-                                        tflops_digits=2, via="torch.matmul"))
-                log(f"  {'cublas (torch.matmul)':28s}           {ms:8.3f} ms")
+            base = batch_time_torch(prec, m, n, k, a, b, ref, args.batch, args.reps)
+            if base is not None:
+                rows.append(base)
+                log(f"  {'cublas (torch.matmul)':28s}           {base['median_ms']:8.3f} ms")
             best = min((x for x in rows if not x["baseline"]), key=lambda x: x["median_ms"],
                        default=None)
             base = next((x for x in rows if x["baseline"]), None)

@@ -35,8 +35,8 @@ import numpy as np
 import drvgemm
 from drvgemm.ladders.gemm import dispatch, hopper, registry
 from drvgemm.runtime import driver
-from drvgemm.tools.bench import make_inputs, reference, rel_rmse
-from drvgemm.tools.cublas import gemmex_call, torch_matmul_call
+from drvgemm.tools.bench import batch_time_torch, make_inputs, reference, rel_rmse
+from drvgemm.tools.cublas import gemmex_call
 from drvgemm.tools.records import device_json as _device_json
 from drvgemm.tools.records import gemm_record
 from drvgemm.runtime.launch import launch
@@ -103,20 +103,6 @@ def bench_step(prec, step, extra, m, n, k, A, B, ref, batch, reps):
     return rec
 
 
-def bench_torch(prec, m, n, k, a, b, ref, batch, reps):
-    call = torch_matmul_call(prec, a, b)
-    if call is None:
-        return None
-    enqueue, result, sync, restore = call
-    try:
-        enqueue()
-        err = rel_rmse(result(), ref)
-        ms = batch_ms(enqueue, batch, reps, sync)
-    finally:
-        restore()
-    return record("cublas", prec, m, n, k, ms, err, True, via="torch.matmul")
-
-
 def bench_gemmex(prec, m, n, k, a, b, ref, batch, reps, out_fp32):
     call = gemmex_call(prec, m, n, k, a, b, out_fp32)
     if call is None:
@@ -181,7 +167,7 @@ def main(argv=None):
                     f"rel.RMSE {rec['rel_rmse']} regs {rec['registers']} grid {rec['grid'][0]}"
                     + (f" staged {rec['staged']}" if rec["staged"] else ""))
             if not args.no_baseline:
-                for fn, kw in ((bench_torch, {}), (bench_gemmex, {"out_fp32": False}),
+                for fn, kw in ((batch_time_torch, {}), (bench_gemmex, {"out_fp32": False}),
                                (bench_gemmex, {"out_fp32": True})):
                     if prec == "tf32" and kw.get("out_fp32"):
                         continue

@@ -18,7 +18,8 @@ from ..ladders.memory import registry as memory_registry
 from ..ladders.softmax import registry as softmax_registry
 from ..runtime import driver
 from ..runtime.errors import CudaError
-from ..runtime.timing import median_ms
+from ..runtime.launch import launch_config
+from ..runtime.timing import batch_median_ms, median_ms
 from .cublas import gemmex_call, torch_matmul_call
 from .optional import torch_cuda, why_not
 from .records import device_json, gemm_record
@@ -109,8 +110,9 @@ def instantiation_of(r: Rung, A, B, C) -> dict:
     return {key: info[key] for key in keep if key in info}
 
 
-def bench_torch(precision, m, n, k, a_host, b_host, ref, *, reps=None):
-    """cuBLAS through torch.matmul (TF32 off for fp32, on for tf32)."""
+def _torch_timed(precision, a_host, b_host, ref, time_enqueue):
+    """(ms, relative RMSE) of torch.matmul on these operands, its time
+    from ``time_enqueue(enqueue, sync)``; None without torch."""
     call = torch_matmul_call(precision, a_host, b_host)
     if call is None:
         return None
@@ -118,15 +120,53 @@ def bench_torch(precision, m, n, k, a_host, b_host, ref, *, reps=None):
     try:
         enqueue()
         err = rel_rmse(result(), ref)
+        return time_enqueue(enqueue, sync), err
+    finally:
+        restore()
+
+
+def bench_torch(precision, m, n, k, a_host, b_host, ref, *, reps=None):
+    """cuBLAS through torch.matmul (TF32 off for fp32, on for tf32)."""
+    def per_call(enqueue, sync):
         t0 = time.perf_counter()
         enqueue()
         sync()
         est = (time.perf_counter() - t0) * 1e3
-        ms = median_ms(enqueue, warmup=2, reps=reps or _reps_for(est))
-    finally:
-        restore()
+        return median_ms(enqueue, warmup=2, reps=reps or _reps_for(est))
+
+    timed = _torch_timed(precision, a_host, b_host, ref, per_call)
+    if timed is None:
+        return None
+    ms, err = timed
     return gemm_record("cublas", precision, m, n, k, ms, err, True, via="torch.matmul",
                        out="fp32" if precision in ("fp32", "tf32") else precision)
+
+
+def batch_time_launches(steps, C, ref, batch, reps) -> tuple[float, float]:
+    """(ms a product, relative RMSE of C against ``ref``) of a product's
+    launches ``steps`` ((kernel, LaunchConfig) pairs, e.g. Rung.launches):
+    run once and checked, then timed as ``batch`` back-to-back products
+    (runtime.timing.batch_median_ms) -- the benchmark scripts' sweeps."""
+    def enqueue():
+        for kernel, cfg in steps:
+            launch_config(kernel, cfg)
+
+    enqueue()
+    driver.synchronize()
+    err = rel_rmse(C.to_host().astype(np.float32), ref)
+    return batch_median_ms(enqueue, batch, reps, driver.synchronize), err
+
+
+def batch_time_torch(precision, m, n, k, a_host, b_host, ref, batch, reps):
+    """cuBLAS through torch.matmul timed as batch_time_launches times a
+    rung: a "cublas" record, or None without torch."""
+    timed = _torch_timed(precision, a_host, b_host, ref,
+                         lambda enqueue, sync: batch_median_ms(enqueue, batch, reps, sync))
+    if timed is None:
+        return None
+    ms, err = timed
+    return gemm_record("cublas", precision, m, n, k, ms, err, True, timing="batch",
+                       tflops_digits=2, via="torch.matmul")
 
 
 def bench_cublas_direct(precision, m, n, k, a_host, b_host, ref, *, reps=None, out_fp32=False):
