@@ -396,9 +396,9 @@ def predict_stream(c: StreamCandidate, m: int, n: int, k: int, *, in_bytes: int,
     # together with the full waves' (the GPU's block scheduler fills slots as
     # they free), so part of its idle capacity is lost whatever the bytes in
     # flight: tail_frac of the empty share of one wave's time.
-    full = waves(blocks, capacity)
-    if full > 1:
-        stream += fig.tail_frac * stream * (full - blocks / capacity) / (full * full)
+    w = waves(blocks, capacity)
+    if w > 1:
+        stream += fig.tail_frac * stream * (w - blocks / capacity) / (w * w)
     if c.precision == "fp32":
         rate = dev.rate("ffma") * fig.ffma_eff
     else:
@@ -431,7 +431,6 @@ def predict_stream(c: StreamCandidate, m: int, n: int, k: int, *, in_bytes: int,
             chain += fig.two_level_s
     c_bytes = m * n * out_bytes * (2 if beta_reads_c else 1)
     reduce = work / bw + chain
-    w = waves(blocks, capacity)
     total = (t + c_bytes / bw + reduce + fig.ramp_s + fig.zchunk_s * (c.zchunks - 1)
              + fig.wave_s * (w - 1))
     return Prediction(total, math_s, stream, reduce, blocks, w, blocks / (w * capacity), note)
