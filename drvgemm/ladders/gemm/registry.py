@@ -168,6 +168,11 @@ split_k._split_build = lambda r, aligned, narrow_output: rung_kernel(
     r, aligned, narrow_output=narrow_output, split_k=True)
 
 
+# The 16-bit precisions of rung 20 and their WGMMA_ELEM codes: their members
+# are declared together, bf16's first.
+WGMMA_16_BIT = (("bf16", 1), ("fp16", 2))
+
+
 def _wgmma_rung(precision, elem, *, tile_m, tile_n, vector, summary, STAGES=4, EPILOGUE=0,
                 BALANCE=0, **extra) -> Rung:
     """One member of rung 20's family (cu/gemm/20_tma_wgmma.cu, WGMMA_ELEM 1/2/3 =
@@ -349,28 +354,20 @@ RUNGS: list[Rung] = [
     # 3072^2: 288 tiles of 128 x 256 are 2.2 waves on 132 SMs, 384 of 128 x 192 are
     # 2.9). Listed before the flagship, which stays the last (auto's pick until the
     # dispatcher chooses by shape). STAGES: as many as fit 227 KB (unmeasured).
-    _wgmma_rung("bf16", 1, tile_m=128, tile_n=128, vector=8, narrow_output=True, EPILOGUE=2,
-                BALANCE=1, STAGES=6,
-                summary="the bf16 rung with a 128 x 128 tile (wgmma m64n128k16), 6 stages"),
-    _wgmma_rung("bf16", 1, tile_m=128, tile_n=192, vector=8, narrow_output=True, EPILOGUE=2,
-                BALANCE=1, STAGES=4,
-                summary="the bf16 rung with a 128 x 192 tile (wgmma m64n192k16)"),
-    _wgmma_rung("fp16", 2, tile_m=128, tile_n=128, vector=8, narrow_output=True, EPILOGUE=2,
-                BALANCE=1, STAGES=6,
-                summary="the fp16 rung with a 128 x 128 tile (wgmma m64n128k16), 6 stages"),
-    _wgmma_rung("fp16", 2, tile_m=128, tile_n=192, vector=8, narrow_output=True, EPILOGUE=2,
-                BALANCE=1, STAGES=4,
-                summary="the fp16 rung with a 128 x 192 tile (wgmma m64n192k16)"),
+    *(_wgmma_rung(prec, elem, tile_m=128, tile_n=bn, vector=8, narrow_output=True,
+                  EPILOGUE=2, BALANCE=1, STAGES=stages,
+                  summary=f"the {prec} rung with a 128 x {bn} tile (wgmma m64n{bn}k16)" + note)
+      for prec, elem in WGMMA_16_BIT
+      for bn, stages, note in ((128, 6, ", 6 stages"), (192, 4, ""))),
     # 64-row members for M of at most 64 (or a few blocks more of 64 rows): the
     # 128-row tile computes twice the rows such a product has, and at M = 64 its
     # wgmma time per k-tile matches the time to stream the k-tile of B, so
     # neither hides the other (benchmarks/notes/dispatch.md). 8 stages of 24 KB.
-    _wgmma_rung("bf16", 1, tile_m=64, tile_n=128, vector=8, narrow_output=True, EPILOGUE=2,
-                BALANCE=1, STAGES=8,
-                summary="the bf16 rung with a 64 x 128 tile: one consumer warpgroup, 8 stages"),
-    _wgmma_rung("fp16", 2, tile_m=64, tile_n=128, vector=8, narrow_output=True, EPILOGUE=2,
-                BALANCE=1, STAGES=8,
-                summary="the fp16 rung with a 64 x 128 tile: one consumer warpgroup, 8 stages"),
+    *(_wgmma_rung(prec, elem, tile_m=64, tile_n=128, vector=8, narrow_output=True,
+                  EPILOGUE=2, BALANCE=1, STAGES=8,
+                  summary=f"the {prec} rung with a 64 x 128 tile: one consumer warpgroup, "
+                          "8 stages")
+      for prec, elem in WGMMA_16_BIT),
     _wgmma_rung("tf32", 3, tile_m=128, tile_n=128, vector=4, input_roundoff=2.0 ** -10,
                 STAGES=6,
                 summary="the tf32 rung with a 128 x 128 tile (wgmma m64n128k8 on C^T), 6 stages"),
