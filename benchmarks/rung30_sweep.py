@@ -28,7 +28,8 @@ import drvgemm
 from drvgemm.ladders.gemm import registry, small_m
 from drvgemm.ladders.gemm.dispatch import plan_shape
 from drvgemm.runtime import driver
-from drvgemm.tools.bench import batch_time_launches, batch_time_torch, make_inputs, reference
+from drvgemm.tools.bench import (batch_time_launches, batch_time_torch, make_inputs, reference,
+                                  unless_it_fails)
 from drvgemm.tools.records import device_json, gemm_record
 
 DECODE = ["1x4096x4096", "8x4096x4096", "16x11008x4096", "4x14336x4096", "2x5120x5120",
@@ -102,12 +103,9 @@ def main(argv=None):
         for r in variants:
             counts = small_m.SMALL_M.split_counts(r, m, n, k)
             for split in sorted(set(counts) & set(SPLITS)):
-                try:
-                    rec = bench(r, split, m, n, k, A, B, ref, a.dtype, args.batch, args.reps)
-                except drvgemm.CudaError:
-                    raise   # a fault leaves the context unusable
-                except Exception as e:
-                    log(f"  {r.name} split {split}: FAILED {type(e).__name__}: {e}")
+                rec = unless_it_fails(f"{r.name} split {split}", log, bench, r, split, m, n, k,
+                                      A, B, ref, a.dtype, args.batch, args.reps)
+                if rec is None:
                     continue
                 rows.append(rec)
                 log(f"  {r.name:34s} split {split:3d} {rec['median_ms'] * 1e3:8.1f} us "

@@ -27,7 +27,8 @@ import numpy as np
 import drvgemm
 from drvgemm.ladders.gemm import hopper, registry
 from drvgemm.runtime import driver
-from drvgemm.tools.bench import batch_time_launches, batch_time_torch, make_inputs, reference
+from drvgemm.tools.bench import (batch_time_launches, batch_time_torch, make_inputs, reference,
+                                  unless_it_fails)
 from drvgemm.tools.records import device_json, gemm_record
 
 DEFAULT_SHAPES = ["1024", "2048", "3072", "4096", "8192", "128x128x65536", "256x512x32768",
@@ -100,12 +101,9 @@ def main(argv=None):
                     if split not in r.splits or split > kt or \
                             (split > 1 and tiles * split > 4 * dev.sm_count):
                         continue
-                    try:
-                        rec = bench_member(r, split, m, n, k, A, B, ref, args.batch, args.reps)
-                    except drvgemm.CudaError:
-                        raise   # a fault leaves the context unusable
-                    except Exception as e:
-                        log(f"  {r.name} split {split}: FAILED {type(e).__name__}: {e}")
+                    rec = unless_it_fails(f"{r.name} split {split}", log, bench_member, r,
+                                          split, m, n, k, A, B, ref, args.batch, args.reps)
+                    if rec is None:
                         continue
                     rows.append(rec)
                     log(f"  {r.name:28s} split {split:3d} {rec['median_ms']:8.3f} ms "

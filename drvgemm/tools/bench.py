@@ -142,6 +142,19 @@ def bench_torch(precision, m, n, k, a_host, b_host, ref, *, reps=None):
                        out="fp32" if precision in ("fp32", "tf32") else precision)
 
 
+def unless_it_fails(what, log, fn, *args):
+    """``fn(*args)``, or None after logging why it failed: a sweep goes on
+    past a candidate that cannot run (too much shared memory, a shape it
+    refuses), but not past a CUDA fault, which leaves the context unusable."""
+    try:
+        return fn(*args)
+    except CudaError:
+        raise
+    except Exception as e:
+        log(f"  {what}: FAILED {type(e).__name__}: {e}")
+        return None
+
+
 def batch_time_launches(steps, C, ref, batch, reps) -> tuple[float, float]:
     """(ms a product, relative RMSE of C against ``ref``) of a product's
     launches ``steps`` ((kernel, LaunchConfig) pairs, e.g. Rung.launches):
