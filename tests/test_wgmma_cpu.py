@@ -561,8 +561,12 @@ def test_member_constants_once(name):
     assert r.defines["BK"] == geo.k_tile == 128 // geo.elem_size
     assert (geo.tile_y, geo.tile_x) == ((r.tile_n, r.tile_m) if geo.swapped
                                         else (r.tile_m, r.tile_n))
-    # 128 rows (two consumer warpgroups), or 64 (one) for the 16-bit members
-    assert geo.tile_y in ((128,) if geo.swapped else (64, 128)) and geo.tile_x in (128, 192, 256)
+    # 128 rows (two consumer warpgroups), or 64 (one) for the 16-bit members;
+    # wgmma N 128-256, or 8-32 rows of A for the swapped 16-bit members
+    tf32 = r.precision == "tf32"
+    assert geo.tile_y in ((128,) if tf32 else (64, 128))
+    assert geo.tile_x in ((8, 16, 32) if geo.swapped and not tf32 else (128, 192, 256))
+    assert geo.swapped == (tf32 or r.defines["SWAP_AB"] == 1)
     assert geo.consumers == geo.tile_y // 64
     assert geo.stage_bytes == geo.elem_size * geo.k_tile * (geo.tile_y + geo.tile_x)
     assert r.smem == hopper.wgmma_smem_bytes(r.defines["STAGES"], r.defines["EPILOGUE"],
@@ -605,14 +609,19 @@ def test_member_compiles_within_budget(name, narrow):
     assert ops["LDL"] == 0 and ops["STL"] == 0 and ops["HMMA"] == 0
     assert ops["UTMALDG"] >= 1 and ops["SYNCS"] >= 1
     # HGMMA with the member's own wgmma N, and no other
+    tf32 = r.precision == "tf32"
     shapes = set(re.findall(r"HGMMA\.(64x\d+x\d+)\.F32", sass))
-    assert shapes == {f"64x{geo.tile_x}x{8 if geo.swapped else 16}"}, shapes
-    if not geo.swapped:
-        assert re.search(rf"HGMMA\.64x{geo.tile_x}x16\.F32[^;]*tnspB", sass)
+    assert shapes == {f"64x{geo.tile_x}x{8 if tf32 else 16}"}, shapes
+    if tf32:
+        assert re.search(rf"HGMMA\.64x{geo.tile_x}x8\.F32\.TF32 ", sass)
+    else:
+        # the plain tile reads B MN-major (tnspB); the swapped one reads B as
+        # wgmma's A (tnspA) and A K-major
+        hgmma = re.findall(rf"HGMMA\.64x{geo.tile_x}x16\.F32[^;]*", sass)
+        assert all(("tnspA" in h, "tnspB" in h) == (geo.swapped, not geo.swapped)
+                   for h in hgmma), hgmma
         kind = {"bf16": r"\.BF16 ", "fp16": r"(\.F16)? "}[r.precision]
         assert re.search(rf"HGMMA\.64x{geo.tile_x}x16\.F32{kind}", sass)
-    else:
-        assert re.search(rf"HGMMA\.64x{geo.tile_x}x8\.F32\.TF32 ", sass)
     # the TMA-store epilogue where the entry has one (never for the transposed tf32 tile)
     assert (ops["UTMASTG"] > 0) == (r.defines["EPILOGUE"] == 2 and not geo.swapped)
     assert "ATOMG" not in sass and "MULTICAST" not in sass
@@ -659,6 +668,13 @@ def test_bad_tiles_are_refused():
             hopper.Geometry.of("bf16", bm, bn)
     with pytest.raises(ValueError, match="rung 20 tiles"):
         hopper.Geometry.of("tf32", 256, 256)
+    # swapped 16-bit: 8, 16 or 32 rows of A over 64- or 128-column strips
+    for bm, bn in [(64, 64), (16, 32), (24, 64)]:
+        with pytest.raises(ValueError, match="rung 20 tiles"):
+            hopper.Geometry.of("bf16", bm, bn, {"SWAP_AB": 1})
+    with pytest.raises(CompileError, match="8, 16 or 32 rows"):
+        compile_binary(SOURCE, r.entry, arch="sm_90a",
+                       defines={**r.defines, "ALIGNED": 1, "SWAP_AB": 1, "BM": 64, "BN": 64})
 
 
 def kernel_unit_work(p, u, rank):

@@ -45,6 +45,12 @@
 // (rounded to tf32 on the way). The wgmma tile is then 128 columns x TILE_X rows
 // of C and the epilogue writes it transposed. Our A reaches the tensor cores
 // through TMA unchanged, so its low 13 mantissa bits are dropped (truncation).
+// Swapped 16-bit (SWAP_AB=1, the few-row members BM x 64): the same C^T, but
+// wgmma's A is our B read from shared memory MN-major (tnsp-a = 1: one 8 KB
+// box of 64(k) x 64(n), the box the plain tile loads), wgmma's B our A
+// K-major (tnsp-b = 0: one box of BM rows x 64 k); wgmma N = BM = 8, 16 or 32.
+// Each stage is 8 KB of B and 1-4 KB of A, and the math per byte of B is
+// BM / 64 of the plain 64-row tile's: a product of M <= 32 rows streams B.
 //
 // Build steps, selected at compile time so that each can be measured:
 //   WARP_SPECIALIZED=0  TMA + wgmma only: 256 threads, thread 0 also refills
@@ -114,6 +120,14 @@
 #ifndef SPLIT_K
 #error "SPLIT_K must be defined (the registry passes it)"
 #endif
+// SWAP_AB: 1: the block computes C^T = B^T A^T, wgmma's M running along N and
+// its N along M: always for tf32 (see Layouts), and for the few-row bf16 / fp16
+// members (BM = 8, 16 or 32 rows of A as wgmma's N, a 64-column strip of B as
+// its M): a product of a few rows then streams B through 64-column strips
+// without computing 64 rows of padding per tile. 0: the plain 16-bit tile.
+#ifndef SWAP_AB
+#error "SWAP_AB must be defined (the registry passes it)"
+#endif
 // ALIGNED (passed to every rung) does not apply: loads are TMA's, and the
 // epilogue checks its own alignment at run time. PERSISTENT, SM_LIMIT and
 // BALANCE are read by the host only (they choose the grid).
@@ -130,30 +144,42 @@ static_assert(EPILOGUE == 0 || EPILOGUE == 2, "EPILOGUE must be 0 (direct) or 2 
 static_assert(WGMMA_ELEM >= 1 && WGMMA_ELEM <= 3, "WGMMA_ELEM must be 1, 2 or 3");
 static_assert(OUT_16 == 0 || OUT_16 == 1, "OUT_16 must be 0 or 1");
 static_assert(!(OUT_16 && WGMMA_ELEM == 3), "tf32 writes an fp32 C: OUT_16 is for bf16 / fp16");
+static_assert(SWAP_AB == 1 || WGMMA_ELEM != ELEM_TF32, "tf32 tiles are always swapped");
+static_assert(SWAP_AB == 0 || SWAP_AB == 1, "SWAP_AB must be 0 or 1");
+// The swapped 16-bit tile: wgmma's A is B's 64-column strip read MN-major
+// (tnsp-a), its B the rows of A, K-major.
+constexpr bool SWAP_16 = SWAP_AB && WGMMA_ELEM != ELEM_TF32;
 
-// wgmma M: rows of A (columns of C for tf32): BM, or BN for tf32. One
+// wgmma M: rows of A (columns of C when swapped): BM, or BN. One
 // consumer warpgroup per 64 of them: 128 (two consumers), or for 16-bit
 // inputs 64 (one consumer: the small-M members, whose rows would otherwise
-// be half padding).
-constexpr int TILE_Y = WGMMA_ELEM == ELEM_TF32 ? BN : BM;
+// be half padding, and the swapped ones' 64-column strips).
+constexpr int TILE_Y = SWAP_AB ? BN : BM;
 constexpr int CONSUMERS = TILE_Y / 64;
 static_assert(TILE_Y == 128 || (TILE_Y == 64 && WGMMA_ELEM != ELEM_TF32),
-              "wgmma M (BM, or BN for tf32) must be 128, or 64 for bf16 / fp16 (tf32 loads "
+              "wgmma M (BM, or BN when swapped) must be 128, or 64 for bf16 / fp16 (tf32 loads "
               "B in four 32-column boxes of a 128-wide tile)");
 constexpr int THREADS = (WARP_SPECIALIZED ? 128 : 0) + CONSUMERS * 128;
-// wgmma N: columns of B (rows of C for tf32): the entry's BN (BM for tf32).
-// One value per instantiation; the family's members differ in it.
-constexpr int TILE_X = WGMMA_ELEM == ELEM_TF32 ? BM : BN;
-static_assert(TILE_X % 64 == 0 && TILE_X >= 64 && TILE_X <= 256,
-              "wgmma N (BN, or BM for tf32): 64, 128, 192 or 256 (whole 64-wide boxes)");
+// wgmma N: columns of B (rows of C when swapped): the entry's BN (BM when
+// swapped). One value per instantiation; the family's members differ in it.
+constexpr int TILE_X = SWAP_AB ? BM : BN;
+static_assert(SWAP_16 ? (TILE_X == 8 || TILE_X == 16 || TILE_X == 32)
+                      : (TILE_X % 64 == 0 && TILE_X >= 64 && TILE_X <= 256),
+              "wgmma N (BN, or BM when swapped): 64, 128, 192 or 256 (whole 64-wide boxes); "
+              "8, 16 or 32 rows of A for the swapped 16-bit tile");
 constexpr int ACC = WgmmaN<TILE_X>::ACC;   // fp32 accumulators per consumer thread
-constexpr int X_BOXES = TILE_X / 64;       // the TILE_X-side operand arrives in 64-wide boxes
+// The TILE_X-side operand arrives in boxes of 64 lines of 128 bytes (64
+// columns of B, or 64 rows of A for tf32), or, swapped 16-bit, in one box of
+// its TILE_X rows of A.
+constexpr int X_BOX_LINES = TILE_X < 64 ? TILE_X : 64;
+constexpr int X_BOXES = TILE_X / X_BOX_LINES;
 
 // One stage of the ring: the TILE_Y-side operand (TILE_Y lines of 128 bytes:
-// 16 or 8 KB) then the TILE_X-side operand (X_BOXES boxes of 8 KB). Every block of both starts on a 1024-byte
+// 16 or 8 KB) then the TILE_X-side operand (X_BOXES boxes of X_BOX_LINES
+// lines: 8 KB, or 1-4 KB swapped 16-bit). Every block of both starts on a 1024-byte
 // boundary, as the 128-byte swizzle pattern repeats every 8 lines.
 constexpr u32 Y_BYTES = TILE_Y * 128;
-constexpr u32 X_BOX_BYTES = 8192;
+constexpr u32 X_BOX_BYTES = X_BOX_LINES * 128;
 constexpr u32 X_BYTES = X_BOXES * X_BOX_BYTES;
 constexpr u32 STAGE_BYTES = Y_BYTES + X_BYTES;
 // EPILOGUE 2: per consumer warpgroup two 8 KB buffers, each one TMA box of
@@ -179,16 +205,18 @@ constexpr int CONSUMER_REGS = 232;
 
 template <int ELEM>
 struct Elem {
-    static constexpr bool SWAP = ELEM == ELEM_TF32;
+    static constexpr bool SWAP = SWAP_AB;
+    // wgmma's A from registers: tf32 (each thread loads B^T's fragment itself)
+    static constexpr bool A_FRAG = ELEM == ELEM_TF32;
     static constexpr int K_TILE = BK;  // k per stage
     // One 128-byte swizzled line of k per row of a stage, and the wgmma tile
     // (TILE_Y along wgmma M, TILE_X along N) is the block's tile of C, seen
-    // transposed for tf32.
-    static_assert(BK * (SWAP ? 4 : 2) == 128, "BK: one 128-byte line of k");
-    // the transposed tf32 tile stores directly
+    // transposed when swapped.
+    static_assert(BK * (ELEM == ELEM_TF32 ? 4 : 2) == 128, "BK: one 128-byte line of k");
+    // a transposed tile stores directly
     static constexpr int EPI = SWAP ? 0 : EPILOGUE;
     // C's element: fp32, or with OUT_16 the input's 16-bit type
-    static constexpr bool NARROW = OUT_16 && !SWAP;
+    static constexpr bool NARROW = OUT_16 && ELEM != ELEM_TF32;
     static constexpr int C_BOX_COLS = NARROW ? 64 : 32;
 };
 
@@ -230,17 +258,21 @@ __device__ __forceinline__ void fill_stage(const TmaMap* mapA, const TmaMap* map
     const u32 xbase = ybase + Y_BYTES;
     const u32 full = ring.full_bar(s);
 
+    // Swapped, B arrives in boxes of Y_COLS columns (32 fp32 or 64 16-bit:
+    // one 128-byte line of a k-row each).
+    constexpr int Y_COLS = Elem<ELEM>::A_FRAG ? 32 : 64;
+    constexpr int Y_BOXES = TILE_Y / Y_COLS;
     u32 bytes = 0;
     if constexpr (!SWAP) {
-        if (y0 < p.y_ext) bytes += Y_BYTES;  // A: one 128-row box
+        if (y0 < p.y_ext) bytes += Y_BYTES;  // A: one box of TILE_Y rows
     } else {
 #pragma unroll
-        for (int j = 0; j < 4; ++j)          // B: four 32-column boxes
-            if (y0 + 32 * j < p.y_ext) bytes += Y_BYTES / 4;
+        for (int j = 0; j < Y_BOXES; ++j)    // B: column boxes
+            if (y0 + Y_COLS * j < p.y_ext) bytes += Y_BYTES / Y_BOXES;
     }
 #pragma unroll
     for (int j = 0; j < X_BOXES; ++j)
-        if (x0 + 64 * j < p.x_ext) bytes += X_BOX_BYTES;
+        if (x0 + X_BOX_LINES * j < p.x_ext) bytes += X_BOX_BYTES;
     // A partially out-of-bounds box still delivers (zero-filled) its full size.
     mbar_arrive_expect_tx(full, bytes);
 
@@ -248,16 +280,16 @@ __device__ __forceinline__ void fill_stage(const TmaMap* mapA, const TmaMap* map
         if (y0 < p.y_ext) tma_load_2d(ybase, mapA, k0, y0, full);
     } else {
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
-            if (y0 + 32 * j < p.y_ext)
-                tma_load_2d(ybase + j * (Y_BYTES / 4), mapB, y0 + 32 * j, k0, full);
+        for (int j = 0; j < Y_BOXES; ++j)
+            if (y0 + Y_COLS * j < p.y_ext)
+                tma_load_2d(ybase + j * (Y_BYTES / Y_BOXES), mapB, y0 + Y_COLS * j, k0, full);
     }
 #pragma unroll
     for (int j = 0; j < X_BOXES; ++j) {
-        if (x0 + 64 * j >= p.x_ext || (j % CLUSTER) != static_cast<int>(rank)) continue;
+        if (x0 + X_BOX_LINES * j >= p.x_ext || (j % CLUSTER) != static_cast<int>(rank)) continue;
         const TmaMap* map = SWAP ? mapA : mapB;
-        const int c0 = SWAP ? k0 : x0 + 64 * j;
-        const int c1 = SWAP ? x0 + 64 * j : k0;
+        const int c0 = SWAP ? k0 : x0 + X_BOX_LINES * j;
+        const int c1 = SWAP ? x0 + X_BOX_LINES * j : k0;
         if constexpr (CLUSTER > 1)
             tma_load_2d_multicast(xbase + j * X_BOX_BYTES, map, c0, c1, full,
                                   static_cast<unsigned short>((1u << CLUSTER) - 1));
@@ -291,6 +323,25 @@ __device__ __forceinline__ void mma_stage(float (&acc)[ACC], u32 (&frag)[4][4], 
                 wgmma_m64nNk16_bf16<TILE_X>(acc, da, db, scale_d);
             else
                 wgmma_m64nNk16_fp16<TILE_X>(acc, da, db, scale_d);
+        }
+        wgmma_commit();
+    } else if constexpr (!Elem<ELEM>::A_FRAG) {
+        (void)frag;
+        // Swapped 16-bit: wgmma's A is this warpgroup's 64 columns of B (one
+        // 8 KB box, MN-major: k16 step kk starts 16 k-lines further; one 64-wide
+        // chunk, so the leading offset is never used), its B the TILE_X rows of
+        // A (K-major, +32 bytes along each line per k16 step).
+        const u32 b_cols = ybase + c * 64 * 128;
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+            const u64 da = smem_desc_sw128(b_cols + kk * 16 * 128, 64 * 128, 1024);
+            const u64 db = smem_desc_sw128(xbase + kk * 32, 16, 1024);
+            const int scale_d = (first && kk == 0) ? 0 : 1;
+            if constexpr (ELEM == ELEM_BF16)
+                wgmma_m64nNk16_bf16_mn_a<TILE_X>(acc, da, db, scale_d);
+            else
+                wgmma_m64nNk16_fp16_mn_a<TILE_X>(acc, da, db, scale_d);
         }
         wgmma_commit();
     } else {
@@ -430,7 +481,7 @@ __device__ __forceinline__ void consume_unit(float (&acc)[ACC], u32 (&frag0)[4][
         // tf32 with a stage in flight: alternate fragment sets, the previous
         // one may still be read (counted from the unit's first k-tile, which
         // must take the set that starts the accumulation)
-        if (Elem<ELEM>::SWAP && ((kt - w.kt0) & 1))
+        if (Elem<ELEM>::A_FRAG && ((kt - w.kt0) & 1))
             mma_stage<ELEM>(acc, frag1, ring.stage(cur.s), c, false);
         else
             mma_stage<ELEM>(acc, frag0, ring.stage(cur.s), c, kt == w.kt0);

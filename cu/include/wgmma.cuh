@@ -121,6 +121,27 @@ __device__ __forceinline__ void wgmma_m64n256k8_tf32_rs(float (&d)[128], const u
 // The placeholder lists for 32, 64 and 96 accumulators are written out
 // because an asm string must be a literal.
 // ---------------------------------------------------------------------------
+#define WGMMA_D4 \
+    "{%0, %1, %2, %3}"
+
+#define WGMMA_D4_OPERANDS(d) \
+    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+
+#define WGMMA_D8 \
+    "{%0, %1, %2, %3, %4, %5, %6, %7}"
+
+#define WGMMA_D8_OPERANDS(d) \
+    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), \
+    "+f"(d[7])
+
+#define WGMMA_D16 \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
+
+#define WGMMA_D16_OPERANDS(d) \
+    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), \
+    "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), \
+    "+f"(d[14]), "+f"(d[15])
+
 #define WGMMA_D32 \
     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, "   \
     "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
@@ -179,8 +200,9 @@ __device__ __forceinline__ void wgmma_m64n256k8_tf32_rs(float (&d)[128], const u
     "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
 
 template <int N> struct WgmmaN {
-    static_assert(N == 64 || N == 128 || N == 192 || N == 256,
-                  "wgmma N: one of 64, 128, 192, 256 (add its placeholder list to wgmma.cuh)");
+    static_assert(N == 8 || N == 16 || N == 32 || N == 64 || N == 128 || N == 192 || N == 256,
+                  "wgmma N: one of 8, 16, 32, 64, 128, 192, 256 (add its placeholder list to "
+                  "wgmma.cuh)");
     static constexpr int ACC = N / 2;   // fp32 accumulators per thread
 };
 
@@ -191,6 +213,12 @@ __device__ void wgmma_m64nNk16_fp16(float (&d)[N / 2], u64 desc_a, u64 desc_b, i
 template <int N>
 __device__ void wgmma_m64nNk8_tf32_rs(float (&d)[N / 2], const u32 (&a)[4], u64 desc_b,
                                       int scale_d);
+// The swapped 16-bit tile (C^T = B^T A^T for a few rows of A): wgmma's A is
+// our B, read MN-major (tnsp-a = 1), its B our A, K-major (tnsp-b = 0).
+template <int N>
+__device__ void wgmma_m64nNk16_bf16_mn_a(float (&d)[N / 2], u64 desc_a, u64 desc_b, int scale_d);
+template <int N>
+__device__ void wgmma_m64nNk16_fp16_mn_a(float (&d)[N / 2], u64 desc_a, u64 desc_b, int scale_d);
 
 template <>
 __device__ __forceinline__ void wgmma_m64nNk16_bf16<256>(float (&d)[128], u64 desc_a, u64 desc_b,
@@ -208,14 +236,15 @@ __device__ __forceinline__ void wgmma_m64nNk8_tf32_rs<256>(float (&d)[128], cons
     wgmma_m64n256k8_tf32_rs(d, a, desc_b, scale_d);
 }
 
-// N accumulators R = N / 2; IA, IB, IS: the placeholders of desc_a, desc_b, scale_d.
-#define WGMMA_SS_16BIT(N, R, IA, IB, IS, NAME, TYPE)                                          \
+// N accumulators R = N / 2; IA, IB, IS: the placeholders of desc_a, desc_b, scale_d;
+// TA, TB: tnsp-a, tnsp-b (1: that operand is MN-major in shared memory).
+#define WGMMA_SS_16BIT(N, R, IA, IB, IS, NAME, TYPE, TA, TB)                                  \
     template <>                                                                               \
     __device__ __forceinline__ void NAME<N>(float (&d)[R], u64 desc_a, u64 desc_b,            \
                                             int scale_d) {                                    \
         asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %" #IS ", 0;\n\t"                  \
                      "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " "      \
-                     WGMMA_D##R ", %" #IA ", %" #IB ", p, 1, 1, 0, 1;\n\t}"                   \
+                     WGMMA_D##R ", %" #IA ", %" #IB ", p, 1, 1, " #TA ", " #TB ";\n\t}"       \
                      : WGMMA_D##R##_OPERANDS(d)                                               \
                      : "l"(desc_a), "l"(desc_b), "r"(scale_d));                               \
     }
@@ -231,12 +260,18 @@ __device__ __forceinline__ void wgmma_m64nNk8_tf32_rs<256>(float (&d)[128], cons
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)); \
     }
 
-WGMMA_SS_16BIT(64, 32, 32, 33, 34, wgmma_m64nNk16_bf16, "bf16")
-WGMMA_SS_16BIT(128, 64, 64, 65, 66, wgmma_m64nNk16_bf16, "bf16")
-WGMMA_SS_16BIT(192, 96, 96, 97, 98, wgmma_m64nNk16_bf16, "bf16")
-WGMMA_SS_16BIT(64, 32, 32, 33, 34, wgmma_m64nNk16_fp16, "f16")
-WGMMA_SS_16BIT(128, 64, 64, 65, 66, wgmma_m64nNk16_fp16, "f16")
-WGMMA_SS_16BIT(192, 96, 96, 97, 98, wgmma_m64nNk16_fp16, "f16")
+WGMMA_SS_16BIT(64, 32, 32, 33, 34, wgmma_m64nNk16_bf16, "bf16", 0, 1)
+WGMMA_SS_16BIT(128, 64, 64, 65, 66, wgmma_m64nNk16_bf16, "bf16", 0, 1)
+WGMMA_SS_16BIT(192, 96, 96, 97, 98, wgmma_m64nNk16_bf16, "bf16", 0, 1)
+WGMMA_SS_16BIT(64, 32, 32, 33, 34, wgmma_m64nNk16_fp16, "f16", 0, 1)
+WGMMA_SS_16BIT(128, 64, 64, 65, 66, wgmma_m64nNk16_fp16, "f16", 0, 1)
+WGMMA_SS_16BIT(192, 96, 96, 97, 98, wgmma_m64nNk16_fp16, "f16", 0, 1)
+WGMMA_SS_16BIT(8, 4, 4, 5, 6, wgmma_m64nNk16_bf16_mn_a, "bf16", 1, 0)
+WGMMA_SS_16BIT(16, 8, 8, 9, 10, wgmma_m64nNk16_bf16_mn_a, "bf16", 1, 0)
+WGMMA_SS_16BIT(32, 16, 16, 17, 18, wgmma_m64nNk16_bf16_mn_a, "bf16", 1, 0)
+WGMMA_SS_16BIT(8, 4, 4, 5, 6, wgmma_m64nNk16_fp16_mn_a, "f16", 1, 0)
+WGMMA_SS_16BIT(16, 8, 8, 9, 10, wgmma_m64nNk16_fp16_mn_a, "f16", 1, 0)
+WGMMA_SS_16BIT(32, 16, 16, 17, 18, wgmma_m64nNk16_fp16_mn_a, "f16", 1, 0)
 WGMMA_RS_TF32(64, 32, 32, 33, 34, 35, 36, 37)
 WGMMA_RS_TF32(128, 64, 64, 65, 66, 67, 68, 69)
 WGMMA_RS_TF32(192, 96, 96, 97, 98, 99, 100, 101)

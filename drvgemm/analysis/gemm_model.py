@@ -124,6 +124,10 @@ class Family:
     unaligned: float = 1.0   # efficiency factor of the ALIGNED=0 instantiation
     source: str = ""
     stream_eff: float = 1.0  # of the copy bandwidth at which the loop reads A and B
+    stream_rows: int = 0     # ... for products of at most this many rows (0: SPARSE_ROWS)
+    # True: each unit streams from one SM, so the operands are read at the
+    # share of the bandwidth of the SMs that hold a unit (the swapped strips)
+    per_sm_stream: bool = False
 
 
 # Rung 20 streaming B for a few rows of A (128-row tiles, M = 1..8, one pass
@@ -186,6 +190,13 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
                   "the others were not fitted the same way for); predictions 13% high on "
                   "average there: 64x14336x4096 35 us (128x128: 45), 512x4096x11008 94 us "
                   "(128x128: 69)"),
+    # The swapped few-row members (16 x 64, 32 x 64: C^T, 64-column strips of B
+    # as wgmma's A): a stream of B, one strip per SM at a time. Estimates
+    # until measured: the stream of rung 30 (0.99 of copy, its 6 us of ramp
+    # less the launch), the 64-row members' tensor-core share.
+    Family("wgmma_16_swap", "wgmma_16", 0.60, 4.0e-6, stream_eff=0.99, stream_rows=32,
+           per_sm_stream=True,
+           source="estimate: rung 30's stream figures (StreamFigures), before any H200 run"),
     Family("wgmma_tf32_192", "wgmma_tf32", 0.813 * 0.94, 7.6e-6, stream_eff=WGMMA_STREAM,
            source="estimate: 0.94 x wgmma_tf32 (192x128 tile)"),
     Family("wgmma_tf32_128", "wgmma_tf32", 0.813 * 0.86, 7.6e-6, stream_eff=WGMMA_STREAM,
@@ -256,7 +267,11 @@ def predict(c: Candidate, m: int, n: int, k: int, *, in_bytes: int, out_bytes: i
     compute = w * unit_flops / slot_rate
     c_bytes = m * n * out_bytes * (2 if beta_reads_c else 1)
     # A product of a few rows streams its operands at the family's stream_eff
-    stream = f.stream_eff if m <= SPARSE_ROWS else 1.0
+    stream = f.stream_eff if m <= (f.stream_rows or SPARSE_ROWS) else 1.0
+    if f.per_sm_stream:
+        # the SMs of the (balanced) grid: units spread over as few blocks as
+        # take the same number of waves
+        stream *= math.ceil(units / w) / slots
     memory = (m * k + k * n) * in_bytes / (dev.copy_bw * stream) + c_bytes / dev.copy_bw
     reduce = 0.0
     if c.split > 1 and c.workspace:

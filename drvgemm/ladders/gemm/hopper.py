@@ -16,6 +16,8 @@ split_stride, splits):
                (K x N): box 64 (columns) x BK (k); both 128-byte swizzled.
   tf32:        the kernel computes C^T = B^T A^T (see the .cu file): mapA's
                box is BK (k) x 64 (rows), mapB's 32 (columns) x BK (k).
+  bf16 / fp16 swapped (SWAP_AB=1, the BM x 64 members for a few rows of A):
+               C^T again; mapA's box BK (k) x BM (rows), mapB's 64 x BK.
   mapC:        only for EPILOGUE=2 (16-bit inputs): C (M x N, fp32 or with
                OUT_16 the inputs' type), box of one 128-byte line (32 fp32 or
                64 16-bit columns) x 64 rows, 128-byte swizzled; encoded when
@@ -56,6 +58,7 @@ ELEM_BYTES = {"bf16": 2, "fp16": 2, "tf32": 4}
 SWIZZLE_LINE = 128    # bytes: one 128-byte swizzled line per row of a box
 X_BOX = 64            # the tile_x-wide operand of a stage arrives in boxes 64 wide
 WGMMA_N = (128, 192, 256)   # the wgmma N (tile_x) the kernel is built for (wgmma.cuh has 64 too)
+WGMMA_N_SWAPPED_16 = (8, 16, 32)   # the swapped 16-bit tile: wgmma N = rows of A
 CONSUMER_ROWS = 64    # each consumer warpgroup owns 64 rows (wgmma M) of the block's tile
 C_BOX_ROWS = 64       # EPILOGUE=2: rows per TMA store (one 8 KB staging buffer)
 ALIGN_SLACK = 1024    # the ring starts on a 1024-byte boundary (the swizzle repeats per 8 lines)
@@ -72,9 +75,9 @@ class Geometry:
     elem: str          # "bf16" | "fp16" | "tf32"
     elem_size: int
     k_tile: int        # k per stage
-    swapped: bool      # tf32: the block computes C^T (wgmma M runs along N)
+    swapped: bool      # the block computes C^T (wgmma M runs along N): tf32, SWAP_AB
     tile_y: int        # wgmma M per block: 128, or 64 for bf16 / fp16
-    tile_x: int        # wgmma N per block (128, 192 or 256)
+    tile_x: int        # wgmma N per block (128, 192 or 256; 8, 16 or 32 swapped 16-bit)
     a_box: tuple       # (box_rows, box_cols) of A's map
     b_box: tuple       # (box_rows, box_cols) of B's map
 
@@ -101,14 +104,17 @@ class Geometry:
         line = SWIZZLE_LINE // es                 # elements of one swizzled line
         bm, bn = int(d.get("BM", tile_m)), int(d.get("BN", tile_n))
         bk = int(d.get("BK", line))
-        swapped = precision == "tf32"
+        swapped = precision == "tf32" or bool(int(d.get("SWAP_AB", 0)))
         tile_y, tile_x = (bn, bm) if swapped else (bm, bn)
-        rows = (128,) if swapped else (64, 128)
-        if tile_y not in rows or tile_x not in WGMMA_N:
+        rows = (128,) if precision == "tf32" else (64, 128)
+        xs = WGMMA_N_SWAPPED_16 if swapped and precision != "tf32" else WGMMA_N
+        if tile_y not in rows or tile_x not in xs:
+            shape = ("N x 128 for tf32" if precision == "tf32"
+                     else "N x 64 or 128 swapped" if swapped else "BM x N")
             raise ValueError(
-                f"rung 20 tiles are {' or '.join(map(str, rows))} x N with N in {WGMMA_N} "
-                f"({'N x 128 for tf32' if swapped else 'BM x N'}), not {bm} x {bn}")
-        x_box = X_BOX
+                f"rung 20 tiles are {' or '.join(map(str, rows))} x N with N in {xs} "
+                f"({shape}), not {bm} x {bn}")
+        x_box = min(X_BOX, tile_x)
         if swapped:   # A is wgmma's K-major B (along X); B is N-major, one line per box row
             a_box, b_box = (x_box, bk), (bk, line)
         else:         # A is wgmma's A (along Y, one box); B arrives in tile_x / 64 column boxes

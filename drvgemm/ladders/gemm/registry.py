@@ -174,7 +174,7 @@ WGMMA_16_BIT = (("bf16", 1), ("fp16", 2))
 
 
 def _wgmma_rung(precision, elem, *, tile_m, tile_n, vector, summary, STAGES=4, EPILOGUE=0,
-                BALANCE=0, **extra) -> Rung:
+                BALANCE=0, SWAP_AB=None, **extra) -> Rung:
     """One member of rung 20's family (cu/gemm/20_tma_wgmma.cu, WGMMA_ELEM 1/2/3 =
     bf16/fp16/tf32): BM x BN is the block's tile of C, BK the k per stage (one 128-byte
     line: 64 16-bit or 32 fp32 elements). The wgmma tile is BM x BN (BN x BM for tf32,
@@ -184,7 +184,8 @@ def _wgmma_rung(precision, elem, *, tile_m, tile_n, vector, summary, STAGES=4, E
     ``20_tma_wgmma_<precision>_<BM>x<BN>``. Shared memory: hopper.wgmma_smem_bytes."""
     flagship = (tile_m, tile_n) == ((256, 128) if elem == 3 else (128, 256))
     name = f"20_tma_wgmma_{precision}" + ("" if flagship else f"_{tile_m}x{tile_n}")
-    geo = hopper.Geometry.of(precision, tile_m, tile_n)
+    swap = int(elem == 3) if SWAP_AB is None else SWAP_AB
+    geo = hopper.Geometry.of(precision, tile_m, tile_n, {"SWAP_AB": swap})
     return Rung(
         name, "20_tma_wgmma.cu", f"gemm_tma_wgmma_{precision}",
         precision, block=geo.block(), tile_m=tile_m, tile_n=tile_n,
@@ -192,7 +193,7 @@ def _wgmma_rung(precision, elem, *, tile_m, tile_n, vector, summary, STAGES=4, E
         defines={"WGMMA_ELEM": elem, "BM": tile_m, "BN": tile_n, "BK": geo.k_tile,
                  "WARP_SPECIALIZED": 1, "PERSISTENT": 1, "CLUSTER": 1, "STAGES": STAGES,
                  "GROUP": 16, "EPILOGUE": EPILOGUE, "OUT_16": 0, "BALANCE": BALANCE,
-                 "SM_LIMIT": 0, "SPLIT_K": 0},
+                 "SM_LIMIT": 0, "SPLIT_K": 0, "SWAP_AB": swap},
         vector=vector, arch="sm_90a", host="tma", summary=summary, splits=hopper.SPLITS,
         **extra)
 
@@ -368,6 +369,15 @@ RUNGS: list[Rung] = [
                   summary=f"the {prec} rung with a 64 x 128 tile: one consumer warpgroup, "
                           "8 stages")
       for prec, elem in WGMMA_16_BIT),
+    # Swapped members for a few rows of A (C^T = B^T A^T, wgmma m64nBMk16 with BM = 16
+    # or 32 rows of A as wgmma's N): each block streams a 64-column strip of B, so a
+    # decode-sized product has N / 64 strips to spread over the SMs (the 64 x 128
+    # member has half as many and computes 64 rows a tile). 8 stages of 10 / 12 KB.
+    *(_wgmma_rung(prec, elem, tile_m=rows, tile_n=64, vector=8, narrow_output=True,
+                  SWAP_AB=1, BALANCE=1, STAGES=8, auto=False,   # until measured
+                  summary=f"the {prec} rung on C^T for {rows} rows of A: 64-column strips of "
+                          f"B as wgmma's MN-major A (m64n{rows}k16), 8 stages")
+      for prec, elem in WGMMA_16_BIT for rows in (16, 32)),
     _wgmma_rung("tf32", 3, tile_m=128, tile_n=128, vector=4, input_roundoff=2.0 ** -10,
                 STAGES=6,
                 summary="the tf32 rung with a 128 x 128 tile (wgmma m64n128k8 on C^T), 6 stages"),
