@@ -3,7 +3,7 @@
 #   bash benchmarks/h200.sh [PHASE ...]
 # Default phases, in this order:
 #   install tests sanitize overhead bench shapes memory
-# Extra phases: compile rung20 sweep autotune wgmma profile mma clock wgsweep shortrows rung30 ncu ktimes (each reads its
+# Extra phases: compile rung20 sweep autotune wgmma profile mma clock wgsweep shortrows rung30 family ncu ktimes (each reads its
 # *_ARGS); MEMORY_ARGS=--softmax-rows makes the memory phase the softmax row-length suite.
 #
 # What comes back through $OUT (at most 8 files): the committed results
@@ -175,6 +175,9 @@ script_phase shortrows "${SHORTROWS_TIMEOUT:-150}" 30 benchmarks/softmax_short_r
 # rung30: rung 30's geometry knobs and split counts on the decode shapes, against cuBLAS
 script_phase rung30 "${RUNG30_TIMEOUT:-300}" 60 benchmarks/rung30_sweep.py \
   --json "$LOG/rung30_sweep.json" ${RUNG30_ARGS:-}
+# family: rung 20's members (or FAMILY_ARGS="--members ...": any entries) x split counts, against cuBLAS
+script_phase family "${FAMILY_TIMEOUT:-300}" 80 benchmarks/wgmma_family.py \
+  --json "$LOG/wgmma_family.json" ${FAMILY_ARGS:-}
 # ktimes: each kernel's GPU time (ncu) under gemm() and torch.matmul on small shapes
 script_phase ktimes "${KTIMES_TIMEOUT:-240}" 60 benchmarks/kernel_times.py --json "$LOG/kernel_times.json" ${KTIMES_ARGS:-}
 

@@ -1,10 +1,12 @@
 """Every member of rung 20's family (tile shapes) at every split count that
 fills the GPU without drowning it, on the shapes the family is for, against
-cuBLAS in the same run:
+cuBLAS in the same run (``--members``: only these registered entries, which
+may include other rungs with split-K launches, such as rung 30, side by side):
 
     python benchmarks/wgmma_family.py [--precision bf16 fp16 tf32]
         [--shapes 1024 2048 3072 4096 128x128x65536 512x4096x11008 ...]
         [--splits 1 2 4 8 16 32 64 128] [--batch 10] [--reps 7] [--json PATH]
+        [--members 20_tma_wgmma_bf16_16x64 30_small_m_bf16 ...]
 
 What it answers: which (tile, split) wins per shape, what the split-K
 reduction costs (its own kernel is timed inside each batch, as gemm() would
@@ -49,8 +51,21 @@ def parse_shape(s):
     raise argparse.ArgumentTypeError(f"shape {s!r}: write N or MxNxK")
 
 
-def members(prec):
+def members(prec, names=None):
+    if names:
+        return [r for r in registry.RUNGS if r.name in names and r.precision == prec]
     return [r for r in registry.RUNGS if r.host == "tma" and r.precision == prec]
+
+
+def work_units(r, m, n):
+    """Tiles of the entry's launch along (M, N), before any split."""
+    if r.host == "tma":
+        return hopper.wgmma_work_units(hopper.geometry(r), m, n, 1)
+    return -(-m // r.tile_m) * -(-n // r.tile_n)
+
+
+def max_split(r, k):
+    return hopper.k_tiles(hopper.geometry(r), k) if r.host == "tma" else k
 
 
 def bench_member(r, split, m, n, k, A, B, ref, batch, reps):
@@ -62,8 +77,10 @@ def bench_member(r, split, m, n, k, A, B, ref, batch, reps):
                        workspace=ws if split > 1 else 0)
     ms, err = batch_time_launches(steps, C, ref, batch, reps)
     main = steps[0][1]
+    # rung 20's last argument is the split it runs (clamped to the k-tiles)
+    used = main.args[-1] if r.host == "tma" else split
     rec = gemm_record(r.name, r.precision, m, n, k, ms, err, False, timing="batch",
-                      tflops_digits=2, split=main.args[-1], grid=list(main.grid),
+                      tflops_digits=2, split=used, grid=list(main.grid),
                       tile=[r.tile_m, r.tile_n], workspace_bytes=nbytes,
                       launches=len(steps))
     del steps
@@ -81,7 +98,13 @@ def main(argv=None):
     ap.add_argument("--batch", type=int, default=10)
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--json", help="write the records here (DESIGN.md results format)")
+    ap.add_argument("--members", nargs="+", help="registered entries to time (default: "
+                    "every rung-20 member of the precision)")
     args = ap.parse_args(argv)
+    known = set(registry.by_name())
+    for name in args.members or ():
+        if name not in known:
+            ap.error(f"--members: no registered entry {name!r}")
 
     dev = drvgemm.device()
     log(f"device: {dev}")
@@ -93,10 +116,9 @@ def main(argv=None):
             ref = reference(a, b)
             A, B = driver.to_device(a), driver.to_device(b)
             rows = []
-            for r in members(prec):
-                geo = hopper.geometry(r)
-                tiles = hopper.wgmma_work_units(geo, m, n, 1)
-                kt = hopper.k_tiles(geo, k)
+            for r in members(prec, args.members):
+                tiles = work_units(r, m, n)
+                kt = max_split(r, k)
                 for split in args.splits:
                     if split not in r.splits or split > kt or \
                             (split > 1 and tiles * split > 4 * dev.sm_count):
