@@ -72,7 +72,8 @@ def bench_member(r, split, m, n, k, A, B, ref, batch, reps):
     kern = registry.rung_kernel(r, True)
     C = driver.to_device(np.full((m, n), np.nan, np.float32))
     nbytes = r.workspace_bytes(m, n, split)
-    ws = driver.empty((max(1, nbytes // 4),), np.float32)
+    # zeroed: rung 30's split launches expect a zero workspace (and leave it so)
+    ws = driver.to_device(np.zeros(max(1, nbytes // 4), np.float32))
     steps = r.launches(kern, A, B, C, m, n, k, 1.0, 0.0, split=split,
                        workspace=ws if split > 1 else 0)
     ms, err = batch_time_launches(steps, C, ref, batch, reps)
