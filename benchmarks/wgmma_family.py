@@ -7,6 +7,7 @@ may include other rungs with split-K launches, such as rung 30, side by side):
         [--shapes 1024 2048 3072 4096 128x128x65536 512x4096x11008 ...]
         [--splits 1 2 4 8 16 32 64 128] [--batch 10] [--reps 7] [--json PATH]
         [--members 20_tma_wgmma_bf16_16x64 30_small_m_bf16 ...]
+        [--set BLOCKS_PER_SM=2 STAGES=6 ...]
 
 What it answers: which (tile, split) wins per shape, what the split-K
 reduction costs (its own kernel is timed inside each batch, as gemm() would
@@ -21,6 +22,7 @@ random normal, C float32."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 
@@ -57,6 +59,17 @@ def members(prec, names=None):
     return [r for r in registry.RUNGS if r.host == "tma" and r.precision == prec]
 
 
+def variant(r, sets):
+    """Rung-20 member ``r`` with ``sets`` ({define: value}) replacing its
+    defines, under a name that says so (shared memory follows STAGES)."""
+    d = dict(r.defines, **sets)
+    geo = hopper.geometry(r)
+    smem = hopper.wgmma_smem_bytes(int(d["STAGES"]), int(d["EPILOGUE"]), geo.stage_bytes,
+                                   geo.consumers)
+    name = r.name + "".join(f"+{k}={v}" for k, v in sets.items())
+    return dataclasses.replace(r, name=name, defines=d, smem=smem)
+
+
 def work_units(r, m, n):
     """Tiles of the entry's launch along (M, N), before any split."""
     if r.host == "tma":
@@ -69,8 +82,10 @@ def max_split(r, k):
 
 
 def bench_member(r, split, m, n, k, A, B, ref, batch, reps):
-    kern = registry.rung_kernel(r, True)
     C = driver.to_device(np.full((m, n), np.nan, np.float32))
+    # the instantiation gemm() would pick for these pointers (rung 30 has an
+    # ALIGNED=0 build for K or N off its vector width)
+    kern = registry.rung_kernel(r, r.host_side.aligned(r, m, n, k, A.ptr, B.ptr, C.ptr))
     nbytes = r.workspace_bytes(m, n, split)
     # zeroed: rung 30's split launches expect a zero workspace (and leave it so)
     ws = driver.to_device(np.zeros(max(1, nbytes // 4), np.float32))
@@ -101,7 +116,15 @@ def main(argv=None):
     ap.add_argument("--json", help="write the records here (DESIGN.md results format)")
     ap.add_argument("--members", nargs="+", help="registered entries to time (default: "
                     "every rung-20 member of the precision)")
+    ap.add_argument("--set", nargs="+", default=[], metavar="DEFINE=VALUE",
+                    help="also time each rung-20 member with these defines replaced")
     args = ap.parse_args(argv)
+    sets = {}
+    for item in args.set:
+        key, eq, value = item.partition("=")
+        if not eq or not value.lstrip("-").isdigit():
+            ap.error(f"--set {item!r}: write DEFINE=INTEGER")
+        sets[key] = int(value)
     known = set(registry.by_name())
     for name in args.members or ():
         if name not in known:
@@ -117,7 +140,10 @@ def main(argv=None):
             ref = reference(a, b)
             A, B = driver.to_device(a), driver.to_device(b)
             rows = []
-            for r in members(prec, args.members):
+            entries = members(prec, args.members)
+            if sets:
+                entries += [variant(r, sets) for r in entries if r.host == "tma"]
+            for r in entries:
                 tiles = work_units(r, m, n)
                 kt = max_split(r, k)
                 for split in args.splits:

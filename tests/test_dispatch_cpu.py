@@ -76,10 +76,14 @@ def test_choice_is_the_committed_one(case):
 
 
 def test_choice_follows_the_measured_rules():
-    """What the H200 runs said (benchmarks/notes/small-m.md, h200.json)."""
+    """What the H200 runs said (benchmarks/notes/small-m.md, h200.json,
+    results/h200-wgmma-swapped.json)."""
     t = planning.target("H200")
     for m in (1, 8, 16):
-        assert planning.choose(m, 4096, 4096, "bf16", t=t).kernel.startswith("30_small_m_bf16")
+        # a stream of B: rung 30, or the swapped 16-row wgmma member
+        # (13.4-13.6 us against rung 30's 13.5-14.2 at M = 1 and 8)
+        k = planning.choose(m, 4096, 4096, "bf16", t=t).kernel
+        assert k.startswith("30_small_m_bf16") or k == "20_tma_wgmma_bf16_16x64", (m, k)
         assert planning.choose(m, 4096, 4096, "fp32", t=t).kernel == "30_small_m_fp32"
     assert planning.choose(4096, 4096, 4096, "bf16", t=t).kernel.startswith("20_tma_wgmma_bf16")
     assert planning.choose(4096, 4096, 4096, "fp32", t=t).kernel.startswith("08_warp_tiled")

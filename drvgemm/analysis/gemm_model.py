@@ -125,9 +125,10 @@ class Family:
     source: str = ""
     stream_eff: float = 1.0  # of the copy bandwidth at which the loop reads A and B
     stream_rows: int = 0     # ... for products of at most this many rows (0: SPARSE_ROWS)
-    # True: each unit streams from one SM, so the operands are read at the
-    # share of the bandwidth of the SMs that hold a unit (the swapped strips)
-    per_sm_stream: bool = False
+    # > 0: each unit streams from one SM, and this share of the SMs holding
+    # one saturates DRAM; fewer read at their share of the bandwidth
+    stream_sms: float = 0.0
+    wave_s: float = 0.0      # each wave of units past the first
 
 
 # Rung 20 streaming B for a few rows of A (128-row tiles, M = 1..8, one pass
@@ -191,12 +192,17 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
                   "average there: 64x14336x4096 35 us (128x128: 45), 512x4096x11008 94 us "
                   "(128x128: 69)"),
     # The swapped few-row members (16 x 64, 32 x 64: C^T, 64-column strips of B
-    # as wgmma's A): a stream of B, one strip per SM at a time. Estimates
-    # until measured: the stream of rung 30 (0.99 of copy, its 6 us of ramp
-    # less the launch), the 64-row members' tensor-core share.
-    Family("wgmma_16_swap", "wgmma_16", 0.60, 4.0e-6, stream_eff=0.99, stream_rows=32,
-           per_sm_stream=True,
-           source="estimate: rung 30's stream figures (StreamFigures), before any H200 run"),
+    # as wgmma's A): a stream of B, one strip per SM at a time. The tensor-core
+    # share is the 64-row members' (never the limit: BM / 64 of their MMAs).
+    Family("wgmma_16_swap", "wgmma_16", 0.60, 2.9e-6, stream_eff=1.015, stream_rows=32,
+           stream_sms=0.75, wave_s=0.4e-6,
+           source="benchmarks/results/h200-wgmma-swapped.json (bf16, 13 decode shapes x "
+                  "splits 1-8): 16 x 8192 x 8192 35.9 us and 4 x 8192 x 28672 113.3 us at "
+                  "split 1 (one wave on 128 SMs) give 4.33 TB/s and 4.9 us of fixed cost "
+                  "with the launch; grids on 64-86 SMs (1 x 4096^2, 2 x 5120^2, 16 x 11008 "
+                  "x 4096) streamed at 0.72-0.83 of that (saturation at ~0.75 of the SMs); "
+                  "1 x 128256 x 4096 (16 waves) 253.5 us against 247 without a cost per "
+                  "wave"),
     Family("wgmma_tf32_192", "wgmma_tf32", 0.813 * 0.94, 7.6e-6, stream_eff=WGMMA_STREAM,
            source="estimate: 0.94 x wgmma_tf32 (192x128 tile)"),
     Family("wgmma_tf32_128", "wgmma_tf32", 0.813 * 0.86, 7.6e-6, stream_eff=WGMMA_STREAM,
@@ -268,10 +274,10 @@ def predict(c: Candidate, m: int, n: int, k: int, *, in_bytes: int, out_bytes: i
     c_bytes = m * n * out_bytes * (2 if beta_reads_c else 1)
     # A product of a few rows streams its operands at the family's stream_eff
     stream = f.stream_eff if m <= (f.stream_rows or SPARSE_ROWS) else 1.0
-    if f.per_sm_stream:
+    if f.stream_sms:
         # the SMs of the (balanced) grid: units spread over as few blocks as
         # take the same number of waves
-        stream *= math.ceil(units / w) / slots
+        stream *= min(1.0, math.ceil(units / w) / slots / f.stream_sms)
     memory = (m * k + k * n) * in_bytes / (dev.copy_bw * stream) + c_bytes / dev.copy_bw
     reduce = 0.0
     if c.split > 1 and c.workspace:
@@ -280,7 +286,7 @@ def predict(c: Candidate, m: int, n: int, k: int, *, in_bytes: int, out_bytes: i
     staging = (2.0 * kept / dev.copy_bw
                + 2.0 * c.staged_unkept_bytes / (dev.copy_bw * UNKEPT_STAGING_EFF)
                + (LAUNCH_S if c.staged_bytes else 0.0))
-    total = LAUNCH_S + f.fixed_s + max(compute, memory) + reduce + staging
+    total = LAUNCH_S + f.fixed_s + max(compute, memory) + reduce + staging + f.wave_s * (w - 1)
     return Prediction(total, compute, memory, reduce, units, w, units / (w * slots),
                       "operands staged" if c.staged_bytes else "")
 

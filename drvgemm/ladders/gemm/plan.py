@@ -96,7 +96,7 @@ def family_of(r: Rung) -> str:
         # MMAs and has its own (estimated) figure
         # (the 64-row members, one consumer warpgroup, and the swapped few-row
     # members have their own)
-        if r.precision != "tf32" and int(r.defines.get("SWAP_AB", 0)):
+        if swapped(r):
             return f"{base}_swap"
         if r.precision != "tf32" and r.tile_m == 64:
             return f"{base}_64"
@@ -219,6 +219,19 @@ def _worth_splitting(options: list) -> list:
             or o.seconds <= (1.0 - PLAIN_SPLIT_MIN_GAIN) * whole[o.rung.name]]
 
 
+def swapped(r: Rung) -> bool:
+    """A swapped 16-bit rung-20 member (C^T over strips of B, for a few rows)."""
+    return r.host == "tma" and r.precision != "tf32" and bool(int(r.defines.get("SWAP_AB", 0)))
+
+
+def swapped_domain(r: Rung, m: int) -> bool:
+    """The products auto offers a swapped member: M rows that its tile holds
+    and no smaller swapped tile of its precision does."""
+    smaller = [x.tile_m for x in RUNGS
+               if swapped(x) and x.precision == r.precision and x.tile_m < r.tile_m]
+    return m <= r.tile_m and all(m > t for t in smaller)
+
+
 def candidates(precision: str, narrow_output: bool, t: Target, m: int = 1) -> list[Rung]:
     """The entries kernel="auto" ranks for this math precision and C type.
     precision="tf32" permits TF32 without asking for it: the fp32 entries
@@ -226,7 +239,8 @@ def candidates(precision: str, narrow_output: bool, t: Target, m: int = 1) -> li
     allowed = ("tf32", "fp32") if precision == "tf32" else (precision,)
     return [r for r in RUNGS if r.auto and r.precision in allowed and arch_ok(r, t.cc)
             and (r.narrow_output or not narrow_output)
-            and (r.host != "small_m" or small_m.auto_domain(r, m))]
+            and (r.host != "small_m" or small_m.auto_domain(r, m))
+            and (not swapped(r) or swapped_domain(r, m))]
 
 
 @dataclass
