@@ -7,7 +7,7 @@ may include other rungs with split-K launches, such as rung 30, side by side):
         [--shapes 1024 2048 3072 4096 128x128x65536 512x4096x11008 ...]
         [--splits 1 2 4 8 16 32 64 128] [--batch 10] [--reps 7] [--json PATH]
         [--members 20_tma_wgmma_bf16_16x64 30_small_m_bf16 ...]
-        [--set BLOCKS_PER_SM=2 STAGES=6 ...]
+        [--set BN=128 STAGES=6 ...]
 
 What it answers: which (tile, split) wins per shape, what the split-K
 reduction costs (its own kernel is timed inside each batch, as gemm() would
@@ -63,11 +63,12 @@ def variant(r, sets):
     """Rung-20 member ``r`` with ``sets`` ({define: value}) replacing its
     defines, under a name that says so (shared memory follows STAGES)."""
     d = dict(r.defines, **sets)
-    geo = hopper.geometry(r)
+    geo = hopper.Geometry.of(r.precision, d["BM"], d["BN"], d)
     smem = hopper.wgmma_smem_bytes(int(d["STAGES"]), int(d["EPILOGUE"]), geo.stage_bytes,
                                    geo.consumers)
     name = r.name + "".join(f"+{k}={v}" for k, v in sets.items())
-    return dataclasses.replace(r, name=name, defines=d, smem=smem)
+    return dataclasses.replace(r, name=name, defines=d, smem=smem, tile_m=d["BM"],
+                               tile_n=d["BN"], block=geo.block())
 
 
 def work_units(r, m, n):

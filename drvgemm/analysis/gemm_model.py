@@ -195,14 +195,14 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     # as wgmma's A): a stream of B, one strip per SM at a time. The tensor-core
     # share is the 64-row members' (never the limit: BM / 64 of their MMAs).
     Family("wgmma_16_swap", "wgmma_16", 0.60, 2.9e-6, stream_eff=1.015, stream_rows=32,
-           stream_sms=0.75, wave_s=0.4e-6,
+           stream_sms=0.75, wave_s=0.68e-6,
            source="benchmarks/results/h200-wgmma-swapped.json (bf16, 13 decode shapes x "
                   "splits 1-8): 16 x 8192 x 8192 35.9 us and 4 x 8192 x 28672 113.3 us at "
                   "split 1 (one wave on 128 SMs) give 4.33 TB/s and 4.9 us of fixed cost "
                   "with the launch; grids on 64-86 SMs (1 x 4096^2, 2 x 5120^2, 16 x 11008 "
                   "x 4096) streamed at 0.72-0.83 of that (saturation at ~0.75 of the SMs); "
-                  "1 x 128256 x 4096 (16 waves) 253.5 us against 247 without a cost per "
-                  "wave"),
+                  "1 x 128256 x 4096 and 8 x 128256 x 4096 (16 waves) 253.5-261.5 us over "
+                  "two runs against 247 without a cost per wave"),
     Family("wgmma_tf32_192", "wgmma_tf32", 0.813 * 0.94, 7.6e-6, stream_eff=WGMMA_STREAM,
            source="estimate: 0.94 x wgmma_tf32 (192x128 tile)"),
     Family("wgmma_tf32_128", "wgmma_tf32", 0.813 * 0.86, 7.6e-6, stream_eff=WGMMA_STREAM,
@@ -407,10 +407,14 @@ def predict_stream(c: StreamCandidate, m: int, n: int, k: int, *, in_bytes: int,
     # A strip wider than N (N = 32 of fp32's 128 columns) copies only the
     # columns that exist: its lanes past N keep nothing in flight.
     in_flight = c.in_flight_bytes * min(1.0, n / (c.strips * c.strip))
+    # Past the first wave, blocks start on slots as they free while the rest
+    # still stream: what is in flight stays a full wave's until the end (whose
+    # idle share is the tail below), so only a launch of one partial wave runs
+    # short of bytes in flight.
     stream, left = 0.0, blocks
     while left > 0:
         wave = min(left, capacity)
-        cover = wave / sms * in_flight / fig.in_flight_per_sm
+        cover = (wave if left == blocks else capacity) / sms * in_flight / fig.in_flight_per_sm
         stream += wave * per_block / (bw * min(1.0, cover))
         left -= wave
     # A last wave that leaves block slots empty: its blocks do not start

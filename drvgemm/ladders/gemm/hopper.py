@@ -223,7 +223,7 @@ def _persistent_blocks(rung, kernel, cluster: int, block: tuple, smem: int,
     if sm_limit:
         sms = min(sms, sm_limit)
     if cluster == 1:
-        return sms * int(rung.defines.get("BLOCKS_PER_SM", 1))
+        return sms
     key = (rung.name, tuple(sorted(rung.defines.items())), smem)
     n = _max_clusters.get(key)
     if n is None:
