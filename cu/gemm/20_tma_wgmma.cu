@@ -302,6 +302,36 @@ __device__ __forceinline__ void fill_stage(const TmaMap* mapA, const TmaMap* map
 // Consumer: issue the wgmmas of one stage for warpgroup c (rows 64c..64c+63 of
 // the wgmma tile). Leaves them in flight as one committed group.
 // ---------------------------------------------------------------------------
+// A 16-bit stage: four k16 steps, both operands from shared memory. Per step
+// the K-major operand moves 32 bytes along its 128-byte lines (the swizzle is a
+// function of the address, so an offset inside the atom stays consistent),
+// the MN-major one 16 k-lines (two 8-line atoms); ``mn_lbo``: the MN-major
+// operand's distance to its next 64-element chunk. MN_A: wgmma's A is the
+// MN-major one (the swapped tile), else its B.
+template <int ELEM, bool MN_A>
+__device__ __forceinline__ void mma_stage_16(float (&acc)[ACC], u32 k_major, u32 mn_major,
+                                             u32 mn_lbo, bool first) {
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+        // wgmma's A descriptor, then its B
+        const u64 da = MN_A ? smem_desc_sw128(mn_major + kk * 16 * 128, mn_lbo, 1024)
+                            : smem_desc_sw128(k_major + kk * 32, 16, 1024);
+        const u64 db = MN_A ? smem_desc_sw128(k_major + kk * 32, 16, 1024)
+                            : smem_desc_sw128(mn_major + kk * 16 * 128, mn_lbo, 1024);
+        const int scale_d = (first && kk == 0) ? 0 : 1;
+        if constexpr (MN_A && ELEM == ELEM_BF16)
+            wgmma_m64nNk16_bf16_mn_a<TILE_X>(acc, da, db, scale_d);
+        else if constexpr (MN_A)
+            wgmma_m64nNk16_fp16_mn_a<TILE_X>(acc, da, db, scale_d);
+        else if constexpr (ELEM == ELEM_BF16)
+            wgmma_m64nNk16_bf16<TILE_X>(acc, da, db, scale_d);
+        else
+            wgmma_m64nNk16_fp16<TILE_X>(acc, da, db, scale_d);
+    }
+    wgmma_commit();
+}
+
 template <int ELEM>
 __device__ __forceinline__ void mma_stage(float (&acc)[ACC], u32 (&frag)[4][4], u32 stage, int c,
                                           bool first) {
@@ -309,41 +339,14 @@ __device__ __forceinline__ void mma_stage(float (&acc)[ACC], u32 (&frag)[4][4], 
     const u32 xbase = stage + Y_BYTES;
     if constexpr (!Elem<ELEM>::SWAP) {
         (void)frag;
-        const u32 a_rows = ybase + c * 64 * 128;  // this warpgroup's 64 lines of A
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-            // k16 step: +32 bytes along A's line (the swizzle is a function of
-            // the address, so an offset inside the atom stays consistent),
-            // +16 lines of B (two 8-line atoms).
-            const u64 da = smem_desc_sw128(a_rows + kk * 32, 16, 1024);
-            const u64 db = smem_desc_sw128(xbase + kk * 16 * 128, X_BOX_BYTES, 1024);
-            const int scale_d = (first && kk == 0) ? 0 : 1;
-            if constexpr (ELEM == ELEM_BF16)
-                wgmma_m64nNk16_bf16<TILE_X>(acc, da, db, scale_d);
-            else
-                wgmma_m64nNk16_fp16<TILE_X>(acc, da, db, scale_d);
-        }
-        wgmma_commit();
+        // wgmma's A: this warpgroup's 64 lines of A; its B: the X_BOXES boxes of B
+        mma_stage_16<ELEM, false>(acc, ybase + c * 64 * 128, xbase, X_BOX_BYTES, first);
     } else if constexpr (!Elem<ELEM>::A_FRAG) {
         (void)frag;
         // Swapped 16-bit: wgmma's A is this warpgroup's 64 columns of B (one
-        // 8 KB box, MN-major: k16 step kk starts 16 k-lines further; one 64-wide
-        // chunk, so the leading offset is never used), its B the TILE_X rows of
-        // A (K-major, +32 bytes along each line per k16 step).
-        const u32 b_cols = ybase + c * 64 * 128;
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-            const u64 da = smem_desc_sw128(b_cols + kk * 16 * 128, 64 * 128, 1024);
-            const u64 db = smem_desc_sw128(xbase + kk * 32, 16, 1024);
-            const int scale_d = (first && kk == 0) ? 0 : 1;
-            if constexpr (ELEM == ELEM_BF16)
-                wgmma_m64nNk16_bf16_mn_a<TILE_X>(acc, da, db, scale_d);
-            else
-                wgmma_m64nNk16_fp16_mn_a<TILE_X>(acc, da, db, scale_d);
-        }
-        wgmma_commit();
+        // 8 KB box: one 64-wide chunk, so the leading offset is never used),
+        // its B the TILE_X rows of A.
+        mma_stage_16<ELEM, true>(acc, xbase, ybase + c * 64 * 128, 64 * 128, first);
     } else {
         // Fragment of wgmma's A (= B^T, 64 columns of B for this warpgroup):
         // warp w holds columns 16w.. of them, lane (g, t) = (l/4, l%4) the

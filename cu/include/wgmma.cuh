@@ -260,21 +260,21 @@ __device__ __forceinline__ void wgmma_m64nNk8_tf32_rs<256>(float (&d)[128], cons
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)); \
     }
 
-WGMMA_SS_16BIT(64, 32, 32, 33, 34, wgmma_m64nNk16_bf16, "bf16", 0, 1)
-WGMMA_SS_16BIT(128, 64, 64, 65, 66, wgmma_m64nNk16_bf16, "bf16", 0, 1)
-WGMMA_SS_16BIT(192, 96, 96, 97, 98, wgmma_m64nNk16_bf16, "bf16", 0, 1)
-WGMMA_SS_16BIT(64, 32, 32, 33, 34, wgmma_m64nNk16_fp16, "f16", 0, 1)
-WGMMA_SS_16BIT(128, 64, 64, 65, 66, wgmma_m64nNk16_fp16, "f16", 0, 1)
-WGMMA_SS_16BIT(192, 96, 96, 97, 98, wgmma_m64nNk16_fp16, "f16", 0, 1)
-WGMMA_SS_16BIT(8, 4, 4, 5, 6, wgmma_m64nNk16_bf16_mn_a, "bf16", 1, 0)
-WGMMA_SS_16BIT(16, 8, 8, 9, 10, wgmma_m64nNk16_bf16_mn_a, "bf16", 1, 0)
-WGMMA_SS_16BIT(32, 16, 16, 17, 18, wgmma_m64nNk16_bf16_mn_a, "bf16", 1, 0)
-WGMMA_SS_16BIT(8, 4, 4, 5, 6, wgmma_m64nNk16_fp16_mn_a, "f16", 1, 0)
-WGMMA_SS_16BIT(16, 8, 8, 9, 10, wgmma_m64nNk16_fp16_mn_a, "f16", 1, 0)
-WGMMA_SS_16BIT(32, 16, 16, 17, 18, wgmma_m64nNk16_fp16_mn_a, "f16", 1, 0)
+// Both 16-bit types of one form: wgmma_m64nNk16_{bf16,fp16}SUFFIX<N>.
+#define WGMMA_SS_16BIT_TYPES(N, R, IA, IB, IS, SUFFIX, TA, TB)                                \
+    WGMMA_SS_16BIT(N, R, IA, IB, IS, wgmma_m64nNk16_bf16##SUFFIX, "bf16", TA, TB)             \
+    WGMMA_SS_16BIT(N, R, IA, IB, IS, wgmma_m64nNk16_fp16##SUFFIX, "f16", TA, TB)
+
+WGMMA_SS_16BIT_TYPES(64, 32, 32, 33, 34, , 0, 1)
+WGMMA_SS_16BIT_TYPES(128, 64, 64, 65, 66, , 0, 1)
+WGMMA_SS_16BIT_TYPES(192, 96, 96, 97, 98, , 0, 1)
+WGMMA_SS_16BIT_TYPES(8, 4, 4, 5, 6, _mn_a, 1, 0)
+WGMMA_SS_16BIT_TYPES(16, 8, 8, 9, 10, _mn_a, 1, 0)
+WGMMA_SS_16BIT_TYPES(32, 16, 16, 17, 18, _mn_a, 1, 0)
 WGMMA_RS_TF32(64, 32, 32, 33, 34, 35, 36, 37)
 WGMMA_RS_TF32(128, 64, 64, 65, 66, 67, 68, 69)
 WGMMA_RS_TF32(192, 96, 96, 97, 98, 99, 100, 101)
+#undef WGMMA_SS_16BIT_TYPES
 #undef WGMMA_SS_16BIT
 #undef WGMMA_RS_TF32
 
