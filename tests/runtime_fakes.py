@@ -205,6 +205,10 @@ class LaunchingDriver(FakeDriver):
         self._rec("cuLaunchKernel", (cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ), int(cfg.hStream))
         return (0,)
 
+    def cuLaunchCooperativeKernel(self, fn, gx, gy, gz, bx, by, bz, smem, stream, params):
+        self._rec("cuLaunchKernel", (gx, gy, gz), 0 if stream is None else int(stream))
+        return (0,)
+
     def cuMemsetD8Async(self, ptr, value, n, stream):
         self._rec("cuMemsetD8Async", int(stream))
         return (0,)

@@ -138,19 +138,37 @@ def test_occupancy_leaves_every_attribute_as_it_was(fake, saxpy, monkeypatch):
 # ---------------------------------------------------------------------------
 def test_cooperative_launch_checks_the_grid_against_co_resident_blocks(fake, saxpy, monkeypatch):
     loaded(saxpy)
-    monkeypatch.setattr(driver, "occupancy_max_active_blocks", lambda fn, t, s: 2)
+    occupancy = []
+    monkeypatch.setattr(driver, "occupancy_max_active_blocks",
+                        lambda fn, t, s: occupancy.append(t) or 2)
     launches = []
     monkeypatch.setattr(driver, "launch_kernel_ex",
                         lambda *a, **k: launches.append((a, k)) or 0)
+    coop = []
+
+    def cooperative(fn, gx, gy, gz, bx, by, bz, smem, stream, params):
+        coop.append(((gx, gy, gz), (bx, by, bz), smem, stream))
+        return (0,)
+    monkeypatch.setattr(fake, "cuLaunchCooperativeKernel", cooperative, raising=False)
+    monkeypatch.setattr(driver, "bindings", lambda: fake)
     monkeypatch.setattr(launch_mod, "_cu_stream", lambda h: h)
     args = (1.0, 0x1000, 0x2000, 8)
     with pytest.raises(ValueError, match=r"265 blocks, but at most 264 blocks of 128 threads.*"
                                          r"2 blocks/SM x 132 SMs.*grid-wide sync"):
         launch_mod.launch_py(saxpy, 265, 128, args, cooperative=True)
-    assert not launches
-    drvgemm.launch(saxpy, (132, 2), 128, args, cooperative=True)   # the C path hands it over
+    assert not coop
+    for _ in range(3):
+        drvgemm.launch(saxpy, (132, 2), 128, args, cooperative=True)   # the C path hands it over
+    # cuLaunchCooperativeKernel each time; the grid checked on the first launch only
+    assert coop == [((132, 2, 1), (128, 1, 1), 0, None)] * 3 and len(occupancy) == 2
+    # the refused grid was never cached: it is refused again
+    with pytest.raises(ValueError, match="265 blocks"):
+        launch_mod.launch_py(saxpy, 265, 128, args, cooperative=True)
+    # with a cluster (or attributes): cuLaunchKernelEx and its cooperative attribute
+    monkeypatch.setattr(driver, "occupancy_max_active_clusters", lambda *a: 132)
+    launch_mod.launch_py(saxpy, 132, 128, args, cooperative=True, cluster=(1, 1, 1))
     (a, k), = launches
-    assert a[1] == (132, 2, 1) and a[2] == (128, 1, 1) and k["cooperative"] is True
+    assert a[1] == (132, 1, 1) and a[2] == (128, 1, 1) and k["cooperative"] is True
 
 
 def test_launch_kernel_ex_sets_the_cooperative_attribute(fake, monkeypatch):

@@ -9,9 +9,10 @@ to say which one is wrong and why.
 
 Launch kinds: plain (cuLaunchKernel, the C fast path when built), clusters
 and other launch attributes (cuLaunchKernelEx), cooperative launches
-(``cooperative=True``: cuLaunchKernelEx with the cooperative attribute, after
-checking that the whole grid can be resident at once, which a grid-wide sync
-needs). Inside a ``drvgemm.graph()`` block, ``stream=None`` is the graph's
+(``cooperative=True``: cuLaunchCooperativeKernel through a launcher like the
+plain ones, or with a cluster or attributes cuLaunchKernelEx with the
+cooperative attribute; the first launch of a shape checks that the whole grid
+can be resident at once, which a grid-wide sync needs). Inside a ``drvgemm.graph()`` block, ``stream=None`` is the graph's
 capture stream on the thread that opened it (driver.stream_handle).
 """
 from __future__ import annotations
@@ -340,18 +341,24 @@ def _packer(kernel: Kernel, thread: int) -> _Packer:
     return packer
 
 
-def _runner(kernel: Kernel, grid, block, smem, handle, thread):
-    """Check a launch shape against the device and the kernel, and build
-    (and cache, when the shape is hashable) the launcher for it."""
+def _runner(kernel: Kernel, grid, block, smem, handle, thread, cooperative=False):
+    """Check a launch shape against the device and the kernel (and a
+    cooperative grid against the blocks that can be resident at once), and
+    build (and cache, when the shape is hashable) the launcher for it.
+    Cooperative launchers sit in the same cache under their own key."""
     cfg = _check_config(kernel, grid, block, smem)
+    if cooperative:
+        _check_cooperative(kernel, grid, block, cfg[6], None)
     # None is the legacy default stream, and the cheapest for cuda.bindings to convert.
-    run = _packer(kernel, thread).make_runner(_cuLaunchKernel(), kernel.function, *cfg,
+    call = _cuLaunchCooperativeKernel() if cooperative else _cuLaunchKernel()
+    run = _packer(kernel, thread).make_runner(call, kernel.function, *cfg,
                                               _cu_stream(handle) if handle else None)
     if isinstance(grid, (int, tuple)) and isinstance(block, (int, tuple)):
         runners = kernel.runners
         if len(runners) >= _MAX_RUNNERS:
             runners.clear()
-        runners[grid, block, smem, handle, thread] = run
+        key = (grid, block, smem, handle, thread)
+        runners[key + (_COOPERATIVE,) if cooperative else key] = run
     return run
 
 
@@ -373,11 +380,14 @@ def launch_py(kernel: Kernel, grid, block, args, *, smem=0, stream=None, cluster
     else:
         handle = driver.stream_handle(stream)
     thread = _get_ident()
-    if cluster is None and not attributes and not cooperative:
+    if cluster is None and not attributes:
+        # A cooperative launch is checked against the resident blocks on the
+        # first launch of its shape, then launched like any other.
         try:
-            run = kernel.runners[grid, block, smem, handle, thread]
+            run = kernel.runners[(grid, block, smem, handle, thread, _COOPERATIVE) if cooperative
+                                 else (grid, block, smem, handle, thread)]
         except (KeyError, TypeError):
-            run = _runner(kernel, grid, block, smem, handle, thread)
+            run = _runner(kernel, grid, block, smem, handle, thread, bool(cooperative))
         err = run(args)
         if err:
             if err in _NO_CONTEXT:
@@ -408,7 +418,8 @@ def launch_py(kernel: Kernel, grid, block, args, *, smem=0, stream=None, cluster
 
 launch_py.__doc__ = _LAUNCH_DOC + """ ``cooperative=True`` launches
     cooperatively (cooperative_groups grid.sync() works), after checking the
-    grid against the blocks that can be resident at once.
+    grid against the blocks that can be resident at once (on the first launch
+    of each shape; later ones reuse its launcher).
 
     The Python implementation: every launch when drvgemm.runtime._fastlaunch (C) is
     not built, and in any case the first launch of each shape, cluster and
@@ -550,6 +561,20 @@ def _cuLaunchKernel():
     if _launch_fn is None:
         _launch_fn = driver.bindings().cuLaunchKernel
     return _launch_fn
+
+
+# The key part that sets a cooperative launcher apart in Kernel.runners.
+_COOPERATIVE = "cooperative"
+
+
+def _cuLaunchCooperativeKernel():
+    """cuda.bindings' cuLaunchCooperativeKernel, called the way the runners
+    call cuLaunchKernel (it has no ``extra`` argument)."""
+    coop = driver.bindings().cuLaunchCooperativeKernel
+
+    def call(fn, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        return coop(fn, gx, gy, gz, bx, by, bz, smem, stream, params)
+    return call
 
 
 # CUDA_ERROR_INVALID_CONTEXT: a thread with no current context (CUresult is
