@@ -138,7 +138,7 @@
 
 static_assert(CLUSTER == 1 || CLUSTER == 2, "CLUSTER must be 1 or 2");
 static_assert(CLUSTER == 1 || WARP_SPECIALIZED, "clusters need the producer warpgroup");
-static_assert(STAGES >= 2 && STAGES <= 16, "STAGES: 2 to 16 (the ring must fit shared memory, below)");
+static_assert(STAGES >= 2 && STAGES <= 8, "STAGES: 2 to 8 (the ring must fit shared memory, below)");
 static_assert(GROUP >= 1, "GROUP must be positive");
 static_assert(EPILOGUE == 0 || EPILOGUE == 2, "EPILOGUE must be 0 (direct) or 2 (TMA store)");
 static_assert(WGMMA_ELEM >= 1 && WGMMA_ELEM <= 3, "WGMMA_ELEM must be 1, 2 or 3");

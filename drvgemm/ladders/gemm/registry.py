@@ -372,14 +372,14 @@ RUNGS: list[Rung] = [
     # Swapped members for a few rows of A (C^T = B^T A^T, wgmma m64nBMk16 with BM = 16
     # or 32 rows of A as wgmma's N): each block streams a 64-column strip of B, so a
     # decode-sized product has N / 64 strips to spread over the SMs (the 64 x 128
-    # member has half as many and computes 64 rows a tile). 16 stages of 10 / 12 KB.
+    # member has half as many and computes 64 rows a tile). 8 stages of 10 / 12 KB.
     # auto offers each the products whose rows it holds and the smaller one does
     # not (plan.swapped_domain); the 32-row tile streamed M <= 4 products 5-28%
     # slower than the 16-row one (results/h200-wgmma-swapped.json).
     *(_wgmma_rung(prec, elem, tile_m=rows, tile_n=64, vector=8, narrow_output=True,
-                  SWAP_AB=1, BALANCE=1, STAGES=16,
+                  SWAP_AB=1, BALANCE=1, STAGES=8,
                   summary=f"the {prec} rung on C^T for {rows} rows of A: 64-column strips of "
-                          f"B as wgmma's MN-major A (m64n{rows}k16), 16 stages")
+                          f"B as wgmma's MN-major A (m64n{rows}k16), 8 stages")
       for prec, elem in WGMMA_16_BIT for rows in (16, 32)),
     _wgmma_rung("tf32", 3, tile_m=128, tile_n=128, vector=4, input_roundoff=2.0 ** -10,
                 STAGES=6,
