@@ -267,3 +267,42 @@ def test_cli_plan(capsys):
 if __name__ == "__main__":
     TABLE.write_text(json.dumps(compute_table(), indent=1) + "\n")
     print(f"{len(compute_table())} choices -> {TABLE}", file=sys.stderr)
+
+
+def test_swapped_members_take_the_rows_their_tile_holds_and_the_smaller_does_not():
+    """plan.swapped_domain: 16 x 64 for M <= 16, 32 x 64 for 17-32, neither beyond."""
+    t = planning.target("H200")
+    for prec in ("bf16", "fp16"):
+        r16, r32 = by_name()[f"20_tma_wgmma_{prec}_16x64"], by_name()[f"20_tma_wgmma_{prec}_32x64"]
+        assert planning.swapped(r16) and planning.swapped(r32)
+        assert [planning.swapped_domain(r16, m) for m in (1, 16, 17)] == [True, True, False]
+        assert [planning.swapped_domain(r32, m) for m in (1, 16, 17, 32, 33)] == \
+            [False, False, True, True, False]
+        for m, want in ((1, r16), (16, r16), (17, r32), (32, r32), (33, None), (64, None)):
+            names = {r.name for r in planning.candidates(prec, False, t, m) if planning.swapped(r)}
+            assert names == ({want.name} if want else set()), (prec, m, names)
+    # the plain 16-bit members and tf32 (swapped by nature) are not "swapped members"
+    assert not planning.swapped(by_name()["20_tma_wgmma_bf16_64x128"])
+    assert not planning.swapped(by_name()["20_tma_wgmma_tf32"])
+
+
+def test_a_swapped_grid_on_few_sms_streams_at_its_share():
+    """Family.stream_sms: strips on fewer than 0.75 of the SMs read at their
+    share of the bandwidth; the wave cost adds per wave past the first."""
+    f = gm.FAMILIES["wgmma_16_swap"]
+    dev = gm.H200_CEILINGS
+
+    def memory_s(n, split=1):
+        c = gm.Candidate(f, 16, 64, split)
+        return gm.predict(c, 1, n, 8192, in_bytes=2, out_bytes=2, dev=dev)
+
+    def stream_s(n, share):
+        return (8192 + 8192 * n) * 2 / (dev.copy_bw * f.stream_eff * share) + n * 2 / dev.copy_bw
+
+    # 128 strips on 132 SMs: past 0.75 of them, the full bandwidth; 64: 64 / 132 / 0.75 of it
+    assert memory_s(8192).memory_s == pytest.approx(stream_s(8192, 1.0), rel=1e-9)
+    assert memory_s(4096).memory_s == pytest.approx(stream_s(4096, 64 / 132 / 0.75), rel=1e-9)
+    wide = memory_s(128256)                            # 2004 strips: 16 waves
+    assert wide.waves == 16
+    assert wide.seconds - wide.memory_s - gm.LAUNCH_S - f.fixed_s == \
+        pytest.approx(15 * f.wave_s, rel=1e-6)

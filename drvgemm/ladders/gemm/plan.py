@@ -94,8 +94,8 @@ def family_of(r: Rung) -> str:
         # the flagship tile (128 x 256, or 256 x 128 for tf32's C^T) was
         # measured; a smaller wgmma N feeds each shared-memory byte to fewer
         # MMAs and has its own (estimated) figure
-        # (the 64-row members, one consumer warpgroup, and the swapped few-row
-    # members have their own)
+        # (the 64-row members, one consumer warpgroup, and the swapped
+        # few-row members have their own)
         if swapped(r):
             return f"{base}_swap"
         if r.precision != "tf32" and r.tile_m == 64:
