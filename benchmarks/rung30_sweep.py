@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 
 import numpy as np
@@ -28,9 +27,9 @@ import drvgemm
 from drvgemm.ladders.gemm import registry, small_m
 from drvgemm.ladders.gemm.dispatch import plan_shape
 from drvgemm.runtime import driver
-from drvgemm.tools.bench import (batch_time_launches, batch_time_torch, make_inputs, reference,
-                                  unless_it_fails)
-from drvgemm.tools.records import device_json, gemm_record
+from drvgemm.tools.bench import (batch_time_launches, batch_time_torch, log_best_against_baseline,
+                                  make_inputs, reference, unless_it_fails)
+from drvgemm.tools.records import gemm_record, results_json, write_json
 
 DECODE = ["1x4096x4096", "8x4096x4096", "16x11008x4096", "4x14336x4096", "2x5120x5120",
           "16x8192x8192", "1x28672x8192", "4x8192x28672", "1x128256x4096", "8x128256x4096"]
@@ -113,21 +112,16 @@ def main(argv=None):
         base = batch_time_torch(args.precision, m, n, k, a, b, ref, args.batch, args.reps)
         if base is not None:
             rows.append(base)
-            ms = base["median_ms"]
-            log(f"  {'cublas (torch.matmul)':34s}           {ms * 1e3:8.1f} us")
+            log(f"  {'cublas (torch.matmul)':34s}           {base['median_ms'] * 1e3:8.1f} us")
             for label, pick in (("registered", lambda x: x["nwarps"] == 1 and x["stages"] == 6
                                  and x["warps"] == 4), ("any", lambda x: True)):
-                mine = [x for x in rows if not x["baseline"] and pick(x)]
-                if mine:
-                    best = min(mine, key=lambda x: x["median_ms"])
-                    log(f"  best {label}: {best['kernel']} split {best['split']}: "
-                        f"cuBLAS / ours = {ms / best['median_ms']:.3f}")
+                log_best_against_baseline([x for x in rows if x["baseline"] or pick(x)], log,
+                                          f" {label}")
         records += rows
         A.free()
         B.free()
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"device": device_json(drvgemm.device()), "records": records}, f, indent=1)
+        write_json(results_json(drvgemm.device(), records), args.json)
         log(f"wrote {args.json}")
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 
 import numpy as np
@@ -31,9 +30,9 @@ import numpy as np
 import drvgemm
 from drvgemm.ladders.gemm import hopper, registry
 from drvgemm.runtime import driver
-from drvgemm.tools.bench import (batch_time_launches, batch_time_torch, make_inputs, reference,
-                                  unless_it_fails)
-from drvgemm.tools.records import device_json, gemm_record
+from drvgemm.tools.bench import (batch_time_launches, batch_time_torch, log_best_against_baseline,
+                                  make_inputs, reference, unless_it_fails)
+from drvgemm.tools.records import gemm_record, results_json, write_json
 
 DEFAULT_SHAPES = ["1024", "2048", "3072", "4096", "8192", "128x128x65536", "256x512x32768",
                   "512x4096x11008", "4096x4096x128", "16384x1024x1024", "1000x700x900",
@@ -163,18 +162,12 @@ def main(argv=None):
             if base is not None:
                 rows.append(base)
                 log(f"  {'cublas (torch.matmul)':28s}           {base['median_ms']:8.3f} ms")
-            best = min((x for x in rows if not x["baseline"]), key=lambda x: x["median_ms"],
-                       default=None)
-            base = next((x for x in rows if x["baseline"]), None)
-            if best and base:
-                log(f"  best: {best['kernel']} split {best['split']}: "
-                    f"cuBLAS time / ours = {base['median_ms'] / best['median_ms']:.2f}")
+            log_best_against_baseline(rows, log)
             records += rows
             A.free()
             B.free()
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"device": device_json(dev), "records": records}, f, indent=1)
+        write_json(results_json(dev, records), args.json)
         log(f"wrote {args.json}")
 
 

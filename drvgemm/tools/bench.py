@@ -22,7 +22,7 @@ from ..runtime.launch import launch_config
 from ..runtime.timing import batch_median_ms, median_ms
 from .cublas import gemmex_call, torch_matmul_call
 from .optional import torch_cuda, why_not
-from .records import device_json, gemm_record
+from .records import gemm_record, results_json
 from .shape_bench import plan_info
 
 DEFAULT_SIZES = (256, 3072, 4096)
@@ -170,6 +170,18 @@ def batch_time_launches(steps, C, ref, batch, reps) -> tuple[float, float]:
     return batch_median_ms(enqueue, batch, reps, driver.synchronize), err
 
 
+def log_best_against_baseline(rows, log, label=""):
+    """Log the fastest of ``rows`` (records of one shape) that is not the
+    baseline, and the baseline's time over its own: the sweeps' per-shape
+    summary line."""
+    base = next((x for x in rows if x["baseline"]), None)
+    best = min((x for x in rows if not x["baseline"]), key=lambda x: x["median_ms"],
+               default=None)
+    if best and base:
+        log(f"  best{label}: {best['kernel']} split {best.get('split')}: "
+            f"cuBLAS time / ours = {base['median_ms'] / best['median_ms']:.3f}")
+
+
 def batch_time_torch(precision, m, n, k, a_host, b_host, ref, batch, reps):
     """cuBLAS through torch.matmul timed as batch_time_launches times a
     rung: a "cublas" record, or None without torch."""
@@ -247,7 +259,7 @@ def run_bench(kernels=None, sizes=DEFAULT_SIZES, *, baseline=True, reps=None,
                         progress(f"    {rec['kernel']} ({rec['via']}): {rec['tflops']:.2f} TFLOP/s")
             A.free()
             B.free()
-    return {"device": device_json(dev), "records": records}
+    return results_json(dev, records)
 
 
 def roofline_measured(ceilings: dict) -> dict:

@@ -62,6 +62,11 @@ def device_json(dev) -> dict:
     return d
 
 
+def results_json(dev, records) -> dict:
+    """The results format: the device, then the records."""
+    return {"device": device_json(dev), "records": records}
+
+
 def write_json(results: dict, path):
     with open(path, "w") as f:
         json.dump(results, f, indent=1)
