@@ -117,32 +117,47 @@ def test_any_row_length_offset_and_pitch(gpu, kernel, layout, cols):
         assert np.all(y.astype(np.float64) == 1.0), "a row of one element is exactly 1"
 
 
-@pytest.mark.parametrize("kernel", WINDOW_KERNELS)
-@pytest.mark.parametrize("prec", ["fp32", "bf16", "fp16"])
-@pytest.mark.parametrize("cols", [1, 3, 100, 5000, 50257])
-def test_masks_and_large_values(gpu, kernel, prec, cols):
-    if not _supported(gpu, kernel, cols, prec):
-        pytest.skip(f"{kernel} does not take {cols} columns")
-    rng = np.random.default_rng(cols)
+def special_input(cols, prec, seed):
+    """7 rows of large values and -inf: row 3 all -inf, row 5 one survivor,
+    row 6 values near the type's top, row 4 with a NaN (fp16 stays finite:
+    it tops out at 65504)."""
+    rng = np.random.default_rng(seed)
     rows = 7
     big = 6.0e4 if prec == "fp16" else 3.0e38
     x = rng.uniform(-big, big, (rows, cols)).astype(np.float32)
     x[0, 0] = big
     x[rng.random((rows, cols)) < 0.3] = -np.inf
     x[3] = -np.inf                                      # all -inf: NaN, like torch
+    x[4, cols // 3] = np.nan                            # a NaN: the whole row NaN
     x[5, :] = -np.inf
     x[5, cols // 2] = -1e4 if prec != "fp16" else -6.0e4   # a single survivor: exactly 1
     x[6] = np.float32(1e4 if prec != "fp16" else 6.0e4) - rng.uniform(0, 20, cols).astype(np.float32)
-    x = x.astype(smr.numpy_dtype(prec))
-    y = run_case(x, kernel, xoff=1, yoff=1)
+    return x.astype(smr.numpy_dtype(prec))
+
+
+def check_special(y, x, what):
+    cols = x.shape[1]
     y64 = y.astype(np.float64)
-    assert np.all(np.isnan(y64[3])), "an all -inf row is NaN"
-    assert y64[5, cols // 2] == 1.0 and np.count_nonzero(y64[5]) == 1
-    finite_rows = np.isfinite(x.astype(np.float32)).any(axis=1)
-    assert not np.isnan(y64[finite_rows]).any(), "large finite values must not give NaN"
-    neg = np.isneginf(x.astype(np.float32)) & finite_rows[:, None]
-    assert np.all(y64[neg] == 0.0), "-inf entries are 0"
-    check(y, x, f"{kernel} large")
+    x32 = x.astype(np.float32)
+    assert np.all(np.isnan(y64[3])), f"{what}: an all -inf row is NaN"
+    assert np.all(np.isnan(y64[4])), f"{what}: a row with a NaN is NaN"
+    assert y64[5, cols // 2] == 1.0 and np.count_nonzero(y64[5]) == 1, what
+    finite_rows = np.isfinite(x32).any(axis=1) & ~np.isnan(x32).any(axis=1)
+    assert not np.isnan(y64[finite_rows]).any(), f"{what}: large finite values must not give NaN"
+    neg = np.isneginf(x32) & finite_rows[:, None]
+    assert np.all(y64[neg] == 0.0), f"{what}: -inf entries are 0"
+    check(y, x, f"{what} large")
+
+
+@pytest.mark.parametrize("kernel", WINDOW_KERNELS)
+@pytest.mark.parametrize("prec", ["fp32", "bf16", "fp16"])
+@pytest.mark.parametrize("cols", [1, 3, 100, 5000, 50257])
+def test_masks_and_large_values(gpu, kernel, prec, cols):
+    if not _supported(gpu, kernel, cols, prec):
+        pytest.skip(f"{kernel} does not take {cols} columns")
+    x = special_input(cols, prec, cols)
+    y = run_case(x, kernel, xoff=1, yoff=1)
+    check_special(y, x, kernel)
 
 
 # few very long rows, in this order: the plans share one workspace, and a
@@ -232,7 +247,7 @@ def test_more_than_2_31_elements_through_a_window_cluster(gpu):
         y.free()
 
 
-@pytest.mark.parametrize("prec", ["fp32", "bf16"])
+@pytest.mark.parametrize("prec", ["fp32", "bf16", "fp16"])
 def test_every_block_per_row_config(gpu, prec):
     """Each registered block-per-row window config (dispatch._pick_block's
     candidates: auto takes any of them by row length) run as an explicit
@@ -255,3 +270,35 @@ def test_every_block_per_row_config(gpu, prec):
         y, touched = vy.download()
         assert touched == 0, f"{c.describe()}: wrote outside y"
         check(y, x, c.describe())
+
+
+@pytest.mark.parametrize("prec", ["fp32", "bf16", "fp16"])
+def test_every_cluster_and_packed_config(gpu, prec):
+    """Each registered cluster config and each packed 16-bit config (auto
+    takes them by row length and row count, so small tests through auto reach
+    only some) as an explicit plan on the special rows (-inf, NaN, a single
+    survivor, values near the type's top), each row filling the window but
+    for one vector, at an offset of one element: against float64, the guards
+    around y untouched."""
+    if gpu.cc < (9, 0):
+        pytest.skip("clusters need sm_90")
+    cfgs = [c for c in smr.window_configs(prec) if c.kind == "cluster" or c.packed]
+    assert cfgs
+    vec = smr.vec_of(prec)
+    for i, c in enumerate(cfgs):
+        cols = max(1, (c.window - 1) * vec - 1)
+        x = special_input(cols, prec, seed=i)
+        rows = x.shape[0]
+        vx, vy = PitchedView(rows, cols, cols, 1, x.dtype), PitchedView(rows, cols, cols, 1, x.dtype)
+        try:
+            vx.upload(x)
+            p = sm.config_plan(c, rows, cols, prec, aligned=False)
+            k, p = sm.prepare(p, rows)
+            sm.run_plan(k, p, vx.ptr, vy.ptr, rows, cols, cols, cols)
+            driver.synchronize()
+            y, touched = vy.download()
+        finally:
+            vx.free()
+            vy.free()
+        assert touched == 0, f"{c.describe()}: wrote outside y"
+        check_special(y, x, c.describe())

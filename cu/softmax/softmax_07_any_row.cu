@@ -22,6 +22,8 @@
 // the config with cols + WVEC - 1 <= ROW_THREADS * ITEMS * WVEC (any alignment).
 // Parameters: x, y rows x cols with row pitches ldx, ldy (elements; equal to
 // cols for contiguous arrays); rows, cols >= 1; 64-bit offsets throughout.
+// PACKED=1 (16-bit only): the values held as loaded, two a register
+// (softmax_window.cuh), so a thread holds twice the elements.
 // Grid: ceil(rows / (THREADS / ROW_THREADS * RPT)) blocks.
 #include "softmax_window.cuh"
 
@@ -40,12 +42,16 @@
 #ifndef MIN_BLOCKS
 #error "MIN_BLOCKS must be defined (__launch_bounds__ blocks per SM; 1 = no register cap)"
 #endif
+#ifndef PACKED
+#error "PACKED must be defined (1: 16-bit values held two a register, softmax_window.cuh)"
+#endif
 
 static_assert(THREADS % 32 == 0 && THREADS >= 32 && THREADS <= 1024, "THREADS: a multiple of 32 up to 1024");
 static_assert(ROW_THREADS == THREADS || (ROW_THREADS <= 32 && (ROW_THREADS & (ROW_THREADS - 1)) == 0),
               "ROW_THREADS: a power of two <= 32 or THREADS");
 static_assert(ROW_THREADS < THREADS || RPT == 1, "a block per row holds one row");
 static_assert(ITEMS >= 1 && RPT >= 1 && ITEMS * RPT * WVEC <= 128, "too many values per thread");
+static_assert(PACKED == 0 || DTYPE != 0, "PACKED: 16-bit elements only");
 
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 softmax_07_any_row(const elem_t* __restrict__ x, elem_t* __restrict__ y, int rows, int cols,
@@ -58,7 +64,11 @@ softmax_07_any_row(const elem_t* __restrict__ x, elem_t* __restrict__ y, int row
     // sweep a warp's groups touch consecutive rows (contiguous memory).
     const long long base = static_cast<long long>(blockIdx.x) * (GROUPS * RPT) + group;
 
+#if PACKED
+    uint4 v[RPT][ITEMS];
+#else
     float v[RPT][N];
+#endif
     RowWindow w[RPT];
     bool live[RPT];
 #pragma unroll
@@ -68,11 +78,19 @@ softmax_07_any_row(const elem_t* __restrict__ x, elem_t* __restrict__ y, int row
         // warp-mates need them in the full-mask shuffles.
         live[r] = row < rows;
         w[r] = row_window(x, y, live[r] ? row : 0, cols, ldx, ldy);
+#if PACKED
+        window_load_packed<ITEMS, ROW_THREADS>(w[r], 0, lane, live[r], v[r]);
+#else
         window_load<ITEMS, ROW_THREADS>(w[r], 0, lane, live[r], v[r]);
+#endif
     }
 #pragma unroll
     for (int r = 0; r < RPT; ++r) {
+#if PACKED
+        const MaxSum mine = window_exp_packed<ITEMS>(v[r]);
+#else
         const MaxSum mine = window_exp<N>(v[r]);
+#endif
         MaxSum tot;
         if constexpr (ROW_THREADS <= 32) {
             tot = shfl_merge<ROW_THREADS, FAST_EXP>(mine);
@@ -80,6 +98,11 @@ softmax_07_any_row(const elem_t* __restrict__ x, elem_t* __restrict__ y, int row
             __shared__ MaxSum part[THREADS / 32];
             tot = block_merge_butterfly<THREADS>(mine, part);
         }
+#if PACKED
+        window_store_packed<ITEMS, ROW_THREADS>(w[r], 0, lane, live[r], v[r], mine.m,
+                                                window_scale(mine.m, tot));
+#else
         window_store<ITEMS, ROW_THREADS>(w[r], 0, lane, live[r], v[r], window_scale(mine.m, tot));
+#endif
     }
 }

@@ -16,7 +16,9 @@
 // fp32 values: one block's loads overlap the other's reduction and stores),
 // or 256 threads at four an SM (the same registers a thread, twice the
 // blocks to interleave: measured better on ~50257-element rows), or 512 at
-// one an SM with more values a thread for the longest rows.
+// one an SM with more values a thread for the longest rows. PACKED=1 (16-bit
+// only) holds the values as loaded, two a register: twice the elements a
+// thread, so half the blocks a row.
 //
 // Grid: rows * CLUSTER blocks (the cluster shape is compiled in with
 // __cluster_dims__, so a plain launch works; CLUSTER > 8 needs the
@@ -39,10 +41,14 @@
 #ifndef MIN_BLOCKS
 #error "MIN_BLOCKS must be defined (__launch_bounds__ blocks per SM)"
 #endif
+#ifndef PACKED
+#error "PACKED must be defined (1: 16-bit values held two a register, softmax_window.cuh)"
+#endif
 
 static_assert(THREADS % 32 == 0 && THREADS <= 1024, "THREADS: a multiple of 32 up to 1024");
 static_assert(CLUSTER >= 2 && CLUSTER <= 16, "CLUSTER: 2..16 (above 8 is a non-portable size)");
-static_assert(ITEMS >= 1 && ITEMS * WVEC <= 64, "ITEMS: 1 .. 64 / WVEC values a thread");
+static_assert(ITEMS >= 1 && ITEMS * WVEC <= (PACKED ? 128 : 64), "ITEMS: too many values a thread");
+static_assert(PACKED == 0 || DTYPE != 0, "PACKED: 16-bit elements only");
 
 __device__ __forceinline__ MaxSum load_remote_pair(const MaxSum* local, unsigned rank) {
     const float2 v = ld_shared_cluster_f32x2(mapa_shared(smem_addr(local), rank));
@@ -63,9 +69,15 @@ softmax_08_any_row_cluster(const elem_t* __restrict__ x, elem_t* __restrict__ y,
     const RowWindow w = row_window(x, y, live ? row : 0, cols, ldx, ldy);
     const int first = static_cast<int>(rank) * SLICE;
 
+#if PACKED
+    uint4 v[ITEMS];
+    window_load_packed<ITEMS, THREADS>(w, first, threadIdx.x, live, v);
+    const MaxSum mine = window_exp_packed<ITEMS>(v);
+#else
     float v[N];
     window_load<ITEMS, THREADS>(w, first, threadIdx.x, live, v);
     const MaxSum mine = window_exp<N>(v);
+#endif
     const MaxSum blk = block_merge_butterfly<THREADS>(mine, part);
     if (threadIdx.x == 0) block_pair = blk;
     cluster_sync_aligned();
@@ -79,6 +91,10 @@ softmax_08_any_row_cluster(const elem_t* __restrict__ x, elem_t* __restrict__ y,
     const MaxSum r = shfl_merge<W, FAST_EXP>(pj);
     cluster_arrive_release_aligned();   // the remote loads are done
 
+#if PACKED
+    window_store_packed<ITEMS, THREADS>(w, first, threadIdx.x, live, v, mine.m, window_scale(mine.m, r));
+#else
     window_store<ITEMS, THREADS>(w, first, threadIdx.x, live, v, window_scale(mine.m, r));
+#endif
     cluster_wait_aligned();
 }

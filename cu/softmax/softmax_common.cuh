@@ -250,12 +250,14 @@ __device__ __forceinline__ void slice_load(const elem_t* __restrict__ row, int f
 // per-element test instead makes the compiler branch around each exp, which
 // serialises them; without it the exps of all N values overlap.
 // kFast: exp_diff's fast form (the window rungs' 16-bit builds).
+__device__ __forceinline__ float exp_ref(float m) { return (m == NEG_INF) ? 0.0f : m; }
+
 template <int N, bool kFast = false>
 __device__ __forceinline__ MaxSum slice_exp(float* v) {
     float m = NEG_INF;
 #pragma unroll
     for (int k = 0; k < N; ++k) m = fmaxf(m, v[k]);
-    const float ref = (m == NEG_INF) ? 0.0f : m;
+    const float ref = exp_ref(m);
     float l = 0.0f;
 #pragma unroll
     for (int k = 0; k < N; ++k) {

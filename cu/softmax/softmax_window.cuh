@@ -146,6 +146,128 @@ __device__ __forceinline__ void window_store(const RowWindow& w, int first, int 
     }
 }
 
+// ---------------------------------------------------------------------------
+// Packed rows (16-bit builds, PACKED=1): the held values stay as loaded, two
+// elements a 32-bit register, so a thread holds 64 elements in the 32
+// registers that hold 32 fp32 values. A 16-bit row then needs half the
+// threads (half the blocks of a cluster) of the unpacked form: the rows in
+// flight double for the same bytes a thread keeps outstanding. The cost is
+// arithmetic, which a bandwidth-bound row has to spare: each element is
+// widened twice and its exp computed twice (for the sum, then for the store).
+// Bit for bit the unpacked result: the store computes the same
+// exp_shifted(x, ref) the unpacked exp pass keeps, times the same scale.
+// ---------------------------------------------------------------------------
+#if DTYPE != 0
+// -inf of the element type, as stored: bf16 0xff80, fp16 0xfc00.
+constexpr unsigned short NEG_INF_BITS = DTYPE == 1 ? 0xff80u : 0xfc00u;
+
+// Element k (0..7) of a held vector, widened straight from its 32-bit word
+// (a 16-bit temporary per element would double the registers held).
+__device__ __forceinline__ float held_f32(const uint4& r, int k) {
+    const unsigned w = k < 2 ? r.x : k < 4 ? r.y : k < 6 ? r.z : r.w;
+#if DTYPE == 1
+    return __uint_as_float((k & 1) ? (w & 0xffff0000u) : (w << 16));
+#else
+    float f;
+    if (k & 1) asm("{ .reg .b16 l, h; mov.b32 {l, h}, %1; cvt.f32.f16 %0, h; }" : "=f"(f) : "r"(w));
+    else asm("{ .reg .b16 l, h; mov.b32 {l, h}, %1; cvt.f32.f16 %0, l; }" : "=f"(f) : "r"(w));
+    return f;
+#endif
+}
+
+// Make the held words opaque between passes: without it the compiler keeps
+// the first pass's widened values for the next one (the same expressions),
+// 64 fp32 values live instead of 32 packed words, and spills them.
+template <int kItems>
+__device__ __forceinline__ void packed_fence(uint4* r) {
+#pragma unroll
+    for (int it = 0; it < kItems; ++it)
+        asm volatile("" : "+r"(r[it].x), "+r"(r[it].y), "+r"(r[it].z), "+r"(r[it].w));
+}
+
+// window_load, keeping each vector's 16 bytes as they are.
+template <int kItems, int kStride>
+__device__ __forceinline__ void window_load_packed(const RowWindow& w, int first, int lane, bool live,
+                                                   uint4* r) {
+#pragma unroll
+    for (int it = 0; it < kItems; ++it) {
+        const int e0 = (first + it * kStride + lane) * WVEC;
+        if (live && e0 >= w.lo && e0 + WVEC <= w.hi) {
+            r[it] = __ldg(reinterpret_cast<const uint4*>(w.xw + e0));
+        } else {
+            unsigned h[WVEC];
+#pragma unroll
+            for (int k = 0; k < WVEC; ++k) {
+                const int e = e0 + k;
+                h[k] = (live && e >= w.lo && e < w.hi) ? w.xw[e] : NEG_INF_BITS;
+            }
+            r[it] = make_uint4(h[0] | (h[1] << 16), h[2] | (h[3] << 16), h[4] | (h[5] << 16),
+                               h[6] | (h[7] << 16));
+        }
+    }
+}
+
+// window_exp over packed values: the same (m, l) in the same order, the
+// exps not kept.
+// The max is taken on the packed pairs (max.bf16x2 / max.f16x2: like fmaxf,
+// a NaN loses to a number), exact in the element type, so it equals the max
+// of the widened values; widening all 64 first would hold them all at once.
+__device__ __forceinline__ unsigned max_pairs(unsigned a, unsigned b) {
+    unsigned d;
+#if DTYPE == 1
+    asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+#else
+    asm("max.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+#endif
+    return d;
+}
+
+template <int kItems>
+__device__ __forceinline__ MaxSum window_exp_packed(uint4* r) {
+    // From -inf, as slice_exp's chain: a thread of NaNs alone gets m = -inf.
+    unsigned mm = NEG_INF_BITS | (static_cast<unsigned>(NEG_INF_BITS) << 16);
+#pragma unroll
+    for (int it = 0; it < kItems; ++it)
+        mm = max_pairs(mm, max_pairs(max_pairs(r[it].x, r[it].y), max_pairs(r[it].z, r[it].w)));
+    const uint4 mv = make_uint4(mm, 0u, 0u, 0u);
+    const float m = fmaxf(held_f32(mv, 0), held_f32(mv, 1));
+    packed_fence<kItems>(r);
+    const float ref = exp_ref(m);
+    float l = 0.0f;
+#pragma unroll
+    for (int it = 0; it < kItems; ++it)
+#pragma unroll
+        for (int k = 0; k < WVEC; ++k) l += exp_shifted(held_f32(r[it], k), ref);
+    return MaxSum{m, l};
+}
+
+// window_store over packed values: exp(x - ref) * scale, ref = exp_ref(m_thread)
+// as in slice_exp.
+template <int kItems, int kStride>
+__device__ __forceinline__ void window_store_packed(const RowWindow& w, int first, int lane, bool live,
+                                                    uint4* r, float m_thread, float scale) {
+    packed_fence<kItems>(r);
+    const float ref = exp_ref(m_thread);
+#pragma unroll
+    for (int it = 0; it < kItems; ++it) {
+        const int e0 = (first + it * kStride + lane) * WVEC;
+        if (!live || e0 >= w.hi || e0 + WVEC <= w.lo) continue;
+        float o[WVEC];
+#pragma unroll
+        for (int k = 0; k < WVEC; ++k) o[k] = exp_shifted(held_f32(r[it], k), ref) * scale;
+        if (w.same_phase && e0 >= w.lo && e0 + WVEC <= w.hi) {
+            store16(w.yw + e0, o);
+        } else {
+#pragma unroll
+            for (int k = 0; k < WVEC; ++k) {
+                const int e = e0 + k;
+                if (e >= w.lo && e < w.hi) w.yw[e] = from_f32(o[k]);
+            }
+        }
+    }
+}
+#endif
+
 // Whole-block merge by butterflies: one per warp, one pair per warp in shared
 // memory, one barrier, then the same butterfly over the warps' pairs in every
 // thread (log2 steps instead of softmax_common's chain of merges).

@@ -336,7 +336,7 @@ def _pick_block(nv: int, cfgs) -> WindowConfig | None:
                                      abs(c.threads - 256)))
 
 
-def _pick_cluster(nv: int, cfgs, rows: int = 1) -> WindowConfig | None:
+def _pick_cluster(nv: int, cfgs, rows: int = 1, sm_count: int = H200_SM_COUNT) -> WindowConfig | None:
     """A cluster per row. Tiers, in order:
     1. rows that a 256-thread cluster of <= 6 cannot hold (more than 49152
        elements, fp32 or 16-bit) and one of 7..8 can (up to 65536): 256-thread
@@ -349,8 +349,13 @@ def _pick_cluster(nv: int, cfgs, rows: int = 1) -> WindowConfig | None:
        reduction and stores);
     3. 512-thread blocks one an SM with 40..48 fp32 values a thread, for rows
        past what 2. holds (up to 196608 fp32 elements).
-    Inside a tier: clusters that pack a GPC (>= 0.95 of its block slots:
-    idle SMs cost bandwidth; padded lanes only cost registers), then the
+    16-bit rows, at least one an SM, count their tiers in the packed
+    configs' vectors (8 a thread, as fp32), so such a row takes the tier of
+    the fp32 row of the same bytes; fewer rows keep the unpacked configs
+    (more blocks a row, more SMs busy). Inside a tier: clusters that pack a GPC (>= 0.95 of its block
+    slots: idle SMs cost bandwidth; padded lanes only cost registers), then
+    16-bit packed configs (twice the elements a thread: half the blocks a
+    row, so twice the rows in flight for the same bytes), then the
     least padding, then the smaller cluster (fewer blocks to wait for at the
     barrier; measured 7 x 256 x 8 items 0.775 vs 8 x 256 x 7 0.733 on the
     same window)."""
@@ -358,7 +363,10 @@ def _pick_cluster(nv: int, cfgs, rows: int = 1) -> WindowConfig | None:
              and rows * c.cluster <= INT_MAX]
     if not cands:
         return None
-    max_items = 32 // cands[0].vec
+    if rows < sm_count and any(not c.packed for c in cands):
+        # fewer rows than SMs: the unpacked form's twice the blocks a row fill more SMs
+        cands = [c for c in cands if not c.packed]
+    max_items = max((c.items for c in cands if c.min_blocks > 1), default=8)
     four_first = nv > 6 * 256 * max_items
 
     def tier(c):
@@ -366,7 +374,8 @@ def _pick_cluster(nv: int, cfgs, rows: int = 1) -> WindowConfig | None:
             return 0 if four_first else 3
         return 1 if c.min_blocks == 2 else 2
 
-    return min(cands, key=lambda c: (tier(c), cluster_packing(c) < 0.95, c.window, c.cluster))
+    return min(cands, key=lambda c: (tier(c), cluster_packing(c) < 0.95, not c.packed,
+                                     c.window, c.cluster))
 
 
 def _plan_split(rows, nv, cfgs, sm_count):
@@ -467,7 +476,7 @@ def window_plan(rows: int, cols: int, precision: str = "fp32", *, aligned: bool 
         return _window_plan_of(cfg, precision, rows, nv, sm_count, aligned, same_phase,
                                f"lane groups: {cfg.row_threads} lanes x {cfg.items} vectors "
                                f"cover {nv}")
-    cand = _pick_block(nv, cfgs) or _pick_cluster(nv, cfgs, rows)
+    cand = _pick_block(nv, cfgs) or _pick_cluster(nv, cfgs, rows, sm_count)
     has_split = any(c.kind == "split" for c in cfgs)
     if cand is None:
         if not has_split:

@@ -343,8 +343,8 @@ WINDOW_SOURCES = {
 WINDOW_KINDS = {"softmax_07_any_row": "rows", "softmax_08_any_row_cluster": "cluster",
                 "softmax_09_split_row": "split", "softmax_09_split_row_stream": "split_stream"}
 WINDOW_DEFINES = {
-    "rows": ("DTYPE", "THREADS", "ROW_THREADS", "ITEMS", "RPT", "MIN_BLOCKS"),
-    "cluster": ("DTYPE", "THREADS", "ITEMS", "CLUSTER", "MIN_BLOCKS"),
+    "rows": ("DTYPE", "THREADS", "ROW_THREADS", "ITEMS", "RPT", "MIN_BLOCKS", "PACKED"),
+    "cluster": ("DTYPE", "THREADS", "ITEMS", "CLUSTER", "MIN_BLOCKS", "PACKED"),
     "split": ("DTYPE", "THREADS", "ITEMS", "MIN_BLOCKS", "WATCHDOG_NS", "WS_MAX_SLOTS"),
     "split_stream": ("DTYPE", "THREADS", "ITEMS", "MIN_BLOCKS", "WATCHDOG_NS", "WS_MAX_SLOTS"),
 }
@@ -377,6 +377,7 @@ class WindowConfig:
     rpt: int = 1              # 07: rows per lane group, loaded together
     cluster: int = 1          # 08: blocks per row
     min_blocks: int = 1       # __launch_bounds__ second argument
+    packed: bool = False      # 07/08, 16-bit: values held as loaded, two a register
 
     def __post_init__(self):
         if self.entry not in WINDOW_SOURCES:
@@ -388,6 +389,8 @@ class WindowConfig:
             raise ValueError(f"{self.entry}: row_threads must be a power of two <= 32 or threads")
         if self.kind == "cluster" and not 2 <= self.cluster <= 16:
             raise ValueError(f"{self.entry}: cluster of 2..16 blocks")
+        if self.packed and (self.vec != 8 or self.kind not in ("rows", "cluster")):
+            raise ValueError(f"{self.entry}: packed values are for 16-bit rows of rungs 07/08")
 
     @property
     def kind(self) -> str:
@@ -413,8 +416,9 @@ class WindowConfig:
 
     @property
     def values(self) -> int:
-        """fp32 values a thread keeps in registers."""
+        """Elements a thread keeps in registers."""
         return self.items * self.vec * self.rpt
+
 
     @property
     def window(self) -> int:
@@ -442,7 +446,8 @@ class WindowConfig:
         every = {"DTYPE": DTYPE_CODES[precision], "THREADS": self.threads,
                  "ROW_THREADS": self.row_threads, "ITEMS": self.items, "RPT": self.rpt,
                  "CLUSTER": self.cluster, "MIN_BLOCKS": self.min_blocks,
-                 "WATCHDOG_NS": WATCHDOG_NS, "WS_MAX_SLOTS": WS_MAX_SLOTS}
+                 "WATCHDOG_NS": WATCHDOG_NS, "WS_MAX_SLOTS": WS_MAX_SLOTS,
+                 "PACKED": int(self.packed)}
         return {k: every[k] for k in WINDOW_DEFINES[self.kind]}
 
     def fits(self, cols: int, cc: tuple = (9, 0), aligned: bool = False) -> bool:
@@ -465,7 +470,14 @@ class WindowConfig:
         if self.kind == "cluster":
             parts.append(f"cluster={self.cluster}")
         parts += [f"min_blocks={self.min_blocks}", f"vec={self.vec}"]
+        if self.packed:
+            parts.append("packed")
         return " ".join(parts)
+
+
+# A thread of a 64-register config holds 32 values as fp32 (8 fp32 vectors, 4
+# 16-bit ones), or 64 16-bit values packed two a register (8 vectors).
+HELD_VALUES = 32
 
 
 def _lane_rows(rt, items, vec):
@@ -478,21 +490,33 @@ def _lane_rows(rt, items, vec):
 
 
 def _window_configs(vec: int) -> tuple:
-    max_items = 32 // vec            # 32 fp32 values a thread: 64 registers, no spill
+    max_items = HELD_VALUES // vec   # unpacked: 32 fp32 values a thread, 64 registers, no spill
+    # 16-bit: also 6 and 8 vectors a thread (5..8 for a block per row), packed
+    # (the same registers)
+    more = (6, 8) if vec == 8 else ()
     out = [_lane_rows(rt, it, vec) for rt in (1, 2, 4, 8, 16) for it in (1, 2, 3, 4)]
     out += [_lane_rows(32, it, vec) for it in [1, 2, 3, 4] + ([6, 8] if vec == 4 else [])]
     # a block per row: 1024 threads an SM of 64-register threads (2 blocks of
     # 512, 4 of 256, 8 of 128), so one block's loads overlap another's stores
     out += [WindowConfig("softmax_07_any_row", t, it, vec, row_threads=t, min_blocks=1024 // t)
             for t in (128, 256, 512) for it in range(1, max_items + 1)]
+    out += [WindowConfig("softmax_07_any_row", t, it, vec, row_threads=t, min_blocks=1024 // t,
+                         packed=True)
+            for t in (256, 512) for it in (range(5, 9) if vec == 8 else ())]
     # clusters of 512-thread blocks, two an SM
-    out += [WindowConfig("softmax_08_any_row_cluster", 512, it, vec, cluster=c, min_blocks=2)
-            for c in range(2, 9) for it in range(max(1, max_items // 2), max_items + 1)]
+    out += [WindowConfig("softmax_08_any_row_cluster", 512, it, vec, cluster=c, min_blocks=2,
+                         packed=it > max_items)
+            for c in range(2, 9) for it in [*range(max(1, max_items // 2), max_items + 1), *more]]
     # clusters of 7 and 8 256-thread blocks, four an SM: measured better than
     # 512-thread clusters on 50257-element rows (fp32 8192 x 50257: 0.775 at
     # 7 x 256 x 8 items vs 0.743 at 4 x 512 x 7; bf16 0.514 vs 0.457)
     out += [WindowConfig("softmax_08_any_row_cluster", 256, it, vec, cluster=c, min_blocks=4)
             for c in (7, 8) for it in range(max(1, max_items // 2), max_items + 1)]
+    # 16-bit, packed: clusters of 2..8 256-thread blocks, four an SM, holding
+    # what fp32's 7 and 8 x 256 x 8 hold in half the blocks or fewer
+    out += [WindowConfig("softmax_08_any_row_cluster", 256, it, vec, cluster=c, min_blocks=4,
+                         packed=True)
+            for c in range(2, 9) for it in more]
     # a cluster of 8 with more values a thread (one block an SM) for the
     # longest rows that still fit registers (151936)
     out += [WindowConfig("softmax_08_any_row_cluster", 512, it, vec, cluster=8, min_blocks=1)
