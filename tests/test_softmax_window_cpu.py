@@ -246,10 +246,23 @@ def test_auto_choices_match_the_committed_table():
     ((8192, 50257), "fp32", "softmax_08_any_row_cluster",
      lambda p: (p.config.threads, p.config.cluster, p.config.items, p.config.min_blocks)
      == (256, 7, 8, 4)),
+    # 16-bit rows held packed (benchmarks/softmax_packed.py): 0.747 vs 0.634,
+    # 0.793 vs 0.645, 0.970 vs 0.735, 1.033 vs 0.909, 0.688 (6 x 512 x 8) vs 0.496
     ((8192, 50257), "bf16", "softmax_08_any_row_cluster",
-     lambda p: (p.config.threads, p.config.cluster, p.config.items) == (256, 7, 4)),
-    ((2048, 32000), "bf16", "softmax_08_any_row_cluster",
-     lambda p: (p.config.threads, p.config.cluster) == (512, 2)),
+     lambda p: (p.config.threads, p.config.cluster, p.config.items, p.config.packed)
+     == (256, 4, 8, True)),
+    ((1024, 128256), "bf16", "softmax_08_any_row_cluster",
+     lambda p: (p.config.threads, p.config.cluster, p.config.items, p.config.packed)
+     == (256, 8, 8, True)),
+    ((2048, 32000), "bf16", "softmax_07_any_row",
+     lambda p: (p.config.threads, p.config.items, p.config.packed) == (512, 8, True)),
+    ((777, 12345), "bf16", "softmax_07_any_row",
+     lambda p: (p.config.threads, p.config.items, p.config.packed) == (256, 7, True)),
+    ((512, 151936), "bf16", "softmax_08_any_row_cluster",
+     lambda p: p.config.packed and p.config.items == 8),
+    # fewer rows than SMs: unpacked, more blocks a row (32 x 50257 1.02 of copy)
+    ((32, 50257), "bf16", "softmax_08_any_row_cluster",
+     lambda p: (p.config.cluster, p.config.packed) == (7, False)),
     ((4, 1048576), "fp32", "softmax_09_split_row", lambda p: p.split * p.slots >= 132),
     ((2, 8388608), "fp32", "softmax_09_split_row", lambda p: p.entry.endswith("_stream")),
 ])

@@ -80,8 +80,9 @@ SWEEP_CONFIGS = {
 SWEEP_SHAPES = ((4096, 131072), (1024, 65536), (16384, 16384), (8192, 50257))
 # (sampled rows' max relative error, worst |row sum - 1|) a correct output stays
 # under: a few fp32 ulp, or the output type's rounding (bf16 2^-9, fp16 2^-11)
-# and a row sum of rounded outputs
-SWEEP_TOLERANCE = {"fp32": (1e-5, 2e-5), "bf16": (8e-3, 2e-2), "fp16": (2e-3, 5e-3)}
+# and a row sum of rounded outputs; fp16 outputs under 6.1e-5 (rows past ~16K
+# elements) are subnormal, rounded to 2^-24 absolute: percents relative
+SWEEP_TOLERANCE = {"fp32": (1e-5, 2e-5), "bf16": (8e-3, 2e-2), "fp16": (5e-2, 2e-2)}
 
 
 def _fits(cfg, cols, cc) -> bool:

@@ -73,8 +73,8 @@ import numpy as np
 from ...runtime import driver, dtypes, interop
 from ...runtime.kernel import compile as compile_kernel
 from ...runtime.launch import launch
-from .registry import (CLUSTER_CONFIGS, DTYPE_CODES, INT_MAX, MAX_WINDOW_COLS,
-                       PIPELINED_CONFIGS, RESIDENT_CONFIGS, ROW_TILE_CONFIGS, SOFTMAX_RUNGS,
+from .registry import (CLUSTER_CONFIGS, DTYPE_CODES, HELD_VALUES, INT_MAX, MAX_WINDOW_COLS,
+                       PACKED_CLUSTER_COLS, PIPELINED_CONFIGS, RESIDENT_CONFIGS, ROW_TILE_CONFIGS, SOFTMAX_RUNGS,
                        STREAM_CONFIG, WS_MAX_SLOTS, SoftmaxConfig, WindowConfig, WindowRung, dtype_name,
                        numpy_dtype, rung, source_of, vec_of, window_configs)
 
@@ -199,8 +199,10 @@ def _existing_route(rows, cols, precision, cc, contiguous, bulk, sm_count):
       at 0.876 vs 0.745. (bf16 there: the window rungs, 0.643 vs 0.598 at
       2048 x 32000, 0.528 vs 0.511 at 1024 x 128256.)
     - aligned rows past 128K, at least one row an SM (rung 04 streamed,
-      2R + 1W): 151936 fp32 0.63 / 0.65 vs 0.53, bf16 0.494 vs 0.366 (a
-      cluster of 8 at one block an SM serialises load -> barrier -> store).
+      2R + 1W): 151936 fp32 0.63 / 0.65 vs 0.53 (a cluster of 8 at one
+      block an SM serialises load -> barrier -> store). Not 16-bit rows that
+      a packed cluster holds: bf16 512 x 151936 0.688 at 6 x 512 x 8 packed
+      against 0.496 on rung 04.
     - sm_80 (no clusters), aligned rows past a block, one row an SM: rung 04
       streamed as before rung 07 (not measured against rung 09 there)."""
     if contiguous and cols <= 8:
@@ -221,7 +223,7 @@ def _existing_route(rows, cols, precision, cc, contiguous, bulk, sm_count):
         if precision == "fp32" and tuple(cc) >= (9, 0) and 16384 < cols <= 131072:
             name, c = _ladder_config(rows, cols, cc, True)
             return name, c, "aligned fp32 rows of 16K..128K, many rows: rung 06 (bulk prefetch)"
-        if cols > 131072:
+        if cols > 131072 and (precision == "fp32" or cols > PACKED_CLUSTER_COLS):
             return ("softmax_04_vectorized", STREAM_CONFIG,
                     "aligned rows past 128K, many rows: rung 04 streamed")
         if tuple(cc) < (9, 0) and cols > 16384:
@@ -349,14 +351,17 @@ def _pick_cluster(nv: int, cfgs, rows: int = 1, sm_count: int = H200_SM_COUNT) -
        reduction and stores);
     3. 512-thread blocks one an SM with 40..48 fp32 values a thread, for rows
        past what 2. holds (up to 196608 fp32 elements).
-    16-bit rows, at least one an SM, count their tiers in the packed
-    configs' vectors (8 a thread, as fp32), so such a row takes the tier of
-    the fp32 row of the same bytes; fewer rows keep the unpacked configs
-    (more blocks a row, more SMs busy). Inside a tier: clusters that pack a GPC (>= 0.95 of its block
-    slots: idle SMs cost bandwidth; padded lanes only cost registers), then
-    16-bit packed configs (twice the elements a thread: half the blocks a
-    row, so twice the rows in flight for the same bytes), then the
-    least padding, then the smaller cluster (fewer blocks to wait for at the
+    16-bit rows, at least one an SM, take packed configs first (measured:
+    bf16 8192 x 50257 0.747 of copy at 4 x 256 x 8 packed against 0.634 at
+    7 x 256 x 4, 1024 x 128256 0.793 at 8 x 256 x 8 packed against 0.645 at
+    8 x 512 x 4); fewer rows keep the unpacked configs (more blocks a row,
+    more SMs busy). Inside a tier: 16-bit packed configs, the most vectors a
+    thread first, then the least padding (twice the elements a thread: half
+    the blocks a row, so twice the rows in flight for the same bytes; bf16
+    512 x 151936 0.688 at 6 x 512 x 8 against 0.644 at 8 x 512 x 6: bytes a
+    thread count for more than packing a GPC), then clusters that pack a GPC
+    (>= 0.95 of its block slots: idle SMs cost bandwidth; padded lanes only
+    cost registers), then the least padding, then the smaller cluster (fewer blocks to wait for at the
     barrier; measured 7 x 256 x 8 items 0.775 vs 8 x 256 x 7 0.733 on the
     same window)."""
     cands = [c for c in cfgs if c.kind == "cluster" and c.window >= nv
@@ -366,16 +371,16 @@ def _pick_cluster(nv: int, cfgs, rows: int = 1, sm_count: int = H200_SM_COUNT) -
     if rows < sm_count and any(not c.packed for c in cands):
         # fewer rows than SMs: the unpacked form's twice the blocks a row fill more SMs
         cands = [c for c in cands if not c.packed]
-    max_items = max((c.items for c in cands if c.min_blocks > 1), default=8)
-    four_first = nv > 6 * 256 * max_items
+    four_first = nv * cands[0].vec > 6 * 256 * HELD_VALUES
 
     def tier(c):
         if c.min_blocks == 4:
             return 0 if four_first else 3
         return 1 if c.min_blocks == 2 else 2
 
-    return min(cands, key=lambda c: (tier(c), cluster_packing(c) < 0.95, not c.packed,
-                                     c.window, c.cluster))
+    return min(cands, key=lambda c: (tier(c), not c.packed,
+                                     (-c.items, c.window) if c.packed else (0, 0),
+                                     cluster_packing(c) < 0.95, c.window, c.cluster))
 
 
 def _plan_split(rows, nv, cfgs, sm_count):

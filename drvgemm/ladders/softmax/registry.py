@@ -15,6 +15,7 @@ __all__ = ["kernels", "rung", "catalogue", "pipelined", "SoftmaxConfig", "Softma
            "RESIDENT_CONFIGS", "STREAM_CONFIG", "CLUSTER_CONFIGS", "PIPELINED_CONFIGS",
            "ROW_TILE_CONFIGS",
            "SOURCE_DEFINES", "WindowConfig", "WindowRung", "WINDOW_RUNGS", "WINDOW_CONFIGS",
+           "HELD_VALUES", "PACKED_CLUSTER_COLS",
            "WINDOW_REGISTRY", "window_configs", "window_precisions", "vec_of", "WATCHDOG_NS",
            "WS_MAX_SLOTS", "MAX_WINDOW_COLS", "window_catalogue_configs"]
 
@@ -532,6 +533,9 @@ def _window_configs(vec: int) -> tuple:
 
 WINDOW_REGISTRY = {4: _window_configs(4), 8: _window_configs(8)}
 WINDOW_CONFIGS = WINDOW_REGISTRY[4] + WINDOW_REGISTRY[8]
+# The longest 16-bit row (elements, starting on 16 bytes) a packed cluster holds.
+PACKED_CLUSTER_COLS = max(c.window * c.vec for c in WINDOW_REGISTRY[8]
+                          if c.packed and c.kind == "cluster")
 
 
 def window_configs(precision: str | None = None) -> tuple:
