@@ -36,7 +36,7 @@ SOFTMAX_SHAPES = [(1, 1), (3, 1000), (5, 4099), (2, 33000), (1, 131072),
                   # a cluster per vocabulary row, split rows (resident and streamed)
                   (9, 7), (33, 33), (3, 12345), (2, 50257), (3, 262145), (1, 2_500_001),
                   # a cluster per 16-bit row held packed: at least a row an SM
-                  (133, 40001),
+                  (133, 50257),
                   # rung 10: many blocks of short rows, each block's run at another phase
                   (2049, 31)]
 # (x offset, y offset, pitch pad) in elements: rows that start off 16 bytes, at a
