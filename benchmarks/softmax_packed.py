@@ -44,6 +44,7 @@ CANDIDATES = {
     (2048, 32000): [_c08(512, 4, 2, 2), _c07(512, 8, True), _c08(256, 8, 2, 4, True)],
     (777, 12345): [_c07(512, 4), _c07(256, 7, True), _c07(256, 6, True)],
     (2048, 16384): [_c07(512, 4), _c07(256, 8, True)],
+    (4096, 4097): [_c07(256, 4), _c07(128, 5, True), _c07(128, 6, True), _c07(256, 3)],
     (512, 151936): [_c08(512, 5, 8, 1), _c08(512, 6, 8, 2, True), _c08(512, 8, 6, 2, True),
                     _c08(512, 8, 5, 2, True), _c08(512, 8, 8, 2, True)],
 }
@@ -54,10 +55,14 @@ def main(argv=None):
     p.add_argument("--json", default=None)
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--precisions", default="bf16,fp16")
+    p.add_argument("--shapes", default=None,
+                   help="rows x cols to run, e.g. 4096x4097,8192x50257 (default: all)")
     args = p.parse_args(argv)
     recs = []
     for prec in args.precisions.split(","):
         for shape, cfgs in CANDIDATES.items():
+            if args.shapes and f"{shape[0]}x{shape[1]}" not in args.shapes.split(","):
+                continue
             recs += sweep_softmax([shape], cfgs, precision=prec, reps=args.reps)
     for prec in args.precisions.split(","):
         print(f"\n== {prec}")

@@ -503,7 +503,7 @@ def _window_configs(vec: int) -> tuple:
             for t in (128, 256, 512) for it in range(1, max_items + 1)]
     out += [WindowConfig("softmax_07_any_row", t, it, vec, row_threads=t, min_blocks=1024 // t,
                          packed=True)
-            for t in (256, 512) for it in (range(5, 9) if vec == 8 else ())]
+            for t in (128, 256, 512) for it in (range(5, 9) if vec == 8 else ())]
     # clusters of 512-thread blocks, two an SM
     out += [WindowConfig("softmax_08_any_row_cluster", 512, it, vec, cluster=c, min_blocks=2,
                          packed=it > max_items)
