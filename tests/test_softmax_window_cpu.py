@@ -260,6 +260,9 @@ def test_auto_choices_match_the_committed_table():
      lambda p: (p.config.threads, p.config.items, p.config.packed) == (256, 7, True)),
     ((512, 151936), "bf16", "softmax_08_any_row_cluster",
      lambda p: p.config.packed and p.config.items == 8),
+    # 128-thread packed blocks for 513..1024 vectors: 0.848 vs 0.595 at 256 x 4
+    ((4096, 4097), "bf16", "softmax_07_any_row",
+     lambda p: (p.config.threads, p.config.items, p.config.packed) == (128, 5, True)),
     # fewer rows than SMs: unpacked, more blocks a row (32 x 50257 1.02 of copy)
     ((32, 50257), "bf16", "softmax_08_any_row_cluster",
      lambda p: (p.config.cluster, p.config.packed) == (7, False)),
