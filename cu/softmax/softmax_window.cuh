@@ -123,6 +123,20 @@ __device__ __forceinline__ void window_load(const RowWindow& w, int first, int l
     }
 }
 
+// Window vector e0 / WVEC of the output: one STG.128 when it lies inside the
+// row and y has x's phase, else element by element (the elements inside).
+__device__ __forceinline__ void store_vector(const RowWindow& w, int e0, const float* o) {
+    if (w.same_phase && e0 >= w.lo && e0 + WVEC <= w.hi) {
+        store16(w.yw + e0, o);
+    } else {
+#pragma unroll
+        for (int k = 0; k < WVEC; ++k) {
+            const int e = e0 + k;
+            if (e >= w.lo && e < w.hi) w.yw[e] = from_f32(o[k]);
+        }
+    }
+}
+
 // Scale the held values and store the ones inside the row.
 template <int kItems, int kStride>
 __device__ __forceinline__ void window_store(const RowWindow& w, int first, int lane, bool live, float* v,
@@ -134,15 +148,7 @@ __device__ __forceinline__ void window_store(const RowWindow& w, int first, int 
         if (!live || e0 >= w.hi || e0 + WVEC <= w.lo) continue;
 #pragma unroll
         for (int k = 0; k < WVEC; ++k) o[k] *= scale;
-        if (w.same_phase && e0 >= w.lo && e0 + WVEC <= w.hi) {
-            store16(w.yw + e0, o);
-        } else {
-#pragma unroll
-            for (int k = 0; k < WVEC; ++k) {
-                const int e = e0 + k;
-                if (e >= w.lo && e < w.hi) w.yw[e] = from_f32(o[k]);
-            }
-        }
+        store_vector(w, e0, o);
     }
 }
 
@@ -255,15 +261,7 @@ __device__ __forceinline__ void window_store_packed(const RowWindow& w, int firs
         float o[WVEC];
 #pragma unroll
         for (int k = 0; k < WVEC; ++k) o[k] = exp_shifted(held_f32(r[it], k), ref) * scale;
-        if (w.same_phase && e0 >= w.lo && e0 + WVEC <= w.hi) {
-            store16(w.yw + e0, o);
-        } else {
-#pragma unroll
-            for (int k = 0; k < WVEC; ++k) {
-                const int e = e0 + k;
-                if (e >= w.lo && e < w.hi) w.yw[e] = from_f32(o[k]);
-            }
-        }
+        store_vector(w, e0, o);
     }
 }
 #endif
