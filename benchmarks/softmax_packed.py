@@ -34,16 +34,6 @@ def _c07(threads, items, packed=False):
                         min_blocks=1024 // threads, packed=packed)
 
 
-def _lanes(row_threads, items, rpt, packed=False):
-    return WindowConfig("softmax_07_any_row", 256, items, 8, row_threads=row_threads, rpt=rpt,
-                        min_blocks=4, packed=packed)
-
-
-def _rung10(rows, cols):
-    """Rung 10's config for the shape (auto's choice for contiguous short rows)."""
-    return sm.plan(rows, cols, "bf16").config
-
-
 # (rows, cols): candidates; the first is auto's choice before packed configs.
 CANDIDATES = {
     (8192, 50257): [_c08(256, 4, 7, 4), _c08(512, 8, 2, 2, True), _c08(256, 8, 4, 4, True),
@@ -57,11 +47,6 @@ CANDIDATES = {
     (4096, 4097): [_c07(256, 4), _c07(128, 5, True), _c07(128, 6, True), _c07(256, 3)],
     (512, 151936): [_c08(512, 5, 8, 1), _c08(512, 6, 8, 2, True), _c08(512, 8, 6, 2, True),
                     _c08(512, 8, 5, 2, True), _c08(512, 8, 8, 2, True)],
-    (65536, 129): [_lanes(8, 3, 1), _lanes(8, 3, 2, True)],
-    (100000, 128): [_lanes(4, 4, 1), _lanes(4, 4, 2, True)],
-    (65536, 256): [_lanes(8, 4, 1), _lanes(8, 4, 2, True)],
-    (262144, 33): [_rung10(262144, 33), _lanes(2, 3, 1), _lanes(2, 3, 2, True)],
-    (131072, 127): [_rung10(131072, 127), _lanes(8, 3, 1), _lanes(8, 3, 2, True)],
 }
 
 

@@ -311,12 +311,11 @@ def predict_copy_ratio(cfg: WindowConfig, nv: int, blocks: int, sm_count: int, a
 
 def _pick_rows(nv: int, cfgs) -> WindowConfig | None:
     """Lane groups for short rows: the fewest lanes whose items cover the
-    window (more rows per warp), then the fewest items (less waste), then
-    16-bit packed groups (more rows a group: more bytes a thread in flight)."""
+    window (more rows per warp), then the fewest items (less waste)."""
     cands = [c for c in cfgs if c.kind == "rows" and c.row_threads <= 32 and c.window >= nv]
     if not cands:
         return None
-    return min(cands, key=lambda c: (c.window, c.row_threads, not c.packed))
+    return min(cands, key=lambda c: (c.window, c.row_threads))
 
 
 # A thread of a block-per-row config should hold at least this many bytes of

@@ -497,11 +497,6 @@ def _window_configs(vec: int) -> tuple:
     more = (6, 8) if vec == 8 else ()
     out = [_lane_rows(rt, it, vec) for rt in (1, 2, 4, 8, 16) for it in (1, 2, 3, 4)]
     out += [_lane_rows(32, it, vec) for it in [1, 2, 3, 4] + ([6, 8] if vec == 4 else [])]
-    # 16-bit lane groups packed: two rows a group of 3-4 vectors (96-128 B in flight
-    # a thread at the registers of one unpacked row; 2 vectors x 4 rows spill 8 B)
-    out += [WindowConfig("softmax_07_any_row", 256, it, vec, row_threads=rt, rpt=8 // it,
-                         min_blocks=4, packed=True)
-            for rt in (2, 4, 8, 16) for it in ((3, 4) if vec == 8 else ())]
     # a block per row: 1024 threads an SM of 64-register threads (2 blocks of
     # 512, 4 of 256, 8 of 128), so one block's loads overlap another's stores
     out += [WindowConfig("softmax_07_any_row", t, it, vec, row_threads=t, min_blocks=1024 // t)
