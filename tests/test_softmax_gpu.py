@@ -44,8 +44,8 @@ ABS_FLOOR = {"fp32": TINY, "bf16": TINY, "fp16": 2.0 ** -24}
 KERNELS = ["auto"] + smr.kernels()
 
 
-def _skip_unsupported(gpu, kernel, cols):
-    if kernel != "auto" and not smr.rung(kernel).supports(cols, gpu.cc):
+def _skip_unsupported(gpu, kernel, cols, prec="fp32"):
+    if kernel != "auto" and not smr.rung(kernel).supports(cols, gpu.cc, prec):
         pytest.skip(f"{kernel} does not take {cols} columns on sm_{gpu.cc[0]}{gpu.cc[1]}")
 
 
@@ -154,7 +154,7 @@ def test_matches_float64_reference(gpu, kernel, case):
     if kernel in ("softmax_05_cluster", "softmax_06_pipelined",
                   "softmax_08_any_row_cluster") and gpu.cc < (9, 0):
         pytest.skip("thread-block clusters need sm_90")
-    assume(kernel == "auto" or smr.rung(kernel).supports(cols, gpu.cc))
+    assume(kernel == "auto" or smr.rung(kernel).supports(cols, gpu.cc, prec))
     x = masked_input(rows, cols, prec, scale, seed, masked, dead_row)
     check(run(x, kernel), x, kernel)
 
@@ -215,7 +215,7 @@ def test_masked_entries_and_all_masked_rows(gpu, kernel, cols):
 @pytest.mark.parametrize("shape", [(7, 1), (33, 100), (4, 1024), (3, 4097), (2, 16384),
                                    (2, 65536)], ids=lambda s: f"{s[0]}x{s[1]}")
 def test_16_bit_inputs(gpu, kernel, prec, shape):
-    _skip_unsupported(gpu, kernel, shape[1])
+    _skip_unsupported(gpu, kernel, shape[1], prec)
     x = make_input(*shape, prec=prec, seed=shape[1])
     y = run(x, kernel)
     assert y.dtype == x.dtype

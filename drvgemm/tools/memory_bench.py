@@ -142,7 +142,7 @@ def bench_softmax(shapes=SOFTMAX_SHAPES, *, precision="fp32", kernels=None, reps
         auto = sm.plan(rows, cols, precision, cc=cc, sm_count=driver.device().sm_count)
         for name in names:
             rung = sm_registry.rung(name)
-            if not rung.supports(cols, cc):
+            if not rung.supports(cols, cc, precision):
                 continue
             k, p = sm.prepare(sm.plan(rows, cols, precision, kernel=name, cc=cc,
                                       sm_count=driver.device().sm_count), rows)

@@ -239,7 +239,10 @@ class SoftmaxRung:
         raise ValueError(f"{self.name} takes rows of at most {caps[-1].limit} elements, "
                          f"got {cols}; use kernel='auto' or softmax_04_vectorized")
 
-    def supports(self, cols: int, cc: tuple = (9, 0)) -> bool:
+    def supports(self, cols: int, cc: tuple = (9, 0), precision: str = "fp32") -> bool:
+        """Whether some config takes rows of ``cols``. The ladder rungs hold
+        fp32 values whatever the element type, so ``precision`` (taken for
+        the window rungs' signature) does not change the answer."""
         return any(c.fits(cols, cc) for c in self.configs)
 
 
