@@ -339,3 +339,46 @@ def test_tma_binding_stages_misaligned_operands_in_one_launch(tma, m, n, k, stag
         if staged == "A":
             assert pad["args"][5:] == (0,) * 5
             assert struct.unpack_from("<Q", _bytes(main["args"])[1])[0] == b.ptr
+
+
+# ---------------------------------------------------------------------------
+# The plain and rung-30 bindings (host.PlainBinding, small_m.SmallMBinding):
+# a cached signature keeps its launches and puts each call's pointers and
+# scalars into them; what it launches must be exactly what the rung's own
+# ``launches`` builds for those pointers (split or not, K empty or not).
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("kernel, dtype, m, n, k", [
+    ("30_small_m_bf16", BF16, 1, 4096, 4096),       # split K: counters and partials
+    ("30_small_m_bf16", BF16, 8, 64, 16),           # one piece
+    ("30_small_m_fp16", np.float16, 4, 32768, 8192),  # counters past 256 bytes
+    ("30_small_m_fp32", np.float32, 33, 1000, 64),  # z chunks
+    ("30_small_m_fp32", np.float32, 3, 700, 0),     # K = 0: beta * C alone
+    ("08_warp_tiled_64x64", np.float32, 64, 512, 8192),   # split K and its reduction
+    ("08_warp_tiled", np.float32, 300, 200, 100),         # one piece
+])
+def test_plain_and_small_m_bindings_launch_what_the_rung_builds(gpu, kernel, dtype, m, n, k):
+    from drvgemm.ladders.gemm.registry import RUNGS
+    rung = next(r for r in RUNGS if r.name == kernel)
+    sets = [(dev((m, k), dtype, ptr=0x1000_0000 + i * 0x100_0000),
+             dev((k, n), dtype, ptr=0x4000_0000 + i * 0x100_0000),
+             dev((m, n), np.float32, ptr=0x8000_0000 + i * 0x100_0000)) for i in range(3)]
+    scalars = [(1.5, 0.5), (2.0, 0.25), (-1.0, 2.0), (1.5, 0.5)]   # beta != 0: one signature
+    split = None
+    for (a, b, c), (alpha, beta) in zip(sets + sets[:1], scalars):
+        drvgemm.gemm(a, b, c, kernel=kernel, alpha=alpha, beta=beta)
+        split = split or drvgemm.plan(a, b, c, kernel=kernel, alpha=alpha, beta=beta).split
+    info = dispatch.plan_cache_info()
+    assert (info["misses"], info["hits"]) == (1, 3)
+    per_call = len(gpu) // 4
+    assert per_call == (2 if kernel.startswith("08") and split > 1 else 1)
+    for i, ((a, b, c), (alpha, beta)) in enumerate(zip(sets + sets[:1], scalars)):
+        got = gpu[i * per_call:(i + 1) * per_call]
+        ws = got[0]["args"][4] if rung.host == "small_m" else (
+            got[0]["args"][2] if per_call == 2 else 0)
+        want = rung.launches(got[0]["kernel"], a.ptr, b.ptr, c.ptr, m, n, k, alpha, beta,
+                             split=split, workspace=ws)
+        assert len(want) == per_call
+        for g, (kern, cfg) in zip(got, want):
+            assert g["kernel"] == kern
+            assert (g["grid"], g["block"], g["smem"]) == (cfg.grid, cfg.block, cfg.smem)
+            assert g["args"] == tuple(cfg.args)

@@ -31,8 +31,11 @@ class Binding:
     calls of one set of pointers and scalars may be launched again as they
     are (a binding that enqueues work of its own per call, such as a
     staging copy, is not). This one asks the rung's ``launches`` every
-    time; a host side with costly set-up (tensor maps) keeps what does not
-    depend on the pointers."""
+    time, which is right for any host side; the host sides' own bindings
+    (PlainBinding, small_m.SmallMBinding, hopper.TmaBinding) build the
+    launches once and put each call's pointers and scalars into them, since
+    a caller's allocator and the shape suite's rotating operands bring new
+    pointers on most calls."""
     replayable = True
 
     def __init__(self, rung, kernel, m, n, k, *, stream, narrow_output, split):
@@ -46,6 +49,37 @@ class Binding:
         calls = [(kern, cfg.grid, cfg.block, cfg.args, cfg.smem, cfg.cluster)
                  for kern, cfg in steps]
         return calls, [cfg.keepalive for _, cfg in steps if cfg.keepalive]
+
+
+class PlainBinding(Binding):
+    """The plain signature's launches for one call signature: computed once
+    (the first call, through ``launches``), then only the pointers and
+    scalars are put into copies of their argument lists -- the kernel's
+    (A, B, C or the workspace, M, N, K, alpha, beta) and, for a split K, the
+    reduction's (workspace, C, count, stride, splits, alpha, beta). A C too
+    tall for one grid (row bands at offsets from A and C) asks ``launches``
+    every time."""
+
+    def __init__(self, rung, kernel, m, n, k, *, stream, narrow_output, split):
+        super().__init__(rung, kernel, m, n, k, stream=stream, narrow_output=narrow_output,
+                         split=split)
+        self._calls = None
+
+    def __call__(self, pa, pb, pc, alpha, beta, ws):
+        calls = self._calls
+        if calls is None:
+            calls, keep = super().__call__(pa, pb, pc, alpha, beta, ws)
+            split = self.rung.host_side.split_k_build(self.rung, self.k, self.split)
+            if not keep and len(calls) == (2 if split else 1):   # not row bands
+                self._calls = calls
+            return calls, keep
+        (kern, grid, block, args, smem, cluster), *rest = calls
+        if not rest:        # one piece: (A, B, C, M, N, K, alpha, beta)
+            return [(kern, grid, block, (pa, pb, pc) + args[3:6] + (alpha, beta), smem,
+                     cluster)], ()
+        rk, rgrid, rblock, rargs, rsmem, rcluster = rest[0]
+        return [(kern, grid, block, (pa, pb, ws) + args[3:], smem, cluster),
+                (rk, rgrid, rblock, (ws, pc) + rargs[2:5] + (alpha, beta), rsmem, rcluster)], ()
 
 
 class PlainHost:
@@ -96,8 +130,8 @@ class PlainHost:
     def binding(self, rung, kernel, m, n, k, *, stream=0, narrow_output=False,
                 split=1) -> Binding:
         """The launches of one call signature, for each call's pointers."""
-        return Binding(rung, kernel, m, n, k, stream=stream, narrow_output=narrow_output,
-                       split=split)
+        return PlainBinding(rung, kernel, m, n, k, stream=stream, narrow_output=narrow_output,
+                            split=split)
 
     def launches(self, rung, kernel, a, b, c, m, n, k, alpha, beta, *, stream=None,
                  narrow_output=False, split=1, workspace=0) -> list:

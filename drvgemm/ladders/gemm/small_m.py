@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from ...runtime.driver import device_pointer
 from ...runtime.launch import LaunchConfig
-from .host import PlainHost
+from .host import Binding, PlainHost
 
 __all__ = ["auto_domain", "ELEM_BYTES", "Geometry", "geometry", "smem_bytes", "SmallMHost", "SMALL_M",
            "COUNTER_BYTES_ALIGN", "MAX_SPLITS", "SPLITS", "MIN_STEPS_PER_WARP",
@@ -274,6 +274,49 @@ class SmallMHost(PlainHost):
                 reduction_group(splits))
         return [(kernel, LaunchConfig((strips * zchunks * splits, 1, 1), (g.threads, 1, 1),
                                       g.smem, args))]
+
+    def binding(self, rung, kernel, m, n, k, *, stream=0, narrow_output=False,
+                split=1) -> Binding:
+        return SmallMBinding(rung, kernel, m, n, k, stream=stream,
+                             narrow_output=narrow_output, split=split)
+
+
+class SmallMBinding(Binding):
+    """Rung 30's launch for one call signature: the grid, the geometry and
+    the split's figures are computed once (the first call, through
+    ``launches``); a call with new pointers or scalars only fills them into
+    the argument list. On the H200 host, building the launch through
+    ``launches`` on every new pointer cost ~10 us a call (22.8 against 12.3
+    us with one operand set, benchmarks/notes/launch.md): the shape suite's
+    rotating operands and a caller's allocator give new pointers often."""
+
+    def __init__(self, rung, kernel, m, n, k, *, stream, narrow_output, split):
+        super().__init__(rung, kernel, m, n, k, stream=stream, narrow_output=narrow_output,
+                         split=split)
+        self._launch = None     # (kernel, grid, block, smem, args) of the first call
+        self._work_offset = 0   # partial tiles past the counters, in the workspace
+
+    def __call__(self, pa, pb, pc, alpha, beta, ws):
+        first = self._launch
+        if first is None:
+            return self._first(pa, pb, pc, alpha, beta, ws)
+        kern, grid, block, smem, args = first
+        if self.k == 0:
+            pa = pb = pc      # never read (an empty K loop): any valid address
+        counters = ws if args[4] else 0
+        work = counters + self._work_offset if counters else 0
+        return [(kern, grid, block, (pa, pb, pc, work, counters) + args[5:8] + (alpha, beta)
+                 + args[10:], smem, None)], ()
+
+    def _first(self, pa, pb, pc, alpha, beta, ws):
+        (kern, cfg), = self.rung.launches(self.kernel, pa, pb, pc, self.m, self.n, self.k,
+                                         alpha, beta, stream=self.stream,
+                                         narrow_output=self.narrow, split=self.split,
+                                         workspace=ws)
+        args = cfg.args
+        self._work_offset = args[3] - args[4] if args[4] else 0
+        self._launch = (kern, cfg.grid, cfg.block, cfg.smem, args)
+        return [(kern, cfg.grid, cfg.block, args, cfg.smem, None)], ()
 
 
 SMALL_M = SmallMHost()
