@@ -18,8 +18,10 @@ to launch (rung 20's small, short-K, long-K and odd shapes, rung 30's
 decode), each with its calls cycling through ``--sets`` copies of A, B and C
 (new pointers every call, as the suite's L2 rotation and a caller's
 allocator give them) and with one set: the host time per call, the wall time
-per call (the GPU time when the host keeps ahead), and torch.matmul(out=)
-on the same tensors. ``--profile PATH`` writes cProfile's top functions of
+per call (the GPU time when the host keeps ahead), the GPU's own time per
+call (the calls enqueued behind a kernel that holds the GPU: ``gpu_us``), and
+torch.matmul(out=) on the same tensors. Where wall is near host and above
+gpu, the calls are host-bound. ``--profile PATH`` writes cProfile's top functions of
 the rotating drvgemm calls there."""
 import argparse
 import cProfile
@@ -119,10 +121,32 @@ def main(argv=None):
 
 
 # (M, N, K, precision): rung 20's small squares, short and long K, odd sizes
-# that need staging, a split-K product; rung 30 at decode.
+# that need staging, a split-K product; rung 30 and the swapped tiles at decode.
 SHAPES = [(128, 128, 128, "bf16"), (512, 512, 512, "bf16"), (4096, 4096, 128, "bf16"),
           (1000, 700, 900, "bf16"), (127, 8191, 131, "bf16"), (128, 128, 65536, "bf16"),
-          (1024, 1024, 1024, "tf32"), (1, 4096, 4096, "bf16"), (1000, 700, 900, "fp32")]
+          (1024, 1024, 1024, "tf32"), (1, 4096, 4096, "bf16"), (8, 4096, 4096, "bf16"),
+          (2, 5120, 5120, "bf16"), (16, 11008, 4096, "bf16"), (32, 4096, 11008, "bf16"),
+          (1, 4096, 4096, "tf32"), (1, 4096, 4096, "fp32"), (1000, 700, 900, "fp32")]
+
+
+def gpu_us(fn, calls, torch):
+    """The GPU's own time per call, the host out of the way: the calls are
+    enqueued behind a kernel that keeps the GPU busy for longer than the
+    host takes to enqueue them, and timed by events around them. None when
+    the host did not get ahead (the figure would be the host's)."""
+    fn(20)
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    hold_s = 60e-6 * calls + 2e-3
+    torch.cuda._sleep(int(hold_s * 2.0e9))     # cycles at up to ~2 GHz
+    t0 = time.perf_counter()
+    start.record()
+    fn(calls)
+    end.record()
+    enqueued = time.perf_counter() - t0
+    end.synchronize()
+    gpu = start.elapsed_time(end) * 1e3 / calls
+    return None if enqueued > hold_s * 0.8 else gpu
 
 
 def shape_costs(sets, profile_path, calls=400):
@@ -150,13 +174,16 @@ def shape_costs(sets, profile_path, calls=400):
         for name, fn in (("drvgemm.gemm", drv), ("torch.matmul(out=)", tmm)):
             for s in (1, sets):
                 host, wall = timed(lambda c, s=s: fn(c, s), calls, torch.cuda.synchronize)
+                gpu = gpu_us(lambda c, s=s: fn(c, s), calls, torch)
                 rec = {"path": name, "precision": prec, "m": m, "n": n, "k": k, "sets": s,
-                       "host_us": round(host, 2), "wall_us": round(wall, 2)}
+                       "host_us": round(host, 2), "wall_us": round(wall, 2),
+                       "gpu_us": None if gpu is None else round(gpu, 2)}
                 if name == "drvgemm.gemm":
                     rec["instantiation"], rec["split"] = p.instantiation, p.split
                 records.append(rec)
+                g = "  (host not ahead)" if gpu is None else f"{gpu:7.2f}"
                 print(f"{prec:5} {m}x{n}x{k:<6} {name:20} sets {s:3}  host {host:7.2f} us/call"
-                      f"   wall {wall:7.2f} us/call", flush=True)
+                      f"   wall {wall:7.2f} us/call   gpu {g}", flush=True)
         if profile_path:
             prof.enable()
             drv(calls, sets)
