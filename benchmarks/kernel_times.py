@@ -60,6 +60,7 @@ def drvgemm_kernels() -> set:
     from drvgemm.ladders.gemm import split_k
     from drvgemm.ladders.gemm.registry import RUNGS
     return {r.entry for r in RUNGS} | set(split_k.REDUCE_ENTRIES.values()) | \
+        set(split_k.DEEP_REDUCE_ENTRIES.values()) | \
         {"scale_c", "scale_c_bf16", "scale_c_fp16"}
 
 

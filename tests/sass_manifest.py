@@ -99,7 +99,8 @@ def instantiations():
         out.append((f"memory/{mk.name}/sm_90", mk.source, mk.entry, mk.defines or None, "sm_90"))
     for e in ("scale_c", "scale_c_bf16", "scale_c_fp16"):
         out.append((f"helper/{e}/sm_90", "scale.cu", e, None, "sm_90"))
-    for e in split_k.REDUCE_ENTRIES.values():   # the split-K reduction (rungs 08, 20)
+    for e in (*split_k.REDUCE_ENTRIES.values(),   # the split-K reduction (rungs 08, 20)
+              *split_k.DEEP_REDUCE_ENTRIES.values()):
         out.append((f"helper/{e}/sm_90", "split_reduce.cu", e, None, "sm_90"))
     for e in staging.PAD_ENTRIES.values():      # rung 20's staging copy
         out.append((f"helper/{e}/sm_90", "pad_rows.cu", e, None, "sm_90"))

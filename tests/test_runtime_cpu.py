@@ -376,7 +376,8 @@ def test_plain_split_k_launches(monkeypatch):
     from drvgemm.ladders.gemm.host import MAX_GRID_Y
     from drvgemm.ladders.gemm.registry import by_name
     monkeypatch.setattr(driver, "device", lambda *a: H200)
-    monkeypatch.setattr(split_k, "reduce_kernel", lambda out="fp32": f"reduce:{out}")
+    monkeypatch.setattr(split_k, "reduce_kernel",
+                        lambda out="fp32", deep=False: f"reduce:{out}" + (":deep" if deep else ""))
 
     class Build(str):
         split_k = True
@@ -391,7 +392,8 @@ def test_plain_split_k_launches(monkeypatch):
     a, b, c = (DeviceArray((1,), np.float32, ptr=p, owner=False) for p in (pa, pb, pc))
     (k1, part), (k2, red) = r.launches(split_build, a, b, c, 300, 260, 1001, 2.0, 0.5,
                                        split=8, workspace=pw)
-    assert k1 is split_build and k2 == "reduce:fp32"
+    # 300 x 260 is fewer 4-element groups than 132 SMs' blocks of 256: the deep entry
+    assert k1 is split_build and k2 == "reduce:fp32:deep"
     assert part.grid == r.grid(300, 260)[:2] + (8,) and part.block == tuple(r.block)
     assert part.args == (a, b, pw, 300, 260, 1001, 1.0, 0.0)
     assert red.args == (pw, c, 300 * 260, split_k.split_stride(300, 260), 8, 2.0, 0.5)

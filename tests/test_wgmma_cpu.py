@@ -866,13 +866,17 @@ def entry_sass(sass, entry):
     return "\n".join(body)
 
 
+@pytest.mark.parametrize("deep", [False, True])
 @pytest.mark.parametrize("out", ["fp32", "bf16", "fp16"])
-def test_reduce_kernel(out):
+def test_reduce_kernel(out, deep):
     """split_reduce.cu: no local memory, 16-byte loads of the partials,
     16-byte (fp32) or 8-byte (16-bit) stores of C, 16-bit results rounded
-    to nearest even (F2FP), no atomics (a fixed order of summation)."""
-    k = split_k.reduce_kernel(out)
-    assert k is split_k.reduce_kernel(out)          # cached
+    to nearest even (F2FP), no atomics (a fixed order of summation). The
+    deep entry issues a chunk's 16 slices' loads before the first add (the
+    plain entry's ptxas schedule keeps ~4 in flight)."""
+    k = split_k.reduce_kernel(out, deep)
+    assert k is split_k.reduce_kernel(out, deep)          # cached
+    assert k.entry == (split_k.DEEP_REDUCE_ENTRIES if deep else split_k.REDUCE_ENTRIES)[out]
     res = k.resources
     assert res.spill_stores == 0 and res.spill_loads == 0 and res.stack == 0, k.log
     assert [p.ptx_type for p in k.params] == ["u64", "u64", "u64", "u64", "u32", "f32", "f32"]
@@ -881,8 +885,35 @@ def test_reduce_kernel(out):
     assert re.search(r"STG\.E\.128" if out == "fp32" else r"STG\.E\.64", sass)
     assert ("F2FP" in sass) == (out != "fp32")
     assert "ATOM" not in sass and "RED." not in sass
+    longest, cur = 0, 0
+    for line in sass.splitlines():
+        if "LDG.E.128" in line:
+            cur += 1
+            longest = max(longest, cur)
+        elif "FADD" in line:
+            cur = 0
+    assert (longest >= 16) if deep else (longest < 16), longest
     with pytest.raises(ValueError, match="fp32, bf16 or fp16"):
-        split_k.reduce_kernel("tf32")
+        split_k.reduce_kernel("tf32", deep)
+
+
+def test_deep_reduce_takes_small_c_over_many_splits(monkeypatch):
+    """The deep entry for more than DEEP_MIN_SPLITS partials of a C whose
+    4-element groups give at most one 256-thread block to each SM; the plain
+    entry otherwise. Both take the same launch configuration."""
+    from types import SimpleNamespace
+    from drvgemm.runtime import driver
+    monkeypatch.setattr(split_k, "reduce_kernel",
+                        lambda out="fp32", deep=False: ("deep" if deep else "plain", out))
+    monkeypatch.setattr(driver, "device", lambda *a: SimpleNamespace(sm_count=132))
+    edge = 256 * 132 * 4                     # elements: one block an SM
+    for m, n, s, want in [(32, 32, 128, "deep"), (128, 128, 32, "deep"), (32, 32, 5, "deep"),
+                          (32, 32, 4, "plain"), (1000, 700, 8, "plain"),
+                          (1, edge, 16, "deep"), (1, edge + 4, 16, "plain"),
+                          (1, edge + 1, 16, "plain")]:
+        kern, cfg = split_k.reduce_launch(0x1000, 0x2000, m, n, s, 1.0, 0.0, "bf16")
+        assert kern == (want, "bf16"), (m, n, s)
+        assert cfg == split_k.reduce_launch_config(0x1000, 0x2000, m, n, s, 1.0, 0.0)
 
 
 def emulate_reduce(partials, c, count, stride, splits, alpha, beta):

@@ -672,3 +672,43 @@ def test_split_k_is_deterministic(hopper, name):
         assert np.array_equal(first.view(np.uint32), second.view(np.uint32)), \
             f"{name} split={split}: two runs differ"
         check(first, a, b, c, 0.75, 0.5, r.precision, False, f"{name} split={split}")
+
+
+@pytest.mark.parametrize("out", ["fp32", "bf16", "fp16"])
+def test_deep_and_plain_reductions_give_the_same_bits(hopper, out):
+    """split_reduce.cu's deep entry (16 slices' loads in flight a thread)
+    and its plain entry add the same partials in the same split order: the
+    same bits of C for every split count and C size, the partial last group
+    of four and beta != 0 included, with signed zeros, infinities and NaNs
+    among the partials; nothing past C is written."""
+    from drvgemm.ladders.gemm import split_k
+    from drvgemm.runtime import dtypes
+    rng = np.random.default_rng(7)
+    np_out = {"fp32": np.float32, "bf16": dtypes.bf16(), "fp16": np.float16}[out]
+    for count, splits, beta in [(1024, 128, 0.0), (1021, 17, 0.5), (4, 5, 0.0), (3, 33, -1.0),
+                                (12345, 64, 0.0), (256 * 132 * 4, 6, 1.0)]:
+        stride = split_k.split_stride(1, count)
+        parts = rng.standard_normal(splits * stride).astype(np.float32) * 100
+        special = rng.integers(0, splits * stride, 64)
+        parts[special[:16]] = -0.0
+        parts[special[16:24]] = np.inf
+        parts[special[24:28]] = -np.inf
+        parts[special[28:32]] = np.nan
+        P = drvgemm.to_device(parts)
+        c0 = rng.standard_normal(count + 2 * GUARD).astype(np.float32).astype(np_out)
+        results = []
+        for deep in (False, True):
+            C = drvgemm.to_device(c0)
+            kern = split_k.reduce_kernel(out, deep)
+            cfg = split_k.reduce_launch_config(P, C.ptr + GUARD * c0.itemsize, 1, count,
+                                               splits, 1.5, beta)
+            launch(kern, cfg.grid, cfg.block, cfg.args, smem=cfg.smem)
+            got = C.to_host()
+            assert np.array_equal(got[:GUARD].view(np.uint8), c0[:GUARD].view(np.uint8)) and \
+                np.array_equal(got[-GUARD:].view(np.uint8), c0[-GUARD:].view(np.uint8)), \
+                f"{kern.entry}: a store outside C (count {count}, splits {splits})"
+            results.append(got[GUARD:-GUARD])
+        plain, deep = results
+        assert np.array_equal(plain.view(np.uint8), deep.view(np.uint8)), \
+            f"{out} count {count} splits {splits} beta {beta}: the entries differ at " \
+            f"{np.flatnonzero(plain.view(np.uint8) != deep.view(np.uint8))[:8]}"

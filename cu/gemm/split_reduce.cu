@@ -40,7 +40,12 @@ __device__ __forceinline__ void store_c(void* C, long long i, float v) {
             static_cast<unsigned short>(pack_half2_rn<OUT == OUT_BF16>(v, 0.0f));
 }
 
-template <int OUT>
+// The deep entries' slices in flight: their chunks of DEEP_SLICES loads are
+// issued before the chunk's adds (predicated past the last split), which
+// stay in split order, so the result is the plain entries' to the bit.
+constexpr int DEEP_SLICES = 16;
+
+template <int OUT, bool DEEP>
 __device__ __forceinline__ void split_reduce(const float* __restrict__ P, void* C,
                                              long long count, long long stride, int splits,
                                              float alpha, float beta) {
@@ -52,7 +57,29 @@ __device__ __forceinline__ void split_reduce(const float* __restrict__ P, void* 
         const long long i = 4 * g;
         float v[4];
         const float* q = P + i;
-        if (i + 4 <= count) {
+        if (DEEP && i + 4 <= count) {
+            float4 sum = *reinterpret_cast<const float4*>(q);
+            for (int s0 = 1; s0 < splits; s0 += DEEP_SLICES) {
+                float4 x[DEEP_SLICES];
+#pragma unroll
+                for (int u = 0; u < DEEP_SLICES; ++u)
+                    if (s0 + u < splits)
+                        x[u] = *reinterpret_cast<const float4*>(q + (s0 + u) * stride);
+#pragma unroll
+                for (int u = 0; u < DEEP_SLICES; ++u) {
+                    if (s0 + u < splits) {
+                        sum.x += x[u].x;
+                        sum.y += x[u].y;
+                        sum.z += x[u].z;
+                        sum.w += x[u].w;
+                    }
+                }
+            }
+            v[0] = sum.x;
+            v[1] = sum.y;
+            v[2] = sum.z;
+            v[3] = sum.w;
+        } else if (i + 4 <= count) {
             float4 sum = *reinterpret_cast<const float4*>(q);
             for (int s = 1; s < splits; ++s) {
                 q += stride;
@@ -101,13 +128,22 @@ __device__ __forceinline__ void split_reduce(const float* __restrict__ P, void* 
     }
 }
 
-#define REDUCE_ENTRY(NAME, OUT)                                                              \
-    extern "C" __global__ void __launch_bounds__(256)                                       \
+// The plain entries: many threads (8 blocks an SM), each with a few slices'
+// loads in flight, for a C with elements enough to fill the GPU. The deep
+// entries: a C of fewer elements than that (a long K split many times over
+// a small C) is a chain of L2 round trips per thread, splits / (slices in
+// flight) long; one block an SM lets ptxas keep DEEP_SLICES loads in flight
+// (at 8 blocks it interleaves them with the adds, ~4 in flight).
+#define REDUCE_ENTRY(NAME, OUT, DEEP, BOUNDS)                                                \
+    extern "C" __global__ void BOUNDS                                                        \
     NAME(const float* __restrict__ P, void* C, long long count, long long stride,           \
          int splits, float alpha, float beta) {                                              \
-        split_reduce<OUT>(P, C, count, stride, splits, alpha, beta);                         \
+        split_reduce<OUT, DEEP>(P, C, count, stride, splits, alpha, beta);                   \
     }
 
-REDUCE_ENTRY(split_reduce_f32, OUT_F32)
-REDUCE_ENTRY(split_reduce_bf16, OUT_BF16)
-REDUCE_ENTRY(split_reduce_fp16, OUT_FP16)
+REDUCE_ENTRY(split_reduce_f32, OUT_F32, false, __launch_bounds__(256))
+REDUCE_ENTRY(split_reduce_bf16, OUT_BF16, false, __launch_bounds__(256))
+REDUCE_ENTRY(split_reduce_fp16, OUT_FP16, false, __launch_bounds__(256))
+REDUCE_ENTRY(split_reduce_deep_f32, OUT_F32, true, __launch_bounds__(256, 1))
+REDUCE_ENTRY(split_reduce_deep_bf16, OUT_BF16, true, __launch_bounds__(256, 1))
+REDUCE_ENTRY(split_reduce_deep_fp16, OUT_FP16, true, __launch_bounds__(256, 1))

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from ...runtime import driver
 from ...runtime.launch import LaunchConfig
 from .host import Binding, PlainHost
-from .split_k import (reduce_kernel, reduce_launch_config, split_kernel, split_stride,
+from .split_k import (reduce_launch, split_kernel, split_stride,
                       split_workspace_bytes)
 from .staging import PaddedBuffer, PaddedScratch, enqueue_pad, pad_kernel, pad_launch_config
 from ...runtime.tensormap import (UNUSED_MAP, MapEncoder, TensorMap, cached_matrix_map,
@@ -384,9 +384,8 @@ def split_launches(rung, kernel, a, b, c, m, n, k, alpha, beta, *, stream=None,
     if s == 1:
         return [(kernel, config(main))]
     out = rung.precision if narrow_output else "fp32"
-    reduce = reduce_kernel(out)
     return [(kernel, config(main)),
-            (reduce, reduce_launch_config(workspace, c, m, n, s, alpha, beta))]
+            reduce_launch(workspace, c, m, n, s, alpha, beta, out)]
 
 
 # Operands up to this size that need padded rows get a staging buffer of their

@@ -177,9 +177,7 @@ class PlainHost:
         partial = LaunchConfig((gx, gy, s), tuple(rung.block), rung.smem,
                                (a, b, workspace, m, n, k, 1.0, 0.0))
         out = rung.precision if narrow_output else "fp32"
-        return [(kern, partial),
-                (split_k.reduce_kernel(out),
-                 split_k.reduce_launch_config(workspace, c, m, n, s, alpha, beta))]
+        return [(kern, partial), split_k.reduce_launch(workspace, c, m, n, s, alpha, beta, out)]
 
     def row_blocks(self, rung, a, c, m, n, k, narrow_output=False) -> list:
         """M too tall for one grid (more than 65535 tiles of tile_m rows):

@@ -15,13 +15,20 @@ from ...runtime.kernel import compile_once
 from ...runtime.launch import LaunchConfig
 
 __all__ = ["SLICE_ALIGN", "split_ranges", "split_stride", "split_workspace_bytes",
-           "REDUCE_ENTRIES", "reduce_kernel", "reduce_launch_config", "split_kernel"]
+           "REDUCE_ENTRIES", "DEEP_REDUCE_ENTRIES", "deep_reduce", "reduce_kernel",
+           "reduce_launch", "reduce_launch_config", "split_kernel"]
 
 SLICE_ALIGN = 64      # elements: each split's slice of the workspace starts 256-byte aligned
 REDUCE_THREADS = 256  # split_reduce.cu: four elements of C per thread
 # C's type -> the entry of split_reduce.cu that writes it
 REDUCE_ENTRIES = {"fp32": "split_reduce_f32", "bf16": "split_reduce_bf16",
                   "fp16": "split_reduce_fp16"}
+# ... and its deep entry, which keeps 16 slices' loads in flight per thread
+# at one block an SM: for a C too small to give every SM a block of the plain
+# entry, split more than DEEP_MIN_SPLITS times (a long K over a small C).
+DEEP_REDUCE_ENTRIES = {"fp32": "split_reduce_deep_f32", "bf16": "split_reduce_deep_bf16",
+                       "fp16": "split_reduce_deep_fp16"}
+DEEP_MIN_SPLITS = 4
 
 
 def split_ranges(kt: int, splits: int) -> list:
@@ -44,13 +51,31 @@ def split_workspace_bytes(m: int, n: int, split: int) -> int:
     return 0 if int(split) <= 1 else 4 * int(split) * split_stride(m, n)
 
 
-def reduce_kernel(out: str = "fp32"):
+def reduce_kernel(out: str = "fp32", deep: bool = False):
     """The compiled reduction writing a C of ``out`` ("fp32", "bf16" or
-    "fp16") for the current device (sm_90 with none), cached per process."""
-    entry = REDUCE_ENTRIES.get(out)
+    "fp16") for the current device (sm_90 with none), cached per process;
+    ``deep``: its deep entry (deep_reduce)."""
+    entry = (DEEP_REDUCE_ENTRIES if deep else REDUCE_ENTRIES).get(out)
     if entry is None:
         raise ValueError(f"the split-K reduction writes fp32, bf16 or fp16, not {out!r}")
     return compile_once("split_reduce.cu", entry)
+
+
+def deep_reduce(m, n, splits, sm_count) -> bool:
+    """Whether the reduction of ``splits`` partials of M x N takes the deep
+    entry: more than DEEP_MIN_SPLITS of them, over a C whose 4-element groups
+    give at most one block of REDUCE_THREADS to each SM (the plain entry's 8
+    blocks an SM would stand idle there). Same bits either way."""
+    groups = -(-(int(m) * int(n)) // 4)
+    return int(splits) > DEEP_MIN_SPLITS and groups <= REDUCE_THREADS * int(sm_count)
+
+
+def reduce_launch(partials, c, m, n, splits, alpha, beta, out: str = "fp32") -> tuple:
+    """(kernel, LaunchConfig) of the reduction into a C of ``out``: the
+    plain or the deep entry (deep_reduce), on reduce_launch_config's grid."""
+    deep = deep_reduce(m, n, splits, driver.device().sm_count)
+    return (reduce_kernel(out, deep),
+            reduce_launch_config(partials, c, m, n, splits, alpha, beta))
 
 
 def reduce_launch_config(partials, c, m, n, splits, alpha, beta) -> LaunchConfig:
