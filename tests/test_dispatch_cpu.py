@@ -39,7 +39,7 @@ SHAPES = [
     (1024, 16384, 1024),
     # odd and prime
     (1000, 700, 900), (257, 129, 2049), (1, 1, 1), (3, 5, 7), (127, 251, 509),
-    (4099, 4097, 131),
+    (4099, 4097, 131), (17, 19, 23),
 ]
 PRECISIONS = ["bf16", "fp16", "fp32", "tf32"]
 
@@ -304,5 +304,23 @@ def test_a_swapped_grid_on_few_sms_streams_at_its_share():
     assert memory_s(4096).memory_s == pytest.approx(stream_s(4096, 64 / 132 / 0.75), rel=1e-9)
     wide = memory_s(128256)                            # 2004 strips: 16 waves
     assert wide.waves == 16
-    assert wide.seconds - wide.memory_s - gm.LAUNCH_S - f.fixed_s == \
+    assert wide.gpu_s - wide.memory_s - gm.LAUNCH_S - f.fixed_s == \
         pytest.approx(15 * f.wave_s, rel=1e-6)
+
+
+def test_a_host_bound_call_takes_the_candidate_of_fewer_launches():
+    """gemm_model.host_s: a call back to back runs at the slower of the GPU
+    and the host, whose cost grows with the launches. fp16 17 x 19 x 23: the
+    swapped rung-20 tile (its operands staged first: two launches) and rung 30
+    (one) are both under the host's time of a call, so rung 30 is the faster
+    call; at a size where the GPU's time is above the host's, the launches
+    count for nothing."""
+    t = planning.target("H200")
+    p = planning.choose(17, 19, 23, "fp16", t=t)
+    assert p.kernel == "30_small_m_fp16_r32" and p.prediction.launches == 1
+    assert p.predicted_s == gm.host_s(1) > p.prediction.gpu_s
+    staged = dict(p.alternatives)["20_tma_wgmma_fp16_32x64"]
+    assert staged == pytest.approx(gm.host_s(2))
+    assert "host-bound: 1 launch" in p.describe()
+    big = planning.choose(4096, 4096, 4096, "bf16", t=t)
+    assert big.predicted_s == big.prediction.gpu_s > big.prediction.host_s

@@ -214,6 +214,22 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
 # the tiled model
 # ---------------------------------------------------------------------------
 LAUNCH_S = 2.0e-6     # one launch as the GPU sees it (back to back, ANCHORS.md)
+# What the host spends to enqueue one gemm() call: the cached call's Python and
+# each launch through the C launcher. On the H200 machine's host (fourteenth
+# round, benchmarks/results/h200-gemm-call-overhead.json, rotating operands):
+# calls of one launch 7.4-8.4 us, of two (a staging copy or a split's
+# reduction first/after) 11-13 us. Calls back to back run at the slower of the
+# host and the GPU, so a product whose GPU time is under its host time is
+# host-bound, and there the candidate with fewer launches is the faster call
+# (fp16 17 x 19 x 23: 4.6-4.8 us of GPU for every candidate, 18.3 us a call
+# with a staging copy and the product, where cuBLAS took 11.3).
+HOST_CALL_S = 4.0e-6
+HOST_LAUNCH_S = 4.0e-6
+
+
+def host_s(launches: int) -> float:
+    """The host's time to enqueue one gemm() call of ``launches`` launches."""
+    return HOST_CALL_S + HOST_LAUNCH_S * launches
 # A staged operand too large for a call signature to keep its own buffer
 # (ladders/gemm/hopper.KEEP_STAGING_BYTES) is allocated, copied and freed on
 # every call, through the checked launch path. Fitted to one H200 point
@@ -238,7 +254,7 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Prediction:
-    seconds: float
+    gpu_s: float             # the GPU's time for the call's launches
     compute_s: float
     memory_s: float
     reduce_s: float
@@ -246,12 +262,25 @@ class Prediction:
     waves: int
     wave_fill: float         # units / (waves x slots): 1.0 is a full last wave
     note: str = ""
+    launches: int = 1        # launches of one call (host_s)
+
+    @property
+    def host_s(self) -> float:
+        return host_s(self.launches)
+
+    @property
+    def seconds(self) -> float:
+        """A call's time back to back: the slower of the GPU and the host."""
+        return max(self.gpu_s, self.host_s)
 
     def describe(self) -> str:
-        return (f"{self.seconds * 1e6:.1f} us (compute {self.compute_s * 1e6:.1f}, memory "
-                f"{self.memory_s * 1e6:.1f}, reduce {self.reduce_s * 1e6:.1f}; {self.units} "
-                f"units in {self.waves} wave{'s' * (self.waves != 1)}, "
-                f"{self.wave_fill:.0%} full{'; ' + self.note if self.note else ''})")
+        bound = (f"; host-bound: {self.launches} launch{'es' * (self.launches != 1)}, "
+                 f"{self.host_s * 1e6:.1f} us" if self.host_s > self.gpu_s else "")
+        return (f"{self.seconds * 1e6:.1f} us (GPU {self.gpu_s * 1e6:.1f}: compute "
+                f"{self.compute_s * 1e6:.1f}, memory {self.memory_s * 1e6:.1f}, reduce "
+                f"{self.reduce_s * 1e6:.1f}; {self.units} units in {self.waves} "
+                f"wave{'s' * (self.waves != 1)}, {self.wave_fill:.0%} full"
+                f"{'; ' + self.note if self.note else ''}{bound})")
 
 
 def waves(units: int, slots: int) -> int:
@@ -287,8 +316,9 @@ def predict(c: Candidate, m: int, n: int, k: int, *, in_bytes: int, out_bytes: i
                + 2.0 * c.staged_unkept_bytes / (dev.copy_bw * UNKEPT_STAGING_EFF)
                + (LAUNCH_S if c.staged_bytes else 0.0))
     total = LAUNCH_S + f.fixed_s + max(compute, memory) + reduce + staging + f.wave_s * (w - 1)
+    launches = 1 + (c.split > 1 and c.workspace) + (c.staged_bytes > 0)
     return Prediction(total, compute, memory, reduce, units, w, units / (w * slots),
-                      "operands staged" if c.staged_bytes else "")
+                      "operands staged" if c.staged_bytes else "", launches)
 
 
 # ---------------------------------------------------------------------------

@@ -367,7 +367,9 @@ def choose(m: int, n: int, k: int, precision: str, *, out: str = "fp32",
     # only charged as compute, which the memory time then hides): the tile
     # that computes less padding (64-row tiles at M <= 64: 44 -> 35 us on
     # 64 x 14336 x 4096, benchmarks/results/h200-wgmma-family-64.json).
-    options.sort(key=lambda o: (o.seconds, _padding(o.rung, m, n), order[o.rung.name], o.split))
+    # Host-bound calls (gm.host_s) tie at their host's time: then the GPU's.
+    options.sort(key=lambda o: (o.seconds, o.prediction.gpu_s, _padding(o.rung, m, n),
+                                order[o.rung.name], o.split))
     best = options[0]
     if tuned:
         hit = [o for o in options if tuned.get(o.rung.name) == o.split]
