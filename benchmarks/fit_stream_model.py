@@ -31,7 +31,8 @@ def predicted_s(r, target, m, n, k, split):
     c = gm.StreamCandidate(r.precision, g.rows, g.strip, g.kstep, g.threads,
                            planning.blocks_per_sm(r, target), g.in_flight_bytes, strips, zchunks,
                            splits, sps, small_m.reduction_group(splits))
-    return gm.predict_stream(c, m, n, k, in_bytes=2, out_bytes=2, dev=target.ceilings).gpu_s   # the sweeps time launches, not calls
+    # the sweeps time launches, not gemm() calls: the GPU's time, without the host's
+    return gm.predict_stream(c, m, n, k, in_bytes=2, out_bytes=2, dev=target.ceilings).gpu_s
 
 
 def main(paths):

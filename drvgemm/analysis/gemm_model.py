@@ -221,8 +221,9 @@ LAUNCH_S = 2.0e-6     # one launch as the GPU sees it (back to back, ANCHORS.md)
 # reduction first/after) 11-13 us. Calls back to back run at the slower of the
 # host and the GPU, so a product whose GPU time is under its host time is
 # host-bound, and there the candidate with fewer launches is the faster call
-# (fp16 17 x 19 x 23: 4.6-4.8 us of GPU for every candidate, 18.3 us a call
-# with a staging copy and the product, where cuBLAS took 11.3).
+# (fp16 17 x 19 x 23: 4.6-4.8 us of GPU for every candidate; 11.3-18.3 us a
+# call over this round's suite runs with a staging copy and the product, 6.5
+# with rung 30's one launch).
 HOST_CALL_S = 4.0e-6
 HOST_LAUNCH_S = 4.0e-6
 
@@ -230,6 +231,8 @@ HOST_LAUNCH_S = 4.0e-6
 def host_s(launches: int) -> float:
     """The host's time to enqueue one gemm() call of ``launches`` launches."""
     return HOST_CALL_S + HOST_LAUNCH_S * launches
+
+
 # A staged operand too large for a call signature to keep its own buffer
 # (ladders/gemm/hopper.KEEP_STAGING_BYTES) is allocated, copied and freed on
 # every call, through the checked launch path. Fitted to one H200 point
