@@ -3,7 +3,7 @@
 #   bash benchmarks/h200.sh [PHASE ...]
 # Default phases, in this order:
 #   install tests sanitize overhead bench shapes memory
-# Extra phases: compile rung20 sweep autotune wgmma profile mma clock wgsweep shortrows packed rung30 family ncu ktimes (each reads its
+# Extra phases: compile rung20 sweep autotune wgmma profile mma clock wgsweep shortrows packed splitprobe rung30 family ncu ktimes (each reads its
 # *_ARGS); MEMORY_ARGS=--softmax-rows makes the memory phase the softmax row-length suite.
 #
 # What comes back through $OUT (at most 8 files): the committed results
@@ -175,6 +175,9 @@ script_phase shortrows "${SHORTROWS_TIMEOUT:-150}" 30 benchmarks/softmax_short_r
 # packed: 16-bit rows held packed against the unpacked configs auto took before
 script_phase packed "${PACKED_TIMEOUT:-200}" 80 benchmarks/softmax_packed.py \
   --json "$LOG/softmax_packed.json" ${PACKED_ARGS:-}
+# splitprobe: softmax rung 09's fixed costs and split configs on few long rows
+script_phase splitprobe "${SPLITPROBE_TIMEOUT:-150}" 80 benchmarks/softmax_split_probe.py \
+  --json "$LOG/softmax_split_probe.json" ${SPLITPROBE_ARGS:-}
 # rung30: rung 30's geometry knobs and split counts on the decode shapes, against cuBLAS
 script_phase rung30 "${RUNG30_TIMEOUT:-300}" 60 benchmarks/rung30_sweep.py \
   --json "$LOG/rung30_sweep.json" ${RUNG30_ARGS:-}
