@@ -76,6 +76,13 @@ __device__ __forceinline__ MaxSum load_pair(const MaxSum* p) {
     return r;
 }
 
+// A release increment, not __threadfence() + atomicAdd: the fence is a
+// sequentially consistent one (MEMBAR.SC.GPU), more than the pair-before-count
+// order needs, and every block waits on it once a row.
+__device__ __forceinline__ void arrive_release(unsigned* p) {
+    asm volatile("red.release.gpu.global.add.u32 [%0], 1;" :: "l"(p) : "memory");
+}
+
 __device__ __forceinline__ void wait_count(const unsigned* p, unsigned target) {
     unsigned long long start = 0;
     while (load_acquire(p) < target) {
@@ -92,12 +99,80 @@ __device__ __forceinline__ void wait_count(const unsigned* p, unsigned target) {
     }
 }
 
-// All `split` pairs of a row, merged identically by every warp of every
-// block: lane j folds pairs j, j + 32, ... in order, then one butterfly.
-__device__ __forceinline__ MaxSum fold_row(const MaxSum* pairs, int split, int lane) {
+// All `split` pairs of a row, merged identically by every block: thread t
+// folds pairs t, t + THREADS, ... in order, then the block's butterfly. Each
+// pair is read once a block. (Were every warp to fold all of them, each row's
+// few lines of pairs would be read by every warp of the GPU at once, 4,096
+// warps x 2 KiB at split 256: a hot spot on the L2 slices that hold them,
+// measured at ~8 us a row, more than the row's own 4 MiB took.)
+__device__ __forceinline__ MaxSum fold_row(const MaxSum* pairs, int split, MaxSum* part) {
     MaxSum acc{NEG_INF, 0.0f};
-    for (int j = lane; j < split; j += 32) acc = merge<FAST_EXP>(acc, load_pair(pairs + j));
-    return shfl_merge<32, FAST_EXP>(acc);
+    for (int j = threadIdx.x; j < split; j += THREADS) acc = merge<FAST_EXP>(acc, load_pair(pairs + j));
+    return block_merge_butterfly<THREADS>(acc, part);
+}
+
+#ifndef MAX_FIRST
+#define MAX_FIRST 0
+#endif
+
+// Block-wide max, then block-wide sum, of one value a thread: butterflies in
+// each warp, the warps' results through shared memory (kThreads / 32 floats),
+// read back in order by every thread (the same bits everywhere).
+template <int kThreads>
+__device__ __forceinline__ float block_max(float m, float* red) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
+    __syncthreads();
+    float r = red[0];
+#pragma unroll
+    for (int w = 1; w < kThreads / 32; ++w) r = fmaxf(r, red[w]);
+    return r;
+}
+
+template <int kThreads>
+__device__ __forceinline__ float block_sum(float l, float* red) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) l += __shfl_xor_sync(0xffffffffu, l, off);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = l;
+    __syncthreads();
+    float r = red[0];
+#pragma unroll
+    for (int w = 1; w < kThreads / 32; ++w) r += red[w];
+    return r;
+}
+
+// The chunk's (max, sum) with the max taken first: every value is
+// exponentiated against the block's max, so no pair is merged (no exp) inside
+// the block. v becomes exp(x - exp_ref(M)).
+template <int N>
+__device__ __forceinline__ MaxSum block_exp_max_first(float* v, float* red) {
+    float m = NEG_INF;
+#pragma unroll
+    for (int k = 0; k < N; ++k) m = fmaxf(m, v[k]);
+    const float M = block_max<THREADS>(m, red);
+    const float ref = exp_ref(M);
+    float l = 0.0f;
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+        v[k] = exp_shifted(v[k], ref);
+        l += v[k];
+    }
+    return MaxSum{M, block_sum<THREADS>(l, red + THREADS / 32)};
+}
+
+// fold_row with the max taken first: M = the pairs' max, L = the sum of
+// l_j * exp(m_j - M), one exp a pair.
+__device__ __forceinline__ MaxSum fold_row_max_first(const MaxSum* pairs, int split, float* red) {
+    float m = NEG_INF;
+    for (int j = threadIdx.x; j < split; j += THREADS) m = fmaxf(m, load_pair(pairs + j).m);
+    const float M = block_max<THREADS>(m, red);
+    float l = 0.0f;
+    for (int j = threadIdx.x; j < split; j += THREADS) {
+        const MaxSum p = load_pair(pairs + j);
+        l += p.m == M ? p.l : __fmul_rn(p.l, exp_shifted(p.m, M));
+    }
+    return MaxSum{M, block_sum<THREADS>(l, red + THREADS / 32)};
 }
 
 // One row of a slot. RESIDENT: the chunk stays in registers (1R + 1W), else
@@ -108,15 +183,22 @@ template <bool RESIDENT>
 __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t* __restrict__ y,
                                             long long row, int cols, long long ldx, long long ldy,
                                             MaxSum* row_pairs, unsigned* arrive, unsigned target,
-                                            int split, int chunk, MaxSum* part) {
+                                            int split, int chunk, MaxSum* part, MaxSum* fold_part) {
     constexpr int N = ITEMS * WVEC;
     constexpr int SLICE = THREADS * ITEMS;          // window vectors per chunk
     const RowWindow w = row_window(x, y, row, cols, ldx, ldy);
     float v[N];
     MaxSum th;                                       // this thread's pair
+    MaxSum blk;
     if constexpr (RESIDENT) {
         window_load<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v);
+#if MAX_FIRST
+        blk = block_exp_max_first<N>(v, reinterpret_cast<float*>(part));
+        th = blk;
+#else
         th = window_exp<N>(v);
+        blk = block_merge_butterfly<THREADS>(th, part);
+#endif
     } else {
         const int nchunks = (window_vectors(w) + SLICE - 1) / SLICE;
         th = MaxSum{NEG_INF, 0.0f};
@@ -124,16 +206,19 @@ __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t
             window_load<ITEMS, THREADS>(w, c * SLICE, threadIdx.x, true, v);
             th = merge<FAST_EXP>(th, window_exp<N>(v));
         }
+        blk = block_merge_butterfly<THREADS>(th, part);
     }
-    const MaxSum blk = block_merge_butterfly<THREADS>(th, part);
     if (threadIdx.x == 0) {
         row_pairs[chunk] = blk;
-        __threadfence();                             // the pair before the count
-        atomicAdd(arrive, 1u);
+        arrive_release(arrive);                      // the pair before the count
         wait_count(arrive, target);
     }
     __syncthreads();                                 // thread 0's acquire, for everyone
-    const MaxSum r = fold_row(row_pairs, split, threadIdx.x & 31);
+#if MAX_FIRST
+    const MaxSum r = fold_row_max_first(row_pairs, split, reinterpret_cast<float*>(fold_part));
+#else
+    const MaxSum r = fold_row(row_pairs, split, fold_part);
+#endif
     if constexpr (RESIDENT) {
         window_store<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v, window_scale(th.m, r));
     } else {
@@ -153,6 +238,7 @@ __device__ __forceinline__ void split_rows(const elem_t* __restrict__ x, elem_t*
                                            int cols, long long ldx, long long ldy, MaxSum* __restrict__ ws,
                                            int split) {
     __shared__ MaxSum part[THREADS / 32];
+    __shared__ MaxSum fold_part[THREADS / 32];
     const int slots = gridDim.x / split;
     const int slot = blockIdx.x / split;
     const int chunk = blockIdx.x % split;
@@ -163,12 +249,13 @@ __device__ __forceinline__ void split_rows(const elem_t* __restrict__ x, elem_t*
                     static_cast<long long>(slot) * 2 * split;
 
     // Row k of the slot is complete when arrive[slot] reaches (k + 1) * split.
-    // The block barrier inside each step (block_merge) keeps `part` safe: its
-    // next write comes after every thread passed the wait barrier of this row.
+    // The block barriers keep `part` and `fold_part` safe: `part`'s next write
+    // comes after every thread passed this row's wait barrier, `fold_part`'s
+    // after every thread passed the next row's.
     unsigned k = 0;
     for (long long row = slot; row < rows; row += slots, ++k) {
         split_row_step<RESIDENT>(x, y, row, cols, ldx, ldy, pairs + (k & 1) * split, arrive + slot,
-                                 (k + 1) * static_cast<unsigned>(split), split, chunk, part);
+                                 (k + 1) * static_cast<unsigned>(split), split, chunk, part, fold_part);
     }
     // Reset the counters once every block of the slot is past its last wait.
     __syncthreads();
