@@ -4,8 +4,6 @@
 
 Per shape and precision, side by side on the same data with the device copy
 of the same bytes (events around each call, L2 flushed before it):
-- rung 11 (softmax_11_split_two_pass.cu: two launches, no grid-wide wait) at
-  several block shapes and groups of rows a launch pair takes;
 - auto's plan, launched cooperatively as softmax() does;
 - the same plan and grid launched as a plain launch (the grid is resident
   anyway: prepare() cut it to the blocks that fit);
@@ -38,11 +36,6 @@ from drvgemm.tools.memory_bench import measure_copy, softmax_inputs  # noqa: E40
 from drvgemm.tools.records import device_json  # noqa: E402
 
 SHAPES = ((1, 1 << 20), (3, 777777), (4, 1 << 20), (16, 1 << 20), (64, 262144))
-
-# Rung 11 (two launches, the second reading x from L2): (threads, items) per
-# block, and the rows a launch pair takes, as a share of L2 (None: every row).
-TWO_PASS_BLOCKS = ((256, 4), (256, 2), (512, 4), (128, 4))
-TWO_PASS_GROUPS = (None, 0.25, 0.5)
 
 EMPTY_SOURCE = r"""
 extern "C" __global__ void empty_kernel(unsigned* count) {}
@@ -96,51 +89,6 @@ def _fixed_costs(reps):
             out[key] = round(ms * 1000, 2)
             print(f"  {key:32s} {ms * 1000:7.2f} us", flush=True)
     count.free()
-    return out
-
-
-def _two_pass(prec, rows, cols, dx, dy, x, sample, copy_us, reps):
-    """Rung 11 at every block shape and group size: records like the others."""
-    dev = driver.device()
-    itemsize = x.dtype.itemsize
-    nv = sm.window_vectors(cols, 16 // itemsize, False)
-    out = []
-    for threads, items in TWO_PASS_BLOCKS:
-        defines = dict(DTYPE=smr.DTYPE_CODES[prec], THREADS=threads, ITEMS=items,
-                       MIN_BLOCKS=max(1, 1024 // threads))
-        kp = drvgemm.compile("softmax_11_split_two_pass.cu", "softmax_11_split_partials",
-                             defines=defines)
-        ks = drvgemm.compile("softmax_11_split_two_pass.cu", "softmax_11_split_scale",
-                             defines=defines)
-        split = -(-nv // (threads * items))
-        pairs = driver.empty((rows * split * 8,), np.uint8)
-        seen = set()
-        for share in TWO_PASS_GROUPS:
-            group = rows if share is None else max(1, min(rows, int(dev.l2_size * share
-                                                                    // (cols * itemsize))))
-            if group in seen:
-                continue
-            seen.add(group)
-
-            def run():
-                for r0 in range(0, rows, group):
-                    n = min(group, rows - r0)
-                    ws = pairs.ptr + r0 * split * 8
-                    drvgemm.launch(kp, (split, n, 1), (threads, 1, 1), (dx, r0, cols, cols, ws))
-                    drvgemm.launch(ks, (split, n, 1), (threads, 1, 1),
-                                   (dx, dy, r0, cols, cols, cols, ws))
-
-            dy.fill_bytes(0xFF)
-            us = 1000 * _time(run, reps)
-            err = _check(dy, x, sample)
-            desc = (f"softmax_11 threads={threads} items={items} split={split} "
-                    f"group={group} rows ({-(-rows // group)} launch pairs)")
-            out.append({"precision": prec, "m": rows, "n": cols, "tag": "two-pass",
-                        "launch": "plain", "config": desc, "grid": split * group,
-                        "us": round(us, 2), "copy_us": round(copy_us, 2),
-                        "copy_fraction": round(copy_us / us, 3), "max_rel_err": err})
-            print(f"  {us:8.2f} us {copy_us / us:6.3f} of copy  err {err:.1e}  {desc}", flush=True)
-        pairs.free()
     return out
 
 
@@ -198,13 +146,11 @@ def main(argv=None):
                 if tag == "auto" and prec == "fp32":
                     # the same code with the 16-bit builds' exp: what fp32's expf costs
                     modes.append(("fast exp", True))
-                if tag == "auto":
-                    modes.append(("max first", True))   # rung 09 with MAX_FIRST=1
                 for mode, coop in modes:
                     kk = k
-                    if mode in ("fast exp", "max first"):
-                        extra = {"WINDOW_FAST_EXP": 1} if mode == "fast exp" else {"MAX_FIRST": 1}
-                        kk = drvgemm.compile(p.source, p.entry, defines={**dict(p.defines), **extra})
+                    if mode == "fast exp":
+                        kk = drvgemm.compile(p.source, p.entry,
+                                             defines={**dict(p.defines), "WINDOW_FAST_EXP": 1})
                     dy.fill_bytes(0xFF)
                     us = 1000 * _time(lambda: drvgemm.launch(kk, p.grid, p.block, a,
                                                              cooperative=coop), args.reps)
@@ -216,7 +162,6 @@ def main(argv=None):
                     recs.append(rec)
                     print(f"  {us:8.2f} us {copy_us / us:6.3f} of copy  err {err:.1e}  "
                           f"{mode:11s} {tag:5s} {p.describe()}", flush=True)
-            recs += _two_pass(prec, rows, cols, dx, dy, x, sample, copy_us, args.reps)
             dx.free()
             dy.free()
     if args.json:

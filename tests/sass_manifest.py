@@ -6,6 +6,8 @@ machine code is deliberate and visible.
     python3 tests/sass_manifest.py          # rewrite tests/data/sass_manifest.json
                                             # (with the code digests and the
                                             # opcode profiles below)
+    python3 tests/sass_manifest.py --only TEXT      # rewrite only the entries whose
+                                                    # key contains TEXT (the rest kept)
     python3 tests/sass_manifest.py --sample KEY N   # compile KEY N times afresh:
                                                     # digests and profile distances
     python3 -m pytest tests/test_sass_manifest.py
@@ -156,20 +158,21 @@ def sample(key: str) -> tuple[str, dict]:
     return sass_digest(text, b.entry), opcode_profile(text, b.entry)
 
 
-def _shard(shard):
-    todo = instantiations()
+def _shard(shard, only=None):
+    todo = [i for i in instantiations() if only is None or only in i[0]]
     return todo if shard is None else todo[shard[0]::shard[1]]
 
 
-def compute(progress=False, shard=None) -> tuple[dict, dict, dict, dict]:
+def compute(progress=False, shard=None, only=None) -> tuple[dict, dict, dict, dict]:
     """({key: digest} of every instantiation, {key: opcode profile} of the
     nondeterministic ones, {key: machine-code digest}: CODES, {key: input
     digest}: INPUTS). ``shard`` =
-    (i, n): only every n-th instantiation from the i-th."""
+    (i, n): only every n-th instantiation from the i-th; ``only``: the keys
+    that contain it."""
     import drvgemm
     from drvgemm.runtime.compiler import input_digest
     table, profiles, codes, inputs = {}, {}, {}, {}
-    for key, source, entry, defines, arch in _shard(shard):
+    for key, source, entry, defines, arch in _shard(shard, only):
         k = drvgemm.compile(source, entry, defines=defines, arch=arch)
         text = sass.disassemble(k.cubin)
         table[key] = sass_digest(text, k.entry)
@@ -226,11 +229,18 @@ if __name__ == "__main__":
             far = "" if profile is None else f"  {profile_distance(p, profile)} from the profile"
             print(d + ("  (the manifest's)" if d == recorded else "") + far)
         sys.exit(0)
-    table, profiles, codes, inputs = compute(progress=True)
+    only = sys.argv[2] if sys.argv[1:2] == ["--only"] else None
+    table, profiles, codes, inputs = compute(progress=True, only=only)
+    nd = json.loads(NONDETERMINISTIC.read_text())
+    if only is not None:    # the other entries as recorded
+        keep = {k for k, *_ in instantiations() if only not in k}
+        for new, path in ((table, MANIFEST), (codes, CODES), (inputs, INPUTS)):
+            old = json.loads(path.read_text()) if path.exists() else {}
+            new.update({k: v for k, v in old.items() if k in keep})
+        profiles.update({k: v for k, v in nd["profiles"].items() if k in keep})
     MANIFEST.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
     CODES.write_text(json.dumps(codes, indent=1, sort_keys=True) + "\n")
     INPUTS.write_text(json.dumps(inputs, indent=1, sort_keys=True) + "\n")
-    nd = json.loads(NONDETERMINISTIC.read_text())
     nd["profiles"] = profiles
     NONDETERMINISTIC.write_text(json.dumps(nd, indent=1) + "\n")
     print(f"{len(table)} instantiations -> {MANIFEST}")

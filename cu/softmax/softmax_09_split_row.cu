@@ -111,22 +111,32 @@ __device__ __forceinline__ MaxSum fold_row(const MaxSum* pairs, int split, MaxSu
     return block_merge_butterfly<THREADS>(acc, part);
 }
 
-#ifndef MAX_FIRST
-#define MAX_FIRST 0
-#endif
+// fp32 builds fold a row's pairs max first (the pairs' max, then the sum of
+// l * exp(m - max): one exp a pair, none in the butterflies); the 16-bit builds
+// merge them by butterflies like the chunk's own pairs. In fp32 a merge costs
+// two expf (~20 instructions), and the fold's butterflies are ~9 merges a
+// thread a row. Measured on the H200 (benchmarks/softmax_split_probe.py, same
+// run, fp32, us): 1 x 1048576 11.8 -> 11.5, 3 x 777777 17.6 -> 16.0, 64 x
+// 262144 59.0 -> 52.7. The chunk's own reduction taken max first as well
+// gained less (at most 2 us) and spills at ITEMS = 8; in the 16-bit builds the
+// fast exp makes a merge cheap and max first's second barrier cost more (bf16
+// 16 x 1048576 38.3 -> 41.8 us with both).
+constexpr bool MAX_FIRST_FOLD = DTYPE == 0;
 
-// Block-wide max, then block-wide sum, of one value a thread: butterflies in
+// Block-wide max, and block-wide sum, of one value a thread: a butterfly in
 // each warp, the warps' results through shared memory (kThreads / 32 floats),
-// read back in order by every thread (the same bits everywhere).
+// then the same butterfly over them in every warp (an XOR butterfly leaves the
+// same bits in every lane, and every block adds in the same order).
 template <int kThreads>
 __device__ __forceinline__ float block_max(float m, float* red) {
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
     if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
     __syncthreads();
-    float r = red[0];
+    const int lane = threadIdx.x & 31;
+    float r = lane < kThreads / 32 ? red[lane] : NEG_INF;
 #pragma unroll
-    for (int w = 1; w < kThreads / 32; ++w) r = fmaxf(r, red[w]);
+    for (int off = 16; off > 0; off >>= 1) r = fmaxf(r, __shfl_xor_sync(0xffffffffu, r, off));
     return r;
 }
 
@@ -136,39 +146,24 @@ __device__ __forceinline__ float block_sum(float l, float* red) {
     for (int off = 16; off > 0; off >>= 1) l += __shfl_xor_sync(0xffffffffu, l, off);
     if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = l;
     __syncthreads();
-    float r = red[0];
+    const int lane = threadIdx.x & 31;
+    float r = lane < kThreads / 32 ? red[lane] : 0.0f;
 #pragma unroll
-    for (int w = 1; w < kThreads / 32; ++w) r += red[w];
+    for (int off = 16; off > 0; off >>= 1) r += __shfl_xor_sync(0xffffffffu, r, off);
     return r;
-}
-
-// The chunk's (max, sum) with the max taken first: every value is
-// exponentiated against the block's max, so no pair is merged (no exp) inside
-// the block. v becomes exp(x - exp_ref(M)).
-template <int N>
-__device__ __forceinline__ MaxSum block_exp_max_first(float* v, float* red) {
-    float m = NEG_INF;
-#pragma unroll
-    for (int k = 0; k < N; ++k) m = fmaxf(m, v[k]);
-    const float M = block_max<THREADS>(m, red);
-    const float ref = exp_ref(M);
-    float l = 0.0f;
-#pragma unroll
-    for (int k = 0; k < N; ++k) {
-        v[k] = exp_shifted(v[k], ref);
-        l += v[k];
-    }
-    return MaxSum{M, block_sum<THREADS>(l, red + THREADS / 32)};
 }
 
 // fold_row with the max taken first: M = the pairs' max, L = the sum of
 // l_j * exp(m_j - M), one exp a pair.
 __device__ __forceinline__ MaxSum fold_row_max_first(const MaxSum* pairs, int split, float* red) {
-    float m = NEG_INF;
-    for (int j = threadIdx.x; j < split; j += THREADS) m = fmaxf(m, load_pair(pairs + j).m);
+    // One pair a thread (split <= THREADS: every resident grid on an H200),
+    // else thread t takes pairs t, t + THREADS, ...
+    const MaxSum own = threadIdx.x < split ? load_pair(pairs + threadIdx.x) : MaxSum{NEG_INF, 0.0f};
+    float m = own.m;
+    for (int j = threadIdx.x + THREADS; j < split; j += THREADS) m = fmaxf(m, load_pair(pairs + j).m);
     const float M = block_max<THREADS>(m, red);
-    float l = 0.0f;
-    for (int j = threadIdx.x; j < split; j += THREADS) {
+    float l = own.m == M ? own.l : __fmul_rn(own.l, exp_shifted(own.m, M));
+    for (int j = threadIdx.x + THREADS; j < split; j += THREADS) {
         const MaxSum p = load_pair(pairs + j);
         l += p.m == M ? p.l : __fmul_rn(p.l, exp_shifted(p.m, M));
     }
@@ -189,16 +184,9 @@ __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t
     const RowWindow w = row_window(x, y, row, cols, ldx, ldy);
     float v[N];
     MaxSum th;                                       // this thread's pair
-    MaxSum blk;
     if constexpr (RESIDENT) {
         window_load<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v);
-#if MAX_FIRST
-        blk = block_exp_max_first<N>(v, reinterpret_cast<float*>(part));
-        th = blk;
-#else
         th = window_exp<N>(v);
-        blk = block_merge_butterfly<THREADS>(th, part);
-#endif
     } else {
         const int nchunks = (window_vectors(w) + SLICE - 1) / SLICE;
         th = MaxSum{NEG_INF, 0.0f};
@@ -206,19 +194,17 @@ __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t
             window_load<ITEMS, THREADS>(w, c * SLICE, threadIdx.x, true, v);
             th = merge<FAST_EXP>(th, window_exp<N>(v));
         }
-        blk = block_merge_butterfly<THREADS>(th, part);
     }
+    const MaxSum blk = block_merge_butterfly<THREADS>(th, part);
     if (threadIdx.x == 0) {
         row_pairs[chunk] = blk;
         arrive_release(arrive);                      // the pair before the count
         wait_count(arrive, target);
     }
     __syncthreads();                                 // thread 0's acquire, for everyone
-#if MAX_FIRST
-    const MaxSum r = fold_row_max_first(row_pairs, split, reinterpret_cast<float*>(fold_part));
-#else
-    const MaxSum r = fold_row(row_pairs, split, fold_part);
-#endif
+    const MaxSum r = MAX_FIRST_FOLD
+                         ? fold_row_max_first(row_pairs, split, reinterpret_cast<float*>(fold_part))
+                         : fold_row(row_pairs, split, fold_part);
     if constexpr (RESIDENT) {
         window_store<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v, window_scale(th.m, r));
     } else {
