@@ -146,6 +146,13 @@ def test_cluster_rung_exchanges_through_dsmem_and_split_rung_through_global_atom
     assert "NANOSLEEP" in text
     assert re.search(r"\bLDG\.E\.STRONG\.GPU\b", text), "the counter is not read at GPU scope"
     assert _n(text, "LDG", "128") >= spl.items and _n(text, "STG", "128") >= spl.items
+    # the arrival is a release increment (MEMBAR.ALL.GPU, then the RED), not
+    # __threadfence's sequentially consistent MEMBAR.SC.GPU, which every block
+    # would wait on once a row; the one SC fence left is the counters' reset
+    # at the end of a launch, once per entry (two entries in the cubin)
+    arrive = re.findall(r"MEMBAR\.(\w+)\.GPU[^\n]*\n(?:[^\n]*\n){0,3}?[^\n]*\bREDG\.E\.ADD", text)
+    assert arrive and set(arrive) == {"ALL"}, arrive
+    assert len(re.findall(r"MEMBAR\.SC\.GPU", text)) <= 2
 
 
 # ---------------------------------------------------------------------------
