@@ -143,23 +143,16 @@ def main(argv=None):
                 ws = sm.workspace(p.workspace_bytes)
                 a = p.args(dx, dy, rows, cols, None, None, ws.ptr)
                 modes = [("cooperative", True)] + ([("plain", False)] if tag == "auto" else [])
-                modes.append(("prefetch", True))    # PREFETCH=1: the next row's chunk in smem
                 if tag == "auto" and prec == "fp32":
                     # the same code with the 16-bit builds' exp: what fp32's expf costs
                     modes.append(("fast exp", True))
                 for mode, coop in modes:
                     kk = k
-                    smem = 0
                     if mode == "fast exp":
                         kk = drvgemm.compile(p.source, p.entry,
                                              defines={**dict(p.defines), "WINDOW_FAST_EXP": 1})
-                    if mode == "prefetch":
-                        kk = drvgemm.compile(p.source, p.entry,
-                                             defines={**dict(p.defines), "PREFETCH": 1})
-                        smem = p.block[0] * p.config.items * 16
-                        kk.set_max_dynamic_smem(smem)
                     dy.fill_bytes(0xFF)
-                    us = 1000 * _time(lambda: drvgemm.launch(kk, p.grid, p.block, a, smem=smem,
+                    us = 1000 * _time(lambda: drvgemm.launch(kk, p.grid, p.block, a,
                                                              cooperative=coop), args.reps)
                     err = _check(dy, x, sample)
                     rec = {"precision": prec, "m": rows, "n": cols, "tag": tag, "launch": mode,

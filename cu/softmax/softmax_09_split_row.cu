@@ -40,11 +40,6 @@
 // Parameters: x, y rows x cols with row pitches ldx, ldy (elements);
 // grid = slots * split (slots >= 1); split >= 1.
 #include "softmax_window.cuh"
-#include "cp_async.cuh"
-
-#ifndef PREFETCH
-#define PREFETCH 0
-#endif
 
 #ifndef THREADS
 #error "THREADS must be defined (threads per block)"
@@ -175,48 +170,6 @@ __device__ __forceinline__ MaxSum fold_row_max_first(const MaxSum* pairs, int sp
     return MaxSum{M, block_sum<THREADS>(l, red + THREADS / 32)};
 }
 
-// The resident entry's next row: while a block exponentiates, waits for its
-// row's pairs and stores, the chunk of its next row (row + slots) is copied
-// into shared memory (cp.async), so DRAM keeps reading across the wait instead
-// of idling until the store is done. Window vector first + it * THREADS + t of
-// the chunk lands in slot it * THREADS + t and is read back by the thread
-// that copied it, after its own wait: no barrier. Only whole vectors are
-// copied; the peel and tail vectors (the first and last of a row) are read
-// element-wise from global memory as in window_load.
-template <int kItems>
-__device__ __forceinline__ void chunk_prefetch(const RowWindow& w, int first, uint4* buf) {
-#pragma unroll
-    for (int it = 0; it < kItems; ++it) {
-        const int slot = it * THREADS + threadIdx.x;
-        const int e0 = (first + slot) * WVEC;
-        if (e0 >= w.lo && e0 + WVEC <= w.hi)
-            cp_async_16(static_cast<u32>(__cvta_generic_to_shared(buf + slot)), w.xw + e0, 16);
-    }
-    cp_async_commit();
-}
-
-// window_load<kItems, THREADS> with the whole vectors from the prefetched chunk.
-template <int kItems>
-__device__ __forceinline__ void chunk_load_prefetched(const RowWindow& w, int first, const uint4* buf,
-                                                      float* v) {
-    cp_async_wait<0>();
-#pragma unroll
-    for (int it = 0; it < kItems; ++it) {
-        const int slot = it * THREADS + threadIdx.x;
-        const int e0 = (first + slot) * WVEC;
-        float* o = v + it * WVEC;
-        if (e0 >= w.lo && e0 + WVEC <= w.hi) {
-            unpack16(buf[slot], o);
-        } else {
-#pragma unroll
-            for (int k = 0; k < WVEC; ++k) {
-                const int e = e0 + k;
-                o[k] = (e >= w.lo && e < w.hi) ? to_f32(w.xw[e]) : NEG_INF;
-            }
-        }
-    }
-}
-
 // One row of a slot. RESIDENT: the chunk stays in registers (1R + 1W), else
 // chunks are streamed twice (2R + 1W). Two entries, not one with a runtime
 // branch, and the row step a function of its own (not inlined into the row
@@ -225,23 +178,15 @@ template <bool RESIDENT>
 __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t* __restrict__ y,
                                             long long row, int cols, long long ldx, long long ldy,
                                             MaxSum* row_pairs, unsigned* arrive, unsigned target,
-                                            int split, int chunk, MaxSum* part, MaxSum* fold_part,
-                                            long long next_row, uint4* buf) {
+                                            int split, int chunk, MaxSum* part, MaxSum* fold_part) {
     constexpr int N = ITEMS * WVEC;
     constexpr int SLICE = THREADS * ITEMS;          // window vectors per chunk
     const RowWindow w = row_window(x, y, row, cols, ldx, ldy);
     float v[N];
     MaxSum th;                                       // this thread's pair
     if constexpr (RESIDENT) {
-        if constexpr (PREFETCH) {
-            chunk_load_prefetched<ITEMS>(w, chunk * SLICE, buf, v);
-            th = window_exp<N>(v);
-            if (next_row >= 0)
-                chunk_prefetch<ITEMS>(row_window(x, y, next_row, cols, ldx, ldy), chunk * SLICE, buf);
-        } else {
-            window_load<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v);
-            th = window_exp<N>(v);
-        }
+        window_load<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v);
+        th = window_exp<N>(v);
     } else {
         const int nchunks = (window_vectors(w) + SLICE - 1) / SLICE;
         th = MaxSum{NEG_INF, 0.0f};
@@ -277,7 +222,7 @@ __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t
 template <bool RESIDENT>
 __device__ __forceinline__ void split_rows(const elem_t* __restrict__ x, elem_t* __restrict__ y, int rows,
                                            int cols, long long ldx, long long ldy, MaxSum* __restrict__ ws,
-                                           int split, uint4* buf) {
+                                           int split) {
     __shared__ MaxSum part[THREADS / 32];
     __shared__ MaxSum fold_part[THREADS / 32];
     const int slots = gridDim.x / split;
@@ -293,14 +238,10 @@ __device__ __forceinline__ void split_rows(const elem_t* __restrict__ x, elem_t*
     // The block barriers keep `part` and `fold_part` safe: `part`'s next write
     // comes after every thread passed this row's wait barrier, `fold_part`'s
     // after every thread passed the next row's.
-    if (RESIDENT && PREFETCH && slot < rows)
-        chunk_prefetch<ITEMS>(row_window(x, y, slot, cols, ldx, ldy), chunk * (THREADS * ITEMS), buf);
     unsigned k = 0;
     for (long long row = slot; row < rows; row += slots, ++k) {
-        const long long next = row + slots < rows ? row + slots : -1;
         split_row_step<RESIDENT>(x, y, row, cols, ldx, ldy, pairs + (k & 1) * split, arrive + slot,
-                                 (k + 1) * static_cast<unsigned>(split), split, chunk, part, fold_part,
-                                 next, buf);
+                                 (k + 1) * static_cast<unsigned>(split), split, chunk, part, fold_part);
     }
     // Reset the counters once every block of the slot is past its last wait.
     __syncthreads();
@@ -313,18 +254,16 @@ __device__ __forceinline__ void split_rows(const elem_t* __restrict__ x, elem_t*
     }
 }
 
-// Rows of at most split * THREADS * ITEMS window vectors; THREADS * ITEMS * 16
-// bytes of dynamic shared memory (the prefetched chunk).
+// Rows of at most split * THREADS * ITEMS window vectors.
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 softmax_09_split_row(const elem_t* __restrict__ x, elem_t* __restrict__ y, int rows, int cols,
                      long long ldx, long long ldy, MaxSum* __restrict__ ws, int split) {
-    extern __shared__ uint4 chunk_buf[];   // THREADS * ITEMS vectors: dynamic shared memory
-    split_rows<true>(x, y, rows, cols, ldx, ldy, ws, split, chunk_buf);
+    split_rows<true>(x, y, rows, cols, ldx, ldy, ws, split);
 }
 
 // Any row length (2 reads + 1 write).
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 softmax_09_split_row_stream(const elem_t* __restrict__ x, elem_t* __restrict__ y, int rows, int cols,
                             long long ldx, long long ldy, MaxSum* __restrict__ ws, int split) {
-    split_rows<false>(x, y, rows, cols, ldx, ldy, ws, split, nullptr);
+    split_rows<false>(x, y, rows, cols, ldx, ldy, ws, split);
 }

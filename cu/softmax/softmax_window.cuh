@@ -29,17 +29,13 @@
 // Elements per 16-byte vector: 4 fp32 or 8 bf16/fp16.
 constexpr int WVEC = 16 / static_cast<int>(sizeof(elem_t));
 
-// One 16-byte vector's elements as fp32.
-__device__ __forceinline__ void unpack16(const uint4& r, float* out) {
+// One 16-byte vector. The read-only path is right: x and y never overlap.
+__device__ __forceinline__ void load16(const elem_t* p, float* out) {
+    const uint4 r = __ldg(reinterpret_cast<const uint4*>(p));
     unpack_word(r.x, out);
     unpack_word(r.y, out + ELEMS_PER_WORD);
     unpack_word(r.z, out + 2 * ELEMS_PER_WORD);
     unpack_word(r.w, out + 3 * ELEMS_PER_WORD);
-}
-
-// One 16-byte vector. The read-only path is right: x and y never overlap.
-__device__ __forceinline__ void load16(const elem_t* p, float* out) {
-    unpack16(__ldg(reinterpret_cast<const uint4*>(p)), out);
 }
 
 // An explicit st.global.v4: written as a uint4 assignment, the compiler is free
