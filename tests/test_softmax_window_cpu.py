@@ -488,6 +488,19 @@ def test_row_suite_spans_the_issue():
     assert max(r * c * 4 for r, c in mb.SOFTMAX_ROW_SUITE) <= 2 << 30
 
 
+@pytest.mark.parametrize("rows,cols,prec", [(4, 1048576, "fp32"), (8192, 50257, "bf16"),
+                                           (65537, 7, "fp32")])
+def test_row_suite_records_carry_the_manifests_sass_hash(rows, cols, prec):
+    """A suite record's sass_hash is the manifest's digest of the kernel auto
+    runs, so a reader can tell whether the results belong to the code."""
+    from drvgemm.tools import memory_bench as mb
+    p = sm.plan(rows, cols, prec)
+    got = mb._sass_hash(p)["sass_hash"]
+    manifest = json.loads((Path(__file__).parent / "data" / "sass_manifest.json").read_text())
+    keys = [k for k, v in manifest.items() if v == got]
+    assert keys and all(f"/{prec}/" in k for k in keys), (p.describe(), got, keys)
+
+
 def test_row_suite_summary_against_the_targets():
     import io
     from drvgemm.tools import memory_bench as mb

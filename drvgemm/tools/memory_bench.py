@@ -31,6 +31,7 @@ from ..ladders.softmax import dispatch as sm
 from ..ladders.softmax import registry as sm_registry
 from ..runtime import driver
 from ..runtime.launch import launch
+from ..runtime.sass import kernel_sass_hash
 from ..runtime.timing import median_ms
 from . import ncu
 from .optional import torch_cuda
@@ -348,7 +349,8 @@ def bench_softmax_rows(shapes=SOFTMAX_ROW_SUITE, precisions=("fp32", "bf16"), *,
     chosen rung and constants), ``shape_class`` ("large": >= 8 MiB, else
     "small"), ``copy_fraction``, ``vs_torch`` (torch's time over auto's),
     ``call_us`` (wall-clock per call of back-to-back calls, auto and torch),
-    ``max_rel_err`` on sampled rows and ``correct``."""
+    ``max_rel_err`` on sampled rows, ``correct`` and ``sass_hash`` (the
+    kernel's SASS digest, as in tests/data/sass_manifest.json)."""
     torch = torch_cuda() if torch_baseline else None
     dev = driver.device()
     out = []
@@ -377,7 +379,8 @@ def bench_softmax_rows(shapes=SOFTMAX_ROW_SUITE, precisions=("fp32", "bf16"), *,
                                 config=p.describe(), auto=True, max_rel_err=err,
                                 correct=bool(err == err and err <= ERR_BOUND[precision]),
                                 shape_class="large" if large else "small",
-                                call_us=round(us, 2), predicted=p.predicted, why=p.note)
+                                call_us=round(us, 2), predicted=p.predicted, why=p.note,
+                                **_sass_hash(p))
             recs = [rec]
             if torch is not None:
                 t = _torch_view(torch, x)
@@ -405,6 +408,15 @@ def bench_softmax_rows(shapes=SOFTMAX_ROW_SUITE, precisions=("fp32", "bf16"), *,
                       + (f", {rec['vs_torch']:.2f}x torch" if "vs_torch" in rec else "")
                       + f" ({p.describe()})" + ("" if rec["correct"] else "  WRONG"))
     return out
+
+
+def _sass_hash(p) -> dict:
+    """{"sass_hash"} of the kernel plan ``p`` runs (the manifest's digest of
+    its SASS), or {"sass_hash_error"} when it cannot be had (no nvdisasm)."""
+    try:
+        return {"sass_hash": kernel_sass_hash(sm.compiled_kernel(p))}
+    except Exception as e:  # the timing stands without it
+        return {"sass_hash": None, "sass_hash_error": f"{type(e).__name__}: {e}"[:200]}
 
 
 def _torch_view(torch, x):
