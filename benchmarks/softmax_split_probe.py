@@ -32,7 +32,7 @@ from drvgemm.ladders.softmax import dispatch as sm  # noqa: E402
 from drvgemm.ladders.softmax import registry as smr  # noqa: E402
 from drvgemm.runtime import driver  # noqa: E402
 from drvgemm.runtime.timing import flush_l2  # noqa: E402
-from drvgemm.tools.memory_bench import measure_copy, softmax_inputs  # noqa: E402
+from drvgemm.tools.memory_bench import _max_rel_err, measure_copy, softmax_inputs  # noqa: E402
 from drvgemm.tools.records import device_json  # noqa: E402
 
 SHAPES = ((1, 1 << 20), (3, 777777), (4, 1 << 20), (16, 1 << 20), (64, 262144))
@@ -93,11 +93,8 @@ def _fixed_costs(reps):
 
 
 def _check(dy, x, sample):
-    y = dy.to_host()
-    ref = sm.reference(x[sample])
-    got = y[sample].astype(np.float64)
-    err = float(np.max(np.abs(got - ref) / np.maximum(np.abs(ref), 1e-30)))
-    return err
+    """The sampled rows' max relative error against the float64 reference."""
+    return _max_rel_err(dy.to_host()[sample], sm.reference(x[sample]))
 
 
 def main(argv=None):
