@@ -3,7 +3,7 @@
 #   bash benchmarks/h200.sh [PHASE ...]
 # Default phases, in this order:
 #   install tests sanitize overhead bench shapes memory
-# Extra phases: compile rung20 sweep autotune wgmma profile mma clock wgsweep shortrows packed splitprobe rung30 family ncu ktimes (each reads its
+# Extra phases: compile rung20 sweep autotune wgmma profile mma clock wgsweep shortrows packed pipelined splitprobe rung30 family ncu ktimes (each reads its
 # *_ARGS); MEMORY_ARGS=--softmax-rows makes the memory phase the softmax row-length suite.
 #
 # What comes back through $OUT (at most 8 files): the committed results
@@ -27,7 +27,8 @@
 # overhead phase; ktimes (KTIMES_ARGS: shapes) is each kernel's GPU time under ncu.
 # PYTEST_TIMEOUT is each GPU test's limit (120 s; a rung's 200-case property test may need more).
 # SANITIZE_RUNGS limits the sanitizers to some rungs, SAN_TOOLS to some tools, SANITIZE_SOFTMAX=0 skips the softmax
-# pass; SHAPES_ARGS=--quick runs the reduced shape suite.
+# pass, SANITIZE_GEMM=0 the GEMM pass, SANITIZE_SOFTMAX_RUNGS limits the softmax pass to some
+# kernels (and auto); SHAPES_ARGS=--quick runs the reduced shape suite.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 LOG=${LOG_DIR:-/tmp/h200-logs}; rm -rf "$LOG"; mkdir -p "$LOG"
@@ -84,15 +85,17 @@ fi
 if have sanitize && begin sanitize 60 30; then
   src=0
   for tool in ${SAN_TOOLS:-memcheck racecheck synccheck initcheck}; do
-    T=$(budget "${SAN_TIMEOUT:-75}" 20)
-    if (( T == 0 )); then skipped="$skipped sanitize:$tool"; continue; fi
-    timeout "$T" $SAN --tool $tool --error-exitcode 9 python3 benchmarks/sanitize.py ${SANITIZE_RUNGS:-} \
-      > "$LOG/sanitize_$tool.log" 2>&1; rc=$?; (( rc )) && src=$rc
-    echo "-- $tool: exit $rc"; tail -3 "$LOG/sanitize_$tool.log"
+    if [[ ${SANITIZE_GEMM:-1} == 1 ]]; then
+      T=$(budget "${SAN_TIMEOUT:-75}" 20)
+      if (( T == 0 )); then skipped="$skipped sanitize:$tool"; continue; fi
+      timeout "$T" $SAN --tool $tool --error-exitcode 9 python3 benchmarks/sanitize.py ${SANITIZE_RUNGS:-} \
+        > "$LOG/sanitize_$tool.log" 2>&1; rc=$?; (( rc )) && src=$rc
+      echo "-- $tool: exit $rc"; tail -3 "$LOG/sanitize_$tool.log"
+    fi
     [[ ${SANITIZE_SOFTMAX:-1} == 1 ]] || continue
     T=$(budget "${SAN_SOFTMAX_TIMEOUT:-35}" 15)
     if (( T == 0 )); then skipped="$skipped sanitize:softmax-$tool"; continue; fi
-    timeout "$T" $SAN --tool $tool --error-exitcode 9 python3 benchmarks/sanitize.py --softmax \
+    timeout "$T" $SAN --tool $tool --error-exitcode 9 python3 benchmarks/sanitize.py --softmax ${SANITIZE_SOFTMAX_RUNGS:-} \
       > "$LOG/sanitize_softmax_$tool.log" 2>&1; rc=$?; (( rc )) && src=$rc
     echo "-- softmax $tool: exit $rc"; tail -2 "$LOG/sanitize_softmax_$tool.log"
   done
@@ -175,6 +178,9 @@ script_phase shortrows "${SHORTROWS_TIMEOUT:-150}" 30 benchmarks/softmax_short_r
 # packed: 16-bit rows held packed against the unpacked configs auto took before
 script_phase packed "${PACKED_TIMEOUT:-200}" 80 benchmarks/softmax_packed.py \
   --json "$LOG/softmax_packed.json" ${PACKED_ARGS:-}
+# pipelined: softmax rung 11 against the configs auto took before it on the long rows
+script_phase pipelined "${PIPELINED_TIMEOUT:-200}" 80 benchmarks/softmax_pipelined.py \
+  --json "$LOG/softmax_pipelined.json" ${PIPELINED_ARGS:-}
 # splitprobe: softmax rung 09's fixed costs and split configs on few long rows
 script_phase splitprobe "${SPLITPROBE_TIMEOUT:-150}" 80 benchmarks/softmax_split_probe.py \
   --json "$LOG/softmax_split_probe.json" ${SPLITPROBE_ARGS:-}

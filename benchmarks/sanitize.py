@@ -38,7 +38,10 @@ SOFTMAX_SHAPES = [(1, 1), (3, 1000), (5, 4099), (2, 33000), (1, 131072),
                   # a cluster per 16-bit row held packed: at least a row an SM
                   (133, 50257),
                   # rung 10: many blocks of short rows, each block's run at another phase
-                  (2049, 31)]
+                  (2049, 31),
+                  # rung 11: persistent clusters walking several rows each through their
+                  # landing buffers
+                  (300, 50257)]
 # (x offset, y offset, pitch pad) in elements: rows that start off 16 bytes, at a
 # pitch above the row, x and y of different phase
 SOFTMAX_VIEWS = [(1, 1, 0), (3, 3, 5), (2, 1, 3)]
@@ -77,7 +80,8 @@ def main_softmax(names):
     # the rungs that take offset views: the window rungs (any pitch) and rung 10
     # (contiguous rows at any element offset; it skips the pitched views)
     window = [n for n in names if n == "auto" or n.startswith(("softmax_07", "softmax_08",
-                                                              "softmax_09", "softmax_10"))]
+                                                              "softmax_09", "softmax_10",
+                                                              "softmax_11"))]
     for name in window:
         for rows, cols in SOFTMAX_SHAPES:
             for xoff, yoff, pad in SOFTMAX_VIEWS:

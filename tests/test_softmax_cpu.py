@@ -314,20 +314,20 @@ def test_the_ladder_picks_by_row_length(cols, cc, entry, extra):
 
 @pytest.mark.parametrize("prec", ["fp32", "bf16"])
 def test_auto_keeps_vector_accesses_where_bulk_copies_cannot_run(prec):
-    """Bulk copies need 16-byte aligned rows of whole 16-byte vectors; a
-    misaligned pointer sends auto to the window cluster rung (every vector
-    inside the row still one 128-bit access), not to rung 05/06 with scalar
-    loads. Aligned fp32 with many rows keeps rung 06; bf16 measured better on
-    the window rung."""
+    """Rung 06's bulk copies need 16-byte aligned rows of whole 16-byte
+    vectors; a misaligned pointer sends auto to rung 11, whose copies take
+    the window of 16-byte vectors that covers each row (every vector inside
+    the row still one 128-bit access), not to rung 05/06 with scalar loads.
+    Aligned fp32 with many rows keeps rung 06; bf16 takes rung 11 there too."""
     itemsize = smr.numpy_dtype(prec).itemsize
     p = sm.plan(1000, 131072, prec, aligned=False)
-    assert p.entry == "softmax_08_any_row_cluster" and p.config.vec * itemsize == 16
-    assert p.smem == 0
+    assert p.entry == "softmax_11_any_row_pipelined" and p.config.vec * itemsize == 16
+    assert p.smem == p.config.stages * p.config.threads * p.config.items * 16 > 0
     p = sm.plan(1000, 131072, prec)
     if prec == "fp32":
         assert p.entry == "softmax_06_pipelined" and p.vec * itemsize == 16
     else:
-        assert p.entry == "softmax_08_any_row_cluster"
+        assert p.entry == "softmax_11_any_row_pipelined"
 
 
 @pytest.mark.parametrize("prec,aligned,want", [
@@ -444,7 +444,8 @@ def test_registry_names_and_sources():
     assert smr.kernels() == ["softmax_01_naive", "softmax_02_online", "softmax_03_warp_shuffle",
                             "softmax_04_vectorized", "softmax_05_cluster", "softmax_06_pipelined",
                             "softmax_07_any_row", "softmax_08_any_row_cluster",
-                            "softmax_09_split_row", "softmax_10_row_tile"]
+                            "softmax_09_split_row", "softmax_10_row_tile",
+                            "softmax_11_any_row_pipelined"]
     for r in smr.WINDOW_RUNGS:
         assert r.source.startswith(r.name) and r.summary and r.configs
         assert {c.entry for c in r.configs} == set(r.entries)
@@ -469,8 +470,9 @@ def test_catalogue_lists_every_config_and_memory_kernel_once():
     for label, source, entry, defines, arch in cat:
         if entry in ("softmax_05_cluster", "softmax_08_any_row_cluster"):
             assert arch == "sm_90" and defines["CLUSTER"] > 1
-        elif entry == "softmax_06_pipelined":
+        elif entry in ("softmax_06_pipelined", "softmax_11_any_row_pipelined"):
             assert arch == "sm_90" and defines["STAGES"] >= 2
+            assert defines["CLUSTER"] > 1 or entry == "softmax_06_pipelined"
         else:
             assert arch is None
     from drvgemm.tools import bench

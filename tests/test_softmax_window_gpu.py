@@ -11,6 +11,8 @@ three types) and must come back untouched; x must not change.
 
 Bounded: ~150 small launches and a handful of long-row ones (~30 s on an
 H200 besides the > 2^31 case)."""
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -89,7 +91,7 @@ def run_case(x, kernel="auto", *, xoff=0, yoff=0, xpad=0, ypad=0, stream=None):
 
 
 WINDOW_KERNELS = ["auto", "softmax_07_any_row", "softmax_08_any_row_cluster",
-                  "softmax_09_split_row"]
+                  "softmax_09_split_row", "softmax_11_any_row_pipelined"]
 # (x offset, y offset, x pad, y pad) in elements: aligned; same phase off by one;
 # same phase with odd pitches; different phases (element-wise stores)
 LAYOUTS = [(0, 0, 0, 0), (1, 1, 0, 0), (3, 3, 5, 5), (2, 1, 1, 3)]
@@ -247,17 +249,25 @@ def test_more_than_2_31_elements_through_a_window_cluster(gpu):
         y.free()
 
 
-def run_config(c, x, prec):
-    """x through config c as an explicit plan, rows at an offset of one
-    element in guarded, poisoned buffers; y, after checking that nothing
-    outside it was written."""
+def run_config(c, x, prec, layout=(1, 1, 0, 0), resident=None):
+    """x through config c as an explicit plan, rows laid out as ``layout``
+    (x offset, y offset, x pad, y pad in elements; default: an offset of one
+    element) in guarded, poisoned buffers; y, after checking that nothing
+    outside it was written. ``resident``: a persistent config's clusters
+    (default: as many as fit)."""
     rows, cols = x.shape
-    vx, vy = PitchedView(rows, cols, cols, 1, x.dtype), PitchedView(rows, cols, cols, 1, x.dtype)
+    xoff, yoff, xpad, ypad = layout
+    vx = PitchedView(rows, cols, cols + xpad, xoff, x.dtype)
+    vy = PitchedView(rows, cols, cols + ypad, yoff, x.dtype)
     try:
         vx.upload(x)
-        p = sm.config_plan(c, rows, cols, prec, aligned=False)
+        aligned = xoff * x.dtype.itemsize % 16 == 0 and (cols + xpad) * x.dtype.itemsize % 16 == 0
+        same = (yoff - xoff) * x.dtype.itemsize % 16 == 0 and (ypad - xpad) * x.dtype.itemsize % 16 == 0
+        p = sm.config_plan(c, rows, cols, prec, aligned=aligned, same_phase=same)
         k, p = sm.prepare(p, rows)
-        sm.run_plan(k, p, vx.ptr, vy.ptr, rows, cols, cols, cols)
+        if resident is not None:
+            p = dataclasses.replace(p, grid=c.grid(rows, resident))
+        sm.run_plan(k, p, vx.ptr, vy.ptr, rows, cols, cols + xpad, cols + ypad)
         driver.synchronize()
         y, touched = vy.download()
     finally:
@@ -300,3 +310,48 @@ def test_every_cluster_and_packed_config(gpu, prec):
         cols = max(1, (c.window - 1) * vec - 1)
         x = special_input(cols, prec, seed=i)
         check_special(run_config(c, x, prec), x, c.describe())
+
+
+@pytest.mark.parametrize("prec", ["fp32", "bf16", "fp16"])
+def test_every_pipelined_config_walks_many_rows(gpu, prec):
+    """Each registered rung-11 config (persistent clusters, bulk-copied
+    windows) on more rows than its clusters, so every block walks rows
+    through its whole ring of landing buffers several times and the row
+    parity of its pair exchange wraps: rows that fill its window but for
+    one vector, at every layout (aligned; an offset of one element, so x's
+    first vector and the last row's last vector lie outside the array and
+    are read element-wise; odd pitches, whose gaps the copies bring and the
+    reads mask; y at another phase than x), the special rows among them;
+    then the same on 3 resident clusters (more rows a cluster) and on one."""
+    if gpu.cc < (9, 0):
+        pytest.skip("clusters need sm_90")
+    cfgs = [c for c in smr.window_configs(prec) if c.kind == "pipelined"]
+    assert cfgs
+    vec = smr.vec_of(prec)
+    for i, c in enumerate(cfgs):
+        cols = (c.window - 1) * vec - 1
+        for j, layout in enumerate(LAYOUTS):
+            rows = 37 + 2 * j
+            x = make_input(rows, cols, prec, seed=100 * i + j)
+            x[:7] = special_input(cols, prec, seed=i)
+            y = run_config(c, x, prec, layout)
+            check_special(y[:7], x[:7], f"{c.describe()} {layout}")
+            check(y, x, f"{c.describe()} {layout}")
+        for resident in (3, 1):
+            x = make_input(23, cols, prec, seed=7 * i + resident)
+            check(run_config(c, x, prec, (1, 3, 5, 1), resident=resident), x,
+                  f"{c.describe()} on {resident} clusters")
+
+
+def test_auto_takes_the_pipelined_rung_for_vocabulary_rows(gpu):
+    """auto's rung 11 on the vocabulary rows it is planned for (fp32 and bf16,
+    odd and aligned lengths, contiguous and offset by one element)."""
+    if gpu.cc < (9, 0):
+        pytest.skip("clusters need sm_90")
+    for prec, rows, cols, off in (("fp32", 300, 50257, 0), ("bf16", 257, 50257, 1),
+                                  ("bf16", 150, 128256, 0), ("fp32", 100, 151936, 1)):
+        p = sm.plan(rows, cols, prec, cc=gpu.cc, sm_count=gpu.sm_count, aligned=off == 0)
+        assert p.rung == "softmax_11_any_row_pipelined", (prec, rows, cols, p.describe())
+        x = make_input(rows, cols, prec, seed=cols + off)
+        y = run_case(x, xoff=off, yoff=off)
+        check(y, x, f"auto {prec} {rows}x{cols}")

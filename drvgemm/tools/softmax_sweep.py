@@ -26,6 +26,7 @@ __all__ = ["SWEEP_CONFIGS", "SWEEP_SHAPES", "sweep_softmax", "print_sweep_report
 _05 = functools.partial(SoftmaxConfig, "softmax_05_cluster", vector=True, arch="sm_90")
 _P = pipelined
 _08 = functools.partial(WindowConfig, "softmax_08_any_row_cluster")
+_11 = functools.partial(WindowConfig, "softmax_11_any_row_pipelined")
 SWEEP_CONFIGS = {
     16384: (
         WindowConfig("softmax_07_any_row", 512, 8, 4, row_threads=512, min_blocks=2),
@@ -75,6 +76,10 @@ SWEEP_CONFIGS = {
         _08(256, 7, 4, cluster=8, min_blocks=4),        # 0.733
         _08(512, 7, 4, cluster=4, min_blocks=2),        # 0.743
         _08(512, 4, 4, cluster=8, min_blocks=2),        # 0.463
+        _11(256, 13, 4, cluster=4, stages=3),          # ~0.87 predicted (rung 06's pipeline)
+        _11(256, 7, 4, cluster=8, stages=3),           # ~0.85
+        _11(256, 13, 4, cluster=4, stages=4),          # ~0.87
+        _11(512, 7, 4, cluster=4, stages=2),           # ~0.85
     ),
 }
 SWEEP_SHAPES = ((4096, 131072), (1024, 65536), (16384, 16384), (8192, 50257))

@@ -48,6 +48,12 @@ global-memory traffic per element (R = read, W = write):
   the whole GPU, synchronised through a global workspace (cooperative
   launch). 1R + 1W while the chunks fit the resident blocks' registers,
   2R + 1W beyond.
+- softmax_11_any_row_pipelined (sm_90): rung 06's persistent clusters and
+  bulk-copied landing buffers over rung 08's window: the next rows' windows
+  arrive while this one is reduced and written, at any row length, alignment
+  and pitch (the copies take whole 16-byte vectors of the window, the bytes
+  of the neighbouring rows masked). 1R + 1W. ``auto`` takes it for long rows
+  (the vocabulary sizes) with many rows a cluster (``_pick_pipelined``).
 - softmax_10_row_tile: short contiguous rows (up to 1024): a block's run of
   rows copied into shared memory as the 16-byte vectors that cover it
   (whatever the row length or where the run starts), reduced there by lane
@@ -223,6 +229,10 @@ def _existing_route(rows, cols, precision, cc, contiguous, bulk, sm_count):
         if precision == "fp32" and tuple(cc) >= (9, 0) and 16384 < cols <= 131072:
             name, c = _ladder_config(rows, cols, cc, True)
             return name, c, "aligned fp32 rows of 16K..128K, many rows: rung 06 (bulk prefetch)"
+        if tuple(cc) >= (9, 0) and _pick_pipelined(window_vectors(cols, vec_of(precision), True),
+                                                   window_configs(precision), rows,
+                                                   sm_count) is not None:
+            return None     # rung 11 (window_plan)
         if cols > 131072 and (precision == "fp32" or cols > PACKED_CLUSTER_COLS):
             return ("softmax_04_vectorized", STREAM_CONFIG,
                     "aligned rows past 128K, many rows: rung 04 streamed")
@@ -383,6 +393,36 @@ def _pick_cluster(nv: int, cfgs, rows: int = 1, sm_count: int = H200_SM_COUNT) -
                                      cluster_packing(c) < 0.95, c.window, c.cluster))
 
 
+# Rung 11 takes a row when it fills at least this share of a config's window
+# (the padded lanes still load -inf, exponentiate and merge: issue slots of a
+# kernel that runs one 8-warp block an SM) ...
+PIPELINED_MIN_FILL = 0.7
+# ... and there are at least this many rows a resident cluster (one block an
+# SM: sm_count // cluster clusters at once), so that its landing buffers have
+# rows to hold.
+PIPELINED_MIN_ROWS_PER_CLUSTER = 2
+
+
+def _pick_pipelined(nv: int, cfgs, rows: int = 1, sm_count: int = H200_SM_COUNT, *,
+                    only: bool = False) -> WindowConfig | None:
+    """Rung 11 for a row of ``nv`` window vectors: the config of the least
+    padding that holds it (then the smaller cluster), if it fills the window
+    to PIPELINED_MIN_FILL and there are PIPELINED_MIN_ROWS_PER_CLUSTER rows a
+    resident cluster (``only``, an explicit rung 11: whatever holds the row).
+    Predicted from rung 06 on aligned rows (0.88-0.91 of copy on 32000 and
+    128256 fp32 where rung 08 gets 0.75-0.80 on 50257 and 128256)."""
+    cands = [c for c in cfgs if c.kind == "pipelined" and c.window >= nv]
+    if not cands:
+        return None
+    c = min(cands, key=lambda c: (c.window, c.cluster))
+    if only:
+        return c
+    resident = max(1, sm_count // c.cluster)
+    if nv < PIPELINED_MIN_FILL * c.window or rows < PIPELINED_MIN_ROWS_PER_CLUSTER * resident:
+        return None
+    return c
+
+
 def _plan_split(rows, nv, cfgs, sm_count):
     """(config, split, slots) for the grid-synchronised rung: the chunk size
     that puts the most resident blocks to work (ties: bigger chunks, fewer
@@ -423,6 +463,12 @@ def _window_plan_of(cfg, precision, rows, nv, sm_count, aligned, same_phase, not
                            (cfg.threads, 1, 1), cfg.vec, 0, pitched=True, split=split,
                            slots=slots, workspace_bytes=ws, cooperative=True, note=note,
                            predicted=pred)
+    if cfg.kind == "pipelined":
+        return SoftmaxPlan("softmax_11_any_row_pipelined", cfg, cfg.source, cfg.entry,
+                           tuple(sorted(cfg.defines(precision).items())), cfg.grid(rows),
+                           (cfg.threads, 1, 1), cfg.vec, cfg.smem(), pitched=True, note=note,
+                           predicted=predict_copy_ratio(cfg, nv, rows * cfg.cluster, sm_count,
+                                                        aligned, same_phase))
     if cfg.kind == "rows":
         blocks = -(-rows // cfg.rows_per_block)
         name = "softmax_07_any_row"
@@ -462,7 +508,7 @@ def window_plan(rows: int, cols: int, precision: str = "fp32", *, aligned: bool 
     only = rung(rung_name).entries if rung_name else None
     cfgs = [c for c in window_configs(precision) if only is None or c.entry in only]
     if tuple(cc) < (9, 0):
-        cfgs = [c for c in cfgs if c.kind != "cluster"]
+        cfgs = [c for c in cfgs if c.kind not in ("cluster", "pipelined")]
     if not cfgs:
         raise ValueError(f"{rung_name} needs sm_90 or newer; the device is sm_{cc[0]}{cc[1]}")
     nv = window_vectors(cols, vec, aligned)
@@ -476,6 +522,17 @@ def window_plan(rows: int, cols: int, precision: str = "fp32", *, aligned: bool 
     only_split = all(c.kind in ("split", "split_stream") for c in cfgs)
     if only_split:
         return split_plan("split rows (asked for)")
+    only_pipelined = all(c.kind == "pipelined" for c in cfgs)
+    pipe = _pick_pipelined(nv, cfgs, rows, sm_count, only=only_pipelined)
+    if pipe is not None:
+        return _window_plan_of(pipe, precision, rows, nv, sm_count, aligned, same_phase,
+                               f"persistent clusters of {pipe.cluster} x {pipe.threads}, "
+                               f"{pipe.stages} rows in flight a block ({pipe.window} vectors "
+                               f">= {nv})")
+    if only_pipelined:
+        longest = max(c.window for c in cfgs) * vec - vec + 1
+        raise ValueError(f"{rung_name} takes rows of at most {longest} elements at any "
+                         f"alignment, got {cols}; use kernel='auto'")
     cfg = _pick_rows(nv, cfgs)
     if cfg is not None:
         return _window_plan_of(cfg, precision, rows, nv, sm_count, aligned, same_phase,

@@ -330,9 +330,9 @@ SOFTMAX_RUNGS: list[SoftmaxRung] = [
 
 
 # ---------------------------------------------------------------------------
-# rungs 07..09: the 16-byte window (cu/softmax/softmax_window.cuh) -- any row
-# length, any row alignment, any row pitch, every vector inside a row one
-# 128-bit access; only the first and last vector of a row element-wise.
+# rungs 07..09 and 11: the 16-byte window (cu/softmax/softmax_window.cuh) --
+# any row length, any row alignment, any row pitch, every vector inside a row
+# one 128-bit access; only the first and last vector of a row element-wise.
 # ---------------------------------------------------------------------------
 WATCHDOG_NS = 2_000_000_000   # a split-row wait that outlasts 2 s traps instead of hanging
 WS_MAX_SLOTS = 1024           # split rows: row slots in the workspace's counter head
@@ -343,14 +343,17 @@ WINDOW_SOURCES = {
     "softmax_08_any_row_cluster": "softmax_08_any_row_cluster.cu",
     "softmax_09_split_row": "softmax_09_split_row.cu",
     "softmax_09_split_row_stream": "softmax_09_split_row.cu",
+    "softmax_11_any_row_pipelined": "softmax_11_any_row_pipelined.cu",
 }
 WINDOW_KINDS = {"softmax_07_any_row": "rows", "softmax_08_any_row_cluster": "cluster",
-                "softmax_09_split_row": "split", "softmax_09_split_row_stream": "split_stream"}
+                "softmax_09_split_row": "split", "softmax_09_split_row_stream": "split_stream",
+                "softmax_11_any_row_pipelined": "pipelined"}
 WINDOW_DEFINES = {
     "rows": ("DTYPE", "THREADS", "ROW_THREADS", "ITEMS", "RPT", "MIN_BLOCKS", "PACKED"),
     "cluster": ("DTYPE", "THREADS", "ITEMS", "CLUSTER", "MIN_BLOCKS", "PACKED"),
     "split": ("DTYPE", "THREADS", "ITEMS", "MIN_BLOCKS", "WATCHDOG_NS", "WS_MAX_SLOTS"),
     "split_stream": ("DTYPE", "THREADS", "ITEMS", "MIN_BLOCKS", "WATCHDOG_NS", "WS_MAX_SLOTS"),
+    "pipelined": ("DTYPE", "THREADS", "ITEMS", "CLUSTER", "STAGES", "MIN_BLOCKS", "PACKED"),
 }
 
 
@@ -366,7 +369,7 @@ def window_precisions(cfg) -> tuple:
 
 @dataclass(frozen=True)
 class WindowConfig:
-    """One instantiation of rungs 07..09, declared once. ``items``: 16-byte
+    """One instantiation of rungs 07..09 and 11, declared once. ``items``: 16-byte
     vectors a thread holds per row (per chunk for the split rungs); ``vec``:
     the elements of a vector it is registered for (4: fp32, 8: bf16/fp16), so
     ``items * vec * rpt`` fp32 values sit in a thread's registers (at most 32
@@ -379,9 +382,10 @@ class WindowConfig:
     vec: int
     row_threads: int = 0      # 07: lanes per row (a power of two <= 32) or == threads
     rpt: int = 1              # 07: rows per lane group, loaded together
-    cluster: int = 1          # 08: blocks per row
+    cluster: int = 1          # 08, 11: blocks per row
     min_blocks: int = 1       # __launch_bounds__ second argument
-    packed: bool = False      # 07/08, 16-bit: values held as loaded, two a register
+    packed: bool = False      # 07/08/11, 16-bit: values held as loaded, two a register
+    stages: int = 0           # 11: landing buffers of one slice each per block
 
     def __post_init__(self):
         if self.entry not in WINDOW_SOURCES:
@@ -391,10 +395,12 @@ class WindowConfig:
         if self.kind == "rows" and self.row_threads != self.threads and not (
                 1 <= self.row_threads <= 32 and self.row_threads & (self.row_threads - 1) == 0):
             raise ValueError(f"{self.entry}: row_threads must be a power of two <= 32 or threads")
-        if self.kind == "cluster" and not 2 <= self.cluster <= 16:
+        if self.kind in ("cluster", "pipelined") and not 2 <= self.cluster <= 16:
             raise ValueError(f"{self.entry}: cluster of 2..16 blocks")
-        if self.packed and (self.vec != 8 or self.kind not in ("rows", "cluster")):
-            raise ValueError(f"{self.entry}: packed values are for 16-bit rows of rungs 07/08")
+        if (self.kind == "pipelined") != (self.stages > 0):
+            raise ValueError(f"{self.entry}: landing buffers are rung 11's, and it needs some")
+        if self.packed and (self.vec != 8 or self.kind not in ("rows", "cluster", "pipelined")):
+            raise ValueError(f"{self.entry}: packed values are for 16-bit rows of rungs 07/08/11")
 
     @property
     def kind(self) -> str:
@@ -402,13 +408,21 @@ class WindowConfig:
 
     @property
     def persistent(self) -> bool:
-        """Never: one block (07), cluster (08) per row group, or a grid that
-        fits at once by construction (09)."""
-        return False
+        """Rung 11: the grid is as many clusters as fit at once, each walking
+        rows. Not 07 / 08 (a block or cluster per row group) nor 09 (a grid
+        that fits at once by construction)."""
+        return self.kind == "pipelined"
 
-    @property
-    def stages(self) -> int:
-        return 0
+    def smem(self) -> int:
+        """Dynamic shared memory per block: rung 11's landing buffers."""
+        return self.stages * self.threads * self.items * 16
+
+    def grid(self, rows: int, resident: int | None = None) -> tuple:
+        """Rung 11's blocks: min(rows, resident) clusters (``resident``: how
+        many fit on the GPU at once), one cluster per row without that
+        number (correct too: the kernel takes any number of clusters)."""
+        n = min(rows, resident) if resident else min(rows, INT_MAX // self.cluster)
+        return (max(1, n) * self.cluster, 1, 1)
 
     @property
     def source(self) -> str:
@@ -416,7 +430,7 @@ class WindowConfig:
 
     @property
     def arch(self) -> str:
-        return "sm_90" if self.kind == "cluster" else "sm_80"
+        return "sm_90" if self.kind in ("cluster", "pipelined") else "sm_80"
 
     @property
     def values(self) -> int:
@@ -426,7 +440,7 @@ class WindowConfig:
 
     @property
     def window(self) -> int:
-        """16-byte vectors one row group (07), cluster (08) or chunk (09) covers."""
+        """16-byte vectors one row group (07), cluster (08, 11) or chunk (09) covers."""
         if self.kind == "rows":
             return self.row_threads * self.items
         return self.threads * self.items * self.cluster
@@ -449,7 +463,7 @@ class WindowConfig:
                              f"{precision} has {vec_of(precision)}")
         every = {"DTYPE": DTYPE_CODES[precision], "THREADS": self.threads,
                  "ROW_THREADS": self.row_threads, "ITEMS": self.items, "RPT": self.rpt,
-                 "CLUSTER": self.cluster, "MIN_BLOCKS": self.min_blocks,
+                 "CLUSTER": self.cluster, "STAGES": self.stages, "MIN_BLOCKS": self.min_blocks,
                  "WATCHDOG_NS": WATCHDOG_NS, "WS_MAX_SLOTS": WS_MAX_SLOTS,
                  "PACKED": int(self.packed)}
         return {k: every[k] for k in WINDOW_DEFINES[self.kind]}
@@ -471,8 +485,10 @@ class WindowConfig:
         parts.append(f"items={self.items}")
         if self.kind == "rows":
             parts.append(f"rpt={self.rpt}")
-        if self.kind == "cluster":
+        if self.kind in ("cluster", "pipelined"):
             parts.append(f"cluster={self.cluster}")
+        if self.stages:
+            parts.append(f"stages={self.stages}")
         parts += [f"min_blocks={self.min_blocks}", f"vec={self.vec}"]
         if self.packed:
             parts.append("packed")
@@ -531,6 +547,16 @@ def _window_configs(vec: int) -> tuple:
             for it in ((2, 4, 8) if vec == 4 else (1, 2, 4))]
     out.append(WindowConfig("softmax_09_split_row_stream", 512, 4 if vec == 4 else 2, vec,
                             min_blocks=2))
+    # rung 11: 256-thread blocks one an SM with up to 19 vectors a thread (76
+    # fp32 values, 152 packed 16-bit ones), three landing buffers of a slice
+    # (two where three would pass 227 KiB), sized for the vocabulary rows at
+    # any alignment: 50257 (12565 / 6283 vectors), 128256 (32064 / 16032),
+    # 151936 (37984 / 18992), and 16-bit 262144 (32768, aligned)
+    pipe = ((13, 4, 3), (16, 8, 3), (19, 8, 2)) if vec == 4 else \
+        ((13, 2, 3), (16, 4, 3), (19, 4, 2), (16, 8, 3))
+    out += [WindowConfig("softmax_11_any_row_pipelined", 256, it, vec, cluster=c, stages=s,
+                         packed=vec == 8)
+            for it, c, s in pipe]
     return tuple(out)
 
 
@@ -579,6 +605,10 @@ WINDOW_RUNGS: list[WindowRung] = [
                "few long rows split over the whole GPU, synchronised through a global "
                "workspace (cooperative launch)",
                reads=1, entries=("softmax_09_split_row", "softmax_09_split_row_stream")),
+    WindowRung("softmax_11_any_row_pipelined", "softmax_11_any_row_pipelined.cu",
+               "persistent window clusters: the next rows' windows arrive by bulk copies "
+               "while this one is written (rung 06's pipeline at any length and alignment)",
+               reads=1, entries=("softmax_11_any_row_pipelined",)),
 ]
 
 
@@ -588,7 +618,7 @@ def kernels() -> list[str]:
 
 
 def rung(name: str):
-    """The SoftmaxRung (01..06, 10) or WindowRung (07..09) of that name."""
+    """The SoftmaxRung (01..06, 10) or WindowRung (07..09, 11) of that name."""
     for r in list(SOFTMAX_RUNGS) + list(WINDOW_RUNGS):
         if r.name == name:
             return r
