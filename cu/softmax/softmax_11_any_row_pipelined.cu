@@ -65,6 +65,10 @@ static_assert(CLUSTER >= 2 && CLUSTER <= 16, "CLUSTER: 2..16 (above 8 is a non-p
 static_assert(STAGES >= 1, "STAGES >= 1");
 static_assert(PACKED == 0 || DTYPE != 0, "PACKED: 16-bit elements only");
 
+#ifndef INT_MAX
+#define INT_MAX 2147483647
+#endif
+
 constexpr int SLICE = THREADS * ITEMS;   // window vectors per block and row
 constexpr int WARPS = THREADS / 32;
 // An mbarrier phase counts at most 2^20 - 1 bytes in flight.
@@ -91,61 +95,79 @@ typedef uint4 held_t;   // a vector as loaded, two 16-bit values a register
 typedef float held_t;   // WVEC fp32 values a vector
 #endif
 constexpr int HELD = PACKED ? ITEMS : ITEMS * WVEC;
+constexpr int PER_VECTOR = PACKED ? 1 : WVEC;   // held_t slots a vector
 
-// Window vector e0 / WVEC of a row out of the landing buffer `buf` (vector
-// `slot`), or, when the copy did not bring it, from global memory; elements
-// outside the row as -inf.
-__device__ __forceinline__ void read_vector(const RowWindow& w, const uint4* buf, int slot, int e0,
-                                            bool copied, held_t* out) {
-    const bool whole = e0 >= w.lo && e0 + WVEC <= w.hi;
-#if PACKED
-    if (whole) {
-        out[0] = buf[slot];
-        return;
-    }
-    unsigned h[WVEC];
-    if (copied) {
-        const uint4 r = buf[slot];
-        const unsigned words[4] = {r.x, r.y, r.z, r.w};
-#pragma unroll
-        for (int k = 0; k < WVEC; ++k)
-            h[k] = inside(w, e0 + k) ? (words[k / 2] >> (16 * (k & 1))) & 0xffffu : NEG_INF_BITS;
-    } else {
-#pragma unroll
-        for (int k = 0; k < WVEC; ++k) h[k] = inside(w, e0 + k) ? w.xw[e0 + k] : NEG_INF_BITS;
-    }
-    out[0] = make_uint4(h[0] | (h[1] << 16), h[2] | (h[3] << 16), h[4] | (h[5] << 16),
-                        h[6] | (h[7] << 16));
-#else
-    if (whole || copied) {
-        const uint4 r = buf[slot];
-        unpack_word(r.x, out);
-        unpack_word(r.y, out + ELEMS_PER_WORD);
-        unpack_word(r.z, out + 2 * ELEMS_PER_WORD);
-        unpack_word(r.w, out + 3 * ELEMS_PER_WORD);
-        if (whole) return;
-#pragma unroll
-        for (int k = 0; k < WVEC; ++k)
-            if (!inside(w, e0 + k)) out[k] = NEG_INF;
-    } else {
-#pragma unroll
-        for (int k = 0; k < WVEC; ++k) out[k] = inside(w, e0 + k) ? to_f32(w.xw[e0 + k]) : NEG_INF;
-    }
-#endif
+// A row's window vectors by kind: [whole_begin, whole_end) lie inside the row
+// (the common case: one LDS.128 out of the landing buffer, one STG.128 where y
+// has x's phase); vector 0 when the row starts past it and vector whole_end
+// when the row ends inside it are partial (the peel and the tail); from nv on
+// the slice is past the row.
+struct Span {
+    int whole_begin, whole_end, nv;
+};
+
+__device__ __forceinline__ Span row_span(const RowWindow& w) {
+    const unsigned hi = static_cast<unsigned>(w.hi);   // >= 1: shifts, not signed divisions
+    return Span{w.lo > 0 ? 1 : 0, static_cast<int>(hi / WVEC), static_cast<int>((hi + WVEC - 1) / WVEC)};
 }
 
-// This block's slice of a row into registers: vector first + it * THREADS +
-// lane for it < ITEMS (conflict-free LDS.128: consecutive lanes, consecutive
-// 16 bytes), -inf past the row.
-__device__ __forceinline__ void slice_read(const RowWindow& w, const Copied& c, const uint4* buf,
-                                           int first, int lane, held_t* v) {
+// -inf as stored in an element.
+#if DTYPE == 0
+#define NEG_INF_ELEM NEG_INF
+#else
+#define NEG_INF_ELEM NEG_INF_BITS
+#endif
+
+// Make window vector v of a row whole in this block's landing buffer: its
+// elements outside the row become -inf and, when the copy did not bring it
+// (it reaches outside the array), its elements inside the row are read from
+// global memory. Done by the thread that reads the vector out of the buffer,
+// so that thread's own loads see it with no barrier; the buffer's next bulk
+// copy is ordered after these generic writes by the block barrier and the
+// proxy fence in front of it. Called for the row's peel and tail only.
+__device__ __forceinline__ void patch_vector(const RowWindow& w, const Copied& c, uint4* buf,
+                                             int first, int lane, int v) {
+    const int slot = v - first;
+    if (slot < 0 || slot >= SLICE || slot % THREADS != lane) return;
+    elem_t* e = reinterpret_cast<elem_t*>(buf + slot);
+    const bool copied = v >= c.begin && v < c.end;
+#pragma unroll
+    for (int k = 0; k < WVEC; ++k) {
+        const int i = v * WVEC + k;
+        if (!inside(w, i)) {
+            e[k] = NEG_INF_ELEM;
+        } else if (!copied) {
+            e[k] = w.xw[i];
+        }
+    }
+}
+
+// This block's slice of a row into registers: item `it` of thread `lane` is
+// window vector first + it * THREADS + lane, slot it * THREADS + lane of the
+// buffer (conflict-free LDS.128: consecutive lanes, consecutive 16 bytes;
+// one base address, the items at immediate offsets); -inf past the row. The
+// peel and the tail are made whole first (patch_vector), so every vector of
+// the row is one LDS.128.
+__device__ __forceinline__ void slice_read(const RowWindow& w, const Span& sp, const Copied& c,
+                                           uint4* buf, int first, int lane, held_t* v) {
+    if (sp.whole_begin > 0) patch_vector(w, c, buf, first, lane, 0);
+    if (sp.whole_end < sp.nv && sp.whole_end >= sp.whole_begin)
+        patch_vector(w, c, buf, first, lane, sp.whole_end);
+    const uint4* src = buf + lane;
+    const int live = sp.nv - (first + lane);   // item it is in the row iff it * THREADS < live
 #pragma unroll
     for (int it = 0; it < ITEMS; ++it) {
-        const int vi = first + it * THREADS + lane;
-        const int e0 = vi * WVEC;
-        held_t* o = v + (PACKED ? it : it * WVEC);
-        if (e0 < w.hi && e0 + WVEC > w.lo) {
-            read_vector(w, buf, vi - first, e0, vi >= c.begin && vi < c.end, o);
+        held_t* o = v + it * PER_VECTOR;
+        if (it * THREADS < live) {
+            const uint4 r = src[it * THREADS];
+#if PACKED
+            o[0] = r;
+#else
+            unpack_word(r.x, o);
+            unpack_word(r.y, o + ELEMS_PER_WORD);
+            unpack_word(r.z, o + 2 * ELEMS_PER_WORD);
+            unpack_word(r.w, o + 3 * ELEMS_PER_WORD);
+#endif
         } else {
 #if PACKED
             constexpr unsigned kNegInf2 = NEG_INF_BITS | (static_cast<unsigned>(NEG_INF_BITS) << 16);
@@ -154,6 +176,46 @@ __device__ __forceinline__ void slice_read(const RowWindow& w, const Copied& c, 
 #pragma unroll
             for (int k = 0; k < WVEC; ++k) o[k] = NEG_INF;
 #endif
+        }
+    }
+}
+
+// The slice's outputs: softmax = exp(x - m_thread) * scale (the fp32 values
+// already hold exp(x - m_thread); the packed ones are exponentiated here, as
+// rung 08 does), whole vectors as one STG.128 at an immediate offset from one
+// base address when y has x's phase, the rest element by element inside the row.
+__device__ __forceinline__ void slice_write(const RowWindow& w, const Span& sp, int first, int lane,
+                                            held_t* v, float m_thread, float scale) {
+#if PACKED
+    packed_fence<ITEMS>(v);
+    const float ref = exp_ref(m_thread);
+#endif
+    const int b = first + lane;
+    elem_t* dst = w.yw + static_cast<long long>(b) * WVEC;
+    asm("" : "+l"(dst));   // one base address, the items at immediate offsets from it
+    // Item it (window vector b + it * THREADS) is in the row iff it * THREADS <
+    // live, one 16-byte store iff fast_lo <= it * THREADS < fast_hi: bounds
+    // against the compile-time offsets, not per-item arithmetic.
+    const int live = sp.nv - b;
+    const int fast_lo = w.same_phase ? sp.whole_begin - b : INT_MAX;
+    const int fast_hi = sp.whole_end - b;
+#pragma unroll
+    for (int it = 0; it < ITEMS; ++it) {
+        const int vi = b + it * THREADS;
+        if (it * THREADS >= live) continue;
+        float o[WVEC];
+#pragma unroll
+        for (int k = 0; k < WVEC; ++k) {
+#if PACKED
+            o[k] = exp_shifted(held_f32(v[it], k), ref) * scale;
+#else
+            o[k] = v[it * WVEC + k] * scale;
+#endif
+        }
+        if (it * THREADS >= fast_lo && it * THREADS < fast_hi) {
+            store16(dst + it * THREADS * WVEC, o);
+        } else {
+            store_vector(w, vi * WVEC, o);
         }
     }
 }
@@ -204,6 +266,7 @@ softmax_11_any_row_pipelined(const elem_t* __restrict__ x, elem_t* __restrict__ 
         const int v0 = max(c.begin, first), v1 = min(c.end, first + SLICE);
         const unsigned bytes = v1 > v0 ? static_cast<unsigned>(v1 - v0) * 16u : 0u;
         const unsigned bar = smem_addr(&full[s]);
+        fence_proxy_async_smem();   // after the patches of the buffer's last row (generic writes)
         mbar_arrive_expect_tx(bar, bytes);
         if (bytes) bulk_load(smem_addr(landing + s * SLICE + (v0 - first)), w.xw + v0 * WVEC, bytes, bar);
     };
@@ -223,7 +286,8 @@ softmax_11_any_row_pipelined(const elem_t* __restrict__ x, elem_t* __restrict__ 
         const RowWindow w = row_window(x, y, row, cols, ldx, ldy);
         held_t v[HELD];
         mbar_wait(smem_addr(&full[stage]), phase);
-        slice_read(w, copied_vectors(w, x, x_end), landing + stage * SLICE, first, lane, v);
+        const Span sp = row_span(w);
+        slice_read(w, sp, copied_vectors(w, x, x_end), landing + stage * SLICE, first, lane, v);
 #if PACKED
         const MaxSum mine = window_exp_packed<ITEMS>(v);
 #else
@@ -247,11 +311,7 @@ softmax_11_any_row_pipelined(const elem_t* __restrict__ x, elem_t* __restrict__ 
         if (threadIdx.x < CLUSTER) st_async_peer_f32x2(threadIdx.x, smem_addr(&pairs[set][rank]), bar, r.m, r.l);
         mbar_wait_cluster_pairs(bar, (k >> 1) & 1);
         r = fold_pairs<CLUSTER, FAST_EXP>(pairs[set], lane & 31);
-#if PACKED
-        window_store_packed<ITEMS, THREADS>(w, first, lane, true, v, mine.m, window_scale(mine.m, r));
-#else
-        window_store<ITEMS, THREADS>(w, first, lane, true, v, window_scale(mine.m, r));
-#endif
+        slice_write(w, sp, first, lane, v, mine.m, window_scale(mine.m, r));
     }
 
     // Every st.async aimed at a block lands before that block passes its last
