@@ -348,8 +348,8 @@ def test_auto_takes_the_pipelined_rung_for_vocabulary_rows(gpu):
     odd and aligned lengths, contiguous and offset by one element)."""
     if gpu.cc < (9, 0):
         pytest.skip("clusters need sm_90")
-    for prec, rows, cols, off in (("fp32", 300, 50257, 0), ("bf16", 257, 50257, 1),
-                                  ("bf16", 150, 128256, 0), ("fp32", 100, 151936, 1)):
+    for prec, rows, cols, off in (("fp32", 300, 50257, 0), ("bf16", 530, 50257, 1),
+                                  ("bf16", 150, 128256, 0), ("fp32", 130, 151936, 1)):
         p = sm.plan(rows, cols, prec, cc=gpu.cc, sm_count=gpu.sm_count, aligned=off == 0)
         assert p.rung == "softmax_11_any_row_pipelined", (prec, rows, cols, p.describe())
         x = make_input(rows, cols, prec, seed=cols + off)

@@ -399,8 +399,9 @@ def _pick_cluster(nv: int, cfgs, rows: int = 1, sm_count: int = H200_SM_COUNT) -
 PIPELINED_MIN_FILL = 0.7
 # ... and there are at least this many rows a resident cluster (one block an
 # SM: sm_count // cluster clusters at once), so that its landing buffers have
-# rows to hold.
-PIPELINED_MIN_ROWS_PER_CLUSTER = 2
+# rows to hold: bf16 64 x 262144 (4 rows a cluster of 8) measured 0.68 of copy
+# on rung 11 against rung 08's 0.71; 15 and more rows a cluster 0.83-0.89.
+PIPELINED_MIN_ROWS_PER_CLUSTER = 8
 
 
 def _pick_pipelined(nv: int, cfgs, rows: int = 1, sm_count: int = H200_SM_COUNT, *,
@@ -409,8 +410,13 @@ def _pick_pipelined(nv: int, cfgs, rows: int = 1, sm_count: int = H200_SM_COUNT,
     padding that holds it (then the smaller cluster), if it fills the window
     to PIPELINED_MIN_FILL and there are PIPELINED_MIN_ROWS_PER_CLUSTER rows a
     resident cluster (``only``, an explicit rung 11: whatever holds the row).
-    Predicted from rung 06 on aligned rows (0.88-0.91 of copy on 32000 and
-    128256 fp32 where rung 08 gets 0.75-0.80 on 50257 and 128256)."""
+    Measured (benchmarks/softmax_pipelined.py, H200, of copy, rung 11 against
+    what auto took before): fp32 8192 / 1024 x 50257 0.821 / 0.778 against
+    0.765 / 0.747 (rung 08), 512 x 151936 0.852 against 0.636 (rung 04
+    streamed); bf16 8192 / 1024 x 50257 0.890 / 0.865 against 0.749 / 0.796,
+    1024 x 128256 0.873 against 0.799, 512 x 151936 0.833 against 0.730.
+    Aligned fp32 rows of 16K..128K keep rung 06 (``_existing_route``: 0.885
+    against 0.865 at 1024 x 128256, 0.881 against 0.879 at 2048 x 32000)."""
     cands = [c for c in cfgs if c.kind == "pipelined" and c.window >= nv]
     if not cands:
         return None

@@ -547,16 +547,21 @@ def _window_configs(vec: int) -> tuple:
             for it in ((2, 4, 8) if vec == 4 else (1, 2, 4))]
     out.append(WindowConfig("softmax_09_split_row_stream", 512, 4 if vec == 4 else 2, vec,
                             min_blocks=2))
-    # rung 11: 256-thread blocks one an SM with up to 19 vectors a thread (76
-    # fp32 values, 152 packed 16-bit ones), three landing buffers of a slice
-    # (two where three would pass 227 KiB), sized for the vocabulary rows at
-    # any alignment: 50257 (12565 / 6283 vectors), 128256 (32064 / 16032),
-    # 151936 (37984 / 18992), and 16-bit 262144 (32768, aligned)
-    pipe = ((13, 4, 3), (16, 8, 3), (19, 8, 2)) if vec == 4 else \
-        ((13, 2, 3), (16, 4, 3), (19, 4, 2), (16, 8, 3))
-    out += [WindowConfig("softmax_11_any_row_pipelined", 256, it, vec, cluster=c, stages=s,
+    # rung 11, one block an SM, three landing buffers of a slice (two where three
+    # would pass 227 KiB), sized for the vocabulary rows at any alignment: 50257
+    # (12566 / 6284 vectors), 128256 (32064 / 16033), 151936 (37985 / 18993), and
+    # 16-bit 262144 (32768, aligned). Measured on the H200 (benchmarks/softmax_pipelined.py,
+    # of copy): fp32 8192 x 50257 256 x 13 x 4: 0.821 (rung 08 0.765), 512 x 151936
+    # 256 x 19 x 8: 0.852 (rung 04 streamed 0.636); bf16 8192 x 50257 512 x 7 x 2:
+    # 0.890 (256 x 13 x 2 0.837, rung 08 0.749), 1024 x 128256 256 x 8 x 8: 0.873
+    # (256 x 16 x 4 0.773), 512 x 151936 512 x 10 x 4: 0.833 (rung 08 0.730). The
+    # 16-bit rows run best on 16 warps an SM or on few values a thread; fp32 on
+    # 8 warps with more values.
+    pipe = ((256, 13, 4, 3), (256, 16, 8, 3), (256, 19, 8, 2)) if vec == 4 else \
+        ((512, 7, 2, 3), (256, 8, 8, 3), (512, 10, 4, 2), (512, 8, 8, 3))
+    out += [WindowConfig("softmax_11_any_row_pipelined", t, it, vec, cluster=c, stages=s,
                          packed=vec == 8)
-            for it, c, s in pipe]
+            for t, it, c, s in pipe]
     return tuple(out)
 
 
