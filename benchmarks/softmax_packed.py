@@ -10,18 +10,13 @@ output is checked on sampled rows and whole-row sums (the sweep's
 ``max_rel_err`` / ``row_sum_err``)."""
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from drvgemm.ladders.softmax import dispatch as sm  # noqa: E402
 from drvgemm.ladders.softmax.registry import WindowConfig  # noqa: E402
-from drvgemm.runtime import driver  # noqa: E402
-from drvgemm.tools.records import device_json  # noqa: E402
-from drvgemm.tools.softmax_sweep import print_sweep_report, sweep_softmax  # noqa: E402
+from drvgemm.tools.softmax_sweep import side_by_side  # noqa: E402
 
 
 def _c08(threads, items, cluster, min_blocks, packed=False):
@@ -51,29 +46,8 @@ CANDIDATES = {
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--json", default=None)
-    p.add_argument("--reps", type=int, default=20)
-    p.add_argument("--precisions", default="bf16,fp16")
-    p.add_argument("--shapes", default=None,
-                   help="rows x cols to run, e.g. 4096x4097,8192x50257 (default: all)")
-    args = p.parse_args(argv)
-    recs = []
-    for prec in args.precisions.split(","):
-        for shape, cfgs in CANDIDATES.items():
-            if args.shapes and f"{shape[0]}x{shape[1]}" not in args.shapes.split(","):
-                continue
-            recs += sweep_softmax([shape], cfgs, precision=prec, reps=args.reps)
-    for prec in args.precisions.split(","):
-        print(f"\n== {prec}")
-        print_sweep_report([r for r in recs if r["precision"] == prec])
-    now = {f"{prec} {m}x{n}": sm.plan(m, n, prec).describe()
-           for prec in args.precisions.split(",") for (m, n) in CANDIDATES}
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"device": device_json(driver.device()), "auto": now, "records": recs},
-                      f, indent=1)
-    return 0
+    return side_by_side({prec: CANDIDATES for prec in ("bf16", "fp16")}, argv,
+                        __doc__.splitlines()[0])
 
 
 if __name__ == "__main__":

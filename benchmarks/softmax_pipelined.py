@@ -12,18 +12,13 @@ output is checked on sampled rows and whole-row sums (the sweep's
 ``max_rel_err`` / ``row_sum_err``)."""
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from drvgemm.ladders.softmax import dispatch as sm  # noqa: E402
 from drvgemm.ladders.softmax.registry import STREAM_CONFIG, WindowConfig, pipelined  # noqa: E402
-from drvgemm.runtime import driver  # noqa: E402
-from drvgemm.tools.records import device_json  # noqa: E402
-from drvgemm.tools.softmax_sweep import print_sweep_report, sweep_softmax  # noqa: E402
+from drvgemm.tools.softmax_sweep import side_by_side  # noqa: E402
 
 
 def _c08(vec, threads, items, cluster, min_blocks, packed=False):
@@ -40,9 +35,10 @@ def _c11(vec, threads, items, cluster, stages):
 CANDIDATES = {
     "fp32": {
         (8192, 50257): [_c08(4, 256, 8, 7, 4), _c11(4, 256, 13, 4, 3), _c11(4, 256, 7, 8, 3),
-                        _c11(4, 512, 7, 4, 2), _c11(4, 512, 4, 8, 3), _c11(4, 1024, 4, 4, 3)],
+                        _c11(4, 512, 7, 4, 2), _c11(4, 512, 7, 4, 3), _c11(4, 384, 9, 4, 3),
+                        _c11(4, 256, 7, 8, 4), _c11(4, 512, 4, 8, 3), _c11(4, 1024, 4, 4, 3)],
         (1024, 50257): [_c08(4, 256, 8, 7, 4), _c11(4, 256, 13, 4, 3), _c11(4, 256, 7, 8, 3),
-                        _c11(4, 512, 4, 8, 3)],
+                        _c11(4, 512, 7, 4, 3), _c11(4, 384, 9, 4, 3), _c11(4, 256, 7, 8, 4)],
         (512, 151936): [STREAM_CONFIG, _c11(4, 256, 19, 8, 2), _c11(4, 512, 10, 8, 2),
                         _c11(4, 1024, 5, 8, 2)],
         (1024, 128256): [pipelined(256, 64, 8, 3), _c11(4, 256, 16, 8, 3), _c11(4, 512, 8, 8, 3)],
@@ -62,30 +58,7 @@ CANDIDATES = {
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--json", default=None)
-    p.add_argument("--reps", type=int, default=20)
-    p.add_argument("--precisions", default="fp32,bf16")
-    p.add_argument("--shapes", default=None,
-                   help="rows x cols to run, e.g. 8192x50257,512x151936 (default: all)")
-    args = p.parse_args(argv)
-    precs = args.precisions.split(",")
-    recs = []
-    for prec in precs:
-        for shape, cfgs in CANDIDATES[prec].items():
-            if args.shapes and f"{shape[0]}x{shape[1]}" not in args.shapes.split(","):
-                continue
-            recs += sweep_softmax([shape], cfgs, precision=prec, reps=args.reps)
-    for prec in precs:
-        print(f"\n== {prec}")
-        print_sweep_report([r for r in recs if r["precision"] == prec])
-    now = {f"{prec} {m}x{n}": sm.plan(m, n, prec).describe()
-           for prec in precs for (m, n) in CANDIDATES[prec]}
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"device": device_json(driver.device()), "auto": now, "records": recs},
-                      f, indent=1)
-    return 0
+    return side_by_side(CANDIDATES, argv, __doc__.splitlines()[0])
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from .memory_bench import (_cluster_note, _max_rel_err, _median_ms, _progress, _
                            measure_copy, softmax_inputs)
 from .records import memory_record
 
-__all__ = ["SWEEP_CONFIGS", "SWEEP_SHAPES", "sweep_softmax", "print_sweep_report"]
+__all__ = ["SWEEP_CONFIGS", "SWEEP_SHAPES", "sweep_softmax", "print_sweep_report", "side_by_side"]
 
 # Candidates at the three long-row shapes. The comment on
 # a rung 06 line is the fraction of the copy bandwidth it was expected to
@@ -200,6 +200,42 @@ def print_sweep_report(records, file=None):
             best = ok[0]
             print(f"  best correct: {best['config']} at {best.get('copy_fraction', 0):.3f} of copy"
                   + ("" if best.get("auto") else "  (auto picks another)"), file=file)
+
+
+def side_by_side(candidates: dict, argv=None, description: str = "") -> int:
+    """The command line of a side-by-side script (benchmarks/softmax_*.py):
+    ``candidates`` maps precision -> {(rows, cols): [configs]}, each shape's
+    configs timed on the same data with the copy; ``--precisions``,
+    ``--shapes`` (rows x cols) pick among them, ``--json`` keeps the records
+    with the config auto takes now for each shape."""
+    import argparse
+    import json
+
+    from .records import device_json
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--json", default=None)
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--precisions", default=",".join(candidates))
+    p.add_argument("--shapes", default=None,
+                   help="rows x cols to run, e.g. 8192x50257,512x151936 (default: all)")
+    args = p.parse_args(argv)
+    precs = args.precisions.split(",")
+    wanted = args.shapes.split(",") if args.shapes else None
+    recs = []
+    for prec in precs:
+        for (m, n), cfgs in candidates[prec].items():
+            if wanted is None or f"{m}x{n}" in wanted:
+                recs += sweep_softmax([(m, n)], cfgs, precision=prec, reps=args.reps)
+    for prec in precs:
+        print(f"\n== {prec}")
+        print_sweep_report([r for r in recs if r["precision"] == prec])
+    if args.json:
+        now = {f"{prec} {m}x{n}": sm.plan(m, n, prec).describe()
+               for prec in precs for (m, n) in candidates[prec]}
+        with open(args.json, "w") as f:
+            json.dump({"device": device_json(driver.device()), "auto": now, "records": recs},
+                      f, indent=1)
+    return 0
 
 
 if __name__ == "__main__":
