@@ -4,7 +4,9 @@ the same data, to check (or re-tune) the registry on a new GPU:
 output before its time counts."""
 from __future__ import annotations
 
+import argparse
 import functools
+import json
 import math
 import sys
 
@@ -16,7 +18,7 @@ from ..runtime import driver
 from .memory_bench import (_cluster_note, _max_rel_err, _median_ms, _progress, _sample_rows,
                            _with_copy,
                            measure_copy, softmax_inputs)
-from .records import memory_record
+from .records import device_json, memory_record
 
 __all__ = ["SWEEP_CONFIGS", "SWEEP_SHAPES", "sweep_softmax", "print_sweep_report", "side_by_side"]
 
@@ -208,10 +210,6 @@ def side_by_side(candidates: dict, argv=None, description: str = "") -> int:
     configs timed on the same data with the copy; ``--precisions``,
     ``--shapes`` (rows x cols) pick among them, ``--json`` keeps the records
     with the config auto takes now for each shape."""
-    import argparse
-    import json
-
-    from .records import device_json
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--json", default=None)
     p.add_argument("--reps", type=int, default=20)
