@@ -18,6 +18,7 @@ from drvgemm.analysis import banks
 from drvgemm.tools import memory_bench as membench, softmax_sweep
 
 from drvgemm.ladders.softmax import dispatch as sm  # noqa: E402
+from drvgemm.ladders.softmax import plan as smplan  # noqa: E402
 from drvgemm.ladders.softmax import registry as smr  # noqa: E402
 
 ARCHS = ("sm_80", "sm_90")
@@ -305,7 +306,7 @@ def test_the_ladder_picks_by_row_length(cols, cc, entry, extra):
     """Rungs 04..06 by row length: what auto takes among them where it keeps
     the ladder (the window rungs' choice table is test_softmax_window_cpu)."""
     vec = 4
-    _, cfg = sm._ladder_config(1000, cols, cc, cols % vec == 0)
+    _, cfg = smplan._ladder_config(1000, cols, cc, cols % vec == 0)
     p = sm.config_plan(cfg, 1000, cols)
     assert p.entry == entry
     for k, v in extra.items():

@@ -20,6 +20,7 @@ import pytest
 
 from drvgemm.ladders.memory import registry as mem_registry
 from drvgemm.ladders.softmax import dispatch as sm
+from drvgemm.ladders.softmax import plan as smplan
 from drvgemm.ladders.softmax import registry as smr
 from drvgemm.runtime import compiler, sass, sources
 from drvgemm.runtime.errors import CompileError
@@ -192,8 +193,8 @@ def _window_cover(lo, cols, vec, items, stride, first=0, lanes=None):
 def test_window_covers_each_element_of_a_row_once_at_every_offset(vec, cols):
     for lo in range(vec):
         nv = -(-(lo + cols) // vec)
-        cfg = sm._pick_rows(nv, smr.window_configs("fp32" if vec == 4 else "bf16")) or \
-            sm._pick_block(nv, smr.window_configs("fp32" if vec == 4 else "bf16"))
+        cfg = smplan._pick_rows(nv, smr.window_configs("fp32" if vec == 4 else "bf16")) or \
+            smplan._pick_block(nv, smr.window_configs("fp32" if vec == 4 else "bf16"))
         assert cfg is not None and cfg.window >= nv
         got = _window_cover(lo, cols, vec, cfg.items, cfg.row_threads)
         assert sorted(got) == list(range(lo, lo + cols)), (vec, cols, lo, cfg.describe())

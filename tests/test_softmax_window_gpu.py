@@ -279,7 +279,7 @@ def run_config(c, x, prec, layout=(1, 1, 0, 0), resident=None):
 
 @pytest.mark.parametrize("prec", ["fp32", "bf16", "fp16"])
 def test_every_block_per_row_config(gpu, prec):
-    """Each registered block-per-row window config (dispatch._pick_block's
+    """Each registered block-per-row window config (plan._pick_block's
     candidates: auto takes any of them by row length) run as an explicit
     plan on rows that fill its window but for one vector, at an offset of one
     element: the result against float64, the guards around y untouched."""

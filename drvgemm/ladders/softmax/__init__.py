@@ -1,1 +1,2 @@
-"""The softmax ladder: registry.py (rungs and their configs), dispatch.py (plan and softmax())."""
+"""The softmax ladder: registry.py (rungs and their configs), plan.py (which kernel and
+constants run a shape, no GPU), dispatch.py (compiling and launching a plan, softmax())."""

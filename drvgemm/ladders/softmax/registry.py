@@ -1,7 +1,7 @@
 """The softmax ladder's registry: each rung (cu/softmax/softmax_0*.cu) and its
 configurations, each declared once with its compile-time constants, from
 which grid, block, defines and shared memory derive. The semantics and the
-ladder's ideas: drvgemm/ladders/softmax/dispatch.py."""
+ladder's ideas: drvgemm/ladders/softmax/plan.py."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
