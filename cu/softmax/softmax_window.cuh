@@ -1,5 +1,6 @@
-// The 16-byte window: how rungs 07..09 (cu/softmax/softmax_07..09_*.cu) read
-// and write rows of any length at any alignment with 128-bit accesses.
+// The 16-byte window: how rungs 07..09 and 11 (cu/softmax/softmax_07..09_*.cu,
+// softmax_11_*.cu) read and write rows of any length at any alignment with
+// 128-bit accesses.
 // Element types, conversions and the (max, sum) algebra are those of the
 // ladder (softmax_common.cuh); all arithmetic is fp32.
 //
