@@ -324,3 +324,24 @@ def test_a_host_bound_call_takes_the_candidate_of_fewer_launches():
     assert "host-bound: 1 launch" in p.describe()
     big = planning.choose(4096, 4096, 4096, "bf16", t=t)
     assert big.predicted_s == big.prediction.gpu_s > big.prediction.host_s
+
+
+def test_64_row_members_split_k_only_where_no_128_row_tile_holds_m():
+    """Between 65 and 128 rows auto takes no split of the 64-row members (two
+    64-row tiles read each strip of B: 7-9 % slower than a 128-row tile split 3
+    on the H200); in one piece they stay candidates there, and at <= 64 rows
+    (one tile) their splits too. An explicit kernel keeps every split."""
+    t = planning.target("H200")
+    for m in (65, 100, 128):
+        for shape in ((m, 4096, 14336), (m, 128, 65536), (m, 5120, 5120)):
+            p = planning.choose(*shape, "bf16", out="bf16", t=t)
+            names = [p.kernel + (f"/split={p.split}" if p.split > 1 else "")] + \
+                [a for a, _ in p.alternatives]
+            assert not any(a.startswith("20_tma_wgmma_bf16_64x128/split=") for a in names), shape
+            assert "20_tma_wgmma_bf16_64x128" in names, shape
+    p = planning.choose(64, 4096, 14336, "bf16", out="bf16", t=t)
+    alts = [a for a, _ in p.alternatives] + [f"{p.kernel}/split={p.split}"]
+    assert any(a.startswith("20_tma_wgmma_bf16_64x128/split=") for a in alts)
+    p = planning.choose(128, 4096, 14336, "bf16", out="bf16", t=t,
+                        kernel="20_tma_wgmma_bf16_64x128")
+    assert p.split > 1 or any("/split=" in a for a, _ in p.alternatives)

@@ -331,6 +331,19 @@ def _padding(r: Rung, m: int, n: int) -> float:
     return 1.0 - m * n / covered if covered else 0.0
 
 
+# Where a 128-row tile holds every row of A (65..128 rows), the 64-row
+# members do not split K: each strip of B is then read by two 64-row tiles,
+# and with the split's partials to reduce besides they ran 7-9 % slower than
+# a 128-row tile split 3 (bf16, 16-bit C, drvgemm tune on the H200: 128 x
+# 4096 x 14336 45.4 against 41.5 us, 128 x 4096 x 11008 37.0 against 34.5;
+# results/h200-wgmma-family-64.json, fp32 C: 45.4 against 41.7), which the
+# model, counting B's bytes once, does not see. In one piece they still win
+# there (127 x 8192 x 128: 4.9 against 5.5 us; 128 x 5120 x 5120: 25.4
+# against 25.9). Past 128 rows nothing was measured: unchanged.
+def _one_tile_of_rows(r: Rung, split: int, m: int) -> bool:
+    return not (family_of(r) == "wgmma_16_64" and split > 1 and r.tile_m < m <= 2 * r.tile_m)
+
+
 def choose(m: int, n: int, k: int, precision: str, *, out: str = "fp32",
            beta_reads_c: bool = False, kernel: str = "auto", residues=(0, 0, 0),
            t: Target | None = None, tuned: dict | None = None) -> Plan:
@@ -358,6 +371,8 @@ def choose(m: int, n: int, k: int, precision: str, *, out: str = "fp32",
         host = r.host_side
         aligned = host.aligned(r, m, n, k, pa, pb, pc)
         for s in (host.split_counts(r, m, n, k) if k > 0 else (1,)):
+            if kernel == "auto" and not _one_tile_of_rows(r, s, m):
+                continue
             p = _predict(r, s, aligned, m, n, k, precision, out_bytes, beta_reads_c, t,
                          residues)
             options.append(Option(r, s, aligned, p, family_of(r)))
