@@ -16,12 +16,15 @@
 // of its slice brings those vectors whole: the window starts on 16 bytes and
 // is whole vectors, which is what the copy engine needs. The first and last
 // vector of a row also hold bytes of the neighbouring rows (or of the gap
-// between the rows of a pitched view): they are copied with the rest and
-// masked to -inf when the values are read out of shared memory. Only a
-// vector reaching outside the array itself -- before x[0] when x does not
-// start on 16 bytes, past the last row's end -- is not copied: its owner
-// reads the elements of the row inside it from global memory, element by
-// element (at most one vector at each end of the whole array).
+// between the rows of a pitched view): they are copied with the rest, and
+// the thread that reads them patches them in shared memory first (elements
+// outside the row -> -inf), so that every vector of a row is then one
+// LDS.128 with no test of its own -- a per-vector whole / partial test cost
+// ~20 instructions a vector, 0.73 against rung 06's 0.88 of copy on the same
+// rows (benchmarks/notes/softmax.md, sixteenth round). Only a vector reaching
+// outside the array itself -- before x[0] when x does not start on 16 bytes,
+// past the last row's end -- is not copied: its patch fills the row's elements
+// from global memory (at most one vector at each end of the whole array).
 //
 // The rest is rung 06: STAGES landing buffers of one slice each, refilled as
 // soon as every thread has read a row out of them; (max, sum) pairs pushed
