@@ -3,7 +3,7 @@
 #   bash benchmarks/h200.sh [PHASE ...]
 # Default phases, in this order:
 #   install tests sanitize overhead bench shapes memory
-# Extra phases: compile rung20 sweep autotune wgmma profile mma clock wgsweep shortrows packed pipelined splitprobe rung30 family ncu ktimes (each reads its
+# Extra phases: compile rung20 sweep autotune wgmma profile mma clock wgsweep shortrows packed pipelined splitprobe softncu rung30 family ncu ktimes (each reads its
 # *_ARGS); MEMORY_ARGS=--softmax-rows makes the memory phase the softmax row-length suite.
 #
 # What comes back through $OUT (at most 8 files): the committed results
@@ -184,6 +184,9 @@ script_phase pipelined "${PIPELINED_TIMEOUT:-200}" 80 benchmarks/softmax_pipelin
 # splitprobe: softmax rung 09's fixed costs and split configs on few long rows
 script_phase splitprobe "${SPLITPROBE_TIMEOUT:-150}" 80 benchmarks/softmax_split_probe.py \
   --json "$LOG/softmax_split_probe.json" ${SPLITPROBE_ARGS:-}
+# softncu: softmax's auto kernel and torch.softmax under ncu on the shapes below 0.85 of copy
+script_phase softncu "${SOFTNCU_TIMEOUT:-240}" 40 benchmarks/softmax_ncu.py \
+  --raw "$LOG/softmax_ncu.csv" ${SOFTNCU_ARGS:-}
 # rung30: rung 30's geometry knobs and split counts on the decode shapes, against cuBLAS
 script_phase rung30 "${RUNG30_TIMEOUT:-300}" 60 benchmarks/rung30_sweep.py \
   --json "$LOG/rung30_sweep.json" ${RUNG30_ARGS:-}
