@@ -9,7 +9,8 @@ of the same bytes (events around each call, L2 flushed before it):
   anyway: prepare() cut it to the blocks that fit);
 - every registered split config (other chunk sizes, so other split / slots);
 - fp32: auto's plan built with the 16-bit builds' exp (WINDOW_FAST_EXP=1), to
-  tell what the exponentials cost;
+  tell what the exponentials cost; and auto's plan with any --variants'
+  defines (NAME:KEY=V,...);
 and, once, what a launch of 264 x 512 threads costs on its own: an empty
 kernel (plain and cooperative) and an empty kernel that only crosses a
 grid-wide barrier (one atomic a block, then a wait on the count), so the
@@ -97,6 +98,15 @@ def _check(dy, x, sample):
     return _max_rel_err(dy.to_host()[sample], sm.reference(x[sample]))
 
 
+def _variants(specs):
+    """{name: defines} from NAME:KEY=V,KEY=V specs."""
+    out = {}
+    for spec in specs:
+        name, _, kv = spec.partition(":")
+        out[name] = {k: int(v) for k, v in (x.split("=") for x in kv.split(",") if x)}
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", default=None)
@@ -104,6 +114,8 @@ def main(argv=None):
     ap.add_argument("--precisions", default="fp32,bf16")
     ap.add_argument("--shapes", default=None, help="rows x cols to run, e.g. 4x1048576 (default: all)")
     ap.add_argument("--no-fixed", action="store_true", help="skip the empty-kernel launches")
+    ap.add_argument("--variants", nargs="*", default=[],
+                    help="NAME:KEY=V,KEY=V ...: auto's plan built with these defines as well")
     args = ap.parse_args(argv)
     dev = driver.device()
     fixed = {}
@@ -140,14 +152,17 @@ def main(argv=None):
                 ws = sm.workspace(p.workspace_bytes)
                 a = p.args(dx, dy, rows, cols, None, None, ws.ptr)
                 modes = [("cooperative", True)] + ([("plain", False)] if tag == "auto" else [])
+                extra = {}
                 if tag == "auto" and prec == "fp32":
                     # the same code with the 16-bit builds' exp: what fp32's expf costs
-                    modes.append(("fast exp", True))
+                    extra["fast exp"] = {"WINDOW_FAST_EXP": 1}
+                if tag == "auto":
+                    extra.update(_variants(args.variants))
+                modes += [(name, True) for name in extra]
                 for mode, coop in modes:
                     kk = k
-                    if mode == "fast exp":
-                        kk = drvgemm.compile(p.source, p.entry,
-                                             defines={**dict(p.defines), "WINDOW_FAST_EXP": 1})
+                    if mode in extra:
+                        kk = drvgemm.compile(p.source, p.entry, defines={**dict(p.defines), **extra[mode]})
                     dy.fill_bytes(0xFF)
                     us = 1000 * _time(lambda: drvgemm.launch(kk, p.grid, p.block, a,
                                                              cooperative=coop), args.reps)
