@@ -5,7 +5,7 @@ each shape's auto kernel and torch.softmax under Nsight Compute, side by side.
 
 Runs itself under ``ncu --clock-control none`` and profiles one call of each
 (after a warm-up call): ``drvgemm.softmax(x, out=y)`` and ``torch.softmax``
-on the same device array. Prints, per kernel: duration, DRAM bytes and
+on the same values. Prints, per kernel: duration, DRAM bytes and
 throughput, instructions issued per element, issue activity, achieved
 occupancy, shared-memory bank conflicts and the largest stall reasons (warps
 stalled per issued instruction). Elements, not bytes, are the unit of the
@@ -49,6 +49,7 @@ def _parse_shape(text):
 
 def child(args):
     """The profiled program: per shape, drvgemm's auto then torch, each twice."""
+    import numpy as np
     import torch
 
     import drvgemm
@@ -59,7 +60,9 @@ def child(args):
         x = softmax_inputs(rows, cols, prec)
         X = driver.to_device(x)
         Y = driver.empty(x.shape, x.dtype)
-        tx = torch.as_tensor(X, device="cuda")
+        # torch's copy of the same values (bf16 has no numpy dtype torch takes)
+        tx = (torch.from_numpy(x.view(np.uint16)).view(torch.bfloat16) if prec == "bf16"
+              else torch.from_numpy(x)).cuda()
         for label, fn in (("drvgemm", lambda: drvgemm.softmax(X, out=Y)),
                           ("torch", lambda: torch.softmax(tx, dim=-1))):
             fn()
