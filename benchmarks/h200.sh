@@ -3,7 +3,7 @@
 #   bash benchmarks/h200.sh [PHASE ...]
 # Default phases, in this order:
 #   install tests sanitize overhead bench shapes memory
-# Extra phases: compile rung20 sweep autotune wgmma profile mma clock wgsweep shortrows packed pipelined splitprobe softncu rung30 family ncu ktimes (each reads its
+# Extra phases: compile rung20 sweep autotune wgmma profile mma clock wgsweep shortrows packed pipelined splitprobe softncu beforeafter rung30 family ncu ktimes (each reads its
 # *_ARGS); MEMORY_ARGS=--softmax-rows makes the memory phase the softmax row-length suite.
 #
 # What comes back through $OUT (at most 8 files): the committed results
@@ -187,6 +187,10 @@ script_phase splitprobe "${SPLITPROBE_TIMEOUT:-150}" 80 benchmarks/softmax_split
 # softncu: softmax's auto kernel and torch.softmax under ncu on the shapes below 0.85 of copy
 script_phase softncu "${SOFTNCU_TIMEOUT:-240}" 40 benchmarks/softmax_ncu.py \
   --raw "$LOG/softmax_ncu.csv" ${SOFTNCU_ARGS:-}
+# beforeafter: a softmax kernel from the tree against an earlier source of it (BEFOREAFTER_ARGS:
+# OLD_SOURCE [--kernel NAME] [--shapes ...]; see benchmarks/softmax_before_after.py)
+script_phase beforeafter "${BEFOREAFTER_TIMEOUT:-200}" 40 benchmarks/softmax_before_after.py \
+  ${BEFOREAFTER_ARGS:-} --json "$LOG/softmax_before_after.json"
 # rung30: rung 30's geometry knobs and split counts on the decode shapes, against cuBLAS
 script_phase rung30 "${RUNG30_TIMEOUT:-300}" 60 benchmarks/rung30_sweep.py \
   --json "$LOG/rung30_sweep.json" ${RUNG30_ARGS:-}

@@ -162,7 +162,12 @@ def main(argv=None):
                 for mode, coop in modes:
                     kk = k
                     if mode in extra:
-                        kk = drvgemm.compile(p.source, p.entry, defines={**dict(p.defines), **extra[mode]})
+                        try:
+                            kk = drvgemm.compile(p.source, p.entry,
+                                                 defines={**dict(p.defines), **extra[mode]})
+                        except drvgemm.CompileError as e:   # e.g. a variant this config cannot take
+                            print(f"  {mode}: not built ({str(e).splitlines()[0][:120]})", flush=True)
+                            continue
                     dy.fill_bytes(0xFF)
                     us = 1000 * _time(lambda: drvgemm.launch(kk, p.grid, p.block, a,
                                                              cooperative=coop), args.reps)

@@ -1,0 +1,108 @@
+"""A softmax kernel before and after a change to its source, side by side in
+one run: auto's plan (or --kernel's) on each shape, launched from the tree's
+source and from OLD_SOURCE with the same defines, grid and data, times
+interleaved (L2 flushed before each call), outputs compared, with the device
+copy of the same bytes:
+
+    python3 benchmarks/softmax_before_after.py OLD_SOURCE [--kernel NAME]
+        [--shapes bf16:131072x127 ...] [--json PATH]
+
+OLD_SOURCE is the earlier cu/softmax/*.cu, made from the history and not
+committed (its #includes resolve in cu/softmax, as the tree's do):
+
+    mkdir -p .gpu && git show HEAD~1:cu/softmax/softmax_10_row_tile.cu > .gpu/old10.cu
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import numpy as np  # noqa: E402
+
+import drvgemm  # noqa: E402
+from drvgemm.ladders.softmax import dispatch as sm  # noqa: E402
+from drvgemm.runtime import driver  # noqa: E402
+from drvgemm.runtime.timing import flush_l2  # noqa: E402
+from drvgemm.tools.memory_bench import _max_rel_err, measure_copy, softmax_inputs  # noqa: E402
+from drvgemm.tools.records import device_json  # noqa: E402
+
+SHAPES = ("bf16:262144x33", "bf16:131072x127", "bf16:524288x31", "bf16:1048576x9",
+          "fp32:131072x127", "fp32:524288x31")
+
+
+def _one(enqueue):
+    """ms of one call between events, L2 flushed before it."""
+    flush_l2()
+    s, e = driver.Event(), driver.Event()
+    s.record()
+    enqueue()
+    e.record()
+    e.synchronize()
+    return s.elapsed_ms(e)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("old", help="the earlier kernel source")
+    ap.add_argument("--kernel", default="auto")
+    ap.add_argument("--shapes", nargs="*", default=list(SHAPES), help="PREC:ROWSxCOLS ...")
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    dev = driver.device()
+    recs = []
+    for spec in args.shapes:
+        prec, _, rc = spec.partition(":")
+        rows, cols = (int(v) for v in rc.lower().split("x"))
+        x = softmax_inputs(rows, cols, prec, seed=cols)
+        dx = driver.to_device(x)
+        outs = {"new": driver.empty((rows, cols), x.dtype), "old": driver.empty((rows, cols), x.dtype)}
+        p = sm.plan(rows, cols, prec, kernel=args.kernel, cc=dev.cc, sm_count=dev.sm_count)
+        k_new, p = sm.prepare(p, rows)
+        k_old = drvgemm.compile(args.old, p.entry, defines=dict(p.defines))
+        ws = sm.workspace(p.workspace_bytes) if p.split else None
+        kernels = {"new": k_new, "old": k_old}
+
+        def call(which):
+            a = p.args(dx, outs[which], rows, cols, None, None, ws.ptr if ws else None)
+            return lambda: drvgemm.launch(kernels[which], p.grid, p.block, a, cooperative=bool(p.split))
+
+        for which in kernels:
+            outs[which].fill_bytes(0xFF)
+            call(which)()
+        driver.synchronize()
+        sample = sorted({0, rows // 2, rows - 1})
+        ref = sm.reference(x[sample])
+        err = {w: _max_rel_err(outs[w].to_host()[sample], ref) for w in kernels}
+        same = np.array_equal(outs["new"].to_host().view(np.uint8), outs["old"].to_host().view(np.uint8))
+        times = {"new": [], "old": []}
+        for _ in range(args.reps):
+            for which in ("old", "new"):
+                times[which].append(_one(call(which)))
+        copy = measure_copy(x.nbytes, m=rows, n=cols, precision=prec)["median_ms"]
+        med = {w: statistics.median(t) for w, t in times.items()}
+        rec = {"precision": prec, "m": rows, "n": cols, "config": p.describe(),
+               "old_us": round(1e3 * med["old"], 2), "new_us": round(1e3 * med["new"], 2),
+               "copy_us": round(1e3 * copy, 2), "old_of_copy": round(copy / med["old"], 3),
+               "new_of_copy": round(copy / med["new"], 3), "bitwise_same": same,
+               "max_rel_err": {w: float(e) for w, e in err.items()}}
+        recs.append(rec)
+        print(f"{spec:18s} old {rec['old_us']:8.2f} us ({rec['old_of_copy']:.3f} of copy)  new "
+              f"{rec['new_us']:8.2f} us ({rec['new_of_copy']:.3f})  same bits {same}  err old "
+              f"{err['old']:.1e} new {err['new']:.1e}  {p.describe()}", flush=True)
+        dx.free()
+        for o in outs.values():
+            o.free()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": device_json(dev), "old": args.old, "records": recs}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
