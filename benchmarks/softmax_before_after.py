@@ -26,7 +26,7 @@ import numpy as np  # noqa: E402
 
 import drvgemm  # noqa: E402
 from drvgemm.ladders.softmax import dispatch as sm  # noqa: E402
-from drvgemm.runtime import driver  # noqa: E402
+from drvgemm.runtime import driver, sources  # noqa: E402
 from drvgemm.runtime.timing import flush_l2  # noqa: E402
 from drvgemm.tools.memory_bench import _max_rel_err, measure_copy, softmax_inputs  # noqa: E402
 from drvgemm.tools.records import device_json  # noqa: E402
@@ -64,7 +64,9 @@ def main(argv=None):
         outs = {"new": driver.empty((rows, cols), x.dtype), "old": driver.empty((rows, cols), x.dtype)}
         p = sm.plan(rows, cols, prec, kernel=args.kernel, cc=dev.cc, sm_count=dev.sm_count)
         k_new, p = sm.prepare(p, rows)
-        k_old = drvgemm.compile(args.old, p.entry, defines=dict(p.defines))
+        # the old source's #includes resolve beside the tree's source of the kernel
+        k_old = drvgemm.compile(args.old, p.entry, defines=dict(p.defines),
+                                options=[f"-I{os.path.dirname(sources.find_source(p.source))}"])
         ws = sm.workspace(p.workspace_bytes) if p.split else None
         kernels = {"new": k_new, "old": k_old}
 

@@ -56,18 +56,9 @@
 #ifndef WS_MAX_SLOTS
 #error "WS_MAX_SLOTS must be defined (row slots the workspace's counter head has room for)"
 #endif
-#ifndef EXP_GROUPS
-#define EXP_GROUPS 1
-#endif
 
 static_assert(THREADS % 32 == 0 && THREADS >= 64 && THREADS <= 1024, "THREADS: a multiple of 32, 64..1024");
 static_assert(ITEMS >= 1 && ITEMS * WVEC <= 64, "ITEMS: 1 .. 64 / WVEC values a thread");
-static_assert(EXP_GROUPS >= 1 && ITEMS % EXP_GROUPS == 0, "EXP_GROUPS: a divisor of ITEMS");
-
-// A thread's chunk in EXP_GROUPS groups of items, each exponentiated against
-// its own maximum and scaled by its own factor at the store.
-constexpr int GROUP_ITEMS = ITEMS / EXP_GROUPS;
-constexpr int GROUP_N = GROUP_ITEMS * WVEC;
 
 // The pairs start after the counter head (bytes).
 constexpr int WS_PAIRS_OFFSET = 2 * WS_MAX_SLOTS * 4;
@@ -193,17 +184,9 @@ __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t
     const RowWindow w = row_window(x, y, row, cols, ldx, ldy);
     float v[N];
     MaxSum th;                                       // this thread's pair
-    float gm[EXP_GROUPS];                            // each group's max (RESIDENT)
     if constexpr (RESIDENT) {
         window_load<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v);
-        th = window_exp<GROUP_N>(v);
-        gm[0] = th.m;
-#pragma unroll
-        for (int g = 1; g < EXP_GROUPS; ++g) {
-            const MaxSum p = window_exp<GROUP_N>(v + g * GROUP_N);
-            gm[g] = p.m;
-            th = merge<FAST_EXP>(th, p);
-        }
+        th = window_exp<N>(v);
     } else {
         const int nchunks = (window_vectors(w) + SLICE - 1) / SLICE;
         th = MaxSum{NEG_INF, 0.0f};
@@ -223,10 +206,7 @@ __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t
                          ? fold_row_max_first(row_pairs, split, reinterpret_cast<float*>(fold_part))
                          : fold_row(row_pairs, split, fold_part);
     if constexpr (RESIDENT) {
-#pragma unroll
-        for (int g = 0; g < EXP_GROUPS; ++g)
-            window_store<GROUP_ITEMS, THREADS>(w, chunk * SLICE + g * GROUP_ITEMS * THREADS, threadIdx.x, true,
-                                               v + g * GROUP_N, window_scale(gm[g], r));
+        window_store<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v, window_scale(th.m, r));
     } else {
         const int nchunks = (window_vectors(w) + SLICE - 1) / SLICE;
         const float inv = 1.0f / r.l;
