@@ -37,8 +37,9 @@ SOFTMAX_SHAPES = [(1, 1), (3, 1000), (5, 4099), (2, 33000), (1, 131072),
                   (9, 7), (33, 33), (3, 12345), (2, 50257), (3, 262145), (1, 2_500_001),
                   # a cluster per 16-bit row held packed: at least a row an SM
                   (133, 50257),
-                  # rung 10: many blocks of short rows, each block's run at another phase
-                  (2049, 31),
+                  # rung 10: many blocks of short rows, each block's run at another phase;
+                  # rows whose 16-bit builds rotate their slots (crowded banks)
+                  (2049, 31), (1025, 64), (700, 127),
                   # rung 11: persistent clusters walking several rows each through their
                   # landing buffers
                   (300, 50257)]

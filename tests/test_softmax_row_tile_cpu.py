@@ -225,3 +225,87 @@ def test_16_bit_word_path_model_is_the_kernel_s():
                  "const int held = live ? (nfull - lane + ROW_THREADS - 1) / ROW_THREADS : 0;",
                  "constexpr int WORDS = ELEMS / 2;"):
         assert line in src, line
+
+
+def slot_values(n, held, lane, group, word0, rt, rotate):
+    """The kernel's Slots (softmax_10_row_tile.cu): the value index that lane
+    ``lane`` of group ``group`` reads and writes in each slot j < elems, None
+    where the slot is empty. ``word0``: the bank word of the row's value 0."""
+    span = -(-n // rt)
+    rot = 0
+    if rotate:
+        target = rt * (group % (32 // rt))
+        rot = ((target - word0) & 31) // rt
+        rot = rot % span if span > 0 else 0
+    span_bits = (1 << span) - 1
+    held_bits = (1 << max(0, held)) - 1
+    live = held_bits if rot == 0 else ((held_bits >> rot) | (held_bits << (span - rot))) & span_bits
+    wrap = span_bits & ~((1 << (span - rot)) - 1)
+    first = lane + rot * rt
+    late = first - span * rt
+    out = []
+    for j in range(32):
+        if not (live >> j) & 1:
+            out.append(None)
+        else:
+            out.append((late if (wrap >> j) & 1 else first) + j * rt)
+    return out
+
+
+@settings(max_examples=400, deadline=None)
+@given(rt=st.sampled_from([1, 2, 4, 8, 16, 32]), data=st.data())
+def test_rotated_slots_take_each_value_of_a_lane_once(rt, data):
+    """Rotated or not, a lane's slots hold exactly its values lane, lane + rt,
+    ... below n, each once, for any bank phase and group."""
+    n = data.draw(st.integers(1, rt * 16), label="n")
+    lane = data.draw(st.integers(0, rt - 1), label="lane")
+    group = data.draw(st.integers(0, 255 // rt), label="group")
+    word0 = data.draw(st.integers(0, 4096), label="word0")
+    dead = data.draw(st.booleans(), label="dead group")
+    held = 0 if dead else -(-(n - lane) // rt)
+    want = sorted(range(lane, n, rt)) if not dead else []
+    for rotate in (False, True):
+        got = [v for v in slot_values(n, held, lane, group, word0, rt, rotate) if v is not None]
+        assert sorted(got) == want, (rotate, got, want)
+
+
+def _worst_bank_load(cols, rt, rotate, shift, slot):
+    """The most lanes of one warp on one bank in a 16-bit row's word slot
+    ``slot`` (the kernel's reduce_run_words layout: row g at byte shift + 2 g cols)."""
+    per_bank = {}
+    for g in range(32 // rt):
+        s = shift + 2 * g * cols
+        o = (s >> 1) & 1
+        word0 = ((s & ~3) >> 2) + o
+        nfull = (cols - o) >> 1
+        for lane in range(rt):
+            held = -(-(nfull - lane) // rt)
+            v = slot_values(nfull, held, lane, g, word0, rt, rotate)[slot]
+            if v is not None:
+                per_bank.setdefault((word0 + v) & 31, set()).add(word0 + v)
+    return max((len(a) for a in per_bank.values()), default=0)
+
+
+@pytest.mark.parametrize("cols,rt", [(127, 4), (64, 2), (32, 1), (255, 8)])
+def test_rotation_spreads_the_crowded_16_bit_rows(cols, rt):
+    """The rows the kernel rotates (its first load puts 3+ lanes on a bank):
+    rotated, no bank takes more than 2 lanes in the slots before any group
+    wraps; plain, they crowd (the ncu figure: 6.5 conflicts a load at bf16
+    131072 x 127)."""
+    for shift in range(0, 16, 2):
+        assert _worst_bank_load(cols, rt, False, shift, 0) > 2
+        for slot in range(4):
+            assert _worst_bank_load(cols, rt, True, shift, slot) <= 2, (shift, slot)
+
+
+def test_slot_model_is_the_kernel_s():
+    src = open(sources.find_source("softmax_10_row_tile.cu")).read()
+    for line in ("int rot = static_cast<int>((static_cast<unsigned>(target) - word0) & 31u) / ROW_THREADS;",
+                 "const int target = ROW_THREADS * (group % GROUPS_PER_WARP);",
+                 "live = rot == 0 ? held_bits : ((held_bits >> rot) | (held_bits << (span - rot))) & span_bits;",
+                 "wrap = span_bits & ~((1u << (span - rot)) - 1u);",
+                 "first = lane + rot * ROW_THREADS;",
+                 "late = first - span * ROW_THREADS;",
+                 "if constexpr (kRotate) return row + (((wrap >> j) & 1u) ? late : first) + j * ROW_THREADS;",
+                 "return __reduce_max_sync(0xffffffffu, static_cast<unsigned>(same)) > 2u;"):
+        assert line in src, line

@@ -126,24 +126,106 @@ __device__ __forceinline__ void load_run(unsigned char* buf, const Run& r,
 
 // 2. Lane group g owns row g of the run; lanes past the last row hold
 // nothing but still take part in the group's shuffles (full mask).
-__device__ __forceinline__ void reduce_run(unsigned char* buf, const Run& r, int cols) {
-    const int g = threadIdx.x / ROW_THREADS, lane = threadIdx.x % ROW_THREADS;
-    const bool live = g < r.nrows;
-    elem_t* row = reinterpret_cast<elem_t*>(buf + r.shift) + static_cast<long long>(g) * cols;
-    // slots j < held are this lane's elements lane + j * ROW_THREADS of the
-    // row: one compare with a constant a slot, where `live && c < cols`
-    // kept two predicates a slot alive from the loads to the stores
-    const int held = live ? (cols - lane + ROW_THREADS - 1) / ROW_THREADS : 0;
+//
+// Slots. Lane l holds the row's values l, l + ROW_THREADS, ... (fp32
+// elements, or whole 32-bit words of a 16-bit row), `held` of them, in slots
+// 0 .. ELEMS - 1. Plainly, slot j holds value l + j * ROW_THREADS, so one
+// load of the warp reads ROW_THREADS consecutive words of each of its
+// 32 / ROW_THREADS rows; where the row's length in words is near a multiple
+// of 32 every row starts on about the same bank and the load serialises
+// (bf16 rows of 127, 64, 32: ncu counted 3.7M conflicts for 0.57M shared
+// loads at 131072 x 127, benchmarks/softmax_ncu.py). Rotated, slot j holds
+// value l + ((j + rot) mod span) * ROW_THREADS (span = the row's slots),
+// with `rot` chosen per group so that its first load starts at its own
+// ROW_THREADS banks of the 32: at most two lanes a bank until a group wraps.
+// Slots before the wrap read from `first`, the others from `late` = first -
+// span * ROW_THREADS, each at a compile-time offset j * ROW_THREADS.
+template <bool kRotate>
+struct Slots {
+    unsigned live;   // bit j: slot j holds a value of the row (kRotate)
+    unsigned wrap;   // bit j: slot j is past the end of the sweep, read from `late` (kRotate)
+    int held;        // plain slots: slot j holds a value when j < held
+    int first;       // value index of slot 0
+    int late;        // first - span * ROW_THREADS: the base of the wrapped slots
+
+    // word0: the bank word of value 0 (fp32: element 0; 16-bit: whole word 0);
+    // n values, `h` of them this lane's. Plain slots: rot = 0.
+    __device__ __forceinline__ Slots(int n, int h, int lane, int group, unsigned word0) {
+        held = h;
+        first = lane;
+        late = lane;
+        live = wrap = 0;
+        if constexpr (kRotate) {
+            constexpr int GROUPS_PER_WARP = 32 / ROW_THREADS;
+            const int span = (n + ROW_THREADS - 1) / ROW_THREADS;
+            const int target = ROW_THREADS * (group % GROUPS_PER_WARP);     // this group's banks
+            int rot = static_cast<int>((static_cast<unsigned>(target) - word0) & 31u) / ROW_THREADS;
+            rot = span > 0 ? rot % span : 0;
+            const unsigned span_bits = span >= 32 ? ~0u : (1u << span) - 1u;
+            const unsigned held_bits = h <= 0 ? 0u : h >= 32 ? ~0u : (1u << h) - 1u;
+            // slot j holds value (j + rot) mod span: the held mask rotated by rot within span bits
+            live = rot == 0 ? held_bits : ((held_bits >> rot) | (held_bits << (span - rot))) & span_bits;
+            wrap = span_bits & ~((1u << (span - rot)) - 1u);
+            first = lane + rot * ROW_THREADS;
+            late = first - span * ROW_THREADS;
+        }
+    }
+
+    __device__ __forceinline__ bool has(int j) const {
+        if constexpr (kRotate) return (live >> j) & 1u;
+        return j < held;
+    }
+
+    // Slot j's value in the row: j * ROW_THREADS an offset in the instruction.
+    template <typename T>
+    __device__ __forceinline__ T* at(T* row, int j) const {
+        if constexpr (kRotate) return row + (((wrap >> j) & 1u) ? late : first) + j * ROW_THREADS;
+        return row + first + j * ROW_THREADS;
+    }
+};
+
+// Whether the plain slots put three or more lanes of this warp on one bank
+// (the warp's first load: every later slot moves all groups by the same
+// ROW_THREADS words, so the first one tells): lanes that load compare their
+// bank, the others stay out. Uniform over the warp, so the branch on it
+// costs nothing past the test, and rows the plain order already spreads
+// (rows of 31, 33) keep its shorter code.
+// 16-bit builds only: the fp32 builds' rotated slots (32 values, two masks,
+// two bases) spill at the 64 registers of four blocks an SM, so fp32 keeps
+// the plain slots and their conflicts (3.1 a load at fp32 131072 x 127).
+constexpr bool kRotates = SZ == 2;
+
+__device__ __forceinline__ bool crowded(bool loads, unsigned word) {
+    if constexpr (!kRotates) return false;
+    const unsigned bank = loads ? (word & 31u) : 32u + (threadIdx.x & 31u);
+    const int same = __popc(__match_any_sync(0xffffffffu, bank));
+    return __reduce_max_sync(0xffffffffu, static_cast<unsigned>(same)) > 2u;
+}
+
+template <bool kRotate>
+__device__ __forceinline__ void reduce_row(elem_t* row, int cols, int held, int lane, int g) {
+    const Slots<kRotate> sl(cols, held, lane, g, smem_u32(row) >> 2);
     float v[ELEMS];
 #pragma unroll
-    for (int j = 0; j < ELEMS; ++j)
-        v[j] = j < held ? to_f32(row[lane + j * ROW_THREADS]) : NEG_INF;
+    for (int j = 0; j < ELEMS; ++j) v[j] = sl.has(j) ? to_f32(*sl.at(row, j)) : NEG_INF;
     const MaxSum mine = slice_exp<ELEMS, kFast>(v);
     const MaxSum whole = shfl_merge<ROW_THREADS, kFast>(mine);
     const float scale = slice_scale<kFast>(mine.m, whole);
 #pragma unroll
     for (int j = 0; j < ELEMS; ++j)
-        if (j < held) row[lane + j * ROW_THREADS] = from_f32(v[j] * scale);
+        if (sl.has(j)) *sl.at(row, j) = from_f32(v[j] * scale);
+}
+
+__device__ __forceinline__ void reduce_run(unsigned char* buf, const Run& r, int cols) {
+    const int g = threadIdx.x / ROW_THREADS, lane = threadIdx.x % ROW_THREADS;
+    const bool live = g < r.nrows;
+    elem_t* row = reinterpret_cast<elem_t*>(buf + r.shift) + static_cast<long long>(g) * cols;
+    // a lane's elements: lane, lane + ROW_THREADS, ... below cols
+    const int held = live ? (cols - lane + ROW_THREADS - 1) / ROW_THREADS : 0;
+    if (crowded(held > 0, (smem_u32(row) >> 2) + lane))
+        reduce_row<true>(row, cols, held, lane, g);
+    else
+        reduce_row<false>(row, cols, held, lane, g);
 }
 
 // 2'. The same for 16-bit rows, two elements (one 32-bit word) at a time:
@@ -152,10 +234,39 @@ __device__ __forceinline__ void reduce_run(unsigned char* buf, const Run& r, int
 // issues them). Row g starts o = 0 or 1 elements into a word; its whole
 // words (both halves its own) are t = o .. nfull - 1 counted from the word
 // that holds its element 0, and lane l owns whole words o + l, o + l +
-// ROW_THREADS, ... Its element 0 when o = 1 and its last element when that
-// ends a word early share a word with the neighbouring row: lane 0 takes
-// those two alone (16-bit accesses, which never touch the neighbour's half).
+// ROW_THREADS, ... (in the slot order above). Its element 0 when o = 1 and
+// its last element when that ends a word early share a word with the
+// neighbouring row: lane 0 takes those two alone (16-bit accesses, which
+// never touch the neighbour's half).
 constexpr int WORDS = ELEMS / 2;   // whole words a lane holds: a row of <= ROW_THREADS * ELEMS
+
+template <bool kRotate>
+__device__ __forceinline__ void reduce_words(unsigned* whole, elem_t* row, int cols, int nfull, int held,
+                                             bool lead, bool tail, int lane, int g) {
+    const Slots<kRotate> sl(nfull, held, lane, g, smem_u32(whole) >> 2);
+    float v[2 * WORDS + 2];
+#pragma unroll
+    for (int j = 0; j < WORDS; ++j) {
+        float pair[2] = {NEG_INF, NEG_INF};
+        if (sl.has(j)) unpack_word(*sl.at(whole, j), pair);
+        v[2 * j] = pair[0];
+        v[2 * j + 1] = pair[1];
+    }
+    v[2 * WORDS] = lead ? to_f32(row[0]) : NEG_INF;
+    v[2 * WORDS + 1] = tail ? to_f32(row[cols - 1]) : NEG_INF;
+    const MaxSum mine = slice_exp<2 * WORDS + 2, kFast>(v);
+    const MaxSum whole_row = shfl_merge<ROW_THREADS, kFast>(mine);
+    const float scale = slice_scale<kFast>(mine.m, whole_row);
+#pragma unroll
+    for (int j = 0; j < WORDS; ++j) {
+        if (sl.has(j)) {
+            const float pair[2] = {v[2 * j] * scale, v[2 * j + 1] * scale};
+            *sl.at(whole, j) = pack_word(pair);
+        }
+    }
+    if (lead) row[0] = from_f32(v[2 * WORDS] * scale);
+    if (tail) row[cols - 1] = from_f32(v[2 * WORDS + 1] * scale);
+}
 
 __device__ __forceinline__ void reduce_run_words(unsigned char* buf, const Run& r, int cols) {
     const int g = threadIdx.x / ROW_THREADS, lane = threadIdx.x % ROW_THREADS;
@@ -168,28 +279,10 @@ __device__ __forceinline__ void reduce_run_words(unsigned char* buf, const Run& 
     const bool lead = live && lane == 0 && o == 1;                  // element 0 alone
     const bool tail = live && lane == 0 && ((cols - o) & 1) != 0;   // element cols - 1 alone
     const int held = live ? (nfull - lane + ROW_THREADS - 1) / ROW_THREADS : 0;
-    float v[2 * WORDS + 2];
-#pragma unroll
-    for (int j = 0; j < WORDS; ++j) {
-        float pair[2] = {NEG_INF, NEG_INF};
-        if (j < held) unpack_word(whole[lane + j * ROW_THREADS], pair);
-        v[2 * j] = pair[0];
-        v[2 * j + 1] = pair[1];
-    }
-    v[2 * WORDS] = lead ? to_f32(row[0]) : NEG_INF;
-    v[2 * WORDS + 1] = tail ? to_f32(row[cols - 1]) : NEG_INF;
-    const MaxSum mine = slice_exp<2 * WORDS + 2, kFast>(v);
-    const MaxSum whole_row = shfl_merge<ROW_THREADS, kFast>(mine);
-    const float scale = slice_scale<kFast>(mine.m, whole_row);
-#pragma unroll
-    for (int j = 0; j < WORDS; ++j) {
-        if (j < held) {
-            const float pair[2] = {v[2 * j] * scale, v[2 * j + 1] * scale};
-            whole[lane + j * ROW_THREADS] = pack_word(pair);
-        }
-    }
-    if (lead) row[0] = from_f32(v[2 * WORDS] * scale);
-    if (tail) row[cols - 1] = from_f32(v[2 * WORDS + 1] * scale);
+    if (crowded(held > 0, (smem_u32(whole) >> 2) + lane))
+        reduce_words<true>(whole, row, cols, nfull, held, lead, tail, lane, g);
+    else
+        reduce_words<false>(whole, row, cols, nfull, held, lead, tail, lane, g);
 }
 
 // 3. y's vectors covering the run [b0, b0 + run_bytes). Where y has x's
