@@ -1,16 +1,16 @@
-"""A softmax kernel before and after a change to its source, side by side in
-one run: auto's plan (or --kernel's) on each shape, launched from the tree's
-source and from OLD_SOURCE with the same defines, grid and data, times
-interleaved (L2 flushed before each call), outputs compared, with the device
-copy of the same bytes:
+"""Softmax kernels before and after a change to their source, side by side in
+one run: auto's plan (or the shape's kernel's) on each shape, launched from the
+tree's source and from the same-named file in OLD_DIR with the same defines,
+grid and data, times interleaved (L2 flushed before each call), outputs
+compared, with the device copy of the same bytes:
 
-    python3 benchmarks/softmax_before_after.py OLD_SOURCE [--kernel NAME]
-        [--shapes bf16:131072x127 ...] [--json PATH]
+    python3 benchmarks/softmax_before_after.py OLD_DIR
+        [--shapes bf16:131072x127:softmax_10_row_tile fp32:65536x129 ...] [--json PATH]
 
-OLD_SOURCE is the earlier cu/softmax/*.cu, made from the history and not
-committed (its #includes resolve in cu/softmax, as the tree's do):
+OLD_DIR holds earlier cu/softmax/*.cu files, made from the history and not
+committed (their #includes resolve in cu/softmax, as the tree's do):
 
-    mkdir -p .gpu && git show HEAD~1:cu/softmax/softmax_10_row_tile.cu > .gpu/old10.cu
+    mkdir -p .gpu/old && git show HEAD~1:cu/softmax/softmax_10_row_tile.cu > .gpu/old/softmax_10_row_tile.cu
 """
 from __future__ import annotations
 
@@ -31,8 +31,7 @@ from drvgemm.runtime.timing import flush_l2  # noqa: E402
 from drvgemm.tools.memory_bench import _max_rel_err, measure_copy, softmax_inputs  # noqa: E402
 from drvgemm.tools.records import device_json  # noqa: E402
 
-SHAPES = ("bf16:262144x33", "bf16:131072x127", "bf16:524288x31", "bf16:1048576x9",
-          "fp32:131072x127", "fp32:524288x31")
+SHAPES = ("bf16:262144x33", "bf16:131072x127", "bf16:524288x31", "fp32:131072x127")
 
 
 def _one(enqueue):
@@ -48,24 +47,28 @@ def _one(enqueue):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("old", help="the earlier kernel source")
-    ap.add_argument("--kernel", default="auto")
-    ap.add_argument("--shapes", nargs="*", default=list(SHAPES), help="PREC:ROWSxCOLS ...")
+    ap.add_argument("old_dir", help="the folder of the earlier kernel sources")
+    ap.add_argument("--shapes", nargs="*", default=list(SHAPES),
+                    help="PREC:ROWSxCOLS[:KERNEL] ... (auto's kernel where none is named)")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     dev = driver.device()
     recs = []
     for spec in args.shapes:
-        prec, _, rc = spec.partition(":")
+        prec, rc, kernel = (spec.split(":") + ["auto"])[:3]
         rows, cols = (int(v) for v in rc.lower().split("x"))
         x = softmax_inputs(rows, cols, prec, seed=cols)
         dx = driver.to_device(x)
         outs = {"new": driver.empty((rows, cols), x.dtype), "old": driver.empty((rows, cols), x.dtype)}
-        p = sm.plan(rows, cols, prec, kernel=args.kernel, cc=dev.cc, sm_count=dev.sm_count)
+        p = sm.plan(rows, cols, prec, kernel=kernel, cc=dev.cc, sm_count=dev.sm_count)
+        old = os.path.join(args.old_dir, os.path.basename(p.source))
+        if not os.path.isfile(old):
+            print(f"{spec:18s} no earlier {os.path.basename(p.source)} in {args.old_dir}: skipped")
+            continue
         k_new, p = sm.prepare(p, rows)
         # the old source's #includes resolve beside the tree's source of the kernel
-        k_old = drvgemm.compile(args.old, p.entry, defines=dict(p.defines),
+        k_old = drvgemm.compile(old, p.entry, defines=dict(p.defines),
                                 options=[f"-I{os.path.dirname(sources.find_source(p.source))}"])
         ws = sm.workspace(p.workspace_bytes) if p.split else None
         kernels = {"new": k_new, "old": k_old}
@@ -102,7 +105,7 @@ def main(argv=None):
             o.free()
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"device": device_json(dev), "old": args.old, "records": recs}, f, indent=1)
+            json.dump({"device": device_json(dev), "old_dir": args.old_dir, "records": recs}, f, indent=1)
     return 0
 
 

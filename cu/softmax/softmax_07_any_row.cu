@@ -53,6 +53,35 @@ static_assert(ROW_THREADS < THREADS || RPT == 1, "a block per row holds one row"
 static_assert(ITEMS >= 1 && RPT >= 1 && ITEMS * RPT * WVEC <= 128, "too many values per thread");
 static_assert(PACKED == 0 || DTYPE != 0, "PACKED: 16-bit elements only");
 
+// A row of a lane group, its values held unpacked: the row's max first (a
+// max butterfly over the group), then every lane exponentiates against it
+// and the sums meet in a sum butterfly; the scale is 1 / sum. Merging
+// (max, sum) pairs instead costs two exps a butterfly step and one more for
+// the scale, which short rows pay for few elements a lane: ncu counted 62.6
+// instructions an element at fp32 65536 x 129 (16 lanes a row, 4 steps) with
+// the issue slots 82% busy. XOR butterflies leave the same bits in every
+// lane; fmaxf passes a NaN by, and the exps then carry it into the sum, so a
+// NaN row, a -inf row (ref 0: sum 0, scale inf, 0 * inf = NaN) and a row with
+// +inf come out as the window_exp path's do.
+template <int N>
+__device__ __forceinline__ void group_max_first(const RowWindow& w, int lane, bool live, float* v) {
+    float m = NEG_INF;
+#pragma unroll
+    for (int k = 0; k < N; ++k) m = fmaxf(m, v[k]);
+#pragma unroll
+    for (int off = ROW_THREADS / 2; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+    const float ref = exp_ref(m);
+    float l = 0.0f;
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+        v[k] = exp_shifted(v[k], ref);
+        l += v[k];
+    }
+#pragma unroll
+    for (int off = ROW_THREADS / 2; off > 0; off >>= 1) l += __shfl_xor_sync(0xffffffffu, l, off);
+    window_store<ITEMS, ROW_THREADS>(w, 0, lane, live, v, 1.0f / l);
+}
+
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 softmax_07_any_row(const elem_t* __restrict__ x, elem_t* __restrict__ y, int rows, int cols,
                    long long ldx, long long ldy) {
@@ -86,6 +115,12 @@ softmax_07_any_row(const elem_t* __restrict__ x, elem_t* __restrict__ y, int row
     }
 #pragma unroll
     for (int r = 0; r < RPT; ++r) {
+#if !PACKED
+        if constexpr (ROW_THREADS <= 32) {
+            group_max_first<N>(w[r], lane, live[r], v[r]);
+            continue;
+        }
+#endif
 #if PACKED
         const MaxSum mine = window_exp_packed<ITEMS>(v[r]);
 #else
