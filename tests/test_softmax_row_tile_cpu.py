@@ -213,18 +213,22 @@ def test_16_bit_word_path_takes_each_element_of_a_row_once(cfg, data):
     assert sorted(seen) == list(range(cols))
 
 
-def test_16_bit_word_path_model_is_the_kernel_s():
-    """The model above is written from these lines of the kernel: if they
+def _kernel_has(*lines):
+    """The models here are written from these lines of the kernel: if they
     change, the model must be read again."""
     src = open(sources.find_source("softmax_10_row_tile.cu")).read()
-    for line in ("const int o = (s >> 1) & 1;",
-                 "unsigned* whole = reinterpret_cast<unsigned*>(buf + (s & ~3)) + o;",
-                 "const int nfull = (cols - o) >> 1;",
-                 "const bool lead = live && lane == 0 && o == 1;",
-                 "const bool tail = live && lane == 0 && ((cols - o) & 1) != 0;",
-                 "const int held = live ? (nfull - lane + ROW_THREADS - 1) / ROW_THREADS : 0;",
-                 "constexpr int WORDS = ELEMS / 2;"):
+    for line in lines:
         assert line in src, line
+
+
+def test_16_bit_word_path_model_is_the_kernel_s():
+    _kernel_has("const int o = (s >> 1) & 1;",
+                "unsigned* whole = reinterpret_cast<unsigned*>(buf + (s & ~3)) + o;",
+                "const int nfull = (cols - o) >> 1;",
+                "const bool lead = live && lane == 0 && o == 1;",
+                "const bool tail = live && lane == 0 && ((cols - o) & 1) != 0;",
+                "const int held = live ? (nfull - lane + ROW_THREADS - 1) / ROW_THREADS : 0;",
+                "constexpr int WORDS = ELEMS / 2;")
 
 
 def slot_values(n, held, lane, group, word0, rt, rotate):
@@ -299,13 +303,11 @@ def test_rotation_spreads_the_crowded_16_bit_rows(cols, rt):
 
 
 def test_slot_model_is_the_kernel_s():
-    src = open(sources.find_source("softmax_10_row_tile.cu")).read()
-    for line in ("int rot = static_cast<int>((static_cast<unsigned>(target) - word0) & 31u) / ROW_THREADS;",
-                 "const int target = ROW_THREADS * (group % GROUPS_PER_WARP);",
-                 "live = rot == 0 ? held_bits : ((held_bits >> rot) | (held_bits << (span - rot))) & span_bits;",
-                 "wrap = span_bits & ~((1u << (span - rot)) - 1u);",
-                 "first = lane + rot * ROW_THREADS;",
-                 "late = first - span * ROW_THREADS;",
-                 "if constexpr (kRotate) return row + (((wrap >> j) & 1u) ? late : first) + j * ROW_THREADS;",
-                 "return __reduce_max_sync(0xffffffffu, static_cast<unsigned>(same)) > 2u;"):
-        assert line in src, line
+    _kernel_has("int rot = static_cast<int>((static_cast<unsigned>(target) - word0) & 31u) / ROW_THREADS;",
+                "const int target = ROW_THREADS * (group % GROUPS_PER_WARP);",
+                "live = rot == 0 ? held_bits : ((held_bits >> rot) | (held_bits << (span - rot))) & span_bits;",
+                "wrap = span_bits & ~((1u << (span - rot)) - 1u);",
+                "first = lane + rot * ROW_THREADS;",
+                "late = first - span * ROW_THREADS;",
+                "if constexpr (kRotate) return row + (((wrap >> j) & 1u) ? late : first) + j * ROW_THREADS;",
+                "return __reduce_max_sync(0xffffffffu, static_cast<unsigned>(same)) > 2u;")
