@@ -28,7 +28,7 @@
 //
 // Every constant is a define the registry always passes (a missing one is a
 // compile error): DTYPE, THREADS, ROW_THREADS (a power of two <= 32), ELEMS
-// (cols <= ROW_THREADS * ELEMS), MIN_BLOCKS (__launch_bounds__), BUFFERS.
+// (cols <= ROW_THREADS * ELEMS), MIN_BLOCKS (__launch_bounds__), BUFFERS, ROTATE.
 // Parameters: x, y are rows x cols, row-major, contiguous (y may start at
 // another 16-byte phase than x: its stores are then element-wise); any
 // rows, cols >= 1 that fit the config.
@@ -48,6 +48,9 @@
 #endif
 #ifndef BUFFERS
 #error "BUFFERS must be defined (tile buffers per block: 1, or 2 to copy the next tile in during this one)"
+#endif
+#ifndef ROTATE
+#error "ROTATE must be defined (1: 16-bit rows take rotated slots, for row lengths whose plain slots crowd the banks)"
 #endif
 
 static_assert(THREADS % 32 == 0 && THREADS <= 1024, "THREADS: a multiple of 32 up to 1024");
@@ -184,23 +187,15 @@ struct Slots {
     }
 };
 
-// Whether the plain slots put three or more lanes of this warp on one bank
-// (the warp's first load: every later slot moves all groups by the same
-// ROW_THREADS words, so the first one tells): lanes that load compare their
-// bank, the others stay out. Uniform over the warp, so the branch on it
-// costs nothing past the test, and rows the plain order already spreads
-// (rows of 31, 33) keep its shorter code.
-// 16-bit builds only: the fp32 builds' rotated slots (32 values, two masks,
-// two bases) spill at the 64 registers of four blocks an SM, so fp32 keeps
-// the plain slots and their conflicts (3.1 a load at fp32 131072 x 127).
-constexpr bool kRotates = SZ == 2;
-
-__device__ __forceinline__ bool crowded(bool loads, unsigned word) {
-    if constexpr (!kRotates) return false;
-    const unsigned bank = loads ? (word & 31u) : 32u + (threadIdx.x & 31u);
-    const int same = __popc(__match_any_sync(0xffffffffu, bank));
-    return __reduce_max_sync(0xffffffffu, static_cast<unsigned>(same)) > 2u;
-}
+// Rotated slots or plain ones: the planner's choice (ROTATE, from the same
+// bank arithmetic: plan.row_tile_crowded), made once for the launch, so each
+// build holds one walk. Measured in one run with the choice made here instead
+// (a warp's __match_any_sync on its first load, then the walk of each kind):
+// the plain rows lost 7% (bf16 524288 x 31 0.925 -> 0.865 of copy), the two
+// walks together spilled. 16-bit builds only: the fp32 builds' rotated slots
+// (32 values, two masks, two bases) spill at the 64 registers of four blocks
+// an SM, so fp32 keeps the plain slots (3.1 conflicts a load at 131072 x 127).
+constexpr bool kRotate = ROTATE != 0 && SZ == 2;
 
 template <bool kRotate>
 __device__ __forceinline__ void reduce_row(elem_t* row, int cols, int held, int lane, int g) {
@@ -222,10 +217,7 @@ __device__ __forceinline__ void reduce_run(unsigned char* buf, const Run& r, int
     elem_t* row = reinterpret_cast<elem_t*>(buf + r.shift) + static_cast<long long>(g) * cols;
     // a lane's elements: lane, lane + ROW_THREADS, ... below cols
     const int held = live ? (cols - lane + ROW_THREADS - 1) / ROW_THREADS : 0;
-    if (crowded(held > 0, (smem_u32(row) >> 2) + lane))
-        reduce_row<true>(row, cols, held, lane, g);
-    else
-        reduce_row<false>(row, cols, held, lane, g);
+    reduce_row<kRotate>(row, cols, held, lane, g);
 }
 
 // 2'. The same for 16-bit rows, two elements (one 32-bit word) at a time:
@@ -279,10 +271,7 @@ __device__ __forceinline__ void reduce_run_words(unsigned char* buf, const Run& 
     const bool lead = live && lane == 0 && o == 1;                  // element 0 alone
     const bool tail = live && lane == 0 && ((cols - o) & 1) != 0;   // element cols - 1 alone
     const int held = live ? (nfull - lane + ROW_THREADS - 1) / ROW_THREADS : 0;
-    if (crowded(held > 0, (smem_u32(whole) >> 2) + lane))
-        reduce_words<true>(whole, row, cols, nfull, held, lead, tail, lane, g);
-    else
-        reduce_words<false>(whole, row, cols, nfull, held, lead, tail, lane, g);
+    reduce_words<kRotate>(whole, row, cols, nfull, held, lead, tail, lane, g);
 }
 
 // 3. y's vectors covering the run [b0, b0 + run_bytes). Where y has x's

@@ -65,7 +65,7 @@ from .registry import (CLUSTER_CONFIGS, DTYPE_CODES, HELD_VALUES, INT_MAX, MAX_W
                        SOFTMAX_RUNGS, STREAM_CONFIG, WS_MAX_SLOTS, SoftmaxConfig, WindowConfig,
                        WindowRung, numpy_dtype, rung, source_of, vec_of, window_configs)
 
-__all__ = ["plan", "config_plan", "window_plan", "SoftmaxPlan", "split_workspace_layout",
+__all__ = ["plan", "config_plan", "window_plan", "SoftmaxPlan", "split_workspace_layout", "row_tile_crowded",
            "predict_copy_ratio", "window_vectors", "H200_SM_COUNT"]
 
 H200_SM_COUNT = 132
@@ -150,6 +150,29 @@ def _ladder_config(rows: int, cols: int, cc: tuple, bulk: bool) -> tuple[str, So
 # barriers cost more than they save (fp32 8 x 31 5.2 vs 4.3 us, 128 x 128
 # 7.9 vs 5.0).
 ROW_TILE_MIN_BYTES = 1 << 20
+
+
+def row_tile_crowded(cols: int, row_threads: int) -> bool:
+    """Whether rung 10's plain slots put three or more lanes of a warp on one
+    shared-memory bank for 16-bit rows of ``cols`` (then its ROTATE build:
+    each row group starts its sweep at its own banks). The kernel's layout
+    (reduce_run_words): row g of a tile at byte shift + 2 g cols, lane l of its
+    group reading whole word l first; a warp holds 32 / row_threads groups.
+    Tried at every 16-byte phase of the tile's first byte, as the tiles of a
+    launch take them all. bf16 rows of 32 / 64 / 127: 16 / 16 / 8 lanes a
+    bank, rows of 31 / 33: 2 (measured rotated, same run: 262144 x 32 0.523 ->
+    0.817 of copy, 131072 x 64 0.513 -> 0.777, 131072 x 127 0.700 -> 0.697)."""
+    worst = 0
+    for shift in range(0, 16, 2):
+        words: dict = {}
+        for g in range(32 // row_threads):
+            s = shift + 2 * g * cols
+            o = (s >> 1) & 1
+            word0 = ((s & ~3) >> 2) + o
+            for lane in range(min(row_threads, (cols - o) >> 1)):
+                words.setdefault((word0 + lane) & 31, set()).add(word0 + lane)
+        worst = max([worst] + [len(w) for w in words.values()])
+    return worst > 2
 
 
 def _row_tile_wins(rows: int, cols: int, precision: str) -> bool:
@@ -643,7 +666,10 @@ def config_plan(cfg, rows: int, cols: int, precision: str = "fp32", *,
     vec = cfg.vec(itemsize)
     if vec > 1 and not (aligned and cols % vec == 0):
         vec = 1
-    defines = tuple(sorted(cfg.defines(precision, vec).items()))
+    defines = cfg.defines(precision, vec)
+    if "ROTATE" in defines and itemsize == 2 and row_tile_crowded(cols, cfg.row_threads):
+        defines["ROTATE"] = 1
+    defines = tuple(sorted(defines.items()))
     source = source_of(cfg.entry)
     name = rung_name or next(r.name for r in SOFTMAX_RUNGS if r.source == source)
     return SoftmaxPlan(name, cfg, source, cfg.entry, defines,

@@ -36,7 +36,7 @@ SOURCE_DEFINES = {
     "softmax_06_pipelined.cu": ("DTYPE", "THREADS", "ELEMS", "VEC", "CLUSTER", "STAGES",
                                 "MIN_BLOCKS", "EVICT_FIRST"),
     "softmax_10_row_tile.cu": ("DTYPE", "THREADS", "ROW_THREADS", "ELEMS", "MIN_BLOCKS",
-                               "BUFFERS"),
+                               "BUFFERS", "ROTATE"),
 }
 # Rung 04's file compiles both of its entries in one unit, and the label
 # numbers in one entry's SASS follow the other entry's code: a config passes
@@ -152,7 +152,8 @@ class SoftmaxConfig:
                  "ROW_THREADS": self.row_threads, "ELEMS": self.elems, "VEC": vec,
                  "MIN_BLOCKS": self.min_blocks, "UNROLL": self.unroll, "CLUSTER": self.cluster,
                  "STAGES": self.stages, "EVICT_FIRST": int(self.evict_first),
-                 "BUFFERS": self.tile_buffers(numpy_dtype(precision).itemsize)}
+                 "BUFFERS": self.tile_buffers(numpy_dtype(precision).itemsize),
+                 "ROTATE": 0}   # rung 10's rotated slots: the plan's choice (plan.row_tile_crowded)
         source = source_of(self.entry)
         if source == "softmax_04_vectorized.cu":
             if not self.elems:        # a streaming config: the rows entry's constants
