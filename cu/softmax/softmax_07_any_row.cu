@@ -53,6 +53,15 @@ static_assert(ROW_THREADS < THREADS || RPT == 1, "a block per row holds one row"
 static_assert(ITEMS >= 1 && RPT >= 1 && ITEMS * RPT * WVEC <= 128, "too many values per thread");
 static_assert(PACKED == 0 || DTYPE != 0, "PACKED: 16-bit elements only");
 
+// fp32 rows on lane groups of 16 or 32 take the max first (below); measured
+// against the merges, same run (benchmarks/softmax_before_after.py, of copy):
+// fp32 65536 x 129 (16 lanes) 0.860 -> 0.914, 16384 x 1024 (32) 0.986 -> 0.999,
+// but 262144 x 33 (4) 0.805 -> 0.797, 100000 x 128 (8) 0.976 -> 0.969, and the
+// 16-bit rows, whose merges take the fast exp, 0.629 -> 0.610 (bf16 65536 x
+// 129, 8 lanes), 0.913 -> 0.901 (100000 x 128, 4): there the second
+// butterfly's wait costs more than the merges' exps.
+constexpr bool kMaxFirst = DTYPE == 0 && ROW_THREADS >= 16 && ROW_THREADS <= 32;
+
 // A row of a lane group, its values held unpacked: the row's max first (a
 // max butterfly over the group), then every lane exponentiates against it
 // and the sums meet in a sum butterfly; the scale is 1 / sum. Merging
@@ -116,7 +125,7 @@ softmax_07_any_row(const elem_t* __restrict__ x, elem_t* __restrict__ y, int row
 #pragma unroll
     for (int r = 0; r < RPT; ++r) {
 #if !PACKED
-        if constexpr (ROW_THREADS <= 32) {
+        if constexpr (kMaxFirst) {
             group_max_first<N>(w[r], lane, live[r], v[r]);
             continue;
         }
