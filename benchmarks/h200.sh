@@ -18,7 +18,7 @@
 # is 600 s at most) bounds the whole run: a phase starts only with its minimum time left
 # and its timeout is cut to what remains -- a skipped phase is named at the end.
 # Expected on the H200 (warm disk cache after the first phases; seventh round):
-#   install ~6 s, tests ~390 s (<= 480; 1,400 tests), sanitize ~240 s (<= 4 x (75 + 35)),
+#   install ~6 s, tests ~280 s on 6 xdist workers (<= 480; 1,670 tests), sanitize ~240 s (<= 4 x (75 + 35)),
 #   overhead ~15 s (<= 2 x 90), bench ~150 s (<= 240), shapes ~105 s (<= 300, its own
 #   budget 250), memory ~20 s (<= 120): ~15 min in all, so two calls:
 #     bash benchmarks/h200.sh install tests
@@ -78,8 +78,12 @@ if have compile && begin compile "${COMPILE_TIMEOUT:-300}"; then
   tail -40 "$LOG/compile_report.txt"; end compile $rc
 fi
 if have tests && begin tests "${TEST_TIMEOUT:-480}" 60; then
+  # pytest-xdist where the machine has it (TEST_WORKERS, default 6; 0 = one process):
+  # the whole GPU suite took 276 s on 6 workers (seventeenth round)
+  W=${TEST_WORKERS:-6}; python3 -c "import xdist" 2>/dev/null || W=0
   timeout "$T" python3 -m pytest -m gpu -q -rsfEP --timeout=${PYTEST_TIMEOUT:-120} -p no:cacheprovider \
-    --continue-on-collection-errors ${TESTS:-} ${TEST_K:+-k "$TEST_K"} > "$LOG/pytest_gpu.log" 2>&1
+    --continue-on-collection-errors $( (( W > 0 )) && echo "-n $W" ) ${TESTS:-} ${TEST_K:+-k "$TEST_K"} \
+    > "$LOG/pytest_gpu.log" 2>&1
   rc=$?; tail -40 "$LOG/pytest_gpu.log"; end tests $rc
 fi
 if have sanitize && begin sanitize 60 30; then
