@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -108,27 +107,18 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.child:
         return child(args)
-    exe = ncu.find_ncu()
-    if exe is None:
+    ncu_args = ["--page", "details", "--kernel-name", KERNEL_FILTER, "--launch-skip", "0"]
+    for s in SECTIONS:
+        ncu_args += ["--section", s]
+    child_args = ["--prec", args.prec, "--size", str(args.size)] + (["--extra", *args.extra] if args.extra else [])
+    proc = ncu.profile_child(__file__, ncu_args, child_args, args.raw)
+    if proc is None:
         print("ncu not found")
         return 1
-    cmd = [exe, "--clock-control", "none", "--csv", "--page", "details",
-           "--kernel-name", KERNEL_FILTER, "--launch-skip", "0"]
-    for s in SECTIONS:
-        cmd += ["--section", s]
-    cmd += [sys.executable, os.path.abspath(__file__), "--child", "--prec", args.prec,
-            "--size", str(args.size)]
-    if args.extra:
-        cmd += ["--extra", *args.extra]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if args.raw:
-        with open(args.raw, "w") as f:
-            f.write(proc.stdout)
-            f.write("\n--- stderr ---\n" + proc.stderr)
     if proc.returncode != 0 or '"ID"' not in proc.stdout:
         print(f"ncu failed ({proc.returncode}):\n{proc.stderr[-3000:]}\n{proc.stdout[-2000:]}")
         return 1
-    labels = [ln[5:] for ln in proc.stdout.splitlines() if ln.startswith("CALL ")]
+    labels = ncu.calls(proc.stdout)
     kernels = parse(proc.stdout)
     # Two launches per call (warm-up, measured); a call may launch helper
     # kernels too, so match by order only when the counts agree.

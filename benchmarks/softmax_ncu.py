@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -83,18 +82,12 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.child:
         return child(args)
-    exe = ncu.find_ncu()
-    if exe is None:
+    proc = ncu.profile_child(__file__, ["--page", "raw", "--kernel-name", KERNEL_FILTER,
+                                        "--metrics", ",".join(METRICS)], ["--shapes", *args.shapes], args.raw)
+    if proc is None:
         print("ncu not found")
         return 1
-    cmd = [exe, "--clock-control", "none", "--csv", "--page", "raw", "--kernel-name", KERNEL_FILTER,
-           "--metrics", ",".join(METRICS), sys.executable, os.path.abspath(__file__), "--child",
-           "--shapes", *args.shapes]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if args.raw:
-        with open(args.raw, "w") as f:
-            f.write(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
-    calls = [ln[5:].split() for ln in proc.stdout.splitlines() if ln.startswith("CALL ")]
+    calls = [c.split() for c in ncu.calls(proc.stdout)]
     try:
         recs = ncu.parse_ncu_csv(proc.stdout)
     except ncu.NcuError as e:

@@ -208,3 +208,23 @@ def test_success_with_stand_in_ncu(one_rung, tmp_path, capsys):
     lines = passed.splitlines()
     assert lines.index(sys.executable) > lines.index("--metrics")
     assert lines[lines.index(sys.executable) + 1] == "-c"
+
+
+def test_profile_child_runs_the_script_s_child_under_ncu(tmp_path, monkeypatch):
+    """The benchmarks that profile themselves: ncu's own flags, then this
+    Python running the script with --child and its arguments; the output also
+    written to raw; CALL lines read back in order; None without ncu."""
+    fake = tmp_path / "ncu"
+    fake.write_text('#!/bin/sh\nfor a in "$@"; do echo "ARG $a"; done\necho "CALL first 1"\necho "CALL second"\n')
+    fake.chmod(0o755)
+    monkeypatch.setattr(ncu, "find_ncu", lambda explicit=None: str(fake))
+    raw = tmp_path / "raw.csv"
+    proc = ncu.profile_child("bench.py", ["--page", "raw"], ["--shapes", "bf16:2x3"], str(raw))
+    args = [ln[4:] for ln in proc.stdout.splitlines() if ln.startswith("ARG ")]
+    assert args[:4] == ["--clock-control", "none", "--csv", "--page"]
+    assert args[5].endswith("python3") or "python" in args[5]
+    assert args[6].endswith("bench.py") and args[7:] == ["--child", "--shapes", "bf16:2x3"]
+    assert raw.read_text().startswith(proc.stdout)
+    assert ncu.calls(proc.stdout) == ["first 1", "second"]
+    monkeypatch.setattr(ncu, "find_ncu", lambda explicit=None: None)
+    assert ncu.profile_child("bench.py", [], []) is None

@@ -10,9 +10,10 @@ import io
 import os
 import shutil
 import subprocess
+import sys
 
-__all__ = ["NCU_FALLBACK", "NcuError", "find_ncu", "run", "table_rows", "parse_ncu_csv",
-           "metric_rows"]
+__all__ = ["NCU_FALLBACK", "NcuError", "find_ncu", "run", "profile_child", "table_rows",
+           "parse_ncu_csv", "metric_rows", "calls"]
 
 NCU_FALLBACK = "/usr/local/cuda/bin/ncu"
 _IDENTITY_COLUMNS = ("ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context",
@@ -39,6 +40,28 @@ def find_ncu(explicit: str | None = None) -> str | None:
 def run(cmd: list[str], *, timeout: float) -> subprocess.CompletedProcess:
     """Run an ncu command line, capturing its output as text."""
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def profile_child(script: str, ncu_args: list[str], child_args: list[str], raw: str | None = None):
+    """Run ``script --child CHILD_ARGS`` (this Python) under ``ncu
+    --clock-control none --csv NCU_ARGS``: the pattern of the benchmarks that
+    profile themselves. The CompletedProcess, its output also written to
+    ``raw`` when given; None when there is no ncu."""
+    exe = find_ncu()
+    if exe is None:
+        return None
+    cmd = [exe, "--clock-control", "none", "--csv", *ncu_args, sys.executable,
+           os.path.abspath(script), "--child", *child_args]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if raw:
+        with open(raw, "w") as f:
+            f.write(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+    return proc
+
+
+def calls(text: str) -> list[str]:
+    """The labels a profiled child printed as ``CALL label`` lines, in order."""
+    return [ln[5:] for ln in text.splitlines() if ln.startswith("CALL ")]
 
 
 def table_rows(text: str) -> list[list[str]]:
