@@ -2,7 +2,8 @@
 rungs ``auto`` chose before it (07 window, 04 registers) on the same data,
 with the device copy of the same bytes and torch.softmax, fp32 and bf16:
 
-    python benchmarks/softmax_short_rows.py [--json PATH] [--reps 20]
+    python benchmarks/softmax_short_rows.py [--json PATH] [--reps 20] [--precisions bf16]
+        [--shapes 65536x129 ...]
 
 Prints each kernel's fraction of the copy bandwidth and its time against
 torch's; every output is checked on sampled rows (max_rel_err)."""
@@ -28,10 +29,13 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--json", default=None)
     p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--precisions", default="fp32,bf16")
+    p.add_argument("--shapes", nargs="*", help="ROWSxCOLS ... (default: the list above)")
     args = p.parse_args(argv)
+    shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes] if args.shapes else SHAPES
     recs = []
-    for prec in ("fp32", "bf16"):
-        for r in bench_softmax(SHAPES, precision=prec, kernels=KERNELS, reps=args.reps):
+    for prec in args.precisions.split(","):
+        for r in bench_softmax(shapes, precision=prec, kernels=KERNELS, reps=args.reps):
             recs.append(r)
     torch = {(r["precision"], r["m"], r["n"]): r["median_ms"] for r in recs
              if r["kernel"] == "torch_softmax"}
