@@ -58,6 +58,7 @@ predictions: benchmarks/notes/softmax.md.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 
 from .registry import (CLUSTER_CONFIGS, DTYPE_CODES, HELD_VALUES, INT_MAX, MAX_WINDOW_COLS,
@@ -65,8 +66,8 @@ from .registry import (CLUSTER_CONFIGS, DTYPE_CODES, HELD_VALUES, INT_MAX, MAX_W
                        SOFTMAX_RUNGS, STREAM_CONFIG, WS_MAX_SLOTS, SoftmaxConfig, WindowConfig,
                        WindowRung, numpy_dtype, rung, source_of, vec_of, window_configs)
 
-__all__ = ["plan", "config_plan", "window_plan", "SoftmaxPlan", "split_workspace_layout", "row_tile_crowded",
-           "predict_copy_ratio", "window_vectors", "H200_SM_COUNT"]
+__all__ = ["plan", "config_plan", "window_plan", "SoftmaxPlan", "split_workspace_layout",
+           "row_tile_crowded", "predict_copy_ratio", "window_vectors", "H200_SM_COUNT"]
 
 H200_SM_COUNT = 132
 SPLIT_MIN_BYTES = 4 << 20   # below this a few long rows are launch-bound: no grid-wide sync
@@ -152,6 +153,7 @@ def _ladder_config(rows: int, cols: int, cc: tuple, bulk: bool) -> tuple[str, So
 ROW_TILE_MIN_BYTES = 1 << 20
 
 
+@functools.lru_cache(maxsize=4096)
 def row_tile_crowded(cols: int, row_threads: int) -> bool:
     """Whether rung 10's plain slots put three or more lanes of a warp on one
     shared-memory bank for 16-bit rows of ``cols`` (then its ROTATE build:
@@ -160,8 +162,9 @@ def row_tile_crowded(cols: int, row_threads: int) -> bool:
     group reading whole word l first; a warp holds 32 / row_threads groups.
     Tried at every 16-byte phase of the tile's first byte, as the tiles of a
     launch take them all. bf16 rows of 32 / 64 / 127: 16 / 16 / 8 lanes a
-    bank, rows of 31 / 33: 2 (measured rotated, same run: 262144 x 32 0.523 ->
-    0.817 of copy, 131072 x 64 0.513 -> 0.777, 131072 x 127 0.700 -> 0.697)."""
+    bank, rows of 31 / 33: 2 (measured rotated against plain, same run, of
+    copy: 262144 x 32 0.522 -> 0.824, 131072 x 64 0.518 -> 0.785, 131072 x
+    127 0.704 -> 0.708)."""
     worst = 0
     for shift in range(0, 16, 2):
         words: dict = {}
