@@ -39,3 +39,26 @@ def test_every_registered_source_resolves():
     for name in {r.source for r in RUNGS} | {r.source for r in SOFTMAX_RUNGS} | \
             {k.source for k in MEM_KERNELS}:
         assert sources.find_source(name).is_file()
+
+
+def test_a_name_lookup_sees_files_added_and_removed_after_the_first(tmp_path, monkeypatch):
+    """find_source's index of file names is walked again when a folder of the
+    tree changes: a file added, a second of the same name (ambiguous), a file
+    removed, a new folder, are all seen by the next lookup."""
+    from drvgemm.runtime import sources as src
+    (tmp_path / "cu" / "a").mkdir(parents=True)
+    (tmp_path / "ptx").mkdir()
+    monkeypatch.setattr(src, "kernel_root", lambda: tmp_path)
+    (tmp_path / "cu" / "a" / "x.cu").write_text("// x")
+    assert src.find_source("x.cu") == (tmp_path / "cu" / "a" / "x.cu").resolve()
+    (tmp_path / "cu" / "a" / "y.cu").write_text("// y")
+    assert src.find_source("y.cu") == (tmp_path / "cu" / "a" / "y.cu").resolve()
+    (tmp_path / "cu" / "b").mkdir()
+    (tmp_path / "cu" / "b" / "x.cu").write_text("// another x")
+    with pytest.raises(FileNotFoundError, match="ambiguous"):
+        src.find_source("x.cu")
+    (tmp_path / "cu" / "a" / "x.cu").unlink()
+    assert src.find_source("x.cu") == (tmp_path / "cu" / "b" / "x.cu").resolve()
+    (tmp_path / "cu" / "b" / "x.cu").unlink()
+    with pytest.raises(FileNotFoundError, match="not found"):
+        src.find_source("x.cu")
