@@ -331,4 +331,4 @@ def test_slot_model_is_the_kernel_s():
                 "first = lane + rot * ROW_THREADS;",
                 "late = first - span * ROW_THREADS;",
                 "if constexpr (kRotate) return row + (((wrap >> j) & 1u) ? late : first) + j * ROW_THREADS;",
-                "constexpr bool kRotate = ROTATE != 0 && SZ == 2;")
+                "constexpr bool kRotateBuild = ROTATE != 0 && SZ == 2;")

@@ -195,7 +195,7 @@ struct Slots {
 // walks together spilled. 16-bit builds only: the fp32 builds' rotated slots
 // (32 values, two masks, two bases) spill at the 64 registers of four blocks
 // an SM, so fp32 keeps the plain slots (3.1 conflicts a load at 131072 x 127).
-constexpr bool kRotate = ROTATE != 0 && SZ == 2;
+constexpr bool kRotateBuild = ROTATE != 0 && SZ == 2;
 
 template <bool kRotate>
 __device__ __forceinline__ void reduce_row(elem_t* row, int cols, int held, int lane, int g) {
@@ -217,7 +217,7 @@ __device__ __forceinline__ void reduce_run(unsigned char* buf, const Run& r, int
     elem_t* row = reinterpret_cast<elem_t*>(buf + r.shift) + static_cast<long long>(g) * cols;
     // a lane's elements: lane, lane + ROW_THREADS, ... below cols
     const int held = live ? (cols - lane + ROW_THREADS - 1) / ROW_THREADS : 0;
-    reduce_row<kRotate>(row, cols, held, lane, g);
+    reduce_row<kRotateBuild>(row, cols, held, lane, g);
 }
 
 // 2'. The same for 16-bit rows, two elements (one 32-bit word) at a time:
@@ -271,7 +271,7 @@ __device__ __forceinline__ void reduce_run_words(unsigned char* buf, const Run& 
     const bool lead = live && lane == 0 && o == 1;                  // element 0 alone
     const bool tail = live && lane == 0 && ((cols - o) & 1) != 0;   // element cols - 1 alone
     const int held = live ? (nfull - lane + ROW_THREADS - 1) / ROW_THREADS : 0;
-    reduce_words<kRotate>(whole, row, cols, nfull, held, lead, tail, lane, g);
+    reduce_words<kRotateBuild>(whole, row, cols, nfull, held, lead, tail, lane, g);
 }
 
 // 3. y's vectors covering the run [b0, b0 + run_bytes). Where y has x's
