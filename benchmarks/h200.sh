@@ -192,7 +192,8 @@ script_phase splitprobe "${SPLITPROBE_TIMEOUT:-150}" 80 benchmarks/softmax_split
 script_phase softncu "${SOFTNCU_TIMEOUT:-240}" 40 benchmarks/softmax_ncu.py \
   --raw "$LOG/softmax_ncu.csv" ${SOFTNCU_ARGS:-}
 # beforeafter: a softmax kernel from the tree against an earlier source of it (BEFOREAFTER_ARGS:
-# OLD_DIR [--shapes PREC:RxC[:KERNEL] ...]; see benchmarks/softmax_before_after.py)
+# OLD_DIR [--shapes PREC:RxC[:KERNEL] ...]; see benchmarks/softmax_before_after.py; an OLD_DIR
+# under the ignored .gpu/ travels only when the device call carries it)
 script_phase beforeafter "${BEFOREAFTER_TIMEOUT:-200}" 40 benchmarks/softmax_before_after.py \
   ${BEFOREAFTER_ARGS:-} --json "$LOG/softmax_before_after.json"
 # rung30: rung 30's geometry knobs and split counts on the decode shapes, against cuBLAS

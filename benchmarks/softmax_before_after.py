@@ -8,7 +8,8 @@ compared, with the device copy of the same bytes:
         [--shapes bf16:131072x127:softmax_10_row_tile fp32:65536x129 ...] [--json PATH]
 
 OLD_DIR holds earlier cu/softmax/*.cu files, made from the history and not
-committed (their #includes resolve in cu/softmax, as the tree's do):
+committed (their #includes resolve in cu/softmax, as the tree's do); .gpu/ is
+git-ignored, so name it in the device tool's `carry` to send it along:
 
     mkdir -p .gpu/old && git show HEAD~1:cu/softmax/softmax_10_row_tile.cu > .gpu/old/softmax_10_row_tile.cu
 """
