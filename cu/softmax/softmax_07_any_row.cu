@@ -69,7 +69,7 @@ constexpr bool kMaxFirst = DTYPE == 0 && ROW_THREADS >= 16 && ROW_THREADS <= 32;
 // the scale, which short rows pay for few elements a lane: ncu counted 62.6
 // instructions an element at fp32 65536 x 129 (16 lanes a row, 4 steps) with
 // the issue slots 82% busy. XOR butterflies leave the same bits in every
-// lane; fmaxf passes a NaN by, and the exps then carry it into the sum, so a
+// lane (shfl_max / shfl_sum); fmaxf passes a NaN by, and the exps then carry it into the sum, so a
 // NaN row, a -inf row (ref 0: sum 0, scale inf, 0 * inf = NaN) and a row with
 // +inf come out as the window_exp path's do.
 template <int N>
@@ -77,18 +77,14 @@ __device__ __forceinline__ void group_max_first(const RowWindow& w, int lane, bo
     float m = NEG_INF;
 #pragma unroll
     for (int k = 0; k < N; ++k) m = fmaxf(m, v[k]);
-#pragma unroll
-    for (int off = ROW_THREADS / 2; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-    const float ref = exp_ref(m);
+    const float ref = exp_ref(shfl_max<ROW_THREADS>(m));
     float l = 0.0f;
 #pragma unroll
     for (int k = 0; k < N; ++k) {
         v[k] = exp_shifted(v[k], ref);
         l += v[k];
     }
-#pragma unroll
-    for (int off = ROW_THREADS / 2; off > 0; off >>= 1) l += __shfl_xor_sync(0xffffffffu, l, off);
-    window_store<ITEMS, ROW_THREADS>(w, 0, lane, live, v, 1.0f / l);
+    window_store<ITEMS, ROW_THREADS>(w, 0, lane, live, v, 1.0f / shfl_sum<ROW_THREADS>(l));
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)

@@ -129,28 +129,20 @@ constexpr bool MAX_FIRST_FOLD = DTYPE == 0;
 // same bits in every lane, and every block adds in the same order).
 template <int kThreads>
 __device__ __forceinline__ float block_max(float m, float* red) {
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+    m = shfl_max<32>(m);
     if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
     __syncthreads();
     const int lane = threadIdx.x & 31;
-    float r = lane < kThreads / 32 ? red[lane] : NEG_INF;
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) r = fmaxf(r, __shfl_xor_sync(0xffffffffu, r, off));
-    return r;
+    return shfl_max<32>(lane < kThreads / 32 ? red[lane] : NEG_INF);
 }
 
 template <int kThreads>
 __device__ __forceinline__ float block_sum(float l, float* red) {
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) l += __shfl_xor_sync(0xffffffffu, l, off);
+    l = shfl_sum<32>(l);
     if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = l;
     __syncthreads();
     const int lane = threadIdx.x & 31;
-    float r = lane < kThreads / 32 ? red[lane] : 0.0f;
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) r += __shfl_xor_sync(0xffffffffu, r, off);
-    return r;
+    return shfl_sum<32>(lane < kThreads / 32 ? red[lane] : 0.0f);
 }
 
 // fold_row with the max taken first: M = the pairs' max, L = the sum of

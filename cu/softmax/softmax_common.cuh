@@ -181,6 +181,23 @@ __device__ __forceinline__ MaxSum shfl_merge(MaxSum v) {
     return v;
 }
 
+// Max and sum over aligned groups of WIDTH lanes by XOR butterflies: every
+// lane of a group ends with the same bits (fmaxf and + are commutative bit
+// for bit, and each step pairs equal partial results).
+template <int WIDTH>
+__device__ __forceinline__ float shfl_max(float m) {
+#pragma unroll
+    for (int off = WIDTH / 2; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+    return m;
+}
+
+template <int WIDTH>
+__device__ __forceinline__ float shfl_sum(float l) {
+#pragma unroll
+    for (int off = WIDTH / 2; off > 0; off >>= 1) l += __shfl_xor_sync(0xffffffffu, l, off);
+    return l;
+}
+
 // Whole-block merge for a block that owns one row: butterfly inside each warp,
 // one pair per warp through shared memory, then every thread folds the warps'
 // pairs in the same order (so all threads agree bit for bit). One barrier.
