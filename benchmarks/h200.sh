@@ -3,7 +3,7 @@
 #   bash benchmarks/h200.sh [PHASE ...]
 # Default phases, in this order:
 #   install tests sanitize overhead bench shapes memory
-# Extra phases: compile rung20 sweep autotune wgmma profile mma clock wgsweep shortrows packed pipelined splitprobe softncu beforeafter rung30 family ncu ktimes (each reads its
+# Extra phases: compile rung20 sweep autotune wgmma profile mma clock wgsweep shortrows packed pipelined splitprobe softncu rowlanes beforeafter rung30 family ncu ktimes (each reads its
 # *_ARGS); MEMORY_ARGS=--softmax-rows makes the memory phase the softmax row-length suite.
 #
 # What comes back through $OUT (at most 8 files): the committed results
@@ -191,6 +191,9 @@ script_phase splitprobe "${SPLITPROBE_TIMEOUT:-150}" 80 benchmarks/softmax_split
 # softncu: softmax's auto kernel and torch.softmax under ncu on the shapes below 0.85 of copy
 script_phase softncu "${SOFTNCU_TIMEOUT:-240}" 40 benchmarks/softmax_ncu.py \
   --raw "$LOG/softmax_ncu.csv" ${SOFTNCU_ARGS:-}
+# rowlanes: softmax rung 10 on 16-bit rows one past a config's slots, fewer lanes against more
+script_phase rowlanes "${ROWLANES_TIMEOUT:-150}" 60 benchmarks/softmax_row_tile_lanes.py \
+  --json "$LOG/softmax_row_tile_lanes.json" ${ROWLANES_ARGS:-}
 # beforeafter: a softmax kernel from the tree against an earlier source of it (BEFOREAFTER_ARGS:
 # OLD_DIR [--shapes PREC:RxC[:KERNEL] ...]; see benchmarks/softmax_before_after.py; an OLD_DIR
 # under the ignored .gpu/ travels only when the device call carries it)

@@ -227,7 +227,7 @@ def test_sweep_candidates_compile_and_fit(cfg, cols):
     """Every candidate of ``python -m drvgemm.membench --sweep`` compiles
     without spills, takes its shape and fits a block's shared memory, so the
     one GPU run that measures them all cannot stop on a candidate."""
-    assert softmax_sweep._fits(cfg, cols, (9, 0))
+    assert softmax_sweep._fits(cfg, cols, (9, 0), 4)
     p = sm.config_plan(cfg, 1024, cols)
     b, res = build(p.source, p.entry, dict(p.defines), "sm_90")
     r = res[p.entry]

@@ -87,14 +87,18 @@ def _tiles_exactly(ranges, lo, hi) -> bool:
 
 
 @settings(max_examples=300, deadline=None)
-@given(cols=st.integers(1, RUNG.configs[-1].capacity), rows=st.integers(1, 700),
+@given(cols=st.integers(1, RUNG.configs[-1].capacity + 1), rows=st.integers(1, 700),
        size=st.sampled_from([4, 2]), x_off=st.integers(0, 7), y_off=st.integers(0, 7))
 def test_loads_stay_in_x_and_stores_cover_y_once(cols, rows, size, x_off, y_off):
-    per_block = RUNG.pick(cols).rows_per_block
+    if cols > RUNG.configs[-1].row_capacity(size):
+        with pytest.raises(ValueError, match="at most 1024"):
+            RUNG.pick(cols, (9, 0), size)
+        return
+    per_block = RUNG.pick(cols, (9, 0), size).rows_per_block
     xb, yb = 4096 + size * x_off, 1 << 20 | size * y_off     # element-aligned, any 16-byte phase
     xend, nbytes = xb + rows * cols * size, rows * cols * size
     blocks = -(-rows // per_block)
-    assert RUNG.pick(cols).grid(rows) == (blocks, 1, 1)
+    assert RUNG.pick(cols, (9, 0), size).grid(rows) == (blocks, 1, 1)
     y_ranges = []
     for b in range(blocks):
         whole, single, stored, (a0, run) = tile_accesses(b, rows, cols, size, xb, yb, per_block)
@@ -104,8 +108,8 @@ def test_loads_stay_in_x_and_stores_cover_y_once(cols, rows, size, x_off, y_off)
         assert _covers(loaded, a0, a0 + run), f"tile {b}: a byte of its run not loaded"
         # the run lands in the tile at its offset inside the first vector, and the
         # vectors it spans fit the tile (32 bytes of slack past the rows' values)
-        cfg = RUNG.pick(cols)
-        assert (a0 % 16) + run <= cfg.rows_per_block * cfg.capacity * size + 32
+        cfg = RUNG.pick(cols, (9, 0), size)
+        assert (a0 % 16) + run <= cfg.rows_per_block * cfg.row_capacity(size) * size + 32
         y_ranges += stored
     assert _tiles_exactly(y_ranges, yb, yb + nbytes), \
         "a store outside y, a byte of y unwritten, or one stored twice"
@@ -129,6 +133,24 @@ def test_configs_take_rows_up_to_1024_with_the_fewest_lanes():
         assert not fewer, (cols, c.describe(), [d.describe() for d in fewer])
     with pytest.raises(ValueError, match="at most 1024"):
         RUNG.pick(1025)
+
+
+def test_16_bit_rows_one_past_the_slots_take_the_same_lanes():
+    """A 16-bit lane group holds its whole words and, beside them, the row's
+    lone first and last elements: a row of row_threads * elems + 1 fits (a
+    bf16 row of 33 on one lane of 32 slots, not two lanes half empty); fp32
+    rows do not, and the next 16-bit length takes the next config."""
+    for c in RUNG.configs:
+        cap = c.capacity
+        assert c.row_capacity(4) == cap and c.row_capacity(2) == cap + 1
+        if cap < 1024:
+            assert RUNG.pick(cap + 1, (9, 0), 2) is c
+            assert RUNG.pick(cap + 1, (9, 0), 4).capacity > cap
+            assert RUNG.pick(cap + 2, (9, 0), 2).capacity > cap
+    p = sm.plan(262144, 33, "bf16")
+    assert p.entry == "softmax_10_row_tile" and p.config.row_threads == 1, p.config.describe()
+    assert sm.plan(262144, 33, "bf16", kernel="softmax_10_row_tile").config.row_threads == 1
+    assert sm.plan(262144, 33, "fp32", kernel="softmax_10_row_tile").config.row_threads == 2
 
 
 def test_plan_takes_contiguous_rows_only():
@@ -158,7 +180,7 @@ def test_build_copies_in_16_byte_vectors_and_fits_four_blocks(cfg, prec, rotate)
     res = parse_resources(b.log)[b.entry]
     assert (res.spill_stores, res.spill_loads, res.stack) == (0, 0, 0) and res.registers <= 64
     size = smr.numpy_dtype(prec).itemsize
-    tile = cfg.rows_per_block * cfg.capacity * size + 32
+    tile = cfg.rows_per_block * (cfg.capacity + (size == 2)) * size + 32
     buffers = 2 if 2 * tile <= 48 * 1024 else 1
     assert cfg.tile_buffers(size) == buffers == dict(cfg.defines(prec, 1))["BUFFERS"]
     assert res.static_smem == buffers * tile
@@ -203,7 +225,7 @@ def test_16_bit_word_path_takes_each_element_of_a_row_once(cfg, data):
     word boundary and inside the row's own bytes (a word that holds a
     neighbour's element is never written whole), for any row start."""
     rt, elems = cfg.row_threads, cfg.elems
-    cols = data.draw(st.integers(1, rt * elems), label="cols")
+    cols = data.draw(st.integers(1, rt * elems + 1), label="cols")   # the 16-bit capacity
     s = 2 * data.draw(st.integers(0, 64), label="start (elements)")
     seen = []
     for lane in range(rt):
@@ -213,6 +235,16 @@ def test_16_bit_word_path_takes_each_element_of_a_row_once(cfg, data):
             assert s <= lo and hi <= s + 2 * cols, (lane, lo, hi)
             assert hi - lo == 2 or lo % 4 == 0
     assert sorted(seen) == list(range(cols))
+
+
+def test_16_bit_word_path_bound_is_tight():
+    """One element more than the 16-bit capacity, on a row that starts on a
+    whole word, needs a whole word more than a lane has slots."""
+    for cfg in smr.ROW_TILE_CONFIGS:
+        rt, elems = cfg.row_threads, cfg.elems
+        row_words(0, rt * elems + 1, 0, rt, elems)
+        with pytest.raises(AssertionError, match="more whole words"):
+            row_words(0, rt * elems + 2, 0, rt, elems)
 
 
 def _kernel_has(*lines):
@@ -311,7 +343,7 @@ def test_rotation_spreads_the_crowded_16_bit_rows(cols, rt):
 
 @pytest.mark.parametrize("cols", [9, 17, 31, 33, 100, 200])
 def test_rows_the_plain_slots_spread_stay_plain(cols):
-    rt = RUNG.pick(cols).row_threads
+    rt = RUNG.pick(cols, (9, 0), 2).row_threads
     assert not smplan.row_tile_crowded(cols, rt)
     assert max(_worst_bank_load(cols, rt, False, shift, 0) for shift in range(0, 16, 2)) <= 2
 

@@ -30,7 +30,11 @@ from test_softmax_gpu import check, make_input, masked_input
 pytestmark = pytest.mark.gpu
 
 RUNG = "softmax_10_row_tile"
-MAX_COLS = max(c.capacity for c in smr.rung(RUNG).configs)   # 1024
+MAX_COLS = max(c.capacity for c in smr.rung(RUNG).configs)   # 1024 (16-bit rows: 1025)
+
+
+def _pick(cols, prec):
+    return smr.rung(RUNG).pick(cols, (9, 0), smr.numpy_dtype(prec).itemsize)
 SENTINEL = 0x5A           # guard bytes around y
 GUARD = 64                # bytes of guard before and after y
 
@@ -69,15 +73,17 @@ def _run(x, x_off, y_off):
 
 @st.composite
 def tile_case(draw):
-    cols = draw(st.one_of(st.integers(1, MAX_COLS),
+    prec = draw(st.sampled_from(["fp32", "fp32", "bf16", "fp16"]))
+    # 16-bit rows one past a config's slots (17, 33, 65, ..., 1025) take that config
+    top = MAX_COLS + (prec != "fp32")
+    cols = draw(st.one_of(st.integers(1, top),
                           st.sampled_from([1, 2, 3, 7, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65,
                                            127, 128, 129, 255, 256, 257, 511, 512, 513,
-                                           1000, 1023, 1024])))
-    cfg = smr.rung(RUNG).pick(cols)
+                                           1000, 1023, 1024, top])))
+    cfg = _pick(cols, prec)
     per_block = cfg.rows_per_block
     rows = draw(st.one_of(st.integers(1, 3 * per_block + 1),
                           st.integers(1, max(1, 400_000 // cols))))
-    prec = draw(st.sampled_from(["fp32", "fp32", "bf16", "fp16"]))
     vec = 16 // smr.numpy_dtype(prec).itemsize
     x_off = draw(st.integers(0, vec - 1))
     y_off = draw(st.one_of(st.just(x_off), st.integers(0, vec - 1)))
@@ -101,13 +107,17 @@ def test_row_tile_matches_reference_at_any_offset(gpu, case):
         assert np.all(y[live, 0] == 1.0), "a row of one element is exactly 1"
 
 
-@pytest.mark.parametrize("cols", [31, 32, 33, 64, 127, 129, 1000])
+@pytest.mark.parametrize("cols", [17, 31, 32, 33, 64, 65, 127, 129, 1000, 1025])
 @pytest.mark.parametrize("prec", ["fp32", "bf16"])
 def test_row_tile_many_blocks(gpu, cols, prec):
     """Enough rows for thousands of blocks, the last one short, at an odd
     offset: every block's run starts at another phase (32, 64, 127: rows whose
-    plain slots crowd a warp onto a few banks, so 16-bit builds rotate them)."""
-    rows = 3 * 4096 * smr.rung(RUNG).pick(cols).rows_per_block // 4 + 3
+    plain slots crowd a warp onto a few banks, so 16-bit builds rotate them;
+    17, 33, 65, 129, 1025: 16-bit rows one past a config's slots, whose
+    tiles are a row longer)."""
+    if cols > MAX_COLS and prec == "fp32":
+        pytest.skip("fp32 rows of rung 10 end at 1024")
+    rows = 3 * 4096 * _pick(cols, prec).rows_per_block // 4 + 3
     x = make_input(rows, cols, prec, 3.0, cols)
     y = _run(x, 1, 1)
     check(y, x, RUNG)
@@ -115,12 +125,13 @@ def test_row_tile_many_blocks(gpu, cols, prec):
 
 
 @pytest.mark.parametrize("blocks", [1, 3, None])
-@pytest.mark.parametrize("cols,prec", [(31, "bf16"), (127, "fp32"), (9, "fp32"), (129, "bf16")])
+@pytest.mark.parametrize("cols,prec", [(31, "bf16"), (127, "fp32"), (9, "fp32"), (129, "bf16"),
+                                       (33, "bf16"), (65, "fp16")])
 def test_row_tile_grid_walks_every_tile(gpu, blocks, cols, prec):
     """Fewer blocks than tiles (1 and 3: each block walks many tiles, through
     both buffers where the build has two), and one block a tile (None: the
     plan before prepare sizes the grid): the same bits every way."""
-    rows = 37 * smr.rung(RUNG).pick(cols).rows_per_block + 5
+    rows = 37 * _pick(cols, prec).rows_per_block + 5
     x = make_input(rows, cols, prec, 3.0, cols + 1)
     p = sm.plan(rows, cols, prec, kernel=RUNG)
     k = sm.compiled_kernel(p)

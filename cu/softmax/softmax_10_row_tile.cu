@@ -28,7 +28,7 @@
 //
 // Every constant is a define the registry always passes (a missing one is a
 // compile error): DTYPE, THREADS, ROW_THREADS (a power of two <= 32), ELEMS
-// (cols <= ROW_THREADS * ELEMS), MIN_BLOCKS (__launch_bounds__), BUFFERS, ROTATE.
+// (cols <= MAX_COLS below), MIN_BLOCKS (__launch_bounds__), BUFFERS, ROTATE.
 // Parameters: x, y are rows x cols, row-major, contiguous (y may start at
 // another 16-byte phase than x: its stores are then element-wise); any
 // rows, cols >= 1 that fit the config.
@@ -41,7 +41,7 @@
 #error "ROW_THREADS must be defined (lanes per row: a power of two <= 32)"
 #endif
 #ifndef ELEMS
-#error "ELEMS must be defined (elements of its row a lane holds: cols <= ROW_THREADS * ELEMS)"
+#error "ELEMS must be defined (elements of its row a lane holds: cols <= MAX_COLS)"
 #endif
 #ifndef MIN_BLOCKS
 #error "MIN_BLOCKS must be defined (__launch_bounds__ blocks per SM)"
@@ -64,10 +64,17 @@ constexpr bool kFast = DTYPE != 0;
 constexpr int ROWS = THREADS / ROW_THREADS;           // rows a block owns
 constexpr int SZ = static_cast<int>(sizeof(elem_t));
 constexpr int VEC = 16 / SZ;                          // elements per 16-byte vector
-// The run (at most ROWS * ROW_THREADS * ELEMS elements) lands at its byte
-// offset inside its first 16-byte vector (0..15) and may end one partial
-// vector later: 32 bytes of slack.
-constexpr int TILE_BYTES = ROWS * ROW_THREADS * ELEMS * SZ + 32;
+// The longest row: ROW_THREADS * ELEMS values, and for 16-bit rows one more
+// (a lane group holds ELEMS / 2 whole words a lane plus the row's lone first
+// and last elements, reduce_run_words: a row of ROW_THREADS * ELEMS + 1 has at
+// most ROW_THREADS * ELEMS / 2 whole words whichever half it starts on). So a
+// 16-bit row of 33 takes one lane of 32 slots, not two lanes of which half
+// the slots are empty. registry.SoftmaxConfig.row_capacity says the same.
+constexpr int MAX_COLS = ROW_THREADS * ELEMS + (SZ == 2 ? 1 : 0);
+// The run (at most ROWS * MAX_COLS elements) lands at its byte offset inside
+// its first 16-byte vector (0..15) and may end one partial vector later: 32
+// bytes of slack.
+constexpr int TILE_BYTES = ROWS * MAX_COLS * SZ + 32;
 static_assert(BUFFERS == 1 || (BUFFERS == 2 && 2 * TILE_BYTES <= 48 * 1024),
               "BUFFERS: 1, or 2 where both tiles fit the 48 KB of static shared memory");
 
@@ -230,7 +237,7 @@ __device__ __forceinline__ void reduce_run(unsigned char* buf, const Run& r, int
 // its last element when that ends a word early share a word with the
 // neighbouring row: lane 0 takes those two alone (16-bit accesses, which
 // never touch the neighbour's half).
-constexpr int WORDS = ELEMS / 2;   // whole words a lane holds: a row of <= ROW_THREADS * ELEMS
+constexpr int WORDS = ELEMS / 2;   // whole words a lane holds: a row of <= MAX_COLS
 
 template <bool kRotate>
 __device__ __forceinline__ void reduce_words(unsigned* whole, elem_t* row, int cols, int nfull, int held,

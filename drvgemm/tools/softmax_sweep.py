@@ -93,11 +93,11 @@ SWEEP_SHAPES = ((4096, 131072), (1024, 65536), (16384, 16384), (8192, 50257))
 SWEEP_TOLERANCE = {"fp32": (1e-5, 2e-5), "bf16": (8e-3, 2e-2), "fp16": (1.0, 2e-2)}
 
 
-def _fits(cfg, cols, cc) -> bool:
+def _fits(cfg, cols, cc, itemsize) -> bool:
     """The candidate takes rows of ``cols`` (the sweep's rows start on 16 bytes)."""
     if isinstance(cfg, WindowConfig):
         return cfg.fits(cols, cc, aligned=cols % cfg.vec == 0)
-    return cfg.fits(cols, cc)
+    return cfg.fits(cols, cc, itemsize)
 
 
 def _whole_output_error(y) -> float:
@@ -133,7 +133,7 @@ def sweep_softmax(shapes=SWEEP_SHAPES, configs=None, *, precision="fp32", reps=2
         dy = driver.empty((rows, cols), x.dtype)
         recs = []
         for cfg in cfgs:
-            if not _fits(cfg, cols, cc):
+            if not _fits(cfg, cols, cc, x.dtype.itemsize):
                 continue
             p = sm.config_plan(cfg, rows, cols, precision)
             try:

@@ -217,7 +217,9 @@ def _existing_route(rows, cols, precision, cc, contiguous, bulk, sm_count):
         return ("softmax_04_vectorized", next(c for c in RESIDENT_CONFIGS if c.fits(cols, cc)),
                 "rows of <= 8: rung 04, a lane or two a row")
     if contiguous and _row_tile_wins(rows, cols, precision):
-        return ("softmax_10_row_tile", next(c for c in ROW_TILE_CONFIGS if c.fits(cols, cc)),
+        itemsize = numpy_dtype(precision).itemsize
+        return ("softmax_10_row_tile",
+                next(c for c in ROW_TILE_CONFIGS if c.fits(cols, cc, itemsize)),
                 "contiguous rows of 9..127, >= 1 MiB: rung 10, a block's run of rows in one tile")
     if not bulk:
         return None
@@ -611,7 +613,7 @@ def plan(rows: int, cols: int, precision: str = "fp32", *, kernel: str = "auto",
         if not contiguous:
             raise ValueError(f"{kernel} needs C-contiguous rows (row pitch == cols); pitched "
                              "rows take kernel='auto' or softmax_07..09, 11")
-        cfg = r.pick(cols, cc)
+        cfg = r.pick(cols, cc, numpy_dtype(precision).itemsize)
         if cfg.cluster > 1 and not cfg.persistent and rows * cfg.cluster > INT_MAX:
             raise ValueError(f"{rows} rows x {cfg.cluster} blocks per row exceed the grid")
         return config_plan(cfg, rows, cols, precision, aligned=aligned, resident=resident,

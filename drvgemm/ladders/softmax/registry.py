@@ -126,6 +126,16 @@ class SoftmaxConfig:
             return self.row_threads * self.elems * self.cluster
         return None
 
+    def row_capacity(self, itemsize: int) -> int | None:
+        """Longest row of ``itemsize``-byte elements this config can take:
+        ``capacity``, except rung 10's 16-bit builds, whose lane groups also
+        hold a row's lone first and last elements beside their whole 32-bit
+        words, one more (softmax_10_row_tile.cu, MAX_COLS)."""
+        cap = self.capacity
+        if cap is not None and itemsize == 2 and self.entry == "softmax_10_row_tile":
+            return cap + 1
+        return cap
+
     @property
     def limit(self) -> int | None:
         """Longest row ``pick`` hands to this config (None: any)."""
@@ -169,7 +179,7 @@ class SoftmaxConfig:
         is reduced), else one; 1 for every other config."""
         if not self.walks:
             return 1
-        tile = self.threads * self.elems * itemsize + 32
+        tile = self.rows_per_block * self.row_capacity(itemsize) * itemsize + 32
         return 2 if 2 * tile <= 48 * 1024 else 1
 
     def smem(self, itemsize: int, vec: int) -> int:
@@ -193,8 +203,8 @@ class SoftmaxConfig:
             return (max(1, n) * self.cluster, 1, 1)
         return (rows * self.cluster, 1, 1)
 
-    def fits(self, cols: int, cc: tuple) -> bool:
-        lim = self.limit
+    def fits(self, cols: int, cc: tuple, itemsize: int = 4) -> bool:
+        lim = self.row_capacity(itemsize) if self.elems else self.max_cols
         return (lim is None or cols <= lim) and tuple(cc) >= _arch_cc(self.arch)
 
     def describe(self, vec: int | None = None) -> str:
@@ -229,9 +239,9 @@ class SoftmaxRung:
     reads: int                       # reads of the input per element (best config)
     configs: tuple = field(default_factory=tuple)   # smallest limit first
 
-    def pick(self, cols: int, cc: tuple = (9, 0)) -> SoftmaxConfig:
+    def pick(self, cols: int, cc: tuple = (9, 0), itemsize: int = 4) -> SoftmaxConfig:
         for c in self.configs:
-            if c.fits(cols, cc):
+            if c.fits(cols, cc, itemsize):
                 return c
         caps = [c for c in self.configs if tuple(cc) >= _arch_cc(c.arch)]
         if not caps:
