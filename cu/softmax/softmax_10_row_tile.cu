@@ -75,7 +75,14 @@ constexpr int MAX_COLS = ROW_THREADS * ELEMS + (SZ == 2 ? 1 : 0);
 // its first 16-byte vector (0..15) and may end one partial vector later: 32
 // bytes of slack.
 constexpr int TILE_BYTES = ROWS * MAX_COLS * SZ + 32;
-static_assert(BUFFERS == 1 || (BUFFERS == 2 && 2 * TILE_BYTES <= 48 * 1024),
+// Buffer b starts b * TILE_STRIDE bytes in: a whole number of 128-byte bank
+// rows, so a tile meets the same banks in either buffer. The rotated slots
+// (below) start from the bank a row lands on, and a lane's sum runs in its
+// slot order: with buffers at different bank phases a tile's bits would
+// depend on which buffer it took, i.e. on the grid (seen on the H200: bf16
+// x 129 and fp16 x 65 differed between a 1- or 3-block grid and prepare's).
+constexpr int TILE_STRIDE = (TILE_BYTES + 127) / 128 * 128;
+static_assert(BUFFERS == 1 || (BUFFERS == 2 && 2 * TILE_STRIDE <= 48 * 1024),
               "BUFFERS: 1, or 2 where both tiles fit the 48 KB of static shared memory");
 
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
@@ -315,7 +322,7 @@ __device__ __forceinline__ void store_run(const unsigned char* buf, const Run& r
 
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 softmax_10_row_tile(const elem_t* __restrict__ x, elem_t* __restrict__ y, int rows, int cols) {
-    __shared__ __align__(16) unsigned char tiles[BUFFERS][TILE_BYTES + (-TILE_BYTES & 15)];
+    __shared__ __align__(16) unsigned char tiles[BUFFERS][TILE_STRIDE];
     const long long ntiles = (static_cast<long long>(rows) + ROWS - 1) / ROWS;
     long long t = blockIdx.x;
     if (t >= ntiles) return;

@@ -46,7 +46,7 @@ global-memory traffic per element (R = read, W = write):
   (whatever the row length or where the run starts), reduced there by lane
   groups, written back in 16-byte stores; with two tile buffers the blocks
   walk the tiles, the next one's copies in flight. 1R + 1W. ``auto`` takes it
-  for contiguous rows of 9..127 (``_row_tile_wins``).
+  for contiguous rows of 9..127, 16-bit also 129 (``_row_tile_wins``).
 
 ``kernel="auto"``: see ``plan`` below -- the existing rungs where they measured
 faster on the H200 (rows of <= 8 elements, aligned fp32 rows of 16K..128K
@@ -149,7 +149,13 @@ def _ladder_config(rows: int, cols: int, cc: tuple, bulk: bool) -> tuple[str, So
 # 0.58 vs 0.42, x 31 0.81 vs 0.39, x 33 0.59 vs 0.41, x 127 0.61 vs 0.60,
 # but x 128 / 129 0.48 / 0.54 vs 0.90 / 0.63. Below 1 MiB its two block
 # barriers cost more than they save (fp32 8 x 31 5.2 vs 4.3 us, 128 x 128
-# 7.9 vs 5.0).
+# 7.9 vs 5.0). Eighteenth round: a 16-bit row of row_threads * elems + 1
+# fits that config (benchmarks/softmax_row_tile_lanes.py, same run, of copy,
+# bf16 / fp16): x 33 on one lane 0.91 / 0.91 vs two lanes 0.70 / 0.70, x 65
+# on two 0.78 / 0.78 vs four 0.50 / 0.50, x 17 on 16 slots 0.85 / 0.85 vs 32
+# 0.70 / 0.70, and x 129 on four lanes 0.75 / 0.77 against rung 07's 0.60 / 0.61
+# (so rung 10 takes 16-bit rows of 129 too; x 128, whole 16-byte vectors a
+# row, stays with rung 07 at 0.90).
 ROW_TILE_MIN_BYTES = 1 << 20
 
 
@@ -179,9 +185,11 @@ def row_tile_crowded(cols: int, row_threads: int) -> bool:
 
 
 def _row_tile_wins(rows: int, cols: int, precision: str) -> bool:
-    if rows * cols * numpy_dtype(precision).itemsize < ROW_TILE_MIN_BYTES or not 9 <= cols <= 127:
+    if rows * cols * numpy_dtype(precision).itemsize < ROW_TILE_MIN_BYTES:
         return False
-    return precision != "fp32" or not 33 <= cols <= 64
+    if precision != "fp32":
+        return 9 <= cols <= 127 or cols == 129
+    return 9 <= cols <= 127 and not 33 <= cols <= 64
 
 
 def _existing_route(rows, cols, precision, cc, contiguous, bulk, sm_count):
@@ -195,8 +203,8 @@ def _existing_route(rows, cols, precision, cc, contiguous, bulk, sm_count):
       0.72/0.93/0.97/0.99 vs 0.57/0.64/0.65/0.74; every vector of such a row
       is a partial window vector, element-wise in rung 07. Misaligned and
       16-bit: predicted the same (rung 04 reads scalars there either way).
-    - contiguous rows of 9..127 elements, at least 1 MiB (rung 10; fp32 not
-      33..64): the figures at ``_row_tile_wins``.
+    - contiguous rows of 9..127 elements (16-bit: and 129), at least 1 MiB
+      (rung 10; fp32 not 33..64): the figures at ``_row_tile_wins``.
     - aligned fp32 rows of 129..256 (rung 04, a warp a row, 128-thread
       blocks): 65536 x 256 at 0.992 vs 0.969 (torch 0.976).
     - aligned 16-bit rows of 513..1024 (rung 04, a warp a row, 4 vectors a
@@ -220,7 +228,8 @@ def _existing_route(rows, cols, precision, cc, contiguous, bulk, sm_count):
         itemsize = numpy_dtype(precision).itemsize
         return ("softmax_10_row_tile",
                 next(c for c in ROW_TILE_CONFIGS if c.fits(cols, cc, itemsize)),
-                "contiguous rows of 9..127, >= 1 MiB: rung 10, a block's run of rows in one tile")
+                "contiguous rows of 9..127 (16-bit: and 129), >= 1 MiB: rung 10, a block's run "
+                "of rows in one tile")
     if not bulk:
         return None
     if precision == "fp32" and 128 < cols <= 256:

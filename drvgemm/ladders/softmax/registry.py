@@ -179,8 +179,14 @@ class SoftmaxConfig:
         is reduced), else one; 1 for every other config."""
         if not self.walks:
             return 1
+        return 2 if 2 * self.tile_stride(itemsize) <= 48 * 1024 else 1
+
+    def tile_stride(self, itemsize: int) -> int:
+        """Rung 10: bytes of one tile buffer (its longest run of rows, 32
+        bytes of slack, rounded up to whole 128-byte bank rows so that both
+        buffers meet the banks alike; softmax_10_row_tile.cu, TILE_STRIDE)."""
         tile = self.rows_per_block * self.row_capacity(itemsize) * itemsize + 32
-        return 2 if 2 * tile <= 48 * 1024 else 1
+        return -(-tile // 128) * 128
 
     def smem(self, itemsize: int, vec: int) -> int:
         """Dynamic shared memory per block: the landing buffers, which exist
@@ -252,9 +258,10 @@ class SoftmaxRung:
 
     def supports(self, cols: int, cc: tuple = (9, 0), precision: str = "fp32") -> bool:
         """Whether some config takes rows of ``cols``. The ladder rungs hold
-        fp32 values whatever the element type, so ``precision`` (taken for
-        the window rungs' signature) does not change the answer."""
-        return any(c.fits(cols, cc) for c in self.configs)
+        fp32 values whatever the element type; rung 10's 16-bit lanes also
+        hold a row's lone first and last elements, one more (row_capacity)."""
+        itemsize = numpy_dtype(precision).itemsize
+        return any(c.fits(cols, cc, itemsize) for c in self.configs)
 
 
 def _resident(row_threads, elems, threads=None, **kw):
