@@ -3,8 +3,8 @@
 lanes hold the row's lone first and last elements beside their whole words),
 against the config the rung took before (twice the lanes, half of its slots
 empty) and rung 07's config for the shape, side by side on the same data with
-the device copy of the same bytes, bf16 and fp16; and for fp32 rows of 33..40,
-configs of fewer slots a lane against rung 07's:
+the device copy of the same bytes, bf16 and fp16; and for fp32 rows of 33..40
+rung 10's one lane of 40 slots against its two lanes of 32 and rung 07:
 
     python benchmarks/softmax_row_tile_lanes.py [--json PATH] [--reps 20]
         [--precisions bf16] [--shapes 262144x33,65536x129]
@@ -19,17 +19,15 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from drvgemm.ladders.softmax import plan as smplan  # noqa: E402
-from drvgemm.ladders.softmax.registry import ROW_TILE_CONFIGS, SoftmaxConfig  # noqa: E402
+from drvgemm.ladders.softmax.registry import ROW_TILE_CONFIGS  # noqa: E402
 from drvgemm.tools.softmax_sweep import side_by_side  # noqa: E402
 
-SHAPES = ((524288, 17), (262144, 33), (131072, 65), (65536, 129), (262144, 31), (131072, 127))
-# fp32 rows of 33..40 (rung 07 takes them: rung 10's two lanes of 32 slots measured
-# slower): candidates of fewer slots a lane that keep two tile buffers in 48 KB and
-# 64 registers (compiled here without spills): one lane of 40 in 128-thread blocks,
-# two lanes of 20 in 256-thread blocks.
-FP32_SHAPES = ((262144, 33), (262144, 40), (524288, 31))
-FP32_CANDIDATES = (SoftmaxConfig("softmax_10_row_tile", 128, 1, elems=40, min_blocks=8, walks=True),
-                   SoftmaxConfig("softmax_10_row_tile", 256, 2, elems=20, min_blocks=4, walks=True))
+SHAPES = ((524288, 17), (262144, 33), (131072, 65), (65536, 129), (262144, 31), (131072, 127),
+          (262144, 36), (262144, 37), (262144, 41))
+# fp32 rows of 33..40: rung 10's one lane of 40 slots (128-thread blocks), its two
+# lanes of 32, and rung 07 (auto's before; still for even rows, whose one-lane
+# slots share banks: 32 / gcd(cols, 32) banks for a warp's 32 rows).
+FP32_SHAPES = ((262144, 33), (262144, 34), (262144, 35), (262144, 39), (262144, 40))
 
 
 def _tile(row_threads, elems):
@@ -52,13 +50,12 @@ def candidates(prec: str) -> dict:
 
 
 def fp32_candidates() -> dict:
-    """(rows, cols): the fp32 candidates above, the registered config rung 10
-    takes for the row, and rung 07's config (auto's for 33..64)."""
+    """(rows, cols): rung 10's configs of one lane of 40 and two lanes of 32,
+    and rung 07's config for the shape."""
     out = {}
     for rows, cols in FP32_SHAPES:
-        registered = next(c for c in ROW_TILE_CONFIGS if c.fits(cols, (9, 0), 4))
         window = smplan.plan(rows, cols, "fp32", kernel="softmax_07_any_row").config
-        out[(rows, cols)] = list(FP32_CANDIDATES) + [registered, window]
+        out[(rows, cols)] = [_tile(1, 40), _tile(2, 32), window]
     return out
 
 

@@ -126,9 +126,9 @@ def test_range_checks_see_a_gap_an_overlap_and_a_stray_byte():
 def test_configs_take_rows_up_to_1024_with_the_fewest_lanes():
     caps = [c.capacity for c in RUNG.configs]
     assert caps == sorted(caps) and caps[-1] == 1024
-    for cols in (1, 16, 17, 31, 33, 127, 129, 1000, 1024):
+    for cols in (1, 16, 17, 31, 33, 40, 41, 127, 129, 1000, 1024):
         c = RUNG.pick(cols)
-        assert c.capacity >= cols and c.threads == 256
+        assert c.capacity >= cols and c.threads == (128 if 33 <= cols <= 40 else 256)
         fewer = [d for d in RUNG.configs if d.capacity >= cols and d.row_threads < c.row_threads]
         assert not fewer, (cols, c.describe(), [d.describe() for d in fewer])
     with pytest.raises(ValueError, match="at most 1024"):
@@ -149,8 +149,17 @@ def test_16_bit_rows_one_past_the_slots_take_the_same_lanes():
             assert RUNG.pick(cap + 2, (9, 0), 2).capacity > cap
     p = sm.plan(262144, 33, "bf16")
     assert p.entry == "softmax_10_row_tile" and p.config.row_threads == 1, p.config.describe()
-    assert sm.plan(262144, 33, "bf16", kernel="softmax_10_row_tile").config.row_threads == 1
-    assert sm.plan(262144, 33, "fp32", kernel="softmax_10_row_tile").config.row_threads == 2
+    # fp32: odd rows of 33..39 on the one lane of 40 (conflict-free), even ones on rung 07
+    for cols, entry in ((33, "softmax_10_row_tile"), (39, "softmax_10_row_tile"),
+                        (34, "softmax_07_any_row"), (40, "softmax_07_any_row"),
+                        (41, "softmax_07_any_row")):
+        p = sm.plan(262144, cols, "fp32")
+        assert p.entry == entry, (cols, p.describe())
+        if entry == "softmax_10_row_tile":
+            assert (p.config.threads, p.config.row_threads, p.config.elems) == (128, 1, 40)
+    # bf16 x 33 on the 32 slots of 256-thread blocks; fp32 x 33 needs the 40 slots
+    assert sm.plan(262144, 33, "bf16", kernel="softmax_10_row_tile").config.elems == 32
+    assert sm.plan(262144, 33, "fp32", kernel="softmax_10_row_tile").config.elems == 40
 
 
 def test_plan_takes_contiguous_rows_only():
@@ -171,7 +180,8 @@ def test_plan_takes_contiguous_rows_only():
 @pytest.mark.parametrize("cfg", RUNG.configs, ids=lambda c: c.describe())
 def test_build_copies_in_16_byte_vectors_and_fits_four_blocks(cfg, prec, rotate):
     """16-byte cp.async in, 16-byte stores out (the point of the rung), no
-    spills at the 64 registers of four 256-thread blocks an SM, tile buffers
+    spills at 64 registers (four 256-thread or eight 128-thread blocks an SM:
+    min_blocks), tile buffers
     that four blocks fit in shared memory: two where two fit the 48 KB of
     static shared memory (then the next tile's copies stay in flight while
     this one is reduced: the wait leaves one group outstanding), else one."""
@@ -179,6 +189,7 @@ def test_build_copies_in_16_byte_vectors_and_fits_four_blocks(cfg, prec, rotate)
                        arch="sm_90")
     res = parse_resources(b.log)[b.entry]
     assert (res.spill_stores, res.spill_loads, res.stack) == (0, 0, 0) and res.registers <= 64
+    assert cfg.threads * cfg.min_blocks == 1024
     size = smr.numpy_dtype(prec).itemsize
     tile = cfg.rows_per_block * (cfg.capacity + (size == 2)) * size + 32
     stride = -(-tile // 128) * 128      # both buffers at one bank phase
@@ -352,7 +363,7 @@ def test_rows_the_plain_slots_spread_stay_plain(cols):
 
 def test_plan_rotates_crowded_16_bit_rows_only():
     for prec, cols, rotate in (("bf16", 64, 1), ("fp16", 127, 1), ("bf16", 32, 1), ("bf16", 31, 0),
-                               ("bf16", 33, 0), ("fp32", 64, 0), ("fp32", 127, 0)):
+                               ("bf16", 33, 0), ("fp32", 64, 0), ("fp32", 127, 0), ("fp32", 33, 0)):
         p = sm.plan(262144, cols, prec, kernel="softmax_10_row_tile")
         assert dict(p.defines)["ROTATE"] == rotate, (prec, cols)
 
