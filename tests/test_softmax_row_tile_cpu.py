@@ -149,9 +149,11 @@ def test_16_bit_rows_one_past_the_slots_take_the_same_lanes():
             assert RUNG.pick(cap + 2, (9, 0), 2).capacity > cap
     p = sm.plan(262144, 33, "bf16")
     assert p.entry == "softmax_10_row_tile" and p.config.row_threads == 1, p.config.describe()
-    # fp32: odd rows of 33..39 on the one lane of 40 (conflict-free), even ones on rung 07
+    # fp32: rows of 33..39 not a multiple of 4 on the one lane of 40 (a warp's rows on
+    # 16 or 32 banks), 36 and 40 on rung 07
     for cols, entry in ((33, "softmax_10_row_tile"), (39, "softmax_10_row_tile"),
-                        (34, "softmax_07_any_row"), (40, "softmax_07_any_row"),
+                        (34, "softmax_10_row_tile"), (36, "softmax_07_any_row"),
+                        (40, "softmax_07_any_row"),
                         (41, "softmax_07_any_row")):
         p = sm.plan(262144, cols, "fp32")
         assert p.entry == entry, (cols, p.describe())

@@ -185,17 +185,18 @@ def row_tile_crowded(cols: int, row_threads: int) -> bool:
 
 
 def _row_tile_wins(rows: int, cols: int, precision: str) -> bool:
-    """fp32 rows of 33..39 of odd length take rung 10's one lane of 40 slots:
-    row l of a warp then starts cols * l words in, on bank cols * l mod 32,
-    all 32 apart for an odd length (262144 x 33 0.92 of copy against rung
-    07's 0.78), but 32 / gcd(cols, 32) banks for an even one (x 40: eight
-    lanes a bank, 0.70 against rung 07's 0.90)."""
+    """fp32 rows of 33..39 not a multiple of 4 long take rung 10's one lane
+    of 40 slots: row l of a warp starts cols * l words in, so its 32 rows
+    meet 32 / gcd(cols, 32) banks: all 32 for an odd length (262144 x 33 /
+    35 / 39: 0.94 / 0.94 / 0.92 of copy against rung 07's 0.79 / 0.75 /
+    0.73), 16 for x 34 (0.92 against 0.82), but 4 for x 40 (eight lanes a
+    bank: 0.70 against rung 07's 0.91)."""
     if rows * cols * numpy_dtype(precision).itemsize < ROW_TILE_MIN_BYTES:
         return False
     if precision != "fp32":
         return 9 <= cols <= 127 or cols == 129
     if 33 <= cols <= 40:
-        return cols % 2 == 1
+        return cols % 4 != 0
     return 9 <= cols <= 127 and not 33 <= cols <= 64
 
 
@@ -211,8 +212,8 @@ def _existing_route(rows, cols, precision, cc, contiguous, bulk, sm_count):
       is a partial window vector, element-wise in rung 07. Misaligned and
       16-bit: predicted the same (rung 04 reads scalars there either way).
     - contiguous rows of 9..127 elements (16-bit: and 129), at least 1 MiB
-      (rung 10; fp32 not 33..64 but for odd rows of 33..39): the figures at
-      ``_row_tile_wins``.
+      (rung 10; fp32 not 33..64 but for rows of 33..39 not a multiple of 4):
+      the figures at ``_row_tile_wins``.
     - aligned fp32 rows of 129..256 (rung 04, a warp a row, 128-thread
       blocks): 65536 x 256 at 0.992 vs 0.969 (torch 0.976).
     - aligned 16-bit rows of 513..1024 (rung 04, a warp a row, 4 vectors a
