@@ -42,6 +42,8 @@ SOFTMAX_SHAPES = [(1, 1), (3, 1000), (5, 4099), (2, 33000), (1, 131072),
                   (2049, 31), (1025, 64), (700, 127),
                   # 16-bit rows one past a config's slots (a row longer tile)
                   (1025, 33), (300, 65), (40, 1025),
+                  # one lane a row in 128-thread blocks, 40 and 64 slots
+                  (700, 37), (700, 63),
                   # rung 11: persistent clusters walking several rows each through their
                   # landing buffers
                   (300, 50257)]

@@ -126,9 +126,9 @@ def test_range_checks_see_a_gap_an_overlap_and_a_stray_byte():
 def test_configs_take_rows_up_to_1024_with_the_fewest_lanes():
     caps = [c.capacity for c in RUNG.configs]
     assert caps == sorted(caps) and caps[-1] == 1024
-    for cols in (1, 16, 17, 31, 33, 40, 41, 127, 129, 1000, 1024):
+    for cols in (1, 16, 17, 31, 33, 40, 41, 64, 65, 127, 129, 1000, 1024):
         c = RUNG.pick(cols)
-        assert c.capacity >= cols and c.threads == (128 if 33 <= cols <= 40 else 256)
+        assert c.capacity >= cols and c.threads == (128 if 33 <= cols <= 64 else 256)
         fewer = [d for d in RUNG.configs if d.capacity >= cols and d.row_threads < c.row_threads]
         assert not fewer, (cols, c.describe(), [d.describe() for d in fewer])
     with pytest.raises(ValueError, match="at most 1024"):
@@ -144,21 +144,32 @@ def test_16_bit_rows_one_past_the_slots_take_the_same_lanes():
         cap = c.capacity
         assert c.row_capacity(4) == cap and c.row_capacity(2) == cap + 1
         if cap < 1024:
-            assert RUNG.pick(cap + 1, (9, 0), 2) is c
+            # that config, or the one before it of the same slots and fewer lanes
+            assert RUNG.pick(cap + 1, (9, 0), 2).capacity == cap
             assert RUNG.pick(cap + 1, (9, 0), 4).capacity > cap
             assert RUNG.pick(cap + 2, (9, 0), 2).capacity > cap
     p = sm.plan(262144, 33, "bf16")
     assert p.entry == "softmax_10_row_tile" and p.config.row_threads == 1, p.config.describe()
-    # fp32: rows of 33..39 not a multiple of 4 on the one lane of 40 (a warp's rows on
-    # 16 or 32 banks), 36 and 40 on rung 07
-    for cols, entry in ((33, "softmax_10_row_tile"), (39, "softmax_10_row_tile"),
-                        (34, "softmax_10_row_tile"), (36, "softmax_07_any_row"),
-                        (40, "softmax_07_any_row"),
-                        (41, "softmax_07_any_row")):
-        p = sm.plan(262144, cols, "fp32")
-        assert p.entry == entry, (cols, p.describe())
+    # fp32 rows of 33..64 on one lane where a warp's rows meet 16 or 32 banks
+    # (gcd(cols, 32) <= 2), else rung 07; 16-bit rows whose one lane crowds the banks
+    # keep two lanes
+    for prec, cols, entry, elems in (("fp32", 33, "softmax_10_row_tile", 40),
+                                     ("fp32", 34, "softmax_10_row_tile", 40),
+                                     ("fp32", 39, "softmax_10_row_tile", 40),
+                                     ("fp32", 36, "softmax_07_any_row", 0),
+                                     ("fp32", 40, "softmax_07_any_row", 0),
+                                     ("fp32", 41, "softmax_10_row_tile", 64),
+                                     ("fp32", 48, "softmax_07_any_row", 0),
+                                     ("fp32", 63, "softmax_10_row_tile", 64),
+                                     ("bf16", 37, "softmax_10_row_tile", 40),
+                                     ("bf16", 65, "softmax_10_row_tile", 64),
+                                     ("fp16", 48, "softmax_10_row_tile", 32)):
+        p = sm.plan(262144, cols, prec)
+        assert p.entry == entry, (prec, cols, p.describe())
         if entry == "softmax_10_row_tile":
-            assert (p.config.threads, p.config.row_threads, p.config.elems) == (128, 1, 40)
+            assert p.config.elems == elems, (prec, cols, p.describe())
+            assert (p.config.row_threads == 1) == smplan.one_lane_spreads(
+                cols, smr.numpy_dtype(prec).itemsize)
     # bf16 x 33 on the 32 slots of 256-thread blocks; fp32 x 33 needs the 40 slots
     assert sm.plan(262144, 33, "bf16", kernel="softmax_10_row_tile").config.elems == 32
     assert sm.plan(262144, 33, "fp32", kernel="softmax_10_row_tile").config.elems == 40
@@ -182,16 +193,18 @@ def test_plan_takes_contiguous_rows_only():
 @pytest.mark.parametrize("cfg", RUNG.configs, ids=lambda c: c.describe())
 def test_build_copies_in_16_byte_vectors_and_fits_four_blocks(cfg, prec, rotate):
     """16-byte cp.async in, 16-byte stores out (the point of the rung), no
-    spills at 64 registers (four 256-thread or eight 128-thread blocks an SM:
-    min_blocks), tile buffers
+    spills at a block's share of the registers at min_blocks (64 for four
+    256-thread or eight 128-thread blocks an SM, 128 for the one lane of 64
+    slots), tile buffers
     that four blocks fit in shared memory: two where two fit the 48 KB of
     static shared memory (then the next tile's copies stay in flight while
     this one is reduced: the wait leaves one group outstanding), else one."""
     b = compile_binary(RUNG.source, cfg.entry, defines={**cfg.defines(prec, 1), "ROTATE": rotate},
                        arch="sm_90")
     res = parse_resources(b.log)[b.entry]
-    assert (res.spill_stores, res.spill_loads, res.stack) == (0, 0, 0) and res.registers <= 64
-    assert cfg.threads * cfg.min_blocks == 1024
+    # a block's share of the SM's 64K registers at its min_blocks (its launch bound)
+    assert (res.spill_stores, res.spill_loads, res.stack) == (0, 0, 0)
+    assert res.registers <= 65536 // (cfg.threads * cfg.min_blocks)
     size = smr.numpy_dtype(prec).itemsize
     tile = cfg.rows_per_block * (cfg.capacity + (size == 2)) * size + 32
     stride = -(-tile // 128) * 128      # both buffers at one bank phase
@@ -202,7 +215,7 @@ def test_build_copies_in_16_byte_vectors_and_fits_four_blocks(cfg, prec, rotate)
     assert 4 * res.static_smem <= 227 * 1024
     text = sass.disassemble(b.cubin)
     assert ("DEPBAR.LE SB0, 0x1" in text) == (buffers == 2)
-    assert (prec == "fp32" and cfg.elems == 32) == (buffers == 1)
+    assert (prec == "fp32" and cfg.threads * cfg.elems == 8192) == (buffers == 1)   # 32 KiB tiles
     ops = sass.opcodes(text)
     assert any(op.startswith("LDGSTS") and op.endswith(".128") for op in ops), "16-byte cp.async"
     assert any(op.startswith("STG") and op.endswith(".128") for op in ops), "16-byte stores"
@@ -379,3 +392,14 @@ def test_slot_model_is_the_kernel_s():
                 "late = first - span * ROW_THREADS;",
                 "if constexpr (kRotate) return row + (((wrap >> j) & 1u) ? late : first) + j * ROW_THREADS;",
                 "constexpr bool kRotateBuild = ROTATE != 0 && SZ == 2;")
+
+
+def test_one_lane_spreads_is_the_fp32_bank_count():
+    """fp32 on one lane a row: lane l of a warp reads word cols * l + j of the
+    tile, so the lanes a bank take are 32 over the distinct banks of cols * l;
+    the planner's rule (gcd(cols, 32) <= 2) is that count at most two."""
+    for cols in range(9, 130):
+        lanes_a_bank = 32 // len({(cols * lane) % 32 for lane in range(32)})
+        assert smplan.one_lane_spreads(cols, 4) == (lanes_a_bank <= 2), cols
+    assert smplan.one_lane_spreads(33, 4) and not smplan.one_lane_spreads(48, 4)
+    assert smplan.one_lane_spreads(65, 2) and not smplan.one_lane_spreads(48, 2)

@@ -107,7 +107,7 @@ def test_row_tile_matches_reference_at_any_offset(gpu, case):
         assert np.all(y[live, 0] == 1.0), "a row of one element is exactly 1"
 
 
-@pytest.mark.parametrize("cols", [17, 31, 32, 33, 37, 40, 64, 65, 127, 129, 1000, 1025])
+@pytest.mark.parametrize("cols", [17, 31, 32, 33, 37, 40, 41, 63, 64, 65, 127, 129, 1000, 1025])
 @pytest.mark.parametrize("prec", ["fp32", "bf16"])
 def test_row_tile_many_blocks(gpu, cols, prec):
     """Enough rows for thousands of blocks, the last one short, at an odd
@@ -115,7 +115,7 @@ def test_row_tile_many_blocks(gpu, cols, prec):
     plain slots crowd a warp onto a few banks, so 16-bit builds rotate them;
     17, 33, 65, 129, 1025: 16-bit rows one past a config's slots, whose
     tiles are a row longer; 37, 40: the one lane of 40 slots in 128-thread
-    blocks)."""
+    blocks, 41, 63, 64: of 64)."""
     if cols > MAX_COLS and prec == "fp32":
         pytest.skip("fp32 rows of rung 10 end at 1024")
     rows = 3 * 4096 * _pick(cols, prec).rows_per_block // 4 + 3
@@ -127,7 +127,8 @@ def test_row_tile_many_blocks(gpu, cols, prec):
 
 @pytest.mark.parametrize("blocks", [1, 3, None])
 @pytest.mark.parametrize("cols,prec", [(31, "bf16"), (127, "fp32"), (9, "fp32"), (129, "bf16"),
-                                       (33, "bf16"), (65, "fp16"), (37, "fp32"), (41, "bf16")])
+                                       (33, "bf16"), (65, "fp16"), (37, "fp32"), (41, "bf16"),
+                                       (63, "fp32"), (65, "bf16")])
 def test_row_tile_grid_walks_every_tile(gpu, blocks, cols, prec):
     """Fewer blocks than tiles (1 and 3: each block walks many tiles, through
     both buffers where the build has two), and one block a tile (None: the

@@ -312,14 +312,21 @@ PIPELINED_CONFIGS = (pipelined(128, 8, 1, 4), pipelined(512, 32, 1, 3), pipeline
 # 32 KiB of fp32 each (two tile buffers where two fit 48 KiB: every 16-bit
 # config and fp32 rows of <= 16): the fewest lanes a row, so a block's run is
 # as long as its tile allows. The blocks walk the tiles: prepare() launches
-# as many as fit at once. Rows of 33..40 (16-bit: 34..41) take one lane of 40
-# slots in 128-thread blocks (two 20 KiB tile buffers, 64 registers at eight
-# blocks an SM): fp32 262144 x 33 0.92 of copy against 0.76 on two lanes of 32
-# and 0.78 on rung 07 (benchmarks/softmax_row_tile_lanes.py, eighteenth round).
+# as many as fit at once. Longer rows on one lane, in 128-thread blocks
+# (benchmarks/softmax_row_tile_lanes.py, eighteenth round): 40 slots (rows of
+# 33..40, 16-bit 34..41; two 20 KiB tile buffers, 64 registers at eight blocks
+# an SM): fp32 262144 x 33 0.92 of copy against 0.76 on two lanes of 32 and
+# 0.78 on rung 07; 64 slots (rows of 41..64, 16-bit 42..65; 128 registers at
+# four blocks an SM, one 32 KiB fp32 tile buffer or two of 16-bit): bf16
+# 131072 x 65 0.95 against 0.77 on two lanes, fp32 262144 x 63 0.89 against
+# rung 07's 0.80. One lane a row puts a warp's 32 rows a row apart: where that
+# crowds the banks (fp32 x 48: 0.40 against rung 07's 0.94) the planner keeps
+# the row off these two (plan.one_lane_spreads).
 ROW_TILE_CONFIGS = (
     SoftmaxConfig("softmax_10_row_tile", 256, 1, elems=16, min_blocks=4, walks=True),
     SoftmaxConfig("softmax_10_row_tile", 256, 1, elems=32, min_blocks=4, walks=True),
     SoftmaxConfig("softmax_10_row_tile", 128, 1, elems=40, min_blocks=8, walks=True),
+    SoftmaxConfig("softmax_10_row_tile", 128, 1, elems=64, min_blocks=4, walks=True),
 ) + tuple(SoftmaxConfig("softmax_10_row_tile", 256, rt, elems=32, min_blocks=4, walks=True)
           for rt in (2, 4, 8, 16, 32))
 
