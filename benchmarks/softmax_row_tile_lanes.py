@@ -25,7 +25,9 @@ from drvgemm.ladders.softmax.registry import ROW_TILE_CONFIGS, SoftmaxConfig  # 
 from drvgemm.tools.softmax_sweep import side_by_side  # noqa: E402
 
 SHAPES = ((524288, 17), (262144, 33), (131072, 65), (65536, 129), (262144, 31), (131072, 127),
-          (262144, 36), (262144, 37), (262144, 41))
+          (262144, 36), (262144, 37), (262144, 41),
+          # 16-bit rows whose one lane crowds the banks (auto: two lanes)
+          (262144, 40), (262144, 48), (131072, 64))
 # fp32 rows of 33..40: rung 10's one lane of 40 slots (128-thread blocks), its two
 # lanes of 32, and rung 07 (auto's before; still for even rows, whose one-lane
 # slots share banks: 32 / gcd(cols, 32) banks for a warp's 32 rows).
