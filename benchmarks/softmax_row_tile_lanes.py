@@ -38,13 +38,18 @@ def _tile(row_threads, elems):
     return next(c for c in ROW_TILE_CONFIGS if (c.row_threads, c.elems) == (row_threads, elems))
 
 
+# Two lanes of 32 slots: rung 10's config for rows of 33..64 before the one-lane
+# configs replaced it (no longer registered; compiled here for the comparison).
+TWO_LANES = SoftmaxConfig("softmax_10_row_tile", 256, 2, elems=32, min_blocks=4, walks=True)
+
+
 def candidates(prec: str) -> dict:
     """(rows, cols): rung 10 at the lanes the 16-bit fit gives and at the
     next lane count up, and rung 07's config for the shape."""
     out = {}
     for rows, cols in SHAPES:
         tight = next(c for c in ROW_TILE_CONFIGS if c.fits(cols, (9, 0), 2))
-        wider = [c for c in ROW_TILE_CONFIGS
+        wider = [c for c in ROW_TILE_CONFIGS + (TWO_LANES,)
                  if c.row_threads == 2 * tight.row_threads and c.elems == 32]
         if tight.elems == 16:   # rows of 17: the 32-slot single lane the rung took before
             wider = [_tile(1, 32)]
@@ -59,7 +64,7 @@ def fp32_candidates() -> dict:
     out = {}
     for rows, cols in FP32_SHAPES:
         window = smplan.plan(rows, cols, "fp32", kernel="softmax_07_any_row").config
-        out[(rows, cols)] = [_tile(1, 40), _tile(2, 32), window]
+        out[(rows, cols)] = [_tile(1, 40), TWO_LANES, window]
     return out
 
 

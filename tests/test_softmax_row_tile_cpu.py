@@ -150,9 +150,8 @@ def test_16_bit_rows_one_past_the_slots_take_the_same_lanes():
             assert RUNG.pick(cap + 2, (9, 0), 2).capacity > cap
     p = sm.plan(262144, 33, "bf16")
     assert p.entry == "softmax_10_row_tile" and p.config.row_threads == 1, p.config.describe()
-    # fp32 rows of 33..64 on one lane where a warp's rows meet 16 or 32 banks
-    # (gcd(cols, 32) <= 2), else rung 07; 16-bit rows whose one lane crowds the banks
-    # keep two lanes
+    # rows of 33..64 on one lane where a warp's rows spread over the banks (fp32: at
+    # most two lanes a bank, gcd(cols, 32) <= 2; 16-bit: at most four), else rung 07
     for prec, cols, entry, elems in (("fp32", 33, "softmax_10_row_tile", 40),
                                      ("fp32", 34, "softmax_10_row_tile", 40),
                                      ("fp32", 39, "softmax_10_row_tile", 40),
@@ -162,8 +161,10 @@ def test_16_bit_rows_one_past_the_slots_take_the_same_lanes():
                                      ("fp32", 48, "softmax_07_any_row", 0),
                                      ("fp32", 63, "softmax_10_row_tile", 64),
                                      ("bf16", 37, "softmax_10_row_tile", 40),
+                                     ("bf16", 40, "softmax_10_row_tile", 40),
                                      ("bf16", 65, "softmax_10_row_tile", 64),
-                                     ("fp16", 48, "softmax_10_row_tile", 32)):
+                                     ("fp16", 48, "softmax_07_any_row", 0),
+                                     ("bf16", 64, "softmax_07_any_row", 0)):
         p = sm.plan(262144, cols, prec)
         assert p.entry == entry, (prec, cols, p.describe())
         if entry == "softmax_10_row_tile":
@@ -402,4 +403,6 @@ def test_one_lane_spreads_is_the_fp32_bank_count():
         lanes_a_bank = 32 // len({(cols * lane) % 32 for lane in range(32)})
         assert smplan.one_lane_spreads(cols, 4) == (lanes_a_bank <= 2), cols
     assert smplan.one_lane_spreads(33, 4) and not smplan.one_lane_spreads(48, 4)
-    assert smplan.one_lane_spreads(65, 2) and not smplan.one_lane_spreads(48, 2)
+    # 16-bit: the word path's bank model, at most four lanes a bank
+    assert [c for c in range(34, 66) if not smplan.one_lane_spreads(c, 2)] == [48, 64]
+    assert smplan.row_tile_bank_load(40, 1) == 4 and smplan.row_tile_bank_load(64, 1) == 32

@@ -68,7 +68,7 @@ from .registry import (CLUSTER_CONFIGS, DTYPE_CODES, HELD_VALUES, INT_MAX, MAX_W
                        WindowRung, numpy_dtype, rung, source_of, vec_of, window_configs)
 
 __all__ = ["plan", "config_plan", "window_plan", "SoftmaxPlan", "split_workspace_layout",
-           "row_tile_crowded", "one_lane_spreads", "predict_copy_ratio", "window_vectors", "H200_SM_COUNT"]
+           "row_tile_bank_load", "row_tile_crowded", "one_lane_spreads", "predict_copy_ratio", "window_vectors", "H200_SM_COUNT"]
 
 H200_SM_COUNT = 132
 SPLIT_MIN_BYTES = 4 << 20   # below this a few long rows are launch-bound: no grid-wide sync
@@ -161,17 +161,13 @@ ROW_TILE_MIN_BYTES = 1 << 20
 
 
 @functools.lru_cache(maxsize=4096)
-def row_tile_crowded(cols: int, row_threads: int) -> bool:
-    """Whether rung 10's plain slots put three or more lanes of a warp on one
-    shared-memory bank for 16-bit rows of ``cols`` (then its ROTATE build:
-    each row group starts its sweep at its own banks). The kernel's layout
-    (reduce_run_words): row g of a tile at byte shift + 2 g cols, lane l of its
-    group reading whole word l first; a warp holds 32 / row_threads groups.
-    Tried at every 16-byte phase of the tile's first byte, as the tiles of a
-    launch take them all. bf16 rows of 32 / 64 / 127: 16 / 16 / 8 lanes a
-    bank, rows of 31 / 33: 2 (measured rotated against plain, same run, of
-    copy: 262144 x 32 0.522 -> 0.824, 131072 x 64 0.518 -> 0.785, 131072 x
-    127 0.704 -> 0.708)."""
+def row_tile_bank_load(cols: int, row_threads: int) -> int:
+    """The most lanes of a warp on one shared-memory bank in rung 10's first
+    plain slot, for 16-bit rows of ``cols`` on ``row_threads`` lanes. The
+    kernel's layout (reduce_run_words): row g of a tile at byte shift + 2 g
+    cols, lane l of its group reading whole word l first; a warp holds 32 /
+    row_threads groups. Tried at every 16-byte phase of the tile's first
+    byte, as the tiles of a launch take them all."""
     worst = 0
     for shift in range(0, 16, 2):
         words: dict = {}
@@ -182,49 +178,47 @@ def row_tile_crowded(cols: int, row_threads: int) -> bool:
             for lane in range(min(row_threads, (cols - o) >> 1)):
                 words.setdefault((word0 + lane) & 31, set()).add(word0 + lane)
         worst = max([worst] + [len(w) for w in words.values()])
-    return worst > 2
+    return worst
+
+
+def row_tile_crowded(cols: int, row_threads: int) -> bool:
+    """Whether rung 10's plain slots put three or more lanes of a warp on one
+    bank for 16-bit rows of ``cols`` (then its ROTATE build: each row group
+    starts its sweep at its own banks). bf16 rows of 32 / 64 / 127: 16 / 16 /
+    8 lanes a bank, rows of 31 / 33: 2 (measured rotated against plain, same
+    run, of copy: 262144 x 32 0.522 -> 0.824, 131072 x 64 0.518 -> 0.785,
+    131072 x 127 0.704 -> 0.708)."""
+    return row_tile_bank_load(cols, row_threads) > 2
 
 
 def one_lane_spreads(cols: int, itemsize: int) -> bool:
-    """Whether rung 10's one-lane configs of 40 and 64 slots (128-thread
-    blocks) take rows of ``cols``: a warp's 32 rows then lie a row apart, and
-    they must meet the banks at most two lanes a bank. fp32: row l starts
-    cols * l words in, on 32 / gcd(cols, 32) banks: 262144 x 33 / 34 / 35 /
-    39 / 41 / 63 measured 0.94 / 0.92 / 0.94 / 0.92 / 0.81 / 0.89 of copy
-    against rung 07's 0.79 / 0.82 / 0.75 / 0.73 / 0.73 / 0.80, but x 40 (four
-    banks) 0.70 against 0.91 and x 48 (two) 0.40 against 0.94. 16-bit: the
-    bank model of the word path (row_tile_crowded): x 36 / 37 / 41 / 65 0.92 /
-    0.93 / 0.91 / 0.95 against two lanes' 0.73 / 0.74 / 0.79 / 0.77; x 48
-    crowds (0.70), and keeps two lanes."""
+    """Whether auto runs rows of 33..64 (16-bit 34..64) on rung 10's one lane
+    a row (its 128-thread configs of 40 and 64 slots): a warp's 32 rows then
+    lie a row apart and meet the banks as the row length lets them.
+    fp32: row l starts cols * l words in, 32 / gcd(cols, 32) banks for the
+    warp: 262144 x 33 / 34 / 35 / 39 / 41 / 63 measured 0.94 / 0.92 / 0.94 /
+    0.92 / 0.81 / 0.89 of copy against rung 07's 0.79 / 0.82 / 0.75 / 0.73 /
+    0.73 / 0.80, but x 40 (eight lanes a bank) 0.70 against 0.91 and x 48
+    (sixteen) 0.40 against 0.94: at most two lanes a bank.
+    16-bit (row_tile_bank_load): x 36 / 37 / 41 / 65 (one or two lanes a
+    bank) 0.92 / 0.93 / 0.91 / 0.95 against two lanes' 0.73 / 0.74 / 0.79 /
+    0.77; x 40 (four) 0.83 against two lanes' 0.79 and rung 07's 0.77; x 48
+    (eight) 0.69 and x 64 (32) 0.77 against rung 07's 0.82 / 0.81: at most
+    four lanes a bank (eighteenth round, benchmarks/softmax_row_tile_lanes.py)."""
     if itemsize == 4:
         return math.gcd(cols, 32) <= 2
-    return not row_tile_crowded(cols, 1)
-
-
-def _row_tile_config(cols: int, itemsize: int, cc: tuple):
-    """The config auto runs rung 10 with: the fewest lanes that hold the row,
-    past the one-lane 128-thread configs where the row's banks crowd."""
-    for c in ROW_TILE_CONFIGS:
-        if not c.fits(cols, cc, itemsize):
-            continue
-        if c.threads == 128 and c.row_threads == 1 and not one_lane_spreads(cols, itemsize):
-            continue
-        return c
-    raise ValueError(f"rung 10 has no config for rows of {cols}")
+    return row_tile_bank_load(cols, 1) <= 4
 
 
 def _row_tile_wins(rows: int, cols: int, precision: str) -> bool:
-    """fp32 rows of 33..64 take rung 10 where one lane a row spreads the banks
-    (one_lane_spreads), else rung 07 as before (two lanes of 32 measured
-    slower there)."""
+    """Rows of 33..64 (16-bit 34..64) take rung 10 where one lane a row
+    spreads the banks (one_lane_spreads), else rung 07."""
     itemsize = numpy_dtype(precision).itemsize
     if rows * cols * itemsize < ROW_TILE_MIN_BYTES:
         return False
-    if precision != "fp32":
-        return 9 <= cols <= 127 or cols == 129
-    if 33 <= cols <= 64:
+    if 33 + (itemsize == 2) <= cols <= 64:
         return one_lane_spreads(cols, itemsize)
-    return 9 <= cols <= 127
+    return 9 <= cols <= 127 or (itemsize == 2 and cols == 129)
 
 
 def _existing_route(rows, cols, precision, cc, contiguous, bulk, sm_count):
@@ -239,8 +233,9 @@ def _existing_route(rows, cols, precision, cc, contiguous, bulk, sm_count):
       is a partial window vector, element-wise in rung 07. Misaligned and
       16-bit: predicted the same (rung 04 reads scalars there either way).
     - contiguous rows of 9..127 elements (16-bit: and 129), at least 1 MiB
-      (rung 10; fp32 rows of 33..64 only where one lane a row spreads the
-      banks): the figures at ``_row_tile_wins`` and ``one_lane_spreads``.
+      (rung 10, the fewest lanes that hold the row; rows of 33..64 only where
+      one lane a row spreads the banks): the figures at ``_row_tile_wins``
+      and ``one_lane_spreads``.
     - aligned fp32 rows of 129..256 (rung 04, a warp a row, 128-thread
       blocks): 65536 x 256 at 0.992 vs 0.969 (torch 0.976).
     - aligned 16-bit rows of 513..1024 (rung 04, a warp a row, 4 vectors a
@@ -261,8 +256,9 @@ def _existing_route(rows, cols, precision, cc, contiguous, bulk, sm_count):
         return ("softmax_04_vectorized", next(c for c in RESIDENT_CONFIGS if c.fits(cols, cc)),
                 "rows of <= 8: rung 04, a lane or two a row")
     if contiguous and _row_tile_wins(rows, cols, precision):
+        itemsize = numpy_dtype(precision).itemsize
         return ("softmax_10_row_tile",
-                _row_tile_config(cols, numpy_dtype(precision).itemsize, cc),
+                next(c for c in ROW_TILE_CONFIGS if c.fits(cols, cc, itemsize)),
                 "contiguous rows of 9..127 (16-bit: and 129), >= 1 MiB: rung 10, a block's run "
                 "of rows in one tile")
     if not bulk:

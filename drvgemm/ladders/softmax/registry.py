@@ -320,15 +320,17 @@ PIPELINED_CONFIGS = (pipelined(128, 8, 1, 4), pipelined(512, 32, 1, 3), pipeline
 # four blocks an SM, one 32 KiB fp32 tile buffer or two of 16-bit): bf16
 # 131072 x 65 0.95 against 0.77 on two lanes, fp32 262144 x 63 0.89 against
 # rung 07's 0.80. One lane a row puts a warp's 32 rows a row apart: where that
-# crowds the banks (fp32 x 48: 0.40 against rung 07's 0.94) the planner keeps
-# the row off these two (plan.one_lane_spreads).
+# crowds the banks (fp32 x 48: 0.40 against rung 07's 0.94) the planner puts
+# the row on rung 07 (plan.one_lane_spreads). Two lanes of 32 slots, which
+# took rows of 33..64 before (bf16 x 33 0.70, x 65 0.77), are gone: the one
+# lane of 64 holds every row they held.
 ROW_TILE_CONFIGS = (
     SoftmaxConfig("softmax_10_row_tile", 256, 1, elems=16, min_blocks=4, walks=True),
     SoftmaxConfig("softmax_10_row_tile", 256, 1, elems=32, min_blocks=4, walks=True),
     SoftmaxConfig("softmax_10_row_tile", 128, 1, elems=40, min_blocks=8, walks=True),
     SoftmaxConfig("softmax_10_row_tile", 128, 1, elems=64, min_blocks=4, walks=True),
 ) + tuple(SoftmaxConfig("softmax_10_row_tile", 256, rt, elems=32, min_blocks=4, walks=True)
-          for rt in (2, 4, 8, 16, 32))
+          for rt in (4, 8, 16, 32))
 
 SOFTMAX_RUNGS: list[SoftmaxRung] = [
     SoftmaxRung("softmax_01_naive", "softmax_01_naive.cu",
