@@ -68,7 +68,8 @@ from .registry import (CLUSTER_CONFIGS, DTYPE_CODES, HELD_VALUES, INT_MAX, MAX_W
                        WindowRung, numpy_dtype, rung, source_of, vec_of, window_configs)
 
 __all__ = ["plan", "config_plan", "window_plan", "SoftmaxPlan", "split_workspace_layout",
-           "row_tile_bank_load", "row_tile_crowded", "one_lane_spreads", "predict_copy_ratio", "window_vectors", "H200_SM_COUNT"]
+           "row_tile_bank_load", "row_tile_crowded", "one_lane_spreads", "predict_copy_ratio",
+           "window_vectors", "H200_SM_COUNT"]
 
 H200_SM_COUNT = 132
 SPLIT_MIN_BYTES = 4 << 20   # below this a few long rows are launch-bound: no grid-wide sync
@@ -153,7 +154,8 @@ def _ladder_config(rows: int, cols: int, cc: tuple, bulk: bool) -> tuple[str, So
 # 7.9 vs 5.0). Eighteenth round: a 16-bit row of row_threads * elems + 1
 # fits that config (benchmarks/softmax_row_tile_lanes.py, same run, of copy,
 # bf16 / fp16): x 33 on one lane 0.91 / 0.91 vs two lanes 0.70 / 0.70, x 65
-# on two 0.78 / 0.78 vs four 0.50 / 0.50, x 17 on 16 slots 0.85 / 0.85 vs 32
+# on two 0.78 / 0.78 vs four 0.50 / 0.50 (and on one lane of 64 slots, since,
+# 0.95 / 0.94: one_lane_spreads), x 17 on 16 slots 0.85 / 0.85 vs 32
 # 0.70 / 0.70, and x 129 on four lanes 0.75 / 0.77 against rung 07's 0.60 / 0.61
 # (so rung 10 takes 16-bit rows of 129 too; x 128, whole 16-byte vectors a
 # row, stays with rung 07 at 0.90).
