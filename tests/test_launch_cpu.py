@@ -38,6 +38,34 @@ def test_parse_params_handles_ptr_annotations_and_byte_arrays():
     assert p[0].pointer_hint and p[1].is_bytes
 
 
+@pytest.mark.parametrize("ptx", [
+    # the entry named first inside a line comment, then for real
+    "// .entry k(.param .u32 wrong)\n.visible .entry k(\n .param .u64 k_a, // a ) here\n"
+    " .param .f32 k_b\n)\n{ ret; }",
+    # a block comment inside the parameter list
+    ".visible .entry k(\n .param .u64 k_a, /* ) { */\n .param .f32 k_b\n)\n{ ret; }",
+    # a block comment before the entry, holding another .entry k
+    "/* .entry k(.param .u32 wrong) */\n.visible .entry k(.param .u64 k_a, .param .f32 k_b)\n{}",
+    # another entry first, whose name k is a prefix of
+    ".visible .entry kk(.param .u32 kk_x)\n{}\n.visible .entry k(.param .u64 k_a,\n"
+    ".param .f32 k_b){}",
+])
+def test_parse_params_skips_comments_and_other_entries(ptx):
+    assert [(x.name, x.ptx_type) for x in parse_params(ptx, "k")] == [("k_a", "u64"),
+                                                                      ("k_b", "f32")]
+
+
+@pytest.mark.parametrize("ptx", [".visible .entry k\n.maxntid 32, 1, 1\n{ ret; }",
+                                 ".visible .entry k()\n{ ret; }", ".entry k{ret;}"])
+def test_parse_params_of_an_entry_without_parameters(ptx):
+    assert parse_params(ptx, "k") == []
+
+
+def test_parse_params_names_a_missing_entry():
+    with pytest.raises(ValueError, match="no .entry k in the PTX"):
+        parse_params("// .entry k(.param .u32 x)\n.visible .entry kk()\n{}", "k")
+
+
 def test_pack_layout_and_float32_conversion(saxpy):
     pk = _Packer(saxpy.params)
     pk.pack([0.1, fake_ptr(0x1000), 0x2000, -7])

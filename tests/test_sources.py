@@ -62,3 +62,28 @@ def test_a_name_lookup_sees_files_added_and_removed_after_the_first(tmp_path, mo
     (tmp_path / "cu" / "b" / "x.cu").unlink()
     with pytest.raises(FileNotFoundError, match="not found"):
         src.find_source("x.cu")
+
+
+def test_a_file_read_again_after_any_change_to_it(tmp_path):
+    """read_file keeps a file's bytes while its stat is unchanged: an old
+    file rewritten with the same size and its mtime set back is read again
+    (its ctime moves), and a file written within the clock's tick is not kept
+    at all (a second rewrite in the same tick would not move its stat)."""
+    import hashlib
+    import os
+    import time
+    f = tmp_path / "h.cuh"
+    f.write_bytes(b"#define A 1\n")
+    time.sleep(2 * sources._MTIME_GRANULARITY_NS / 1e9)
+    assert sources.read_file(f) == (b"#define A 1\n", hashlib.sha256(b"#define A 1\n").hexdigest())
+    assert str(f) in sources._file_memo  # kept: old enough
+    mtime = os.stat(f).st_mtime_ns
+    f.write_bytes(b"#define A 2\n")
+    os.utime(f, ns=(mtime, mtime))
+    assert sources.read_file(f)[0] == b"#define A 2\n"
+    assert str(f) not in sources._file_memo  # just changed: not kept
+    f.write_bytes(b"#define A 3\n")
+    assert sources.read_file(f)[0] == b"#define A 3\n"
+    f.unlink()
+    with pytest.raises(OSError):
+        sources.read_file(f)

@@ -365,7 +365,7 @@ class ModuleBinary:
                               notes=tuple(self.notes.get(entry, ())))
 
 
-_MAGIC = b"DRVGEMM-CACHE-2\n"
+_MAGIC = b"DRVGEMM-CACHE-3\n"
 _FALSE_WORDS = ("", "0", "false", "no", "off")
 DEFAULT_CACHE_MB = 2048
 
@@ -454,23 +454,26 @@ def _evict(d: Path, limit: int) -> None:
 
 def _cache_read(path: Path):
     """(ModuleBinary, Dependencies), or None when missing, truncated or
-    corrupt: the whole payload is covered by a SHA-256 stored in the header."""
+    corrupt: the whole payload is covered by a SHA-256 stored in the header.
+    An entry is the header, the metadata as JSON, the PTX, the cubin (the PTX
+    lies outside the JSON: decoding it there was a tenth of a warm start)."""
     try:
         data = path.read_bytes()
     except OSError:
         return None
-    head = len(_MAGIC) + 32 + 8
+    head = len(_MAGIC) + 32 + 16
     if len(data) < head or not data.startswith(_MAGIC):
         return None
     digest = data[len(_MAGIC):len(_MAGIC) + 32]
-    (meta_len,) = struct.unpack("<Q", data[len(_MAGIC) + 32:head])
+    meta_len, ptx_len = struct.unpack("<QQ", data[len(_MAGIC) + 32:head])
     payload = data[head:]
-    if hashlib.sha256(payload).digest() != digest or meta_len > len(payload):
+    if hashlib.sha256(payload).digest() != digest or meta_len + ptx_len > len(payload):
         return None
     try:
         meta = json.loads(payload[:meta_len])
         deps = sources.Dependencies(**meta.pop("deps"))
-        return ModuleBinary(cubin=payload[meta_len:], **meta), deps
+        ptx = payload[meta_len:meta_len + ptx_len].decode()
+        return ModuleBinary(cubin=payload[meta_len + ptx_len:], ptx=ptx, **meta), deps
     except (ValueError, TypeError, KeyError):
         return None
 
@@ -478,10 +481,13 @@ def _cache_read(path: Path):
 def _cache_write(path: Path, b: ModuleBinary, deps) -> None:
     meta = asdict(b)
     meta.pop("cubin")
+    meta.pop("ptx")
     meta["deps"] = asdict(deps)
     meta_bytes = json.dumps(meta).encode()
-    payload = meta_bytes + b.cubin
-    blob = _MAGIC + hashlib.sha256(payload).digest() + struct.pack("<Q", len(meta_bytes)) + payload
+    ptx_bytes = b.ptx.encode()
+    payload = meta_bytes + ptx_bytes + b.cubin
+    blob = (_MAGIC + hashlib.sha256(payload).digest()
+            + struct.pack("<QQ", len(meta_bytes), len(ptx_bytes)) + payload)
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -515,7 +521,7 @@ def _read_source(path_or_source) -> tuple[Path | None, str]:
         return None, path_or_source
     if isinstance(path_or_source, os.PathLike):
         p = sources.find_source(os.fspath(path_or_source))
-        return p, p.read_text()
+        return p, _file_text(p)
     if not isinstance(path_or_source, str):
         raise TypeError("the source must be a file path or CUDA C++/PTX text (str, bytes or "
                         f"os.PathLike), got {type(path_or_source).__name__}")
@@ -523,8 +529,16 @@ def _read_source(path_or_source) -> tuple[Path | None, str]:
     looks_like_code = "\n" in s or "__global__" in s or ".entry" in s
     if not looks_like_code:
         p = sources.find_source(s)
-        return p, p.read_text()
+        return p, _file_text(p)
     return None, s
+
+
+def _file_text(path: Path) -> str:
+    data = sources.read_file(path)[0]
+    try:
+        return data.decode()
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path} is not UTF-8 text (CUDA C++ or PTX): {e}") from None
 
 
 _DEFINE_VALUE = (str, int, float)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import re
 import threading
 import weakref
 from dataclasses import dataclass
 
-from . import compiler, driver, sass
+from . import compiler, driver, sass, sources
 from .compiler import CompiledBinary, ModuleBinary, Resources
 
 __all__ = ["Kernel", "Module", "Param", "compile", "compile_once", "compile_module",
@@ -43,16 +44,50 @@ _PARAM_RE = re.compile(
     r"(\.ptr(?:\s+\.(?:global|const|local|shared))?(?:\s+\.align\s+\d+)?\s+)?([\w$]+)(?:\[(\d+)\])?")
 
 
+_ENTRY_RE = re.compile(r"\.entry\s+([\w$]+)\s*(?:\((.*?)\)|(\{|$))", re.S | re.M)
+
+
+def _entry_list(ptx: str, entry: str):
+    """The match of ``.entry entry`` and its parameter list (group 2; group 3
+    where it has none). The whole module is stripped of comments only where
+    it has block comments or the entry sits behind a line comment: for
+    NVRTC's PTX, stripping a large module cost more than the rest of a warm
+    compile, so its lines are stripped from the entry on."""
+    pos = ptx.find(".entry")
+    while pos >= 0 and ptx.find("/*", 0, pos) < 0:
+        line_start = ptx.rfind("\n", 0, pos) + 1
+        m = _ENTRY_RE.match(ptx, pos)
+        if m is not None and m.group(1) == entry and "//" not in ptx[line_start:pos]:
+            out, at = [], pos
+            while at < len(ptx):  # line by line, up to the line that closes the list
+                nl = ptx.find("\n", at)
+                nl = len(ptx) if nl < 0 else nl + 1
+                line = ptx[at:nl].split("//", 1)[0]
+                out.append(line)
+                at = nl
+                if ")" in line or "{" in line:
+                    break
+            text = "".join(out)
+            if "/*" not in text:
+                return _ENTRY_RE.match(text)
+            break
+        pos = ptx.find(".entry", pos + 6)
+    else:
+        if pos < 0:
+            return None
+    text = re.sub(r"/\*.*?\*/|//[^\n]*", "", ptx, flags=re.S)  # a ')' in a comment ends nothing
+    return next((m for m in _ENTRY_RE.finditer(text) if m.group(1) == entry), None)
+
+
 def parse_params(ptx: str, entry: str) -> list[Param]:
     """The parameter list of ``entry`` in a PTX module, in order."""
-    ptx = re.sub(r"/\*.*?\*/|//[^\n]*", "", ptx, flags=re.S)  # a ')' in a comment ends nothing
-    m = re.search(r"\.entry\s+" + re.escape(entry) + r"\s*\((.*?)\)", ptx, re.S)
+    m = _entry_list(ptx, entry)
     if m is None:
-        if re.search(r"\.entry\s+" + re.escape(entry) + r"\s*(\{|$)", ptx, re.M):
-            return []
         raise ValueError(f"no .entry {entry} in the PTX")
+    if m.group(2) is None:
+        return []
     out = []
-    for i, pm in enumerate(_PARAM_RE.finditer(m.group(1))):
+    for i, pm in enumerate(_PARAM_RE.finditer(m.group(2))):
         align, typ, ptr, name, count = pm.groups()
         elem = _SCALAR_SIZES.get(typ)
         if elem is None:
@@ -94,6 +129,16 @@ def _split_params(text: str) -> list[str]:
     return parts
 
 
+@functools.lru_cache(maxsize=256)
+def _uncommented(text: str) -> str:
+    """C++ text without its comments (kept: a module's kernels search the same
+    headers one after another)."""
+    return re.sub(r"/\*.*?\*/|//[^\n]*", "", text, flags=re.S)
+
+
+_TEMPLATE_HEAD = re.compile(r"template\s*<([^{};]*?)>\s*\Z")
+
+
 def _source_param_names(texts, name: str) -> list[tuple[str, bool, bool]] | None:
     """Best effort: (name, is_pointer, is_signed_integer) for each parameter
     of kernel ``name`` (a plain, namespaced or template name) as the C++
@@ -106,18 +151,20 @@ def _source_param_names(texts, name: str) -> list[tuple[str, bool, bool]] | None
     base = name.split("<", 1)[0].strip().split("::")[-1].strip()
     if not re.match(r"^[A-Za-z_]\w*$", base):
         return None
-    pat = re.compile(r"(?:template\s*<(?P<tparams>[^{};]*?)>\s*)?__global__[^;{}]*?\b"
-                     + re.escape(base) + r"\s*\((?P<params>[^)]*)\)", re.S)
+    pat = re.compile(r"__global__[^;{}]*?\b" + re.escape(base) + r"\s*\((?P<params>[^)]*)\)")
     targs = _split_params(name.split("<", 1)[1].rsplit(">", 1)[0]) if "<" in name else []
     for text in texts:
         if not text or base not in text:
             continue
-        m = pat.search(re.sub(r"/\*.*?\*/|//[^\n]*", "", text, flags=re.S))
+        text = _uncommented(text)
+        m = pat.search(text)
         if m is None:
             continue
-        # A template's type parameters stand for the name expression's arguments.
+        # The template header just before __global__, if any: its type
+        # parameters stand for the name expression's arguments.
+        head = _TEMPLATE_HEAD.search(text, max(0, m.start() - 4096), m.start())
         subst = {}
-        for i, tp in enumerate(_split_params(m.group("tparams") or "")):
+        for i, tp in enumerate(_split_params(head.group(1) if head else "")):
             w = re.findall(r"[A-Za-z_]\w*", tp.split("=", 1)[0])
             if len(w) >= 2 and w[0] in ("typename", "class") and i < len(targs):
                 subst[w[-1]] = targs[i].strip()
@@ -475,8 +522,7 @@ def _texts_of(binary: ModuleBinary, path_or_source) -> list[str]:
             pass
     for f in binary.files:
         try:
-            with open(f, encoding="utf-8", errors="replace") as fh:
-                out.append(fh.read())
+            out.append(sources.read_file(f)[0].decode(errors="replace"))
         except OSError:
             pass
     return out

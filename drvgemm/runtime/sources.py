@@ -133,11 +133,53 @@ class Dependencies:
     def still_valid(self) -> bool:
         for path, digest in self.files.items():
             try:
-                if hashlib.sha256(Path(path).read_bytes()).hexdigest() != digest:
+                if read_file(path)[1] != digest:
                     return False
             except OSError:
                 return False
         return not any(os.path.exists(p) for p in self.absent)
+
+
+# A file's bytes and digest, kept while its stat is unchanged: a compile reads
+# the same headers as the compiles before it (the whole kernel set's warm start
+# read and hashed 890 files, 126 of them distinct). A file changed within the
+# clock's granularity of being read may change again without its stat moving,
+# so such a file is not kept (git's "racily clean" rule).
+_file_memo: dict = {}   # path -> (stat key, bytes, SHA-256 hex)
+
+
+def read_file(path) -> tuple[bytes, str]:
+    """(bytes, SHA-256 hex digest) of a file; OSError where it cannot be read."""
+    path = os.fspath(path)
+    st = os.stat(path)
+    key = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_dev)
+    hit = _file_memo.get(path)
+    if hit is not None and hit[0] == key:
+        return hit[1], hit[2]
+    with open(path, "rb") as f:
+        data = f.read()
+    digest = hashlib.sha256(data).hexdigest()
+    if max(st.st_mtime_ns, st.st_ctime_ns) < time.time_ns() - _MTIME_GRANULARITY_NS \
+            and len(data) == st.st_size:
+        _file_memo[path] = (key, data, digest)
+    else:
+        _file_memo.pop(path, None)
+    return data, digest
+
+
+_includes_memo: dict = {}   # SHA-256 of a text -> its #include lines, parsed
+
+
+def _includes(data: bytes, digest: str | None = None) -> tuple:
+    """(quoted name, angle name, other) of each #include or __has_include of a
+    text, in order; kept by the text's digest (a pure function of its bytes)."""
+    digest = digest or hashlib.sha256(data).hexdigest()
+    found = _includes_memo.get(digest)
+    if found is None:
+        found = _includes_memo[digest] = tuple(
+            (m.group(1) or m.group(4), m.group(2) or m.group(5), m.group(3))
+            for m in _INCLUDE.finditer(data))
+    return found
 
 
 def scan_dependencies(text: bytes, main_dir: Path, search: list[Path],
@@ -152,12 +194,11 @@ def scan_dependencies(text: bytes, main_dir: Path, search: list[Path],
     deps = Dependencies()
     absent: dict = {}
     stop = [str(d) for d in toolkit]
-    todo = [(text, main_dir)]
+    todo = [(_includes(text), main_dir)]
     seen: set = set()
     while todo:
-        body, here = todo.pop()
-        for m in _INCLUDE.finditer(body):
-            quoted, angle, other = m.group(1) or m.group(4), m.group(2) or m.group(5), m.group(3)
+        includes, here = todo.pop()
+        for quoted, angle, other in includes:
             if other is not None:
                 deps.exact = False
                 continue
@@ -173,9 +214,9 @@ def scan_dependencies(text: bytes, main_dir: Path, search: list[Path],
                     break  # a toolkit header: covered by the toolkit's identity
                 if cand not in seen:
                     seen.add(cand)
-                    data = Path(cand).read_bytes()
-                    deps.files[cand] = hashlib.sha256(data).hexdigest()
-                    todo.append((data, Path(cand).parent))
+                    data, digest = read_file(cand)
+                    deps.files[cand] = digest
+                    todo.append((_includes(data, digest), os.path.dirname(cand)))
                 break
     deps.absent = sorted(absent)
     return deps
