@@ -8,6 +8,9 @@ machine code is deliberate and visible.
                                             # opcode profiles below)
     python3 tests/sass_manifest.py --only TEXT      # rewrite only the entries whose
                                                     # key contains TEXT (the rest kept)
+    python3 tests/sass_manifest.py --inputs         # after a change to the compiler's
+                                                    # own code: record the input digests
+                                                    # anew where the SASS is unchanged
     python3 tests/sass_manifest.py --sample KEY N   # compile KEY N times afresh:
                                                     # digests and profile distances
     python3 -m pytest tests/test_sass_manifest.py
@@ -223,7 +226,29 @@ def changes(shard=None, *, recompile=False) -> dict:
     return out
 
 
+def refresh_inputs() -> dict:
+    """Record every instantiation's input digest anew where its machine code
+    is still the manifest's (a change to the compiler's code that reaches no
+    kernel moves every input digest): compiles each one and holds it against
+    the manifest first. Returns ``changes`` of those whose SASS changed; their
+    recorded inputs stay as they were, so the test compiles and reports them."""
+    from drvgemm.runtime.compiler import input_digest
+    changed = changes(recompile=True)
+    inputs = json.loads(INPUTS.read_text()) if INPUTS.exists() else {}
+    for key, source, entry, defines, arch in instantiations():
+        if key not in changed:
+            inputs[key] = input_digest(source, [entry], defines=defines, arch=arch)
+    INPUTS.write_text(json.dumps(inputs, indent=1, sort_keys=True) + "\n")
+    return changed
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--inputs"]:
+        changed = refresh_inputs()
+        for key, (was, now) in sorted(changed.items()):
+            print(f"SASS changed, input digest not recorded: {key} ({was} -> {now})")
+        print(f"input digests -> {INPUTS}")
+        sys.exit(1 if changed else 0)
     if sys.argv[1:2] == ["--sample"]:
         key, times = sys.argv[2], int(sys.argv[3])
         recorded = json.loads(MANIFEST.read_text()).get(key)
