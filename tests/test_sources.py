@@ -87,3 +87,22 @@ def test_a_file_read_again_after_any_change_to_it(tmp_path):
     f.unlink()
     with pytest.raises(OSError):
         sources.read_file(f)
+
+
+def test_the_file_memo_is_bounded(tmp_path, monkeypatch):
+    """A long process compiling many files of its own keeps at most
+    _MEMO_ENTRIES of them, the oldest dropped first, and reads each right."""
+    import os
+    monkeypatch.setattr(sources, "_MEMO_ENTRIES", 4)
+    monkeypatch.setattr(sources, "_file_memo", {})
+    old = 1_000_000_000 * 10**9
+    files = []
+    for i in range(10):
+        f = tmp_path / f"h{i}.cuh"
+        f.write_bytes(b"// %d\n" % i)
+        os.utime(f, ns=(old, old))
+        files.append(f)
+    monkeypatch.setattr(sources, "_MTIME_GRANULARITY_NS", -10**19)  # every file counts as old
+    for i, f in enumerate(files):
+        assert sources.read_file(f)[0] == b"// %d\n" % i
+    assert list(sources._file_memo) == [str(f) for f in files[-4:]]

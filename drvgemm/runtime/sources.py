@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,6 +147,20 @@ class Dependencies:
 # clock's granularity of being read may change again without its stat moving,
 # so such a file is not kept (git's "racily clean" rule).
 _file_memo: dict = {}   # path -> (stat key, bytes, SHA-256 hex)
+_MEMO_ENTRIES = 2048    # a bound for a long process compiling many files of its own
+
+
+_memo_lock = threading.Lock()
+
+
+def _memo_put(memo: dict, key, value) -> None:
+    """Insert, dropping the oldest entries beyond the bound (compiles may run
+    on several threads)."""
+    with _memo_lock:
+        memo.pop(key, None)
+        while len(memo) >= _MEMO_ENTRIES:
+            memo.pop(next(iter(memo)))
+        memo[key] = value
 
 
 def read_file(path) -> tuple[bytes, str]:
@@ -161,9 +176,10 @@ def read_file(path) -> tuple[bytes, str]:
     digest = hashlib.sha256(data).hexdigest()
     if max(st.st_mtime_ns, st.st_ctime_ns) < time.time_ns() - _MTIME_GRANULARITY_NS \
             and len(data) == st.st_size:
-        _file_memo[path] = (key, data, digest)
+        _memo_put(_file_memo, path, (key, data, digest))
     else:
-        _file_memo.pop(path, None)
+        with _memo_lock:
+            _file_memo.pop(path, None)
     return data, digest
 
 
@@ -176,9 +192,9 @@ def _includes(data: bytes, digest: str | None = None) -> tuple:
     digest = digest or hashlib.sha256(data).hexdigest()
     found = _includes_memo.get(digest)
     if found is None:
-        found = _includes_memo[digest] = tuple(
-            (m.group(1) or m.group(4), m.group(2) or m.group(5), m.group(3))
-            for m in _INCLUDE.finditer(data))
+        found = tuple((m.group(1) or m.group(4), m.group(2) or m.group(5), m.group(3))
+                      for m in _INCLUDE.finditer(data))
+        _memo_put(_includes_memo, digest, found)
     return found
 
 
