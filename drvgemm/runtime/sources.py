@@ -148,8 +148,6 @@ class Dependencies:
 # so such a file is not kept (git's "racily clean" rule).
 _file_memo: dict = {}   # path -> (stat key, bytes, SHA-256 hex)
 _MEMO_ENTRIES = 2048    # a bound for a long process compiling many files of its own
-
-
 _memo_lock = threading.Lock()
 
 
