@@ -101,6 +101,19 @@ def test_unguarded_host_function_says_to_guard_it():
     assert "#ifndef __CUDACC_RTC__" in msg and "fopen" in msg
 
 
+def test_unguarded_triple_chevron_launch_says_to_guard_it():
+    """A host wrapper that launches its kernel with <<<...>>>, as nvcc files
+    have: NVRTC compiles it for the GPU, where the launch would be a device-side
+    one, and its own message speaks of runtime APIs; the hint says what to do."""
+    src = ('extern "C" __global__ void k(int* o) { o[0] = 1; }\n'
+           'void run(int* o) {\n  k<<<1, 1>>>(o);\n}\n')
+    with pytest.raises(drvgemm.CompileError) as e:
+        drvgemm.compile(src, "k", arch="sm_90")
+    msg = str(e.value).split("--- compiler log ---")[0]
+    assert "<<<" in msg and "line 3" in msg and "#ifndef __CUDACC_RTC__" in msg, msg
+    assert "drvgemm.launch" in msg
+
+
 def test_host_only_header_says_to_guard_it():
     src = '#include <vector>\nextern "C" __global__ void k(int* o) { o[0] = 1; }'
     with pytest.raises(drvgemm.CompileError) as e:

@@ -862,6 +862,8 @@ _CANNOT_OPEN = re.compile(r'cannot open source file "([^"]+)"')
 _UNDEFINED = re.compile(r'identifier "([\w:]+)" is undefined')
 _NO_STD = re.compile(r'namespace "std" has no member (?:class |function )?"(\w+)"')
 _HOST_CALL = re.compile(r'calling a __host__ function(?:\("([^"]+)"\))?')
+_DEVICE_LAUNCH = re.compile(r"^(?P<file>[^\n(]*)\((?P<line>\d+)\): error: device-side kernel "
+                            r"launch could not be processed", re.M)
 _CUDA_HEADER = re.compile(r"^(cuda_\w+\.h|mma\.h|math_constants\.h|cooperative_groups.*|"
                           r"cuda/.*|cub/.*|thrust/.*|nv/.*|crt/.*|vector_types\.h|"
                           r"sm_\d+_\w+\.h|device_\w+\.h|cuComplex\.h|cuda_pipeline.*)$")
@@ -898,6 +900,13 @@ def _hints(log: str, toolkit_dirs) -> list[str]:
         out.append(f"{', '.join(host)}: host code, which NVRTC cannot compile (every function "
                    f"here is compiled for the GPU): {_GUARD}; for std:: in device code use "
                    "cuda::std:: (libcu++)")
+    launches = list(dict.fromkeys(f"{os.path.basename(m.group('file'))} line {m.group('line')}"
+                                  for m in _DEVICE_LAUNCH.finditer(log)))
+    if launches:
+        more = f" and {len(launches) - 3} more" if len(launches) > 3 else ""
+        out.append(f"a <<<...>>> launch in host code ({', '.join(launches[:3])}{more}), which "
+                   "NVRTC compiles for the GPU as a device-side launch: "
+                   f"{_GUARD}, and launch the kernel from Python (drvgemm.launch)")
     return out
 
 
