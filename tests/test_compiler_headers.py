@@ -62,6 +62,7 @@ NVCC_STYLE = r'''
 #include <cfloat>
 #include <algorithm>
 #include <cuda_runtime.h>
+#include <cuda_runtime_api.h>
 
 __global__ void nvcc_style(float* out, const int8_t* q, uint n) {
     uint i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -112,6 +113,22 @@ def test_unguarded_triple_chevron_launch_says_to_guard_it():
     msg = str(e.value).split("--- compiler log ---")[0]
     assert "<<<" in msg and "line 3" in msg and "#ifndef __CUDACC_RTC__" in msg, msg
     assert "drvgemm.launch" in msg
+
+
+@pytest.mark.parametrize("header, says", [
+    ('"defines_of_mine.h"', ["defines_of_mine.h was not found", "include_paths"]),
+    ("<curand_kernel.h>", ["cuRAND's device API", "include_paths"]),
+    ("<cuda_profiler_api.h>", ["not available to NVRTC", "#ifndef __CUDACC_RTC__"]),
+])
+def test_a_missing_header_gets_the_hint_of_its_kind(header, says):
+    """A header of the user's not found is not called host-only; cuRAND's
+    device header says where to get it; a CUDA host API header says to guard."""
+    src = f'#include {header}\nextern "C" __global__ void k(int* o) {{ o[0] = 1; }}'
+    with pytest.raises(drvgemm.CompileError) as e:
+        drvgemm.compile(src, "k", arch="sm_90")
+    msg = str(e.value).split("--- compiler log ---")[0]
+    assert all(s in msg for s in says), msg
+    assert ("device code only" in msg) == ("guard" in says[-1] or "RTC" in says[-1]), msg
 
 
 def test_host_only_header_says_to_guard_it():

@@ -867,6 +867,23 @@ _DEVICE_LAUNCH = re.compile(r"^(?P<file>[^\n(]*)\((?P<line>\d+)\): error: device
 _CUDA_HEADER = re.compile(r"^(cuda_\w+\.h|mma\.h|math_constants\.h|cooperative_groups.*|"
                           r"cuda/.*|cub/.*|thrust/.*|nv/.*|crt/.*|vector_types\.h|"
                           r"sm_\d+_\w+\.h|device_\w+\.h|cuComplex\.h|cuda_pipeline.*)$")
+# Headers for host code only: the host APIs of CUDA and its libraries, and
+# (after the CUDA device headers, some of which look alike) the C and C++
+# standard libraries' (NVRTC has none; drvgemm's stand-ins cover what device
+# code uses) and the system's.
+_HOST_CUDA_HEADER = re.compile(
+    r"^(?:cuda\.h|cudaGL\.h|cudaEGL\.h|cudaProfiler\.h|cuda_profiler_api\.h|"
+    r"cuda_\w*interop\.h|cuda_d3d\w*\.h|cufft\w*\.h|cublas\w*\.h|cusparse\w*\.h|"
+    r"cusolver\w*\.h|curand\.h|npp\w*\.h|nvrtc\.h|nvJitLink\.h|nvml\.h|nvToolsExt\w*\.h)$")
+_HOST_HEADER = re.compile(
+    r"^(?:[a-z_]+|(?:assert|complex|ctype|dirent|dlfcn|errno|fcntl|fenv|float|getopt|"
+    r"inttypes|iso646|limits|locale|malloc|math|memory|mpi|omp|pthread|sched|semaphore|"
+    r"setjmp|signal|stdalign|stdarg|stdatomic|stdbool|stddef|stdint|stdio|stdlib|"
+    r"stdnoreturn|string|strings|tgmath|threads|time|uchar|unistd|wchar|wctype)\.h|"
+    r"(?:sys|GL|EGL|X11|GLFW|arpa|netinet|linux)/.*|windows\.h|"
+    r"[Dd]3[Dd]\w*\.h|DirectX\w*\.h|dxgi\w*\.h)$")
+# cuRAND's device API: device code, but not among NVRTC's bundled headers.
+_CURAND_DEVICE = re.compile(r"^curand_\w+\.h$")
 _HOST_NAMES = {"FILE", "fopen", "fclose", "fprintf", "fputs", "fwrite", "fread", "stderr",
                "stdout", "exit", "abort", "getenv", "atoi", "atof", "strtol", "time", "clock",
                "rand", "srand", "puts", "sprintf", "snprintf", "fflush", "perror", "strlen",
@@ -874,11 +891,20 @@ _HOST_NAMES = {"FILE", "fopen", "fclose", "fprintf", "fputs", "fwrite", "fread",
 _GUARD = "guard host code with #ifndef __CUDACC_RTC__ ... #endif"
 
 
-def _hints(log: str, toolkit_dirs) -> list[str]:
+def _hints(log: str, toolkit_dirs, search=()) -> list[str]:
     """What to do about the usual reasons an nvcc-written file fails here."""
     out = []
+    add_folder = ("pass its folder to compile_module(..., include_paths=[...]) or as "
+                  "options=['-I<folder>']")
     for h in dict.fromkeys(_CANNOT_OPEN.findall(log)):
-        if _CUDA_HEADER.match(h):
+        host_only = (f"<{h}> is not available to NVRTC, which compiles device code only: "
+                     f"include it only for host code and {_GUARD}")
+        if _CURAND_DEVICE.match(h):
+            out.append(f"{h} is cuRAND's device API, which NVRTC does not bundle: install "
+                       f"the nvidia-curand wheel (or use a CUDA toolkit) and {add_folder}")
+        elif _HOST_CUDA_HEADER.match(h):
+            out.append(host_only)
+        elif _CUDA_HEADER.match(h):
             if not toolkit_dirs:
                 v = ".".join(map(str, nvrtc_version()))
                 out.append(f"{h} is a CUDA header, and no CUDA headers were found for NVRTC {v}: "
@@ -889,9 +915,12 @@ def _hints(log: str, toolkit_dirs) -> list[str]:
             else:
                 out.append(f"{h} is not among the CUDA headers found "
                            f"({', '.join(map(str, toolkit_dirs))})")
+        elif _HOST_HEADER.match(h):
+            out.append(host_only)
         else:
-            out.append(f"<{h}> is not available to NVRTC, which compiles device code only: "
-                       f"include it only for host code and {_GUARD}")
+            looked = ", ".join(str(d) for d in search)
+            out.append(f"{h} was not found (looked in {looked or 'the source folder'} and the "
+                       f"CUDA headers): {add_folder}")
     host = [n for n in dict.fromkeys(_UNDEFINED.findall(log))
             if n in _HOST_NAMES or re.match(r"^(std::)?cuda[A-Z]", n)]
     host += [f"std::{n}" for n in dict.fromkeys(_NO_STD.findall(log))]
@@ -934,7 +963,7 @@ def _nvrtc_compile(text, prog_name, source_name, names, defines, arch, options, 
                                f"entries found: {', '.join(found) or 'none'} (a kernel is named "
                                "by its C++ name, 'ns::kern', or a template name expression "
                                "such as 'kern<128, float>')", log=log, source=source_name)
-        hints = _hints(log, tk_dirs)
+        hints = _hints(log, tk_dirs, search)
         raise CompileError(f"NVRTC could not compile {source_name} for {arch} "
                            f"(options: {' '.join(given) or 'none'})"
                            + "".join(f"\n  hint: {h}" for h in hints),
