@@ -891,6 +891,16 @@ _HOST_NAMES = {"FILE", "fopen", "fclose", "fprintf", "fputs", "fwrite", "fread",
 _GUARD = "guard host code with #ifndef __CUDACC_RTC__ ... #endif"
 
 
+def _library_headers(lib: str) -> str | None:
+    """The folder of a CUDA library's headers (a wheel's or a toolkit's), if
+    cuda.pathfinder finds one."""
+    try:
+        loc = pathfinder.locate_nvidia_header_directory(lib)
+        return loc.abs_path if loc is not None else None
+    except Exception:  # an old or missing cuda.pathfinder, an unknown library
+        return None
+
+
 def _hints(log: str, toolkit_dirs, search=()) -> list[str]:
     """What to do about the usual reasons an nvcc-written file fails here."""
     out = []
@@ -900,8 +910,10 @@ def _hints(log: str, toolkit_dirs, search=()) -> list[str]:
         host_only = (f"<{h}> is not available to NVRTC, which compiles device code only: "
                      f"include it only for host code and {_GUARD}")
         if _CURAND_DEVICE.match(h):
-            out.append(f"{h} is cuRAND's device API, which NVRTC does not bundle: install "
-                       f"the nvidia-curand wheel (or use a CUDA toolkit) and {add_folder}")
+            found = _library_headers("curand")
+            out.append(f"{h} is cuRAND's device API, which NVRTC does not bundle: "
+                       + (f"it is in {found}: " if found else "install the nvidia-curand "
+                          "wheel (or use a CUDA toolkit) and ") + add_folder)
         elif _HOST_CUDA_HEADER.match(h):
             out.append(host_only)
         elif _CUDA_HEADER.match(h):
