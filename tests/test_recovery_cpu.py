@@ -145,3 +145,34 @@ def test_reset_drops_the_gemm_and_softmax_call_caches(fake):
     assert not gemm_dispatch._calls and not gemm_dispatch._workspaces
     assert not softmax_dispatch._calls and not softmax_dispatch._workspaces
 
+
+
+def test_a_module_loads_again_after_reset(monkeypatch):
+    """The kernels of one compile share its CUmodule; reset() destroys it with
+    the old context, so the module must load again for the next launch, not
+    hand the old handle to cuModuleGetFunction."""
+    class CountingDriver(runtime_fakes.LaunchingDriver):
+        loads = 0
+
+        def cuModuleLoadData(self, image):
+            CountingDriver.loads += 1
+            self._rec("cuModuleLoadData", CountingDriver.loads)
+            return (0, f"module-{CountingDriver.loads}")
+
+        def cuModuleGetFunction(self, module, name):
+            self._rec("cuModuleGetFunction", module)
+            return super().cuModuleGetFunction(module, name)
+
+    fake = runtime_fakes.install(monkeypatch, CountingDriver())
+    monkeypatch.setattr(driver, "_generation", driver._generation)
+    driver._tls.gen = driver._generation
+    try:
+        mod = drvgemm.compile_module("saxpy.cu", arch="sm_90")
+        k = mod.kernel("saxpy")
+        k.function
+        drvgemm.reset()
+        k.function
+        got = [c[1] for c in fake.calls if c[0] == "cuModuleGetFunction"]
+        assert got == ["module-1", "module-2"], fake.calls
+    finally:
+        driver._tls.gen = None

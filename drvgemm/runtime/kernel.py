@@ -195,9 +195,11 @@ class KernelAttributes(dict):
         return self
 
 
-# Kernels whose module is loaded: reset() makes each forget it (they reload
-# lazily on the next launch).
+# Kernels and modules that are loaded: reset() makes each forget its
+# handles, which went with the old context (they load again lazily, on the
+# next launch).
 _LOADED_KERNELS = weakref.WeakSet()
+_LOADED_MODULES = weakref.WeakSet()
 
 
 @driver.on_reset
@@ -205,6 +207,10 @@ def _forget_loaded_kernels():
     for k in list(_LOADED_KERNELS):
         k._forget_function()
     _LOADED_KERNELS.clear()
+    for m in list(_LOADED_MODULES):
+        with m._lock:
+            m._cumodule = None
+    _LOADED_MODULES.clear()
 
 
 class Kernel:
@@ -506,6 +512,7 @@ class Module:
         with self._lock:
             if self._cumodule is None:
                 self._cumodule = driver.load_module(self.cubin, self.binary.source_name)
+                _LOADED_MODULES.add(self)
             return self._cumodule
 
     def __repr__(self):
