@@ -108,6 +108,83 @@ def test_module_kernels_launch_and_match_numpy(gpu):
     np.testing.assert_array_equal(f.to_host(), np.full(n, 1.5, np.float32))
 
 
+VARIABLES = r'''
+__constant__ float coef[4];
+__device__ unsigned int calls;
+namespace ns { __constant__ int offset[2] = {10, 20}; }
+
+extern "C" __global__ void weigh(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = coef[i % 4] * x[i] + ns::offset[i % 2];
+    if (i == 0) atomicAdd(&calls, 1u);
+}
+'''
+
+
+def test_variables_are_listed_without_a_gpu():
+    m = drvgemm.compile_module(VARIABLES, arch="sm_90")
+    assert m.variables == {"coef": "const", "calls": "global", "_ZN2ns6offsetE": "const"}
+    with pytest.raises(KeyError, match="no __device__ or __constant__ variable 'coeff'.*coef"):
+        m._variable_symbol("coeff")
+    assert m._variable_symbol("ns::offset") == "_ZN2ns6offsetE"
+
+
+def test_a_variable_is_a_view_of_the_module_global(monkeypatch):
+    """variable() asks the driver for the symbol's address and size in the
+    loaded module and views those bytes: no allocation, no copy."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import runtime_fakes
+    from cuda.bindings import driver as cu
+    from drvgemm.runtime import driver
+
+    class GlobalsDriver(runtime_fakes.LaunchingDriver):
+        SIZES = {b"coef": 16, b"calls": 4, b"_ZN2ns6offsetE": 8}
+
+        def cuModuleGetGlobal(self, module, name):
+            self._rec("cuModuleGetGlobal", module, name)
+            return (0, cu.CUdeviceptr(0x7000 + len(name)), self.SIZES[name])
+
+    fake = runtime_fakes.install(monkeypatch, GlobalsDriver())
+    monkeypatch.setattr(driver, "_generation", driver._generation)
+    driver._tls.gen = driver._generation
+    try:
+        k = drvgemm.compile(VARIABLES, "weigh", arch="sm_90")
+        coef = k.variable("coef", np.float32)
+        assert (coef.shape, coef.dtype, coef.ptr) == ((4,), np.float32, 0x7004)
+        offset = k.module.variable("ns::offset", np.int32, (2, 1))
+        assert offset.shape == (2, 1) and offset.ptr == 0x7000 + len(b"_ZN2ns6offsetE")
+        assert k.variable("calls").shape == (4,)                  # bytes by default
+        assert [c[2] for c in fake.calls if c[0] == "cuModuleGetGlobal"] == [
+            b"coef", b"_ZN2ns6offsetE", b"calls"]
+        assert not any(c[0] == "cuMemAlloc" for c in fake.calls)
+        with pytest.raises(ValueError, match="not a whole number of float64"):
+            k.variable("calls", np.float64)
+        with pytest.raises(ValueError, match="holds 16 bytes"):
+            k.variable("coef", np.float32, (5,))
+    finally:
+        driver._tls.gen = None
+
+
+@pytest.mark.gpu
+def test_variables_written_from_the_host_reach_the_kernel(gpu):
+    """cudaMemcpyToSymbol / FromSymbol through variable(): set __constant__
+    weights, launch, read a __device__ counter back."""
+    k = drvgemm.compile(VARIABLES, "weigh")
+    w = np.array([0.5, -1.0, 2.0, 4.0], np.float32)
+    k.variable("coef", np.float32).copy_from_host(w)
+    k.variable("calls", np.uint32).copy_from_host(np.zeros(1, np.uint32))
+    n = 1000
+    x = np.arange(n, dtype=np.float32)
+    dx, dy = drvgemm.to_device(x), drvgemm.empty((n,), np.float32)
+    for _ in range(3):
+        drvgemm.launch(k, grid=(n + 255) // 256, block=256, args=[dx, dy, n])
+    want = w[np.arange(n) % 4] * x + np.array([10, 20], np.float32)[np.arange(n) % 2]
+    np.testing.assert_array_equal(dy.to_host(), want)
+    assert k.variable("calls", np.uint32).to_host()[0] == 3
+    np.testing.assert_array_equal(k.variable("ns::offset", np.int32).to_host(), [10, 20])
+
+
 MIXED_GPU = r'''
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>

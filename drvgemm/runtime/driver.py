@@ -1008,6 +1008,14 @@ def load_module(cubin: bytes, what: str):
     return module
 
 
+def module_global(module, symbol: str) -> tuple[int, int]:
+    """(device address, bytes) of a __device__ or __constant__ variable of a
+    loaded module (cuModuleGetGlobal)."""
+    ptr, size = check(_driver.cuModuleGetGlobal(module, symbol.encode()),
+                      f"cuModuleGetGlobal({symbol})")
+    return int(ptr), int(size)
+
+
 def get_function(module, entry: str):
     return check(_driver.cuModuleGetFunction(module, entry.encode()),
                  f"cuModuleGetFunction({entry})")

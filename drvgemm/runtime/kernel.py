@@ -10,6 +10,8 @@ import threading
 import weakref
 from dataclasses import dataclass
 
+import numpy as np
+
 from . import compiler, driver, sass, sources
 from .compiler import CompiledBinary, ModuleBinary, Resources
 
@@ -193,6 +195,13 @@ class KernelAttributes(dict):
 
     def __call__(self):
         return self
+
+
+# A variable of a PTX module the host can reach: a module-scope declaration
+# in the global or const state space (instructions never start with the
+# state space; an .extern one is defined elsewhere).
+_PTX_VARIABLE = re.compile(r"^[ \t]*(?:\.(?:visible|weak)\s+)?\.(global|const)\s+"
+                           r"(?:\.align\s+\d+\s+)?\.[a-z]\w*\s+([\w$]+)", re.M)
 
 
 # Kernels and modules that are loaded: reset() makes each forget its
@@ -429,6 +438,18 @@ class Kernel:
     def signature(self) -> str:
         return f"{self.name}(" + ", ".join(f"{p.name}: .{p.ptx_type}" for p in self.params) + ")"
 
+    # -- the module's variables ------------------------------------------------
+    @property
+    def module(self) -> "Module":
+        """The compile this kernel came from (its cubin holds every kernel and
+        variable of the source)."""
+        return self._owner
+
+    def variable(self, name: str, dtype="uint8", shape=None) -> driver.DeviceArray:
+        """A __device__ or __constant__ variable of this kernel's source:
+        ``Module.variable``."""
+        return self._owner.variable(name, dtype, shape)
+
     def __repr__(self):
         r = self.resources
         extra = f", {r}" if r else ""
@@ -480,6 +501,49 @@ class Module:
                        f"its kernels: {', '.join(self.names) or 'none'} (a template "
                        "instantiation must be named when compiling: compile_module(src, "
                        f"[{name!r}]))")
+
+    @property
+    def variables(self) -> dict:
+        """{symbol: state space} of the module's variables that the host can
+        reach ('global' for __device__, 'const' for __constant__), from the PTX:
+        no GPU needed. A C++ variable inside a namespace has a mangled symbol."""
+        return {m.group(2): m.group(1) for m in _PTX_VARIABLE.finditer(self.ptx)}
+
+    def variable(self, name: str, dtype="uint8", shape=None) -> driver.DeviceArray:
+        """A __device__ or __constant__ variable as a DeviceArray over its
+        bytes, no copy (loads the module): ``copy_from_host`` writes it and
+        ``to_host`` reads it, as cudaMemcpyToSymbol / cudaMemcpyFromSymbol do;
+        a kernel launched after the write sees the new value. ``name``: as
+        the source names it ('coef', 'ns::coef') or its PTX symbol.
+        ``dtype`` / ``shape``: how to view the bytes (default: all of them,
+        one dimension)."""
+        if not isinstance(name, str):
+            raise TypeError(f"a variable name is a string, got {type(name).__name__}")
+        symbol = self._variable_symbol(name.strip())
+        dtype = np.dtype(dtype)
+        ptr, size = driver.module_global(self.cumodule(), symbol)
+        if shape is None:
+            if size % dtype.itemsize:
+                raise ValueError(f"{name} holds {size} bytes, not a whole number of {dtype} "
+                                 f"elements ({dtype.itemsize} bytes each)")
+            shape = (size // dtype.itemsize,)
+        arr = driver.DeviceArray(shape, dtype, ptr=ptr, owner=False, base=self)
+        if arr.nbytes != size:
+            raise ValueError(f"{name} holds {size} bytes; shape {tuple(arr.shape)} of {dtype} "
+                             f"would cover {arr.nbytes}")
+        return arr
+
+    def _variable_symbol(self, name: str) -> str:
+        found = self.variables
+        if name in found:
+            return name
+        parts = name.split("::")
+        if len(parts) > 1 and all(re.match(r"^[A-Za-z_]\w*$", p) for p in parts):
+            mangled = "_ZN" + "".join(f"{len(p)}{p}" for p in parts) + "E"
+            if mangled in found:
+                return mangled
+        raise KeyError(f"{self.binary.source_name} has no __device__ or __constant__ variable "
+                       f"{name!r}; its variables: {', '.join(found) or 'none'}")
 
     def kernel(self, name: str) -> Kernel:
         if not isinstance(name, str):
