@@ -162,6 +162,9 @@ def test_a_variable_is_a_view_of_the_module_global(monkeypatch):
             k.variable("calls", np.float64)
         with pytest.raises(ValueError, match="holds 16 bytes"):
             k.variable("coef", np.float32, (5,))
+        other = drvgemm.compile_module(VARIABLES, arch="sm_80")   # the device is an sm_90
+        with pytest.raises(ValueError, match="compiled for sm_80, but the device is sm_90"):
+            other.variable("coef")
     finally:
         driver._tls.gen = None
 

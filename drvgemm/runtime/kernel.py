@@ -222,6 +222,13 @@ def _forget_loaded_kernels():
     _LOADED_MODULES.clear()
 
 
+def _check_arch(arch: str, what: str) -> None:
+    dev = driver.device()
+    if dev.arch.rstrip("a") != arch.rstrip("a"):
+        raise ValueError(f"{what} was compiled for {arch}, but the device is {dev.arch}: "
+                         f"compile with arch=None (the current device) or arch='{dev.arch}'")
+
+
 class Kernel:
     """A kernel compiled for one architecture. Cheap attributes (``ptx``,
     ``cubin``, ``resources``, ``params``) need no GPU; ``function`` loads the
@@ -302,11 +309,7 @@ class Kernel:
         with self._lock:
             if self._function is not None:
                 return
-            dev = driver.device()
-            if dev.arch.rstrip("a") != self.arch.rstrip("a"):
-                raise ValueError(f"{self.name} was compiled for {self.arch}, but the device "
-                                 f"is {dev.arch}: compile with arch=None (the current device) "
-                                 f"or arch='{dev.arch}'")
+            _check_arch(self.arch, self.name)
             if self._owner is not None:
                 self._module = self._owner.cumodule()
             else:
@@ -575,6 +578,7 @@ class Module:
         """The loaded CUmodule (loads it into the current context once)."""
         with self._lock:
             if self._cumodule is None:
+                _check_arch(self.arch, self.binary.source_name)
                 self._cumodule = driver.load_module(self.cubin, self.binary.source_name)
                 _LOADED_MODULES.add(self)
             return self._cumodule
