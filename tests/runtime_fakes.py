@@ -161,7 +161,9 @@ def install(monkeypatch, fake=None):
     monkeypatch.setattr(driver, "_device_handle", 0)
     monkeypatch.setattr(driver, "_props", H200)
     monkeypatch.setattr(driver, "_init_error", None)
-    driver._tls.gen = driver._generation
+    # reset() moves the generation: undone after the test, with this thread's
+    monkeypatch.setattr(driver, "_generation", driver._generation)
+    monkeypatch.setattr(driver._tls, "gen", driver._generation, raising=False)
     return fake
 
 

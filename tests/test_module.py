@@ -136,7 +136,6 @@ def test_a_variable_is_a_view_of_the_module_global(monkeypatch):
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import runtime_fakes
     from cuda.bindings import driver as cu
-    from drvgemm.runtime import driver
 
     class GlobalsDriver(runtime_fakes.LaunchingDriver):
         SIZES = {b"coef": 16, b"calls": 4, b"_ZN2ns6offsetE": 8}
@@ -146,27 +145,22 @@ def test_a_variable_is_a_view_of_the_module_global(monkeypatch):
             return (0, cu.CUdeviceptr(0x7000 + len(name)), self.SIZES[name])
 
     fake = runtime_fakes.install(monkeypatch, GlobalsDriver())
-    monkeypatch.setattr(driver, "_generation", driver._generation)
-    driver._tls.gen = driver._generation
-    try:
-        k = drvgemm.compile(VARIABLES, "weigh", arch="sm_90")
-        coef = k.variable("coef", np.float32)
-        assert (coef.shape, coef.dtype, coef.ptr) == ((4,), np.float32, 0x7004)
-        offset = k.module.variable("ns::offset", np.int32, (2, 1))
-        assert offset.shape == (2, 1) and offset.ptr == 0x7000 + len(b"_ZN2ns6offsetE")
-        assert k.variable("calls").shape == (4,)                  # bytes by default
-        assert [c[2] for c in fake.calls if c[0] == "cuModuleGetGlobal"] == [
-            b"coef", b"_ZN2ns6offsetE", b"calls"]
-        assert not any(c[0] == "cuMemAlloc" for c in fake.calls)
-        with pytest.raises(ValueError, match="not a whole number of float64"):
-            k.variable("calls", np.float64)
-        with pytest.raises(ValueError, match="holds 16 bytes"):
-            k.variable("coef", np.float32, (5,))
-        other = drvgemm.compile_module(VARIABLES, arch="sm_80")   # the device is an sm_90
-        with pytest.raises(ValueError, match="compiled for sm_80, but the device is sm_90"):
-            other.variable("coef")
-    finally:
-        driver._tls.gen = None
+    k = drvgemm.compile(VARIABLES, "weigh", arch="sm_90")
+    coef = k.variable("coef", np.float32)
+    assert (coef.shape, coef.dtype, coef.ptr) == ((4,), np.float32, 0x7004)
+    offset = k.module.variable("ns::offset", np.int32, (2, 1))
+    assert offset.shape == (2, 1) and offset.ptr == 0x7000 + len(b"_ZN2ns6offsetE")
+    assert k.variable("calls").shape == (4,)                  # bytes by default
+    assert [c[2] for c in fake.calls if c[0] == "cuModuleGetGlobal"] == [
+        b"coef", b"_ZN2ns6offsetE", b"calls"]
+    assert not any(c[0] == "cuMemAlloc" for c in fake.calls)
+    with pytest.raises(ValueError, match="not a whole number of float64"):
+        k.variable("calls", np.float64)
+    with pytest.raises(ValueError, match="holds 16 bytes"):
+        k.variable("coef", np.float32, (5,))
+    other = drvgemm.compile_module(VARIABLES, arch="sm_80")   # the device is an sm_90
+    with pytest.raises(ValueError, match="compiled for sm_80, but the device is sm_90"):
+        other.variable("coef")
 
 
 @pytest.mark.gpu

@@ -19,11 +19,7 @@ from runtime_fakes import loaded  # noqa: E402
 
 @pytest.fixture
 def fake(monkeypatch):
-    f = runtime_fakes.install(monkeypatch)
-    monkeypatch.setattr(driver, "_generation", driver._generation)
-    driver._tls.gen = driver._generation
-    yield f
-    driver._tls.gen = None
+    return runtime_fakes.install(monkeypatch)
 
 
 def test_reset_makes_old_objects_stale_and_drops_caches(fake, monkeypatch):
@@ -164,15 +160,10 @@ def test_a_module_loads_again_after_reset(monkeypatch):
             return super().cuModuleGetFunction(module, name)
 
     fake = runtime_fakes.install(monkeypatch, CountingDriver())
-    monkeypatch.setattr(driver, "_generation", driver._generation)
-    driver._tls.gen = driver._generation
-    try:
-        mod = drvgemm.compile_module("saxpy.cu", arch="sm_90")
-        k = mod.kernel("saxpy")
-        k.function
-        drvgemm.reset()
-        k.function
-        got = [c[1] for c in fake.calls if c[0] == "cuModuleGetFunction"]
-        assert got == ["module-1", "module-2"], fake.calls
-    finally:
-        driver._tls.gen = None
+    mod = drvgemm.compile_module("saxpy.cu", arch="sm_90")
+    k = mod.kernel("saxpy")
+    k.function
+    drvgemm.reset()
+    k.function
+    got = [c[1] for c in fake.calls if c[0] == "cuModuleGetFunction"]
+    assert got == ["module-1", "module-2"], fake.calls

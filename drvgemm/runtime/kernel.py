@@ -51,33 +51,33 @@ _ENTRY_RE = re.compile(r"\.entry\s+([\w$]+)\s*(?:\((.*?)\)|(\{|$))", re.S | re.M
 
 def _entry_list(ptx: str, entry: str):
     """The match of ``.entry entry`` and its parameter list (group 2; group 3
-    where it has none). The whole module is stripped of comments only where
-    it has block comments or the entry sits behind a line comment: for
-    NVRTC's PTX, stripping a large module cost more than the rest of a warm
-    compile, so its lines are stripped from the entry on."""
+    where it has none). NVRTC's PTX has line comments only: there the lines
+    from the entry's on are stripped, up to the one that closes the list
+    (stripping a whole large module cost more than the rest of a warm
+    compile). A block comment before or inside the list: the whole module is
+    stripped first (a ')' in a comment ends nothing)."""
+    block = ptx.find("/*")
     pos = ptx.find(".entry")
-    while pos >= 0 and ptx.find("/*", 0, pos) < 0:
+    while pos >= 0 and not 0 <= block < pos:
         line_start = ptx.rfind("\n", 0, pos) + 1
         m = _ENTRY_RE.match(ptx, pos)
         if m is not None and m.group(1) == entry and "//" not in ptx[line_start:pos]:
-            out, at = [], pos
-            while at < len(ptx):  # line by line, up to the line that closes the list
+            lines, at = [], pos
+            while at < len(ptx):     # line by line, never past the list
                 nl = ptx.find("\n", at)
-                nl = len(ptx) if nl < 0 else nl + 1
-                line = ptx[at:nl].split("//", 1)[0]
-                out.append(line)
-                at = nl
-                if ")" in line or "{" in line:
+                end = len(ptx) if nl < 0 else nl + 1
+                lines.append(ptx[at:end].split("//", 1)[0])
+                at = end
+                if ")" in lines[-1] or "{" in lines[-1]:
                     break
-            text = "".join(out)
+            text = "".join(lines)
             if "/*" not in text:
                 return _ENTRY_RE.match(text)
-            break
-        pos = ptx.find(".entry", pos + 6)
-    else:
-        if pos < 0:
-            return None
-    text = re.sub(r"/\*.*?\*/|//[^\n]*", "", ptx, flags=re.S)  # a ')' in a comment ends nothing
+            break                    # a block comment in the list
+        pos = ptx.find(".entry", pos + 1)
+    if pos < 0:
+        return None                  # no such entry outside comments
+    text = re.sub(r"/\*.*?\*/|//[^\n]*", "", ptx, flags=re.S)
     return next((m for m in _ENTRY_RE.finditer(text) if m.group(1) == entry), None)
 
 
@@ -309,10 +309,10 @@ class Kernel:
         with self._lock:
             if self._function is not None:
                 return
-            _check_arch(self.arch, self.name)
             if self._owner is not None:
-                self._module = self._owner.cumodule()
+                self._module = self._owner.cumodule()   # checks the arch
             else:
+                _check_arch(self.arch, self.name)
                 self._module = driver.load_module(self.cubin,
                                                   f"{self.binary.source_name}:{self.name}")
             fn = driver.get_function(self._module, self.entry)
@@ -505,7 +505,7 @@ class Module:
                        "instantiation must be named when compiling: compile_module(src, "
                        f"[{name!r}]))")
 
-    @property
+    @functools.cached_property
     def variables(self) -> dict:
         """{symbol: state space} of the module's variables that the host can
         reach ('global' for __device__, 'const' for __constant__), from the PTX:
