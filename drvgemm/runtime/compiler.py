@@ -291,6 +291,16 @@ def _tree_identity(d: Path) -> str:
     return h.hexdigest()[:16]
 
 
+def _library_headers(lib: str) -> str | None:
+    """The folder of a CUDA library's headers (a wheel's or a toolkit's), if
+    cuda.pathfinder finds one."""
+    try:
+        loc = pathfinder.locate_nvidia_header_directory(lib)
+        return loc.abs_path if loc is not None else None
+    except Exception:  # an old or missing cuda.pathfinder, an unknown library
+        return None
+
+
 def toolkit_headers() -> tuple[list[str], list[Path], str]:
     """(NVRTC options, folders, identity) of the CUDA headers; ([], [], 'none')
     when none are found (a compile that includes one then says what to do)."""
@@ -311,14 +321,7 @@ def toolkit_headers() -> tuple[list[str], list[Path], str]:
             found = ([f"--use-bundled-headers={d}"], [d, d / "cccl"],
                      f"bundled:{version[0]}.{version[1]}:{_dist_version('nvidia-cuda-nvrtc')}")
         else:
-            dirs = []
-            try:
-                for lib in ("cudart", "cccl"):
-                    loc = pathfinder.locate_nvidia_header_directory(lib)
-                    if loc is not None and loc.abs_path:
-                        dirs.append(Path(loc.abs_path))
-            except Exception:  # an old or missing cuda.pathfinder: no headers found
-                dirs = []
+            dirs = [Path(d) for d in map(_library_headers, ("cudart", "cccl")) if d]
             found = ([f"-I{d}" for d in dirs], dirs,
                      "found:" + ",".join(_tree_identity(d) for d in dirs) if dirs else "none")
         _toolkit_memo[memo_key] = found
@@ -889,16 +892,6 @@ _HOST_NAMES = {"FILE", "fopen", "fclose", "fprintf", "fputs", "fwrite", "fread",
                "rand", "srand", "puts", "sprintf", "snprintf", "fflush", "perror", "strlen",
                "strcmp", "strcpy"}
 _GUARD = "guard host code with #ifndef __CUDACC_RTC__ ... #endif"
-
-
-def _library_headers(lib: str) -> str | None:
-    """The folder of a CUDA library's headers (a wheel's or a toolkit's), if
-    cuda.pathfinder finds one."""
-    try:
-        loc = pathfinder.locate_nvidia_header_directory(lib)
-        return loc.abs_path if loc is not None else None
-    except Exception:  # an old or missing cuda.pathfinder, an unknown library
-        return None
 
 
 def _hints(log: str, toolkit_dirs, search=()) -> list[str]:
