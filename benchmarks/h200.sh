@@ -18,7 +18,7 @@
 # is 600 s at most) bounds the whole run: a phase starts only with its minimum time left
 # and its timeout is cut to what remains -- a skipped phase is named at the end.
 # Expected on the H200 (warm disk cache after the first phases; seventh round):
-#   install ~6 s, tests ~280 s on 6 xdist workers (<= 480; 1,670 tests), sanitize ~240 s (<= 4 x (75 + 35)),
+#   install ~6 s, tests ~235 s on 6 xdist workers (<= 480; 1,707 tests), sanitize ~330 s (<= 3 x (75 + 35) + 120 + 60),
 #   overhead ~15 s (<= 2 x 90), bench ~150 s (<= 240), shapes ~105 s (<= 300, its own
 #   budget 250), memory ~20 s (<= 120): ~15 min in all, so two calls:
 #     bash benchmarks/h200.sh install tests
@@ -90,14 +90,17 @@ if have sanitize && begin sanitize 60 30; then
   src=0
   for tool in ${SAN_TOOLS:-memcheck racecheck synccheck initcheck}; do
     if [[ ${SANITIZE_GEMM:-1} == 1 ]]; then
-      T=$(budget "${SAN_TIMEOUT:-75}" 20)
+      # racecheck needs more than the others: 35 of 39 rungs in 75 s (twentieth round)
+      want=${SAN_TIMEOUT:-75}; [[ $tool == racecheck ]] && want=${SAN_RACE_TIMEOUT:-120}
+      T=$(budget "$want" 20)
       if (( T == 0 )); then skipped="$skipped sanitize:$tool"; continue; fi
       timeout "$T" $SAN --tool $tool --error-exitcode 9 python3 benchmarks/sanitize.py ${SANITIZE_RUNGS:-} \
         > "$LOG/sanitize_$tool.log" 2>&1; rc=$?; (( rc )) && src=$rc
       echo "-- $tool: exit $rc"; tail -3 "$LOG/sanitize_$tool.log"
     fi
     [[ ${SANITIZE_SOFTMAX:-1} == 1 ]] || continue
-    T=$(budget "${SAN_SOFTMAX_TIMEOUT:-35}" 15)
+    want=${SAN_SOFTMAX_TIMEOUT:-35}; [[ $tool == racecheck ]] && want=${SAN_RACE_SOFTMAX_TIMEOUT:-60}
+    T=$(budget "$want" 15)
     if (( T == 0 )); then skipped="$skipped sanitize:softmax-$tool"; continue; fi
     timeout "$T" $SAN --tool $tool --error-exitcode 9 python3 benchmarks/sanitize.py --softmax ${SANITIZE_SOFTMAX_RUNGS:-} \
       > "$LOG/sanitize_softmax_$tool.log" 2>&1; rc=$?; (( rc )) && src=$rc

@@ -95,6 +95,25 @@ def test_kernel_attributes_reads_every_attribute_and_stays_callable(fake, saxpy)
     assert a["num_regs"] == 40
 
 
+def test_an_attribute_the_driver_refuses_is_left_out_and_not_asked_again(fake, saxpy, monkeypatch):
+    loaded(saxpy)
+    monkeypatch.setattr(driver, "_REFUSED_FUNCTION_ATTRIBUTES", set())
+    asked = []
+    answer = fake.cuFuncGetAttribute
+
+    def refusing(attr, fn):
+        name = attr.name[len("CU_FUNC_ATTRIBUTE_"):]
+        asked.append(name)
+        if name == "SHARED_MEMORY_MODE":
+            return (fake.CUresult.CUDA_ERROR_INVALID_VALUE, 0)
+        return answer(attr, fn)
+
+    monkeypatch.setattr(fake, "cuFuncGetAttribute", refusing)
+    first, second = dict(saxpy.attributes), dict(saxpy.attributes)
+    assert "shared_memory_mode" not in first and first == second
+    assert asked.count("SHARED_MEMORY_MODE") == 1 and asked.count("NUM_REGS") == 2
+
+
 def test_set_attribute_calls_the_driver_and_can_lower_the_smem_limit(fake, saxpy):
     loaded(saxpy, static_smem=1024)
     saxpy.set_max_dynamic_smem(100_000)

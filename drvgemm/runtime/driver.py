@@ -1145,17 +1145,26 @@ def function_attribute(function, name: str) -> int:
     return check(_driver.cuFuncGetAttribute(a, function), f"cuFuncGetAttribute({name})")
 
 
+# Attributes this process's driver refused to read: the bindings may name an
+# attribute newer than the driver (cuda-bindings 13.3 over a CUDA 13.0 driver),
+# which answers CUDA_ERROR_INVALID_VALUE. Not asked again, so the refused call is
+# made once per process, not once per read (compute-sanitizer reports each one).
+_REFUSED_FUNCTION_ATTRIBUTES: set[str] = set()
+
+
 def function_attributes(function) -> dict:
     """Every attribute this driver knows, lower-case names -> int (an
     attribute the driver does not answer for is left out)."""
     out = {}
     for n in FUNCTION_ATTRIBUTES:
         a = getattr(_driver.CUfunction_attribute, "CU_FUNC_ATTRIBUTE_" + n, None)
-        if a is None:
+        if a is None or n in _REFUSED_FUNCTION_ATTRIBUTES:
             continue
         err, v = _driver.cuFuncGetAttribute(a, function)
         if err == 0:
             out[n.lower()] = int(v)
+        elif int(err) == int(_driver.CUresult.CUDA_ERROR_INVALID_VALUE):
+            _REFUSED_FUNCTION_ATTRIBUTES.add(n)
     return out
 
 

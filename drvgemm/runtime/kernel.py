@@ -286,10 +286,12 @@ class Kernel:
         local-memory frame instead (spill sizes are then unknown: 0)."""
         if self._resources is None:
             if driver.has_gpu() and self.arch.rstrip("a") == driver.device().arch:
-                a = self.attributes()
+                fn = self.function
                 self._resources = Resources(
-                    registers=a["num_regs"], spill_stores=0, spill_loads=0,
-                    stack=a["local_size_bytes"], static_smem=a["shared_size_bytes"])
+                    registers=driver.function_attribute(fn, "NUM_REGS"),
+                    spill_stores=0, spill_loads=0,
+                    stack=driver.function_attribute(fn, "LOCAL_SIZE_BYTES"),
+                    static_smem=driver.function_attribute(fn, "SHARED_SIZE_BYTES"))
         return self._resources
 
     # -- loading -----------------------------------------------------------
