@@ -3,7 +3,7 @@
 #   bash benchmarks/h200.sh [PHASE ...]
 # Default phases, in this order:
 #   install tests sanitize overhead bench shapes memory
-# Extra phases: compile rung20 sweep autotune wgmma profile mma clock wgsweep shortrows packed pipelined splitprobe softncu rowlanes beforeafter rung30 family ncu ktimes (each reads its
+# Extra phases: compile rung20 sweep autotune wgmma profile mma clock wgsweep shortrows packed pipelined splitprobe softncu rowlanes beforeafter rung30 power family ncu ktimes (each reads its
 # *_ARGS); MEMORY_ARGS=--softmax-rows makes the memory phase the softmax row-length suite.
 #
 # What comes back through $OUT (at most 8 files): the committed results
@@ -205,6 +205,10 @@ script_phase beforeafter "${BEFOREAFTER_TIMEOUT:-200}" 40 benchmarks/softmax_bef
 # rung30: rung 30's geometry knobs and split counts on the decode shapes, against cuBLAS
 script_phase rung30 "${RUNG30_TIMEOUT:-300}" 60 benchmarks/rung30_sweep.py \
   --json "$LOG/rung30_sweep.json" ${RUNG30_ARGS:-}
+# power: rung 20's bf16 entry and variants against cuBLAS, each back to back for seconds, with
+# the SM clock and board power (POWER_ARGS: --variants, --sizes, --seconds, --rounds)
+script_phase power "${POWER_TIMEOUT:-240}" 60 benchmarks/wgmma_power.py \
+  --json "$LOG/wgmma_power.json" ${POWER_ARGS:-}
 # family: rung 20's members (or FAMILY_ARGS="--members ...": any entries) x split counts, against cuBLAS
 script_phase family "${FAMILY_TIMEOUT:-300}" 80 benchmarks/wgmma_family.py \
   --json "$LOG/wgmma_family.json" ${FAMILY_ARGS:-}
