@@ -18,11 +18,12 @@
 # is 600 s at most) bounds the whole run: a phase starts only with its minimum time left
 # and its timeout is cut to what remains -- a skipped phase is named at the end.
 # Expected on the H200 (warm disk cache after the first phases; seventh round):
-#   install ~6 s, tests ~235 s on 6 xdist workers (<= 480; 1,707 tests), sanitize ~330 s (<= 3 x (75 + 35) + 120 + 60),
+#   install ~6 s, tests ~235 s on 6 xdist workers (<= 480; 1,707 tests), sanitize ~450 s (<= 3 x (75 + 35) + 120 + 150),
 #   overhead ~15 s (<= 2 x 90), bench ~150 s (<= 240), shapes ~105 s (<= 300, its own
-#   budget 250), memory ~20 s (<= 120): ~15 min in all, so two calls:
+#   budget 250), memory ~20 s (<= 120): ~17 min in all, so three calls:
 #     bash benchmarks/h200.sh install tests
-#     bash benchmarks/h200.sh install sanitize overhead bench shapes memory
+#     bash benchmarks/h200.sh install sanitize
+#     bash benchmarks/h200.sh install overhead bench shapes memory
 # CALL_OVERHEAD_ARGS="--shapes" adds gemm()'s call cost on rotating buffers per shape to the
 # overhead phase; ktimes (KTIMES_ARGS: shapes) is each kernel's GPU time under ncu.
 # PYTEST_TIMEOUT is each GPU test's limit (120 s; a rung's 200-case property test may need more).
@@ -99,7 +100,7 @@ if have sanitize && begin sanitize 60 30; then
       echo "-- $tool: exit $rc"; tail -3 "$LOG/sanitize_$tool.log"
     fi
     [[ ${SANITIZE_SOFTMAX:-1} == 1 ]] || continue
-    want=${SAN_SOFTMAX_TIMEOUT:-35}; [[ $tool == racecheck ]] && want=${SAN_RACE_SOFTMAX_TIMEOUT:-60}
+    want=${SAN_SOFTMAX_TIMEOUT:-35}; [[ $tool == racecheck ]] && want=${SAN_RACE_SOFTMAX_TIMEOUT:-150}
     T=$(budget "$want" 15)
     if (( T == 0 )); then skipped="$skipped sanitize:softmax-$tool"; continue; fi
     timeout "$T" $SAN --tool $tool --error-exitcode 9 python3 benchmarks/sanitize.py --softmax ${SANITIZE_SOFTMAX_RUNGS:-} \
