@@ -17,7 +17,6 @@ result is compared with float64 on a subset of rows before it is timed."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -58,6 +57,7 @@ def main(argv=None):
 
     from drvgemm.runtime import driver
     from drvgemm.tools.bench import make_inputs, rel_rmse
+    from drvgemm.tools.records import results_json, write_json
     dev = driver.device()
     prec = args.precision
     rungs = [variant(prec, v) for v in args.variants]
@@ -103,8 +103,7 @@ def main(argv=None):
         A.free()
         B.free()
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"device": dev.name, "records": records}, f, indent=1)
+        write_json(results_json(dev, records), args.json)
     return 0
 
 
