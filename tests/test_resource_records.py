@@ -15,7 +15,9 @@ from drvgemm.runtime import compiler
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import resource_records as rr  # noqa: E402
-from test_softmax_window_cpu import _cases  # noqa: E402
+import test_small_m_cpu as small_m_tests  # noqa: E402
+import test_softmax_cpu as softmax_tests  # noqa: E402
+import test_softmax_window_cpu as window_tests  # noqa: E402
 
 SAMPLE = 4
 
@@ -65,13 +67,22 @@ def test_a_recorded_instantiation_is_not_compiled(monkeypatch):
     assert {f: getattr(got, f) for f in rr.FIELDS} == r["resources"]
 
 
-def test_the_record_holds_every_window_instantiation_of_the_tree():
+def _recorded_cases():
+    """(test case id, compile inputs) of every test that reads the record."""
+    for p in window_tests._cases():
+        yield p.id, window_tests.compile_inputs(*p.values)
+    for p in softmax_tests._tight_cases():
+        yield p.id, softmax_tests.tight_compile_inputs(*p.values)
+    for inst in small_m_tests.INSTANCES:
+        for arch in small_m_tests.ARCHS:
+            yield f"{small_m_tests._id(inst)}-{arch}", small_m_tests.compile_inputs(inst, arch)
+
+
+def test_the_record_holds_every_instantiation_its_tests_check():
     _same_toolchain()
     missing = []
-    for p in _cases():
-        cfg, prec, arch = p.values
-        d = compiler.input_digest(cfg.source, [cfg.entry], defines=cfg.defines(prec), arch=arch)
-        if d not in rr.records():
-            missing.append(p.id)
+    for case, (source, entry, defines, arch) in _recorded_cases():
+        if compiler.input_digest(source, [entry], defines=defines, arch=arch) not in rr.records():
+            missing.append(case)
     assert not missing, (f"{len(missing)} instantiations are not in {rr.RECORDS.name} "
                          f"(e.g. {missing[:3]}): python3 tests/resource_records.py")

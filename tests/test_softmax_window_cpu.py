@@ -57,11 +57,16 @@ def _cases():
     return out
 
 
+def compile_inputs(cfg, prec, arch):
+    """(source, entry, defines, arch) of one of _cases()."""
+    return cfg.source, cfg.entry, cfg.defines(prec), arch
+
+
 @pytest.mark.parametrize("cfg,prec,arch", _cases())
 def test_every_window_instantiation_compiles_without_spills(cfg, prec, arch):
     # ptxas's figures, from tests/data/resource_records.json where that holds this
     # very compile (the digest of all it reads), else compiled here
-    r = resource_records.resources(cfg.source, cfg.entry, defines=cfg.defines(prec), arch=arch)
+    r = resource_records.resources(*compile_inputs(cfg, prec, arch))
     assert _no_spill(r), (cfg.describe(), prec, arch, r)
     assert r.registers <= _budget(cfg), (cfg.describe(), r)
 
