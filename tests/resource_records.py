@@ -71,6 +71,9 @@ def compiled(source, entry, *, defines, arch, options=()) -> Resources:
 
 
 def resources(source, entry, defines, arch, options=()) -> Resources:
+    """ptxas's figures for this compile: the record's where it holds the compile's
+    input digest, else compiled now (and written to $DRVGEMM_RESOURCES_RECORD, as
+    the recorder asks)."""
     digest = compiler.input_digest(source, [entry], defines=defines, arch=arch,
                                    options=list(options))
     rec = None if os.environ.get("DRVGEMM_RESOURCES_RECOMPILE") else records().get(digest)
