@@ -254,3 +254,11 @@ def test_readme_runs_on_the_gpu(gpu):
     scope = {}
     for block in _readme_blocks():
         exec(compile(block, "README.md", "exec"), scope)
+
+
+def test_a_kernel_without_a_module_says_so_when_asked_for_a_variable():
+    from drvgemm.runtime.kernel import Kernel
+    k = drvgemm.compile_module("saxpy.ptx", arch="sm_90")["saxpy_ptx"]
+    alone = Kernel(k.binary, k.name)
+    with pytest.raises(TypeError, match="no Module"):
+        alone.variable("x")

@@ -453,6 +453,10 @@ class Kernel:
     def variable(self, name: str, dtype="uint8", shape=None) -> driver.DeviceArray:
         """A __device__ or __constant__ variable of this kernel's source:
         ``Module.variable``."""
+        if self._owner is None:
+            raise TypeError(f"{self.name} was built from a binary alone, with no Module: "
+                            "compile it with drvgemm.compile / compile_module to reach its "
+                            "variables")
         return self._owner.variable(name, dtype, shape)
 
     def __repr__(self):
