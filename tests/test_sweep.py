@@ -217,3 +217,20 @@ def test_sweep_scripts_say_no_gpu(monkeypatch):
         pytest.skip("a GPU is present")
     for name in ("mma_sweep", "wgmma_sweep"):
         assert _script(name).main(["--variants", next(iter(_script(name).VARIANTS))]) == 2
+
+
+def test_side_by_side_refuses_a_shape_or_precision_it_has_no_candidates_for(capsys):
+    """A shape asked for that the script does not list used to be skipped in
+    silence (x 56 asked of the row-lanes script ran nothing for it); now the
+    command stops before any GPU work and names the shapes it knows."""
+    from drvgemm.ladders.softmax.registry import ROW_TILE_CONFIGS
+    from drvgemm.tools.softmax_sweep import side_by_side
+    cands = {"bf16": {(262144, 40): [ROW_TILE_CONFIGS[0]], (131072, 64): [ROW_TILE_CONFIGS[0]]}}
+    with pytest.raises(SystemExit) as e:
+        side_by_side(cands, ["--shapes", "262144x40,262144x56"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "262144x56" in err and "131072x64, 262144x40" in err
+    with pytest.raises(SystemExit):
+        side_by_side(cands, ["--precisions", "fp32"])
+    assert "precision fp32" in capsys.readouterr().err

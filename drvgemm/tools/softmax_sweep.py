@@ -218,7 +218,17 @@ def side_by_side(candidates: dict, argv=None, description: str = "") -> int:
                    help="rows x cols to run, e.g. 8192x50257,512x151936 (default: all)")
     args = p.parse_args(argv)
     precs = args.precisions.split(",")
+    unknown = [prec for prec in precs if prec not in candidates]
+    if unknown:
+        p.error(f"no candidates for precision {', '.join(unknown)}; known: {', '.join(candidates)}")
     wanted = args.shapes.split(",") if args.shapes else None
+    if wanted is not None:
+        # A shape asked for that no chosen precision lists would be left out in silence.
+        known = {f"{m}x{n}" for prec in precs for (m, n) in candidates[prec]}
+        missing = [s for s in wanted if s not in known]
+        if missing:
+            p.error(f"no candidates for shape {', '.join(missing)}; this script's shapes: "
+                    f"{', '.join(sorted(known, key=lambda s: tuple(map(int, s.split('x')))))}")
     recs = []
     for prec in precs:
         for (m, n), cfgs in candidates[prec].items():
