@@ -234,10 +234,10 @@ def test_encode_without_driver_is_a_cuda_error():
 # Grid and tile scheduler
 # ---------------------------------------------------------------------------
 def unit_origin(geo, u, rank, cluster, units_y, tiles_x, group):
-    """The kernel's unit_origin: unit -> (y0, x0)."""
+    """The kernel's unit_origin: unit -> (y0, x0), for one unit or an array."""
     g = u // (group * tiles_x)
     first = g * group
-    rows = min(units_y - first, group)
+    rows = np.minimum(units_y - first, group)   # u may be an array of units
     local = u - g * group * tiles_x
     uy, tx = first + local % rows, local // rows
     return (uy * cluster + rank) * geo.tile_y, tx * geo.tile_x
@@ -251,12 +251,21 @@ def schedule(geo, m, n, cluster, blocks, group=16):
     tiles_x = -(-x_ext // geo.tile_x)
     units_y = -(-tiles_y // cluster)
     units = units_y * tiles_x
-    seen = []
-    units_walked = [(u, b % cluster) for b in range(blocks)
-                    for u in range(b // cluster, units, blocks // cluster)]
-    for u, rank in units_walked:
-        seen.append(unit_origin(geo, u, rank, cluster, units_y, tiles_x, group))
-    return seen, tiles_y, tiles_x
+    u, rank = block_walk(blocks, cluster, units)
+    y0, x0 = unit_origin(geo, u, rank, cluster, units_y, tiles_x, group)
+    return list(zip(y0.tolist(), x0.tolist())), tiles_y, tiles_x
+
+
+def block_walk(blocks, cluster, units):
+    """Every (unit, rank in its cluster) the persistent blocks take, block by
+    block: block b takes units b // cluster, + G, + 2G, ... below ``units``
+    (G = blocks // cluster clusters), as arrays in that order."""
+    b = np.arange(blocks)
+    start, stride = b // cluster, blocks // cluster
+    count = np.maximum(0, -(-(units - start) // stride))
+    owner = np.repeat(b, count)
+    step = np.arange(owner.size) - np.repeat(np.cumsum(count) - count, count)
+    return start[owner] + step * stride, owner % cluster
 
 
 @settings(max_examples=150)
@@ -712,25 +721,26 @@ def test_split_k_schedule_covers_every_tile_and_k_tile_once(m, n, k, name, clust
     p = dict(geo=geo, cluster=cluster, units_y=units_y, tiles_x=tiles_x, group=group,
              tile_units=units_y * tiles_x, splits=s, k_tiles=kt)
     assert units == p["tile_units"] * s
-    seen = {}
-    for b in range(blocks):
-        for u in range(b // cluster, units, blocks // cluster):
-            y0, x0, sp, kt0, kt1 = kernel_unit_work(p, u, b % cluster)
-            if y0 >= tiles_y * geo.tile_y:
-                continue   # the second half of a cluster past the edge
-            assert (y0, x0, sp) not in seen
-            seen[(y0, x0, sp)] = (kt0, kt1)
-    assert len(seen) == tiles_y * tiles_x * s
-    for ty in range(tiles_y):
-        for tx in range(tiles_x):
-            ranges = [seen[(ty * geo.tile_y, tx * geo.tile_x, sp)] for sp in range(s)]
-            assert ranges == split_k.split_ranges(kt, s)
-            assert ranges[0][0] == 0 and ranges[-1][1] == kt
-            assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
-            lengths = [b - a for a, b in ranges]
-            assert max(lengths) - min(lengths) <= 1 and sum(lengths) == kt
-            if clamp:
-                assert min(lengths) >= 1    # no empty piece once clamped
+    u, rank = block_walk(blocks, cluster, units)
+    y0, x0, sp, kt0, kt1 = kernel_unit_work(p, u, rank)
+    live = y0 < tiles_y * geo.tile_y   # not the second half of a cluster past the edge
+    y0, x0, sp, kt0, kt1 = (a[live] for a in (y0, x0, sp, kt0, kt1))
+    assert y0.size == tiles_y * tiles_x * s
+    # Each (tile, split) once: in (split, tile row, tile column) order they are all there.
+    order = np.lexsort((x0, y0, sp))
+    ty, tx = np.divmod(np.arange(y0.size) % (tiles_y * tiles_x), tiles_x)
+    assert (sp[order] == np.arange(y0.size) // (tiles_y * tiles_x)).all()
+    assert (y0[order] == ty * geo.tile_y).all() and (x0[order] == tx * geo.tile_x).all()
+    # Every tile's splits take split_k's pieces of [0, KT) in split order.
+    ranges = split_k.split_ranges(kt, s)
+    assert (kt0[order] == np.repeat([a for a, _ in ranges], tiles_y * tiles_x)).all()
+    assert (kt1[order] == np.repeat([b for _, b in ranges], tiles_y * tiles_x)).all()
+    assert ranges[0][0] == 0 and ranges[-1][1] == kt
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+    lengths = [b - a for a, b in ranges]
+    assert max(lengths) - min(lengths) <= 1 and sum(lengths) == kt
+    if clamp:
+        assert min(lengths) >= 1    # no empty piece once clamped
 
 
 def test_split_ranges_of_long_k_fit_64_bit_arithmetic():
