@@ -512,3 +512,23 @@ def test_gemm_of_a_dlpack_producer_returns_the_callers_kind(launching):
     assert isinstance(out, DeviceArray) and out.shape == (32, 8)
     assert [c[0] for c in launching.calls if "Launch" in c[0]] == ["cuLaunchKernel"]
     assert not any(c[0].startswith("cuMemcpy") for c in launching.calls)   # no copies
+
+
+def test_import_leaves_ml_dtypes_until_a_bfloat16_is_asked_for():
+    """ml_dtypes' import took ~0.5 s of the 0.8 s of ``import drvgemm``, paid by
+    every command and child process: it now waits for the first bfloat16,
+    and the dtype questions that do not need it answer without it."""
+    import subprocess
+    code = ("import sys, numpy as np, drvgemm\n"
+            "from drvgemm.runtime import dtypes\n"
+            "assert 'ml_dtypes' not in sys.modules, 'imported with drvgemm'\n"
+            "assert dtypes.precision_of(np.float16) == 'fp16'\n"
+            "assert dtypes.precision_of(np.float64) is None\n"
+            "assert dtypes.precision_of('bfloat16') == 'bf16'\n"
+            "assert not dtypes.is_bf16(np.int16)\n"
+            "assert 'ml_dtypes' not in sys.modules, 'imported by a question about another type'\n"
+            "assert dtypes.numpy_dtype('bf16').name == 'bfloat16'\n"
+            "assert 'ml_dtypes' in sys.modules\n"
+            "assert dtypes.precision_of(dtypes.bf16()) == 'bf16' and dtypes.is_bf16('bfloat16')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]

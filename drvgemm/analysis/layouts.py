@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import functools
 
-import ml_dtypes
 import numpy as np
 
 __all__ = [
@@ -67,6 +66,7 @@ def element_dtype(dtype: str) -> np.dtype:
     float32: the tensor core reads the upper 19 bits of the 32-bit register."""
     d = normalize_dtype(dtype)
     if d == "bf16":
+        import ml_dtypes   # imported on first use: ~0.5 s (see runtime/dtypes.py)
         return np.dtype(ml_dtypes.bfloat16)
     return np.dtype({"tf32": np.float32, "f32": np.float32, "f16": np.float16}[d])
 

@@ -84,7 +84,7 @@ def dtype_to_dl(dt) -> DLDataType:
         code = _FLOAT
     elif dt.kind == "c":
         code = _COMPLEX
-    elif dt == dtypes.bf16():
+    elif dtypes.is_bf16(dt):
         code = _BFLOAT
     else:
         raise BufferError(f"dtype {dt} has no DLPack type code")

@@ -1,13 +1,27 @@
 """The three input types the kernels take, by precision name, so every module
-agrees on what 'bf16' means on the host (ml_dtypes' bfloat16)."""
+agrees on what 'bf16' means on the host (ml_dtypes' bfloat16).
+
+ml_dtypes is imported when a bfloat16 is first asked for, not with drvgemm:
+its import takes ~0.5 s (numpy 2.4, ml_dtypes 0.7), more than the rest of
+``import drvgemm``, and every command, worker and child process would pay it."""
 from __future__ import annotations
 
-import ml_dtypes
+import functools
+import sys
+
 import numpy as np
 
 
+@functools.cache
 def bf16() -> np.dtype:
+    import ml_dtypes
     return np.dtype(ml_dtypes.bfloat16)
+
+
+def is_bf16(dtype) -> bool:
+    """Whether ``dtype`` is ml_dtypes' bfloat16, without importing it: until
+    ml_dtypes is loaded no array or dtype of that type can exist."""
+    return "ml_dtypes" in sys.modules and np.dtype(dtype) == bf16()
 
 
 def numpy_dtype(name: str) -> np.dtype:
@@ -23,12 +37,14 @@ def numpy_dtype(name: str) -> np.dtype:
 
 def precision_of(dtype) -> str | None:
     """'fp32' / 'fp16' / 'bf16' for a supported dtype, None otherwise."""
+    if isinstance(dtype, str) and dtype == "bfloat16":
+        return "bf16"   # numpy reads the name only once ml_dtypes is loaded
     dt = np.dtype(dtype)
     if dt == np.float32:
         return "fp32"
     if dt == np.float16:
         return "fp16"
-    if dt == bf16():
+    if is_bf16(dt):
         return "bf16"
     return None
 

@@ -93,10 +93,12 @@ def _out_name(dt: np.dtype) -> str:
 # ---------------------------------------------------------------------------
 # operands
 # ---------------------------------------------------------------------------
+_TORCH_DTYPES = {"torch.float32": np.dtype(np.float32), "torch.float16": np.dtype(np.float16)}
+
+
 def _torch_dtype(x):
     name = str(x.dtype)
-    return {"torch.float32": np.dtype(np.float32), "torch.float16": np.dtype(np.float16),
-            "torch.bfloat16": dtypes.bf16()}.get(name)
+    return dtypes.bf16() if name == "torch.bfloat16" else _TORCH_DTYPES.get(name)
 
 
 def _operand(x, what):
