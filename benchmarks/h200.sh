@@ -3,7 +3,7 @@
 #   bash benchmarks/h200.sh [PHASE ...]
 # Default phases, in this order:
 #   install tests sanitize overhead bench shapes memory
-# Extra phases: compile rung20 sweep autotune wgmma profile mma clock wgsweep shortrows packed pipelined splitprobe softncu rowlanes beforeafter rung30 power family ncu ktimes (each reads its
+# Extra phases: compile rung20 sweep autotune wgmma profile mma clock wgsweep shortrows packed pipelined splitprobe softncu rowlanes near128 beforeafter rung30 power family ncu ktimes (each reads its
 # *_ARGS); MEMORY_ARGS=--softmax-rows makes the memory phase the softmax row-length suite.
 #
 # What comes back through $OUT (at most 8 files): the committed results
@@ -198,6 +198,10 @@ script_phase softncu "${SOFTNCU_TIMEOUT:-240}" 40 benchmarks/softmax_ncu.py \
 # rowlanes: softmax rung 10 on 16-bit rows one past a config's slots, fewer lanes against more
 script_phase rowlanes "${ROWLANES_TIMEOUT:-150}" 60 benchmarks/softmax_row_tile_lanes.py \
   --json "$LOG/softmax_row_tile_lanes.json" ${ROWLANES_ARGS:-}
+# near128: fp32 / bf16 rows of 127 and 128, rung 10 with more lanes a row against auto, rung 07
+# and torch.softmax (NEAR128_ARGS: --shapes / --precisions)
+script_phase near128 "${NEAR128_TIMEOUT:-200}" 80 benchmarks/softmax_rows_near_128.py \
+  --torch --json "$LOG/softmax_rows_near_128.json" ${NEAR128_ARGS:-}
 # beforeafter: a softmax kernel from the tree against an earlier source of it (BEFOREAFTER_ARGS:
 # OLD_DIR [--shapes PREC:RxC[:KERNEL] ...]; see benchmarks/softmax_before_after.py; an OLD_DIR
 # under the ignored .gpu/ travels only when the device call carries it)

@@ -16,8 +16,7 @@ from ..ladders.softmax import dispatch as sm
 from ..ladders.softmax.registry import SoftmaxConfig, WindowConfig, pipelined
 from ..runtime import driver
 from .memory_bench import (_cluster_note, _max_rel_err, _median_ms, _progress, _sample_rows,
-                           _with_copy,
-                           measure_copy, softmax_inputs)
+                           _torch_softmax, _with_copy, measure_copy, softmax_inputs)
 from .records import device_json, memory_record
 
 __all__ = ["SWEEP_CONFIGS", "SWEEP_SHAPES", "sweep_softmax", "print_sweep_report", "side_by_side"]
@@ -110,13 +109,14 @@ def _whole_output_error(y) -> float:
 
 
 def sweep_softmax(shapes=SWEEP_SHAPES, configs=None, *, precision="fp32", reps=20,
-                  seed=0) -> list[dict]:
+                  seed=0, torch_baseline=False) -> list[dict]:
     """Time explicit configs (default: SWEEP_CONFIGS for each shape's row
     length) on the same data, with the copy baseline: records as above,
     ``kernel`` = the entry, ``config`` = its constants, ``auto`` = the config
     kernel='auto' picks, ``correct`` = the sampled rows match the float64
     reference and every row sums to 1. A config that fails to compile or
-    launch gets a record with ``error`` and no time."""
+    launch gets a record with ``error`` and no time. ``torch_baseline``: also
+    torch.softmax on the same data (a ``baseline`` record), where torch has CUDA."""
     cc = driver.device().cc
     tol = SWEEP_TOLERANCE[precision]
     out = []
@@ -160,6 +160,12 @@ def sweep_softmax(shapes=SWEEP_SHAPES, configs=None, *, precision="fp32", reps=2
             _progress(f"{rec['config']}: {rec['gbps']:.0f} GB/s"
                       + ("" if rec["correct"] else "  WRONG RESULT"))
             recs.append(rec)
+        if torch_baseline:
+            t = _torch_softmax(x, sample, reps)
+            if t is not None:
+                recs.append(memory_record("torch_softmax", precision, rows, cols, t[0], 2 * nbytes,
+                                          baseline=True, config="torch.softmax(dim=-1)",
+                                          max_rel_err=_max_rel_err(t[1], ref), correct=True))
         dx.free()
         dy.free()
         out.append(copy)
@@ -197,7 +203,7 @@ def print_sweep_report(records, file=None):
             if "error" in r:
                 print(f"  {'FAILED':>6}  {r['config']}{'  <- auto' if r.get('auto') else ''}: "
                       f"{r['error']}", file=file)
-        ok = [r for r in timed if r.get("correct")]
+        ok = [r for r in timed if r.get("correct") and not r.get("baseline")]
         if ok:
             best = ok[0]
             print(f"  best correct: {best['config']} at {best.get('copy_fraction', 0):.3f} of copy"
@@ -216,6 +222,7 @@ def side_by_side(candidates: dict, argv=None, description: str = "") -> int:
     p.add_argument("--precisions", default=",".join(candidates))
     p.add_argument("--shapes", default=None,
                    help="rows x cols to run, e.g. 8192x50257,512x151936 (default: all)")
+    p.add_argument("--torch", action="store_true", help="time torch.softmax on the same data too")
     args = p.parse_args(argv)
     precs = args.precisions.split(",")
     unknown = [prec for prec in precs if prec not in candidates]
@@ -233,7 +240,8 @@ def side_by_side(candidates: dict, argv=None, description: str = "") -> int:
     for prec in precs:
         for (m, n), cfgs in candidates[prec].items():
             if wanted is None or f"{m}x{n}" in wanted:
-                recs += sweep_softmax([(m, n)], cfgs, precision=prec, reps=args.reps)
+                recs += sweep_softmax([(m, n)], cfgs, precision=prec, reps=args.reps,
+                                      torch_baseline=args.torch)
     for prec in precs:
         print(f"\n== {prec}")
         print_sweep_report([r for r in recs if r["precision"] == prec])
