@@ -56,12 +56,14 @@ def workload(shapes):
 
 
 def drvgemm_kernels() -> set:
-    """Entry names of every kernel gemm() may launch (the rest is torch's)."""
-    from drvgemm.ladders.gemm import split_k
+    """Entry names of every kernel gemm() may launch (the rest is torch's):
+    the rungs, the split-K reductions, the padded copies of misaligned
+    operands (staging) and the scaling of C for K = 0."""
+    from drvgemm.ladders.gemm import dispatch, split_k, staging
     from drvgemm.ladders.gemm.registry import RUNGS
     return {r.entry for r in RUNGS} | set(split_k.REDUCE_ENTRIES.values()) | \
-        set(split_k.DEEP_REDUCE_ENTRIES.values()) | \
-        {"scale_c", "scale_c_bf16", "scale_c_fp16"}
+        set(split_k.DEEP_REDUCE_ENTRIES.values()) | set(staging.PAD_ENTRIES.values()) | \
+        set(dispatch.SCALE_C_ENTRIES.values())
 
 
 def profile_shape(shape, ncu, ours):
@@ -71,7 +73,13 @@ def profile_shape(shape, ncu, ours):
     if out.returncode != 0:
         sys.stderr.write(out.stdout[-3000:] + out.stderr[-3000:])
         raise SystemExit(f"ncu failed ({out.returncode}) on {shape}")
-    lines = [ln for ln in out.stdout.splitlines() if ln.startswith('"')]
+    return attribute(out.stdout, shape, ours)
+
+
+def attribute(ncu_csv: str, shape: str, ours: set) -> list:
+    """ncu's CSV (one row per kernel and metric) -> a record per (path,
+    kernel): a kernel whose entry is one of ``ours`` is drvgemm's."""
+    lines = [ln for ln in ncu_csv.splitlines() if ln.startswith('"')]
     rows = {}
     for rec in csv.DictReader(io.StringIO("\n".join(lines))):
         key = (int(rec["ID"]), rec["Kernel Name"])

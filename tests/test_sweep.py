@@ -234,3 +234,28 @@ def test_side_by_side_refuses_a_shape_or_precision_it_has_no_candidates_for(caps
     with pytest.raises(SystemExit):
         side_by_side(cands, ["--precisions", "fp32"])
     assert "precision fp32" in capsys.readouterr().err
+
+
+def test_kernel_times_counts_the_staging_copy_as_gemms():
+    """benchmarks/kernel_times.py split ncu's kernels into drvgemm's and
+    torch's by entry name; the padded copy of a misaligned operand
+    (pad_rows_2) was missing from drvgemm's names and was counted as torch's
+    (H200, 8191 x 8193 x 4096). The rows below are that run's kernels."""
+    kt = _script("kernel_times")
+    rows = []
+    for i, (name, us) in enumerate([("pad_rows_2", "42240"), ("gemm_tma_wgmma_bf16", "1137540"),
+                                    ("split_reduce_deep_bf16", "5380"), ("scale_c_bf16", "2000"),
+                                    ("cutlass::Kernel2<cutlass_75_tensorop_bf16_s1688gemm>",
+                                     "4784640")]):
+        for metric, value in (("gpu__time_duration.sum", us), ("launch__grid_size", "132"),
+                              ("launch__block_size", "384")):
+            rows.append(f'"{i}","1","python3","127.0.0.1","void {name}(args)","0","(1,1,1)",'
+                        f'"(1,1,1)","0","9.0","{metric}","ns","{value}"')
+    head = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Block Size",'
+            '"Grid Size","Stream","Device","Metric Name","Metric Unit","Metric Value"')
+    recs = kt.attribute("\n".join([head] + rows), "8191x8193x4096", kt.drvgemm_kernels())
+    path = {r["kernel"]: r["path"] for r in recs}
+    assert path == {"pad_rows_2": "drvgemm", "gemm_tma_wgmma_bf16": "drvgemm",
+                    "split_reduce_deep_bf16": "drvgemm", "scale_c_bf16": "drvgemm",
+                    "cutlass::Kernel2<cutlass_75_tensorop_bf16_s1688gemm>": "torch"}
+    assert {r["kernel"]: r["median_us"] for r in recs}["pad_rows_2"] == 42.24

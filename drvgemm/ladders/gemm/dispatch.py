@@ -357,12 +357,15 @@ def _workspace(handle: int, host: str) -> _Workspace:
 # ---------------------------------------------------------------------------
 # the plan of a call, and the cache of them
 # ---------------------------------------------------------------------------
+# cu/tools/scale.cu's entries, by C's element type
+SCALE_C_ENTRIES = {"fp32": "scale_c", "bf16": "scale_c_bf16", "fp16": "scale_c_fp16"}
+
+
 def _scale_c(c_dev, count, beta, stream, precision="fp32"):
     """C = beta*C (beta == 0 writes zeros without reading C): K = 0 for rungs
     whose host side cannot describe an empty K extent (TMA). ``precision``:
     C's element type ("fp32", or "bf16" / "fp16" for a 16-bit C)."""
-    entry = "scale_c" if precision == "fp32" else f"scale_c_{precision}"
-    k = compile_once("scale.cu", entry)
+    k = compile_once("scale.cu", SCALE_C_ENTRIES[precision])
     blocks = max(1, min((count + 255) // 256, 65535))
     launch(k, blocks, 256, [c_dev, count, float(beta)], stream=stream)
 
