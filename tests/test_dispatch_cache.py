@@ -341,6 +341,71 @@ def test_tma_binding_stages_misaligned_operands_in_one_launch(tma, m, n, k, stag
             assert struct.unpack_from("<Q", _bytes(main["args"])[1])[0] == b.ptr
 
 
+def test_tma_binding_stages_a_large_misaligned_c_and_copies_it_out(tma):
+    """A C of 16-64 MiB whose rows are not whole 16 bytes (N = 4097): the
+    product runs over B's zero-padded columns (N = 4104) into the binding's
+    own padded C through a map (the TMA-store epilogue), and a copy out
+    (unpad_rows) to each call's C follows; the buffers stay put between
+    calls."""
+    import struct
+    from drvgemm.ladders.gemm import hopper
+    m, n, k = 4099, 4097, 4093
+    sets = [(dev((m, k), BF16, ptr=0x1_0000_0000 + i * 0x1000_0000),
+             dev((k, n), BF16, ptr=0x4_0000_0000 + i * 0x1000_0000),
+             dev((m, n), BF16, ptr=0x8_0000_0000 + i * 0x1000_0000)) for i in range(3)]
+    for a, b, c in sets + sets[:1]:
+        drvgemm.gemm(a, b, c)
+    p = drvgemm.plan(*sets[0])
+    assert p.rung.host == "tma" and p.split == 1 and "operands staged" in p.describe()
+    assert dispatch.plan_cache_info()["hits"] == 3
+    assert len(tma) == 4 * 3
+    kept = None
+    for i, (a, b, c) in enumerate(sets + sets[:1]):
+        pad, main, out = tma[3 * i:3 * i + 3]
+        assert pad["kernel"] == "fake:pad_rows_2" and out["kernel"] == "fake:unpad_rows_2"
+        assert main["args"][5] == 4104                    # N over B's padded columns
+        c_buf = main["args"][3]
+        assert c_buf % 16 == 0 and c_buf != c.ptr
+        assert struct.unpack_from("<Q", _bytes(main["args"])[2])[0] == c_buf   # map over it
+        assert out["args"] == (c_buf, c.ptr, m, 2 * n, 2 * 4104)
+        assert kept is None or kept == c_buf, "the padded C moved between calls"
+        kept = c_buf
+        assert hopper.stages_c(p.rung, m, n, c.ptr, 2, 0.0, 1)
+    assert not hopper.stages_c(p.rung, m, n, 0, 2, 0.5, 1)    # beta reads C: stored directly
+
+
+def test_a_misaligned_c_is_staged_only_while_beta_is_zero(tma):
+    """C at an address that is not 16-byte aligned (rows whole 16 bytes, so
+    A and B go as they are): beta = 0 writes the padded buffer and copies
+    out; beta != 0 (another call signature: the key holds beta == 0) must
+    read C, so it stores C directly, as the checked path builds it, and a
+    binding that staged C takes the checked path for such a call too."""
+    from drvgemm.ladders.gemm import hopper
+    m, n, k = 4096, 4096, 1024
+    a, b = dev((m, k), BF16, ptr=0x1_0000_0000), dev((k, n), BF16, ptr=0x4_0000_0000)
+    c = dev((m, n), BF16, ptr=0x8_0000_0002)
+    drvgemm.gemm(a, b, c)
+    main, out = tma
+    assert out["kernel"] == "fake:unpad_rows_2" and main["args"][5] == n
+    assert out["args"][1:] == (c.ptr, m, 2 * n, 2 * n)
+    del tma[:]
+    drvgemm.gemm(a, b, c, beta=0.5)
+    assert dispatch.plan_cache_info()["misses"] == 2
+    (direct,) = tma
+    assert direct["args"][3] == c.ptr and direct["args"][5] == n and direct["args"][8] == 0.5
+    p = drvgemm.plan(a, b, c)
+    (want,) = hopper.split_launches(p.rung, direct["kernel"], a.ptr, b.ptr, c.ptr, m, n, k,
+                                    1.0, 0.5, stream=0, narrow_output=True, split=1)
+    assert _bytes(direct["args"]) == _bytes(want[1].args)
+    # the binding itself, asked with beta != 0 after it staged C
+    binding = p.rung.host_side.binding(p.rung, direct["kernel"], m, n, k, stream=0,
+                                       narrow_output=True, split=1)
+    staged, _ = binding(a.ptr, b.ptr, c.ptr, 1.0, 0.0, 0)
+    assert [s[0] for s in staged][-1] == "fake:unpad_rows_2"
+    calls, _ = binding(a.ptr, b.ptr, c.ptr, 1.0, 0.5, 0)
+    assert len(calls) == 1 and _bytes(calls[0][3]) == _bytes(want[1].args)
+
+
 # ---------------------------------------------------------------------------
 # The plain and rung-30 bindings (host.PlainBinding, small_m.SmallMBinding):
 # a cached signature keeps its launches and puts each call's pointers and

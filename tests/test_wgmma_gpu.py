@@ -341,6 +341,75 @@ def test_pad_rows_copies_each_row_and_zeroes_the_padding(hopper, elem, rows, col
         assert np.all(got[want.size:] == 0xA5A5A5A5 % 2 ** (8 * elem)), "wrote past the copy"
 
 
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(elem=st.sampled_from([2, 4]), rows=st.integers(1, 300), cols=st.integers(1, 700),
+       offset=st.integers(0, 7))
+def test_unpad_rows_copies_each_row_out_of_the_padded_pitch(hopper, elem, rows, cols, offset):
+    """staging.py's copy out (unpad_rows) on its own: rows of the padded pitch
+    into dense rows at a destination only element-aligned (``offset``
+    elements past a 16-byte boundary); the padding is not copied and the
+    elements before and after the destination stay as they were."""
+    from drvgemm.ladders.gemm import staging
+    dt = np.uint16 if elem == 2 else np.uint32
+    rng = np.random.default_rng(rows * 1000 + cols + offset)
+    pitch = tensormap.padded_pitch(cols * elem)
+    src = rng.integers(1, 2 ** (8 * elem) - 1, size=rows * pitch // elem,
+                       dtype=np.uint64).astype(dt)
+    guard, fill = 64, 0xA5A5A5A5 % 2 ** (8 * elem)
+    d_src = drvgemm.to_device(src)
+    d_dst = drvgemm.to_device(np.full(rows * cols + offset + guard, fill, dt))
+    cfg = staging.unpad_launch_config(d_src.ptr, d_dst.ptr + offset * elem, rows, cols * elem,
+                                      pitch)
+    launch(staging.unpad_kernel(elem), cfg.grid, cfg.block, cfg.args)
+    drvgemm.synchronize()
+    got = d_dst.to_host()
+    want = src.reshape(rows, pitch // elem)[:, :cols].ravel()
+    assert np.array_equal(got[offset:offset + rows * cols], want)
+    assert np.all(got[:offset] == fill) and np.all(got[offset + rows * cols:] == fill), \
+        "wrote outside the destination"
+
+
+@pytest.mark.parametrize("prec, out, m, n, c_off", [
+    ("bf16", "bf16", 4099, 4097, 0),    # N odd: B padded, the product runs 4104 columns
+    ("fp16", "fp16", 4097, 4100, 1),    # rows not whole 16 bytes, C one element off
+    ("bf16", "fp32", 2049, 4099, 0),    # an fp32 C of odd rows
+    ("bf16", "bf16", 4096, 4096, 1),    # rows whole 16 bytes, C one element off: C alone staged
+])
+def test_a_large_misaligned_c_goes_through_a_padded_buffer(hopper, prec, out, m, n, c_off):
+    """gemm() with a C of 16-64 MiB that no tensor map describes as it is
+    (hopper.stages_c): the product writes a padded buffer through the
+    TMA-store epilogue, and the copy out fills C exactly, nothing outside
+    it. A second C of the signature (the binding's fast path), then beta !=
+    0 (C read: the direct stores)."""
+    k = 96
+    r = ladder.rung(NAMES[prec])
+    a, b, c = inputs(prec, m, n, k, 17, exact=False)
+    A, B = drvgemm.to_device(a), drvgemm.to_device(b)
+    narrow = out != "fp32"
+    c_elem = 2 if narrow else 4
+    for call, beta in enumerate((0.0, 0.0, 0.5)):
+        if narrow:
+            c16 = c.astype(ladder.input_dtype(prec))
+            c_init = c16 if beta else np.full((m, n), NAN16[prec], np.uint16).view(c16.dtype)
+            buf, C = guarded_c16(prec, c_init, c_off)
+        else:
+            buf, C = guarded_c(c if beta else np.full((m, n), np.nan, np.float32))
+        assert rung20.stages_c(r, m, n, C.ptr, c_elem, beta, 1) == (beta == 0.0)
+        assert drvgemm.plan(A, B, C, beta=beta, kernel=NAMES[prec]).split == 1
+        drvgemm.gemm(A, B, C, alpha=0.75, beta=beta, kernel=NAMES[prec])
+        drvgemm.synchronize()
+        what = f"{r.name} {m}x{n}x{k} C {out} c_off={c_off} call {call} beta={beta}"
+        if narrow:
+            check16(read_guarded16(prec, buf, m, n, c_off), a, b, c16, 0.75, beta, prec,
+                    False, what)
+        else:
+            host = buf.to_host()
+            assert np.all(host[:GUARD] == SENTINEL) and np.all(host[-GUARD:] == SENTINEL), \
+                f"{what}: wrote outside C"
+            check(host[GUARD:GUARD + m * n].reshape(m, n), a, b, c, 0.75, beta, prec, False,
+                  what)
+
+
 def test_many_tiles_per_block(hopper):
     """Tiles >> blocks: the walk across tile boundaries keeps ring stages and
     phases in step (exact integers; K of 2.5 or 5 stages, so the ring wraps
