@@ -111,8 +111,8 @@ def instantiations():
     for e in (*split_k.REDUCE_ENTRIES.values(),   # the split-K reduction (rungs 08, 20)
               *split_k.DEEP_REDUCE_ENTRIES.values()):
         out.append((f"helper/{e}/sm_90", "split_reduce.cu", e, None, "sm_90"))
-    for e in (*staging.PAD_ENTRIES.values(), *staging.UNPAD_ENTRIES.values()):
-        out.append((f"helper/{e}/sm_90", "pad_rows.cu", e, None, "sm_90"))   # rung 20's staging
+    for e in staging.PAD_ENTRIES.values():      # rung 20's staging copy
+        out.append((f"helper/{e}/sm_90", "pad_rows.cu", e, None, "sm_90"))
     return out
 
 

@@ -1,7 +1,6 @@
-// Rung 20's staging copies: rows of an operand whose row length in bytes is not
+// Rung 20's staging copy: rows of an operand whose row length in bytes is not
 // a multiple of 16 (or whose base is not 16-byte aligned), copied into rows of
-// a 16-byte multiple pitch, which is what a TMA tensor map needs (pad_rows);
-// and the way back for C (unpad_rows, below).
+// a 16-byte multiple pitch, which is what a TMA tensor map needs.
 //
 // One launch copies both operands (blockIdx.y: 0 = the first, 1 = the second;
 // an operand with rows == 0 is skipped), so a GEMM whose A and B both need
@@ -63,54 +62,3 @@ __device__ __forceinline__ void pad_rows(const T* __restrict__ src, uint4* __res
 
 PAD_ENTRY(pad_rows_2, unsigned short)
 PAD_ENTRY(pad_rows_4, unsigned int)
-
-// The way back, for a C that the product wrote through a tensor map into
-// rows of a 16-byte multiple pitch (hopper.split_launches stages C so when
-// C's own rows are not 16-byte multiples): each thread reads one 16-byte
-// chunk of a source row and writes the elements of it that lie inside the
-// destination row, one element at a time (the destination is only
-// element-aligned). A warp's chunks are consecutive, so its stores of each
-// element position cover one contiguous stretch of the destination row.
-//
-//   extern "C" __global__ void unpad_rows_{2,4}(
-//       const void* src, void* dst, long long rows, long long width, long long pitch)
-// pitch: bytes of one source row, a multiple of 16 and >= width; src 16-byte
-// aligned; width: bytes of one destination row (dense: row r starts at
-// dst + r * width). The suffix is the element size in bytes.
-template <typename T>
-__device__ __forceinline__ void unpad_rows(const uint4* __restrict__ src, T* __restrict__ dst,
-                                           long long rows, long long width, long long pitch) {
-    constexpr int PER_CHUNK = 16 / sizeof(T);
-    const long long row_chunks = pitch / 16;
-    const long long row_elems = width / sizeof(T);
-    const long long chunks = rows * row_chunks;
-    for (long long q = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; q < chunks;
-         q += static_cast<long long>(gridDim.x) * blockDim.x) {
-        const long long row = q / row_chunks;
-        const long long col = (q - row * row_chunks) * PER_CHUNK;  // first element of the chunk
-        if (col >= row_elems) continue;                            // all padding
-        const uint4 c = src[q];
-        const unsigned w[4] = {c.x, c.y, c.z, c.w};
-        T* d = dst + row * row_elems + col;
-#pragma unroll
-        for (int i = 0; i < PER_CHUNK; ++i) {
-            if (col + i < row_elems) {
-                if constexpr (sizeof(T) == 4) {
-                    d[i] = w[i];
-                } else {
-                    d[i] = static_cast<T>(i % 2 ? w[i / 2] >> 16 : w[i / 2] & 0xffffu);
-                }
-            }
-        }
-    }
-}
-
-#define UNPAD_ENTRY(NAME, T)                                                                \
-    extern "C" __global__ void NAME(const void* src, void* dst, long long rows,            \
-                                    long long width, long long pitch) {                     \
-        unpad_rows<T>(static_cast<const uint4*>(src), static_cast<T*>(dst), rows, width,    \
-                      pitch);                                                               \
-    }
-
-UNPAD_ENTRY(unpad_rows_2, unsigned short)
-UNPAD_ENTRY(unpad_rows_4, unsigned int)

@@ -33,10 +33,7 @@ the workspace; the reduction writes C. S is clamped to KT (a piece of K is at
 least one k-tile).
 A or B that the copy engine cannot describe as it is (K or N not a multiple
 of 8 for 16-bit types, of 4 for fp32, or a misaligned base) is first copied
-into rows of a padded pitch on the launch's stream (staging.py). A large C
-that the copy engine cannot describe (``stages_c``) is written through a map
-into a padded buffer, the product running over B's zero padding columns
-too, and copied out after it (staging.unpad_rows).
+into rows of a padded pitch on the launch's stream (staging.py).
 """
 from __future__ import annotations
 
@@ -47,8 +44,7 @@ from ...runtime.launch import LaunchConfig
 from .host import Binding, PlainHost
 from .split_k import (reduce_launch, split_kernel, split_stride,
                       split_workspace_bytes)
-from .staging import (PaddedBuffer, PaddedScratch, enqueue_pad, pad_kernel, pad_launch_config,
-                      unpad_kernel, unpad_launch_config)
+from .staging import PaddedBuffer, PaddedScratch, enqueue_pad, pad_kernel, pad_launch_config
 from ...runtime.tensormap import (UNUSED_MAP, MapEncoder, TensorMap, cached_matrix_map,
                                  matrix_map, needs_staging, padded_pitch)
 
@@ -147,41 +143,6 @@ def c_map_usable(address: int, n: int, elem_bytes: int = 4) -> bool:
     """EPILOGUE=2 stores C through a tensor map: rows must be a multiple of 16
     bytes and C 16-byte aligned (the kernel checks the same)."""
     return address % 16 == 0 and (n * elem_bytes) % 16 == 0
-
-
-# Operands up to this size that need padded rows get a staging buffer of their
-# own per cached call signature (TmaBinding); larger ones a stream-ordered
-# copy per call (whose allocation is small against the copy itself).
-KEEP_STAGING_BYTES = 64 << 20
-
-# A C at least this large that the copy engine cannot describe (N not a
-# multiple of 8 for a 16-bit C, of 4 for fp32, or a misaligned base) is
-# staged (stages_c). Without it the kernel stores such a C from registers,
-# on every other row one element at a time: the GEMM kernel took 1.38x /
-# 1.45x its aligned neighbour's time at 8191 x 8193 x 4096 and 4099 x 4097 x
-# 4093 (bf16, C 134 / 34 MB; results/h200-kernel-times-odd.json), against
-# ~0.2 us a MB for the copy out. On a small C the copy's own launch (~3 us)
-# costs more than it saves (127 x 8191 x 131: a 2 MB C, 11.8 us of GEMM).
-# Up to KEEP_STAGING_BYTES of padded C, so that a call signature
-# keeps the buffer: a larger C stays with the direct stores (a buffer
-# allocated on every call went with the checked launch path, which the
-# model prices as gemm_model.UNKEPT_STAGING_EFF).
-STAGE_C_MIN_BYTES = 16 << 20
-
-
-def stages_c(rung, m: int, n: int, c_address: int, c_elem: int, beta: float,
-             splits: int) -> bool:
-    """Whether a product of one piece of K writes C through a padded buffer
-    (staging.py): an EPILOGUE=2 entry (16-bit inputs, not swapped), beta = 0
-    (the TMA store does not read C), a C of STAGE_C_MIN_BYTES up to
-    KEEP_STAGING_BYTES (padded) that no map can describe as it is.
-    ``c_address``: C's address, or its residue mod 16."""
-    geo = geometry(rung)
-    if int(rung.defines["EPILOGUE"]) != 2 or geo.swapped or int(splits) != 1 or beta != 0.0:
-        return False
-    padded = m * c_elem * (padded_pitch(n * geo.elem_size) // geo.elem_size)
-    return (STAGE_C_MIN_BYTES <= m * n * c_elem and padded <= KEEP_STAGING_BYTES
-            and not c_map_usable(c_address, n, c_elem))
 
 
 def k_tiles(geo: Geometry, k: int) -> int:
@@ -284,7 +245,7 @@ def _persistent_blocks(rung, kernel, cluster: int, block: tuple, smem: int,
 
 def wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, *, stream=None,
                              narrow_output=False, kernel=None, splits=1, partials=0,
-                             staged=None, stage_c=False) -> dict:
+                             staged=None) -> dict:
     """Launch of a rung-20 entry for C = alpha * A @ B + beta * C.
 
     a, b, c: device arrays (anything ``driver.device_pointer`` accepts) of the
@@ -293,13 +254,9 @@ def wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, *, stream=None
     ``kernel``: the compiled instantiation that will be launched (its
     register count is checked against the setmaxnreg budget, and a cluster
     launch asks the driver how many of its clusters fit); None skips both.
-    Returns {grid, block, smem, args, cluster, keepalive, unpad}: ``keepalive`` holds
+    Returns {grid, block, smem, args, cluster, keepalive}: ``keepalive`` holds
     scratch copies of misaligned operands, which must outlive the enqueueing
     of the launch (dropping the dict afterwards frees them stream-ordered).
-    ``stage_c``: where ``stages_c`` says so, C is written into a padded
-    buffer (``staged["C"]`` = (address, pitch), or a scratch one) over B's
-    padded columns, and ``unpad`` = (src, dst, rows, width, pitch) is the
-    copy out that must follow the launch (else None).
 
     Host-side defines of the rung: PERSISTENT (grid = resident blocks),
     SM_LIMIT (at most that many blocks in a persistent grid; 0 = all SMs) and
@@ -373,53 +330,34 @@ def wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, *, stream=None
     b_ptr, b_pitch = operand(pb, k, n, "B")
     if copies:
         enqueue_pad(copies, es, s)    # stream-ordered before the product's launch
-    c_elem = es if narrow_output else 4
-    unpad = None
-    n_run = n
-    if stage_c and stages_c(rung, m, n, driver.device_pointer(c, "C"), c_elem, beta, splits):
-        # B's rows were padded with zeros up to their pitch (or were whole 16
-        # bytes already): the product runs over those columns, so that the
-        # padded C's rows are whole 16 bytes too, and the copy out drops them.
-        n_run = b_pitch // es
-        if "C" in staged:
-            c_ptr, c_pitch = staged["C"]
-        else:
-            scratch = PaddedScratch(m, n_run, c_elem, s, stream)
-            keep.append(scratch)
-            c_ptr, c_pitch = scratch.ptr, scratch.pitch
-        unpad = (c_ptr, driver.device_pointer(c, "C"), m, n * c_elem, c_pitch)
-        c = c_ptr
     if keep:
         # Scratch maps are one-off: don't let the cache keep their addresses.
         map_a = matrix_map(a_ptr, dtype, m, k, a_pitch, *geo.a_box).encode()
-        map_b = matrix_map(b_ptr, dtype, k, n_run, b_pitch, *geo.b_box).encode()
+        map_b = matrix_map(b_ptr, dtype, k, n, b_pitch, *geo.b_box).encode()
     else:
         map_a = cached_matrix_map(a_ptr, dtype, m, k, a_pitch, *geo.a_box)
-        map_b = cached_matrix_map(b_ptr, dtype, k, n_run, b_pitch, *geo.b_box)
+        map_b = cached_matrix_map(b_ptr, dtype, k, n, b_pitch, *geo.b_box)
 
     map_c = UNUSED_MAP
     if epilogue == 2 and not geo.swapped:
         pc = driver.device_pointer(c, "C")
-        if c_map_usable(pc, n_run, c_elem):
+        c_elem = es if narrow_output else 4
+        if c_map_usable(pc, n, c_elem):
             # one 128-byte line per row: 32 fp32 or 64 16-bit columns
-            c_map = cached_matrix_map if unpad is None or "C" in staged else matrix_map
-            map_c = c_map(pc, dtype if narrow_output else "fp32", m, n_run, c_elem * n_run,
-                          C_BOX_ROWS, SWIZZLE_LINE // c_elem)
-            if c_map is matrix_map:
-                map_c = map_c.encode()
+            map_c = cached_matrix_map(pc, dtype if narrow_output else "fp32", m, n, c_elem * n,
+                                      C_BOX_ROWS, SWIZZLE_LINE // c_elem)
 
     resident = _persistent_blocks(rung, kernel, cluster, block, smem, sm_limit) \
         if persistent else None
-    blocks = wgmma_grid_blocks(geo, m, n_run, cluster, resident, balanced=balance, splits=splits)
+    blocks = wgmma_grid_blocks(geo, m, n, cluster, resident, balanced=balance, splits=splits)
     return {
         "grid": (blocks, 1, 1),
         "block": block,
         "smem": smem,
-        "args": [map_a, map_b, map_c, c, m, n_run, k, float(alpha), float(beta),
+        "args": [map_a, map_b, map_c, c, m, n, k, float(alpha), float(beta),
                  partials if splits > 1 else 0, stride, splits],
         "cluster": (cluster, 1, 1) if cluster > 1 else None,
         "keepalive": keep,
-        "unpad": unpad,
     }
 
 
@@ -442,20 +380,18 @@ def split_launches(rung, kernel, a, b, c, m, n, k, alpha, beta, *, stream=None,
         kernel = split_kernel(rung, kernel, narrow_output=narrow_output)
     main = wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, stream=stream,
                                     narrow_output=narrow_output, kernel=kernel, splits=s,
-                                    partials=workspace, staged=staged, stage_c=True)
+                                    partials=workspace, staged=staged)
     if s == 1:
-        if main["unpad"] is None:
-            return [(kernel, config(main))]
-        # C written into a padded buffer: the copy out follows, and holds the
-        # scratch buffers until it is enqueued
-        out = unpad_launch_config(*main["unpad"])
-        c_elem = geometry(rung).elem_size if narrow_output else 4
-        return [(kernel, config(main)),
-                (unpad_kernel(c_elem), LaunchConfig(out.grid, out.block, 0, out.args, None,
-                                                    tuple(main["keepalive"])))]
+        return [(kernel, config(main))]
     out = rung.precision if narrow_output else "fp32"
     return [(kernel, config(main)),
             reduce_launch(workspace, c, m, n, s, alpha, beta, out)]
+
+
+# Operands up to this size that need padded rows get a staging buffer of their
+# own per cached call signature (TmaBinding); larger ones a stream-ordered
+# copy per call (whose allocation is small against the copy itself).
+KEEP_STAGING_BYTES = 64 << 20
 
 
 class TmaBinding(Binding):
@@ -466,10 +402,7 @@ class TmaBinding(Binding):
     operand that needs padded rows is copied into this binding's own
     buffer (when at most KEEP_STAGING_BYTES), whose map never changes: the
     copy (pad_rows) is the first of the calls, so replaying them for the
-    same pointers copies the operands' current data again. A C that
-    ``stages_c`` stages (decided by the first call) gets such a buffer too,
-    and the copy out (unpad_rows) is the last call; a later call with beta
-    != 0, which must read C, takes the checked path."""
+    same pointers copies the operands' current data again."""
 
     def __init__(self, rung, kernel, m, n, k, *, stream, narrow_output, split):
         super().__init__(rung, kernel, m, n, k, stream=stream, narrow_output=narrow_output,
@@ -478,18 +411,17 @@ class TmaBinding(Binding):
         self._staging = {}
         self._pad = None           # (kernel, grid, block, args) of the staging copy
         self._per_call = False     # staging too large to keep: the checked path every call
-        self._c_staged = False     # C through this binding's padded buffer (staging["C"])
 
     def __call__(self, pa, pb, pc, alpha, beta, ws):
-        if self._per_call or (self._c_staged and beta != 0.0):
+        if self._per_call:
             return super().__call__(pa, pb, pc, alpha, beta, ws)
         if self._calls is None:
             return self._first(pa, pb, pc, alpha, beta, ws)
         pad = []
-        if self._pad is not None:
+        if self._staging:
             pk, pgrid, pblock, pargs = self._pad
             pargs = list(pargs)
-            for i, name in enumerate(n for n in self._staging if n != "C"):
+            for i, name in enumerate(self._staging):
                 pargs[5 * i] = pa if name == "A" else pb
             pad = [(pk, pgrid, pblock, pargs, 0, None)]
         (kern, grid, block, args, smem, cluster), *rest = self._calls
@@ -500,14 +432,7 @@ class TmaBinding(Binding):
             args[1] = self._enc_b(pb)
         if self._enc_c is not None:
             args[2] = self._enc_c(pc)
-        args[7], args[8] = alpha, beta
-        if self._c_staged:
-            # the product writes the kept buffer; the copy out goes to this C
-            uk, ugrid, ublock, uargs, usmem, ucluster = rest[0]
-            uargs = (uargs[0], pc) + tuple(uargs[2:])
-            return pad + [(kern, grid, block, args, smem, cluster),
-                          (uk, ugrid, ublock, uargs, usmem, ucluster)], ()
-        args[3] = pc
+        args[3], args[7], args[8] = pc, alpha, beta
         if rest:
             args[9] = ws
             rk, rgrid, rblock, rargs, rsmem, rcluster = rest[0]
@@ -526,16 +451,10 @@ class TmaBinding(Binding):
                     self._per_call = True
                     return super().__call__(pa, pb, pc, alpha, beta, ws)
                 self._staging[name] = PaddedBuffer(rows, cols, es)
-        c_elem = es if self.narrow else 4
-        if stages_c(self.rung, m, n, pc, c_elem, beta, effective_splits(geo, k, self.split)):
-            n_run = padded_pitch(n * es) // es   # over B's padded columns (split_launches)
-            self._staging["C"] = PaddedBuffer(m, n_run, c_elem)
-            self._c_staged = True
         pad = []
-        operands = {name: st for name, st in self._staging.items() if name != "C"}
-        if operands:
+        if self._staging:
             cfg = pad_launch_config([st.copy_of(pa if name == "A" else pb)
-                                     for name, st in operands.items()])
+                                     for name, st in self._staging.items()])
             self._pad = (pad_kernel(es), cfg.grid, cfg.block, cfg.args)
             pad = [(self._pad[0], cfg.grid, cfg.block, cfg.args, 0, None)]
         staged = {name: (st.ptr, st.pitch) for name, st in self._staging.items()}
@@ -547,8 +466,7 @@ class TmaBinding(Binding):
         args = calls[0][3]
         self._enc_a = None if "A" in staged else MapEncoder(args[0])
         self._enc_b = None if "B" in staged else MapEncoder(args[1])
-        self._enc_c = MapEncoder(args[2]) if isinstance(args[2], TensorMap) and \
-            not self._c_staged else None
+        self._enc_c = MapEncoder(args[2]) if isinstance(args[2], TensorMap) else None
         self._calls = calls
         return pad + calls, ()
 

@@ -185,18 +185,13 @@ def _predict(r: Rung, split: int, aligned: bool, m, n, k, precision, out_bytes,
                                  dev=t.ceilings, beta_reads_c=beta_reads_c, aligned=aligned)
     staged = unkept = 0
     if r.host == "tma":
-        pa, pb, pc = residues
+        pa, pb, _ = residues
         es = hopper.ELEM_BYTES[r.precision]
         for ptr, rows, cols in ((pa, m, k), (pb, k, n)):
             if needs_staging(ptr, cols, es):
                 staged += rows * cols * es
                 if padded_pitch(cols * es) * rows > hopper.KEEP_STAGING_BYTES:
                     unkept += rows * cols * es
-        # a C written into padded rows and copied out: priced as one more
-        # staged operand (its bytes read and written once more)
-        if hopper.stages_c(r, m, n, pc, out_bytes, 1.0 if beta_reads_c else 0.0,
-                           hopper.effective_splits(hopper.geometry(r), k, split)):
-            staged += m * n * out_bytes      # kept by the call signature (stages_c's bound)
     ws = r.host_side.workspace_bytes(r, m, n, split) > 0
     c = gm.Candidate(gm.FAMILIES[fam], r.tile_m, r.tile_n, split, ws, blocks_per_sm(r, t),
                      aligned, staged, unkept)

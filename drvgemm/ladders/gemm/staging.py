@@ -2,9 +2,7 @@
 aligned base and rows a multiple of 16 bytes apart, so an operand without
 them (runtime.tensormap.needs_staging: K = 131 in bf16 is 262-byte rows) is
 first copied into rows of a padded pitch (tensormap.padded_pitch), and the
-map describes the copy. A C without them is written through a map into a
-padded buffer and copied out after the product (unpad_rows), so the
-product keeps its TMA-store epilogue.
+map describes the copy.
 
 The copy is cu/gemm/pad_rows.cu: one launch for both operands, enqueued on
 the product's stream before it. Two buffers hold the copy:
@@ -19,13 +17,12 @@ from ...runtime.kernel import compile_once
 from ...runtime.launch import LaunchConfig, launch
 from ...runtime.tensormap import padded_pitch
 
-__all__ = ["PAD_ENTRIES", "UNPAD_ENTRIES", "pad_kernel", "unpad_kernel", "pad_launch_config",
-           "unpad_launch_config", "PaddedBuffer", "PaddedScratch", "enqueue_pad"]
+__all__ = ["PAD_ENTRIES", "pad_kernel", "pad_launch_config", "PaddedBuffer", "PaddedScratch",
+           "enqueue_pad"]
 
 PAD_THREADS = 256
 PAD_BLOCKS_PER_SM = 4       # with a grid-stride loop: enough blocks to fill the GPU
 PAD_ENTRIES = {2: "pad_rows_2", 4: "pad_rows_4"}   # element size -> entry
-UNPAD_ENTRIES = {2: "unpad_rows_2", 4: "unpad_rows_4"}
 
 def pad_kernel(elem_size: int):
     """The compiled copy for elements of ``elem_size`` bytes (2 or 4) for the
@@ -34,31 +31,6 @@ def pad_kernel(elem_size: int):
     if entry is None:
         raise ValueError(f"pad_rows copies 2- or 4-byte elements, not {elem_size!r}-byte ones")
     return compile_once("pad_rows.cu", entry)
-
-
-def unpad_kernel(elem_size: int):
-    """The compiled copy out of a padded C, for elements of ``elem_size``
-    bytes (2 or 4), cached per process."""
-    entry = UNPAD_ENTRIES.get(int(elem_size))
-    if entry is None:
-        raise ValueError(f"unpad_rows copies 2- or 4-byte elements, not {elem_size!r}-byte ones")
-    return compile_once("pad_rows.cu", entry)
-
-
-def unpad_launch_config(src: int, dst: int, rows: int, width: int, pitch: int,
-                        sm_count: int | None = None) -> LaunchConfig:
-    """The launch of unpad_rows: ``rows`` rows of ``width`` bytes from ``src``
-    (rows ``pitch`` apart: 16-byte aligned, pitch a multiple of 16 and >=
-    width) to ``dst`` (dense rows), a thread per 16-byte source chunk, at
-    most PAD_BLOCKS_PER_SM blocks per SM."""
-    src, dst, rows, width, pitch = (int(v) for v in (src, dst, rows, width, pitch))
-    if src % 16 or pitch % 16 or pitch < width or rows < 0 or width < 0:
-        raise ValueError(f"unpad_rows: source {src:#x} with pitch {pitch} for rows of "
-                         f"{width} bytes (needs 16-byte alignment and pitch >= width)")
-    chunks = rows * pitch // 16
-    sms = sm_count or driver.device().sm_count
-    blocks = max(1, min(-(-chunks // PAD_THREADS), PAD_BLOCKS_PER_SM * sms))
-    return LaunchConfig((blocks, 1, 1), (PAD_THREADS, 1, 1), 0, (src, dst, rows, width, pitch))
 
 
 def pad_launch_config(copies, sm_count: int | None = None) -> LaunchConfig:
