@@ -264,6 +264,18 @@ def test_cli_plan(capsys):
     assert cli_main(["plan", "4", "4", "4", "--precision", "fp32", "--out-dtype", "bf16"]) == 2
 
 
+def test_an_empty_c_has_no_plan_and_says_so(capsys):
+    """M or N = 0 divided by zero blocks in the model (a ZeroDivisionError
+    out of ``drvgemm plan 0 5 5`` and drvgemm.plan): gemm() launches nothing
+    for an empty C, and plan says that; K = 0 keeps its plan (C = beta * C)."""
+    for m, n in ((0, 5), (5, 0), (0, 0)):
+        with pytest.raises(ValueError, match="launches nothing"):
+            dispatch.plan_shape(m, n, 7, precision="bf16", device="H200")
+        assert cli_main(["plan", str(m), str(n), "7"]) == 2
+        assert "launches nothing" in capsys.readouterr().err
+    assert dispatch.plan_shape(5, 5, 0, precision="bf16", device="H200").k == 0
+
+
 if __name__ == "__main__":
     TABLE.write_text(json.dumps(compute_table(), indent=1) + "\n")
     print(f"{len(compute_table())} choices -> {TABLE}", file=sys.stderr)

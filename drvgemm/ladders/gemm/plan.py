@@ -352,6 +352,11 @@ def choose(m: int, n: int, k: int, precision: str, *, out: str = "fp32",
     (0: aligned, as fresh allocations are); ``kernel``: "auto" or a rung
     name (then only its splits are ranked); ``tuned``: {rung name: split}
     measured winners for this shape (drvgemm tune), preferred when present."""
+    if m == 0 or n == 0:
+        # gemm() returns at once for these: nothing to rank (and the model's
+        # bytes per block would divide by zero blocks)
+        raise ValueError(f"an empty C ({m} x {n}): gemm() launches nothing for it, so there is "
+                         "no plan (K = 0 with a non-empty C has one: C = beta * C)")
     t = t or target()
     narrow = out != "fp32"
     if kernel == "auto":
