@@ -276,6 +276,15 @@ def test_an_empty_c_has_no_plan_and_says_so(capsys):
     assert dispatch.plan_shape(5, 5, 0, precision="bf16", device="H200").k == 0
 
 
+def test_plan_shape_takes_integers_only():
+    """1.5 rows used to be planned as 1; numpy integers are integers."""
+    with pytest.raises(TypeError, match="must be integers"):
+        dispatch.plan_shape(1.5, 8, 8, device="H200")
+    import numpy as np
+    p = dispatch.plan_shape(np.int64(16), np.int32(4096), 4096, device="H200")
+    assert (p.m, p.n, p.k) == (16, 4096, 4096)
+
+
 if __name__ == "__main__":
     TABLE.write_text(json.dumps(compute_table(), indent=1) + "\n")
     print(f"{len(compute_table())} choices -> {TABLE}", file=sys.stderr)

@@ -17,6 +17,7 @@ ever, and fills the cache; nothing that the checks reject is ever cached.
 """
 from __future__ import annotations
 
+import operator
 import threading
 
 import numpy as np
@@ -284,6 +285,10 @@ def plan_shape(m: int, n: int, k: int, *, precision: str = "bf16", out_dtype=Non
     TF32), ``device`` a catalogue name (None: the live GPU, else the H200)."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+    try:
+        m, n, k = (operator.index(v) for v in (m, n, k))
+    except TypeError:
+        raise TypeError(f"M, N, K must be integers, got {m!r}, {n!r}, {k!r}") from None
     if min(m, n, k) < 0:
         raise ValueError(f"M, N, K must be >= 0, got {m}, {n}, {k}")
     in_prec = "fp32" if precision == "tf32" else precision
