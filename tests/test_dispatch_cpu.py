@@ -276,6 +276,15 @@ def test_an_empty_c_has_no_plan_and_says_so(capsys):
     assert dispatch.plan_shape(5, 5, 0, precision="bf16", device="H200").k == 0
 
 
+def test_plan_for_a_device_the_catalogue_lacks_is_an_error(capsys):
+    """``drvgemm plan --gpu nosuch`` planned for the H200 in silence."""
+    with pytest.raises(ValueError, match="H200"):
+        dispatch.plan_shape(5, 5, 5, device="nosuch")
+    assert cli_main(["plan", "5", "5", "5", "--gpu", "nosuch"]) == 2
+    assert "nosuch" in capsys.readouterr().err
+    assert dispatch.plan_shape(5, 5, 5, device="h100").device == "H100"
+
+
 def test_plan_shape_takes_integers_only():
     """1.5 rows used to be planned as 1; numpy integers are integers."""
     with pytest.raises(TypeError, match="must be integers"):

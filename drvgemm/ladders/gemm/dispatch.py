@@ -22,6 +22,7 @@ import threading
 
 import numpy as np
 
+from ...analysis.devices import CATALOGUE, find
 from ...runtime import driver, dtypes, interop
 from ...runtime.driver import DeviceArray
 from ...runtime.errors import NoDeviceError
@@ -298,6 +299,11 @@ def plan_shape(m: int, n: int, k: int, *, precision: str = "bf16", out_dtype=Non
     if kernel != "auto":
         _math_precision(in_prec, precision, rung(kernel))
     if device:      # a catalogue device: the model alone
+        known = [d.name for d in CATALOGUE if d.resources is not None and d.ceilings is not None]
+        entry = find(device)
+        if entry is None or entry.name not in known:
+            raise ValueError(f"device {device!r}: the model plans for a catalogue device with "
+                             f"resources and ceilings: {', '.join(known)}")
         return planning.choose(int(m), int(n), max(int(k), 0), precision, out=out,
                                beta_reads_c=beta != 0, kernel=kernel, residues=tuple(residues),
                                t=planning.target(device))
