@@ -407,3 +407,21 @@ def test_sweep_script_without_gpu():
     assert r.returncode == 0, r.stderr
     assert "no GPU found" in r.stdout
     assert "32 blocks/SM" in r.stdout and "100.0%" in r.stdout
+
+
+def test_kernel_occupancy_takes_a_device_by_name_and_refuses_what_is_not_a_block():
+    """drvgemm.occupancy(k, 256, spec="A100") ended in an AttributeError (a
+    str has no warp_size), a float block in "'float' object is not
+    iterable": the name means the catalogue's spec, and the errors say what
+    is wrong."""
+    k = drvgemm.compile('extern "C" __global__ void occ_probe(float* x) { x[threadIdx.x] = 1.0f; }',
+                        "occ_probe", arch="sm_80")
+    for name in ("A100", "h200"):
+        by_name = drvgemm.occupancy(k, 256, spec=name).model
+        by_spec = drvgemm.occupancy(k, 256, spec=get_spec(name)).model
+        assert by_name == by_spec and by_name.spec.name == get_spec(name).name
+    with pytest.raises(ValueError, match="A100"):
+        drvgemm.occupancy(k, 256, spec="nosuch")
+    for block in (256.0, None, "256"):
+        with pytest.raises(ValueError, match="block must be"):
+            drvgemm.occupancy(k, block, spec="H200")

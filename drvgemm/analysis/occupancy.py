@@ -519,7 +519,10 @@ def kernel_max_threads(ptx: str, entry: str) -> int | None:
 
 def block_threads(block) -> int:
     """Threads in a block given as an int or a 1-3 tuple (checked)."""
-    dims = (block,) if isinstance(block, int) else tuple(block)
+    try:
+        dims = (block,) if isinstance(block, int) else tuple(block)
+    except TypeError:           # a float, None, ...: not a block
+        dims = ()
     if not 1 <= len(dims) <= 3 or not all(isinstance(d, int) and d > 0 for d in dims):
         raise ValueError(f"block must be a positive int or a tuple of 1-3 positive ints, "
                          f"not {block!r}")

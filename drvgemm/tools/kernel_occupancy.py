@@ -8,7 +8,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from ..analysis.occupancy import (SPECS, DeviceSpec, Occupancy, available_dynamic_smem,
-                                  block_threads, format_size, kernel_max_threads,
+                                  block_threads, format_size, get_spec, kernel_max_threads,
                                   max_potential_block_size, model, parse_size)
 from ..runtime import driver
 from ..runtime.errors import CudaError
@@ -119,13 +119,14 @@ def _same_device(a: DeviceSpec, b: DeviceSpec) -> bool:
         dataclasses.replace(b, name="", sm_count=None)
 
 
-def occupancy(kernel, block, smem=0, *, spec: DeviceSpec | None = None,
+def occupancy(kernel, block, smem=0, *, spec: DeviceSpec | str | None = None,
               carveout: int | None = None, cluster=None) -> KernelOccupancy:
     """Blocks per SM, warps, occupancy and the binding limit of ``kernel``
     (a compiled ``drvgemm.Kernel``) launched with ``block`` (int or tuple)
     and ``smem`` bytes of dynamic shared memory (an int, or a size like
     "48K"). The model uses the device's properties when a GPU is present
-    (else ``spec``, by default the H200's); the driver is asked too when
+    (else ``spec``, a DeviceSpec or a catalogue name such as "A100", by
+    default the H200's); the driver is asked too when
     there is a GPU and ``spec`` is not given, or is that same device.
     ``cluster`` (x, y, z): also ask cuOccupancyMaxActiveClusters how many
     thread-block clusters of that shape can be resident at once.
@@ -134,6 +135,8 @@ def occupancy(kernel, block, smem=0, *, spec: DeviceSpec | None = None,
     driver is asked with the limit raised to what a block may have (as
     ``drvgemm.launch`` would raise it on demand), and the limit is put back."""
     threads = block_threads(block)
+    if isinstance(spec, str):
+        spec = get_spec(spec)       # ValueError naming the built-in specs
     smem = parse_size(smem) if isinstance(smem, str) else int(smem)
     if smem < 0:
         raise ValueError(f"smem must be >= 0, not {smem}")
