@@ -138,3 +138,37 @@ def test_kernels_of_an_unknown_precision_is_an_error():
         drvgemm.kernels("fp64")
     bf16 = drvgemm.kernels("bf16")
     assert "12_mma_bf16" in bf16 and "13_mma_fp16" not in bf16 and "04_reg_tiled" not in bf16
+
+
+USER_SOURCE = """
+template <int N>
+__global__ void fill(float* x) { x[threadIdx.x] = N; }
+template __global__ void fill<4>(float*);
+extern "C" __global__ void twice(float* x, int n) {
+    int i = threadIdx.x;
+    if (i < n) x[i] *= SCALE;
+}
+"""
+
+
+def test_compile_reports_a_source_of_ones_own(capsys, tmp_path):
+    """``drvgemm compile FILE [NAME ...] [-D ...] [--arch]``: the ptxas table
+    for the kernels of a user's file (the command knew only drvgemm's own
+    kernel set); its errors are the compiler's, one line each for misuse."""
+    src = tmp_path / "mine.cu"
+    src.write_text(USER_SOURCE)
+    assert cli.main(["compile", str(src), "twice", "fill<4>", "-D", "SCALE=2.0f",
+                     "--arch", "sm_80"]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()[1:] if line.strip()}
+    assert rows["twice"][0] == "sm_80" and rows["fill<4>"][0] == "sm_80"
+    assert int(rows["twice"][1]) > 0 and rows["twice"][2:4] == ["0", "0"]   # regs, no spills
+    assert cli.main(["compile", str(src), "-D", "SCALE=2.0f"]) == 0          # every kernel
+    assert "twice" in capsys.readouterr().out
+    assert cli.main(["compile", str(src), "twice"]) == 1       # SCALE undefined: NVRTC's log
+    err = capsys.readouterr().err
+    assert "CompileError" in err and "SCALE" in err
+    assert cli.main(["compile", str(src), "--kernels", "twice"]) == 2
+    assert "with a SOURCE" in capsys.readouterr().err
+    assert cli.main(["compile", "-D", "X=1"]) == 2
+    assert "go with a SOURCE" in capsys.readouterr().err

@@ -1,4 +1,7 @@
-"""``drvgemm compile``: the ptxas report of every kernel (no GPU needed).
+"""``drvgemm compile``: the ptxas report of every kernel (no GPU needed), or
+of the kernels of one source of your own (``drvgemm compile my.cu [NAME ...]
+[-D N=4] [--arch sm_90a]``: every kernel it defines, or the ones named,
+template instantiations included).
 
 A line goes to stderr only for a kernel that is actually compiled (never for
 a cache hit), so a warm run prints the table alone."""
@@ -8,15 +11,24 @@ import sys
 
 from ..ladders.gemm.registry import RUNGS, rung_kernel
 from ..runtime import compiler
-from ..runtime.kernel import compile
+from ..runtime.kernel import compile, compile_module
 from ..tools.bench import extra_kernels
 
 HEADER = ("kernel", "arch", "regs", "spill st B", "spill ld B", "stack B", "smem B", "dyn smem B")
 
 
 def add(sub) -> None:
-    c = sub.add_parser("compile", help="compile every kernel and print the ptxas report")
+    c = sub.add_parser("compile", help="compile every kernel (or those of a source of yours) "
+                                       "and print the ptxas report")
+    c.add_argument("source", nargs="?", default=None,
+                   help="a .cu or .ptx file of your own (default: drvgemm's kernel set)")
+    c.add_argument("names", nargs="*",
+                   help="with SOURCE: the kernels to report, e.g. 'kern' 'gemm<128>' "
+                        "(default: every kernel SOURCE defines; a template's instantiation "
+                        "must be named)")
     c.add_argument("--arch", default="sm_90", help="target architecture (default sm_90)")
+    c.add_argument("-D", "--define", action="append", default=[], metavar="NAME[=VALUE]",
+                   help="with SOURCE: a preprocessor define (repeatable)")
     c.add_argument("--kernels", default=None,
                    help="comma-separated labels to report (default: all), e.g. 01_naive,saxpy")
     c.set_defaults(func=run)
@@ -43,6 +55,29 @@ def report(arch="sm_90", kernels=None, progress=None) -> tuple[str, int]:
              or it[0] in wanted]
     if wanted is not None and not items:
         raise ValueError(f"no kernel named {', '.join(sorted(wanted))} in the report")
+    return _table(items, progress)
+
+
+def source_report(source, names=(), arch="sm_90", defines=(), progress=None) -> tuple[str, int]:
+    """The same table for the kernels of one source: those named, or every
+    kernel it defines. The source compiles once; a compile error is raised
+    (CompileError, with NVRTC's log), not a row."""
+    arch = compiler.normalize_arch(arch)
+    listener = (lambda what: progress(f"compiling {what}")) if progress else (lambda what: None)
+    with compiler.compile_listener(listener):
+        module = compile_module(source, list(names) or None, defines=list(defines) or None,
+                                arch=arch)
+    kernels = [module.kernel(n) for n in (names or module.names)]
+    if not kernels:
+        raise ValueError(f"{source} defines no kernel (a template kernel needs its "
+                         "instantiation named, e.g. 'kern<128>')")
+    return _table([(n, module.arch, lambda k=k: k, 0) for n, k in zip(names or module.names,
+                                                                    kernels)], progress)
+
+
+def _table(items, progress=None) -> tuple[str, int]:
+    """Build each (label, arch, build, dynamic smem) and lay out their ptxas
+    figures: (the table, the number of builds that failed)."""
     rows, notes, failed = [], [], 0
     listener = (lambda what: progress(f"compiling {what}")) if progress else (lambda what: None)
     with compiler.compile_listener(listener):
@@ -75,9 +110,22 @@ def report(arch="sm_90", kernels=None, progress=None) -> tuple[str, int]:
     return "\n".join(out), failed
 
 
+def _progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
 def run(args) -> int:
+    progress = _progress
+    if args.source is not None:
+        if args.kernels:
+            raise ValueError("--kernels picks from drvgemm's kernel set; with a SOURCE, name "
+                             "its kernels after it")
+        text, failed = source_report(args.source, args.names, args.arch, args.define, progress)
+        print(text)
+        return 1 if failed else 0
+    if args.names or args.define:
+        raise ValueError("kernel names and -D go with a SOURCE of your own")
     kernels = args.kernels.split(",") if args.kernels else None
-    text, failed = report(args.arch, kernels,
-                          progress=lambda m: print(m, file=sys.stderr, flush=True))
+    text, failed = report(args.arch, kernels, progress=progress)
     print(text)
     return 1 if failed else 0
