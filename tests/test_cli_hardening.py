@@ -172,3 +172,21 @@ def test_compile_reports_a_source_of_ones_own(capsys, tmp_path):
     assert "with a SOURCE" in capsys.readouterr().err
     assert cli.main(["compile", "-D", "X=1"]) == 2
     assert "go with a SOURCE" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--softmax-rows"], "--softmax-rows goes with --memory"),
+    (["--quick"], "--quick goes with --shapes"),
+    (["--precisions", "bf16", "--budget", "10"], "--precisions, --budget go with --shapes"),
+    (["--shapes", "--sizes", "256"], "--sizes goes with the rung bench"),
+    (["--shapes", "--no-baseline"], "--no-baseline goes with the rung bench"),
+    (["--memory", "--kernels", "01_naive"], "--kernels goes with the rung bench"),
+    (["--memory", "--plot", "x.png"], "--memory has no plot"),
+    (["--shapes", "--memory"], "run one at a time"),
+])
+def test_bench_refuses_an_option_of_another_suite(no_gpu, capsys, argv, message):
+    """``bench --softmax-rows`` without --memory, ``--quick`` without --shapes
+    and the like ran another suite (or, with no GPU, the compile report)
+    with the option ignored; each is now an error that names its suite."""
+    rc, _, err = _main(["bench", *argv], capsys)
+    assert rc == 2 and message in err, err

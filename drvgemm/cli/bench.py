@@ -56,7 +56,7 @@ def add(sub) -> None:
     b.add_argument("--shapes", action="store_true",
                    help="gemm(kernel='auto') over the shape suite (decode, prefill, squares, "
                         "long K, tall/wide, odd sizes) against the best cuBLAS call")
-    b.add_argument("--precisions", type=precisions, default=list(shape_suite.PRECISIONS),
+    b.add_argument("--precisions", type=precisions, default=None,
                    help="with --shapes: comma separated (default bf16,fp16,tf32,fp32)")
     b.add_argument("--quick", action="store_true", help="with --shapes: the reduced suite")
     b.add_argument("--budget", type=float, default=None, metavar="SECONDS",
@@ -78,7 +78,8 @@ def run_shapes(args) -> int:
               f"none found ({reason})", file=sys.stderr)
         return 1
     print(f"device: {driver.device()}", flush=True)
-    results = shape_bench.run_shape_bench(args.precisions, quick=args.quick, budget_s=args.budget)
+    results = shape_bench.run_shape_bench(args.precisions or list(shape_suite.PRECISIONS),
+                                          quick=args.quick, budget_s=args.budget)
     print(shape_bench.format_summary(results), flush=True)
     if args.json:
         records.write_json(results, args.json)
@@ -101,8 +102,29 @@ def run_shapes(args) -> int:
 _TIMING_OPTIONS = ("sizes", "kernels", "json", "plot", "memory", "reps")
 
 
+# Each mode's own options: given to another mode, they would be ignored in silence.
+_MODE_OPTIONS = {"--shapes": ("precisions", "quick", "budget"),
+                 "--memory": ("softmax_rows",),
+                 "the rung bench": ("sizes", "kernels", "no_baseline")}
+
+
+def _mode(args) -> str:
+    return "--shapes" if args.shapes else "--memory" if args.memory else "the rung bench"
+
+
 def _validate(args) -> None:
     """Every option checked before anything runs (ValueError: exit 2)."""
+    if args.shapes and args.memory:
+        raise ValueError("--shapes and --memory are two different suites: run one at a time")
+    mode = _mode(args)
+    for owner, options in _MODE_OPTIONS.items():
+        given = [o for o in options if getattr(args, o) not in (None, False)]
+        if owner != mode and given:
+            flags = ", ".join("--" + o.replace("_", "-") for o in given)
+            verb = "goes" if len(given) == 1 else "go"
+            raise ValueError(f"{flags} {verb} with {owner}, not with {mode}")
+    if args.memory and args.plot:
+        raise ValueError("--plot draws the GEMM roofline or the shape ratios; --memory has no plot")
     if args.kernels is not None:
         known = by_name()
         unknown = [k for k in args.kernels if k not in known]
