@@ -190,3 +190,12 @@ def test_bench_refuses_an_option_of_another_suite(no_gpu, capsys, argv, message)
     with the option ignored; each is now an error that names its suite."""
     rc, _, err = _main(["bench", *argv], capsys)
     assert rc == 2 and message in err, err
+
+
+def test_occupancy_with_more_shared_memory_than_a_block_may_have(no_gpu, capsys):
+    """The report ended "block size with the most resident threads: 0 (grid
+    of 0 fills the GPU)" when no block size fits the dynamic shared memory."""
+    rc, out, _ = _main(["occupancy", "30_small_m_bf16", "--block", "128", "--smem", "999K"],
+                       capsys)
+    assert rc == 0 and "grid of 0" not in out
+    assert "no block size fits with 999 KiB of dynamic shared memory" in out

@@ -101,8 +101,13 @@ class KernelOccupancy:
         if self.model_potential_block_size:
             grid, blk = self.model_potential_block_size
             d = self.driver_potential_block_size
-            lines.append(f"block size with the most resident threads: {blk} (grid of {grid} "
-                         f"fills the GPU)" + (f" (driver: {d[1]}, grid {d[0]})" if d else ""))
+            if blk:
+                lines.append(f"block size with the most resident threads: {blk} (grid of "
+                             f"{grid} fills the GPU)"
+                             + (f" (driver: {d[1]}, grid {d[0]})" if d else ""))
+            else:
+                lines.append(f"no block size fits with {format_size(m.dynamic_smem)} of dynamic "
+                             "shared memory")
         if self.cluster is not None:
             cx, cy, cz = self.cluster
             got = ("not asked (no GPU)" if self.driver_active_clusters is None
