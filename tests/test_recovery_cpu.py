@@ -111,6 +111,25 @@ def test_isolated_returns_reraises_and_survives_a_dead_child():
         drvgemm.isolated(lambda: 1)
 
 
+def test_isolated_refuses_a_function_a_new_process_cannot_import(tmp_path):
+    """A function defined in a notebook, ``python -c`` or a script on stdin
+    lives in a __main__ with no file: the spawned child died looking for it
+    ("died without an answer (exit code 1)"). Now the call says why at once;
+    a script run from its file still works."""
+    import subprocess
+    code = ("import drvgemm\n"
+            "def double(x):\n    return 2 * x\n"
+            "print(drvgemm.isolated(double, 21))\n")
+    r = subprocess.run([sys.executable, "-"], input=code, capture_output=True, text=True,
+                       cwd=tmp_path, timeout=120)
+    assert r.returncode == 1 and "cannot import" in r.stderr and "TypeError" in r.stderr, r.stderr
+    script = tmp_path / "experiment.py"
+    script.write_text(code.replace("print(", "if __name__ == '__main__':\n    print("))
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       cwd=tmp_path, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "42", r.stderr
+
+
 def test_errors_survive_pickling():
     """drvgemm.isolated() sends a child's exception back through a pipe."""
     import pickle

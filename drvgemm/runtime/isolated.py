@@ -12,7 +12,9 @@ the child.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import pickle
+import sys
 import traceback
 
 __all__ = ["isolated", "IsolatedError"]
@@ -59,6 +61,16 @@ def isolated(fn, *args, timeout: float | None = None, **kwargs):
     except Exception as e:
         raise TypeError(f"isolated() runs {fn!r} in another process, so it must be picklable "
                         f"(a module-level function, not a lambda or closure): {e}") from None
+    if getattr(fn, "__module__", None) == "__main__":
+        # A spawned child finds __main__'s functions by running its file again:
+        # a notebook, `python -c` or a script read from stdin has none, and the
+        # child would die looking for the function.
+        main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+        if not main_file or not os.path.exists(main_file):
+            raise TypeError(f"isolated() runs {getattr(fn, '__name__', fn)!r} in a new process, "
+                            "which imports it by its module; it was defined in an interactive "
+                            "session (a notebook, python -c, a script on stdin), which a new "
+                            "process cannot import: put it in a .py file and import it")
     ctx = multiprocessing.get_context("spawn")
     parent, child = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_child, args=(child, fn, args, kwargs), daemon=True)
