@@ -527,6 +527,12 @@ def test_import_leaves_ml_dtypes_until_a_bfloat16_is_asked_for():
             "assert dtypes.precision_of('bfloat16') == 'bf16'\n"
             "assert not dtypes.is_bf16(np.int16)\n"
             "assert 'ml_dtypes' not in sys.modules, 'imported by a question about another type'\n"
+            # sizes of a bf16 element: the compile report's softmax catalogue asks
+            # them, inside the kernel set's timed warm start (tests/test_compiler.py)
+            "from drvgemm.ladders.softmax import registry as sr\n"
+            "assert dtypes.itemsize('bf16') == 2 and sr.element_bytes('bf16') == 2\n"
+            "assert sr.vec_of('bf16') == 8 and sr.catalogue()\n"
+            "assert 'ml_dtypes' not in sys.modules, 'imported for the size of a bf16'\n"
             "assert dtypes.numpy_dtype('bf16').name == 'bfloat16'\n"
             "assert 'ml_dtypes' in sys.modules\n"
             "assert dtypes.precision_of(dtypes.bf16()) == 'bf16' and dtypes.is_bf16('bfloat16')\n")

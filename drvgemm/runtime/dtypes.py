@@ -24,6 +24,17 @@ def is_bf16(dtype) -> bool:
     return "ml_dtypes" in sys.modules and np.dtype(dtype) == bf16()
 
 
+_ITEMSIZE = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2}
+
+
+def itemsize(name: str) -> int:
+    """Bytes of one element of precision ``name``, without loading ml_dtypes
+    (a bfloat16 is two bytes whether or not its dtype exists yet)."""
+    if name not in _ITEMSIZE:
+        raise ValueError(f"precision must be one of fp32, tf32, fp16, bf16, got {name!r}")
+    return _ITEMSIZE[name]
+
+
 def numpy_dtype(name: str) -> np.dtype:
     """'fp32' / 'tf32' (float32 storage) / 'fp16' / 'bf16' -> numpy dtype."""
     if name in ("fp32", "tf32"):

@@ -305,7 +305,7 @@ def _tiled_input(rows, cols, precision, seed):
     """A rows x cols device array whose rows repeat a host pattern of at most
     SUITE_PERIOD_BYTES (filled on the device by doubling copies, so a 1.6 GB
     input costs the host 4 MiB of random numbers); returns (array, pattern)."""
-    itemsize = sm_registry.numpy_dtype(precision).itemsize
+    itemsize = sm_registry.element_bytes(precision)
     period = max(1, min(rows, SUITE_PERIOD_BYTES // (cols * itemsize)))
     pattern = softmax_inputs(period, cols, precision, seed)
     x = driver.empty((rows, cols), pattern.dtype)
@@ -356,7 +356,7 @@ def bench_softmax_rows(shapes=SOFTMAX_ROW_SUITE, precisions=("fp32", "bf16"), *,
     out = []
     for precision in precisions:
         for rows, cols in shapes:
-            nbytes = rows * cols * sm_registry.numpy_dtype(precision).itemsize
+            nbytes = rows * cols * sm_registry.element_bytes(precision)
             large = nbytes >= LARGE_BYTES
             n_calls = calls if not large else max(5, min(calls, int(2e9 // max(nbytes, 1))))
             x, pattern = _tiled_input(rows, cols, precision, seed + cols)

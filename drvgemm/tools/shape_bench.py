@@ -391,7 +391,7 @@ def _records(shape, precision, entries, sets) -> list[dict]:
 def bench_shape(shape, precision, policy, l2_bytes, progress, seed=0) -> list[dict]:
     """The records of one shape at one precision (errors inside: an entry
     that fails has a record with its ``error``)."""
-    in_bytes = dtypes.numpy_dtype(precision).itemsize
+    in_bytes = dtypes.itemsize(precision)
     per_set = (shape.m * shape.k + shape.k * shape.n) * in_bytes
     sets = shape_suite.rotation_sets(per_set, l2_bytes, policy.max_batch)
     ops = _Operands(precision, shape.m, shape.n, shape.k, sets, seed)

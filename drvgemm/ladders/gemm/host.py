@@ -187,7 +187,7 @@ class PlainHost:
         an offset of r0*K (r0*N) elements keeps any 16-byte alignment the
         whole operand had whenever K (N) allows vector accesses."""
         band = MAX_GRID_Y * rung.tile_m
-        a_bytes = dtypes.numpy_dtype(rung.precision).itemsize
+        a_bytes = dtypes.itemsize(rung.precision)
         c_bytes = a_bytes if narrow_output else 4
         pa, pc = driver.device_pointer(a, "A"), driver.device_pointer(c, "C")
         return [(pa + r0 * k * a_bytes, pc + r0 * n * c_bytes, min(band, m - r0))

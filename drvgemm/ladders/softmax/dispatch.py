@@ -33,7 +33,7 @@ from ...runtime.kernel import compile as compile_kernel
 from ...runtime.launch import launch
 from .plan import (H200_SM_COUNT, SoftmaxPlan, config_plan, plan, predict_copy_ratio,
                    split_workspace_layout, window_plan, window_vectors)
-from .registry import INT_MAX, WS_MAX_SLOTS, dtype_name, numpy_dtype, rung, vec_of
+from .registry import INT_MAX, WS_MAX_SLOTS, dtype_name, element_bytes, rung, vec_of
 
 __all__ = ["softmax", "reference", "plan", "config_plan", "window_plan", "compiled",
            "compiled_kernel", "prepare", "resident_clusters", "SoftmaxPlan",
@@ -215,7 +215,7 @@ def _prepared(rows, cols, precision, kernel, px, py, ldx, ldy):
     if hit is None:
         dev = driver.device()
         aligned = px % 16 == 0 and py % 16 == 0
-        itemsize = numpy_dtype(precision).itemsize
+        itemsize = element_bytes(precision)
         same_phase = (py - px) % 16 == 0 and ((ldy - ldx) * itemsize) % 16 == 0
         p = plan(rows, cols, precision, kernel=kernel, aligned=aligned, cc=dev.cc,
                  ldx=ldx, ldy=ldy, same_phase=same_phase, x_aligned=px % 16 == 0,

@@ -65,7 +65,7 @@ from dataclasses import dataclass
 from .registry import (CLUSTER_CONFIGS, DTYPE_CODES, HELD_VALUES, INT_MAX, MAX_WINDOW_COLS,
                        PACKED_CLUSTER_COLS, PIPELINED_CONFIGS, RESIDENT_CONFIGS, ROW_TILE_CONFIGS,
                        SOFTMAX_RUNGS, STREAM_CONFIG, WS_MAX_SLOTS, SoftmaxConfig, WindowConfig,
-                       WindowRung, numpy_dtype, rung, source_of, vec_of, window_configs)
+                       WindowRung, element_bytes, rung, source_of, vec_of, window_configs)
 
 __all__ = ["plan", "config_plan", "window_plan", "SoftmaxPlan", "split_workspace_layout",
            "row_tile_bank_load", "row_tile_crowded", "one_lane_spreads", "predict_copy_ratio",
@@ -215,7 +215,7 @@ def one_lane_spreads(cols: int, itemsize: int) -> bool:
 def _row_tile_wins(rows: int, cols: int, precision: str) -> bool:
     """Rows of 33..64 (16-bit 34..64) take rung 10 where one lane a row
     spreads the banks (one_lane_spreads), else rung 07."""
-    itemsize = numpy_dtype(precision).itemsize
+    itemsize = element_bytes(precision)
     if rows * cols * itemsize < ROW_TILE_MIN_BYTES:
         return False
     if 33 + (itemsize == 2) <= cols <= 64:
@@ -258,7 +258,7 @@ def _existing_route(rows, cols, precision, cc, contiguous, bulk, sm_count):
         return ("softmax_04_vectorized", next(c for c in RESIDENT_CONFIGS if c.fits(cols, cc)),
                 "rows of <= 8: rung 04, a lane or two a row")
     if contiguous and _row_tile_wins(rows, cols, precision):
-        itemsize = numpy_dtype(precision).itemsize
+        itemsize = element_bytes(precision)
         return ("softmax_10_row_tile",
                 next(c for c in ROW_TILE_CONFIGS if c.fits(cols, cc, itemsize)),
                 "contiguous rows of 9..127 (16-bit: and 129), >= 1 MiB: rung 10, a block's run "
@@ -564,7 +564,7 @@ def window_plan(rows: int, cols: int, precision: str = "fp32", *, aligned: bool 
     if not cfgs:
         raise ValueError(f"{rung_name} needs sm_90 or newer; the device is sm_{cc[0]}{cc[1]}")
     nv = window_vectors(cols, vec, aligned)
-    nbytes = rows * cols * numpy_dtype(precision).itemsize
+    nbytes = rows * cols * element_bytes(precision)
 
     def split_plan(why):
         c, split, slots = _plan_split(rows, nv, cfgs, sm_count)
@@ -655,7 +655,7 @@ def plan(rows: int, cols: int, precision: str = "fp32", *, kernel: str = "auto",
         if not contiguous:
             raise ValueError(f"{kernel} needs C-contiguous rows (row pitch == cols); pitched "
                              "rows take kernel='auto' or softmax_07..09, 11")
-        cfg = r.pick(cols, cc, numpy_dtype(precision).itemsize)
+        cfg = r.pick(cols, cc, element_bytes(precision))
         if cfg.cluster > 1 and not cfg.persistent and rows * cfg.cluster > INT_MAX:
             raise ValueError(f"{rows} rows x {cfg.cluster} blocks per row exceed the grid")
         return config_plan(cfg, rows, cols, precision, aligned=aligned, resident=resident,
@@ -705,7 +705,7 @@ def config_plan(cfg, rows: int, cols: int, precision: str = "fp32", *,
                                    "an explicit config", split, slots)
         return _window_plan_of(cfg, precision, rows, nv, sm_count, aligned, same_phase,
                                "an explicit config")
-    itemsize = numpy_dtype(precision).itemsize
+    itemsize = element_bytes(precision)
     if cfg.walks and cfg.tile_buffers(itemsize) == 1:
         # a row-tile build of one buffer keeps a block a tile: walking its
         # tiles with nothing in flight measured 5% slower (fp32 x 31 / x 127)

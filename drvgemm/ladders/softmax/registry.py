@@ -72,6 +72,13 @@ def numpy_dtype(name: str) -> np.dtype:
     return dtypes.numpy_dtype(name)
 
 
+def element_bytes(name: str) -> int:
+    """numpy_dtype(name).itemsize, without loading ml_dtypes for bf16."""
+    if name not in DTYPE_CODES:
+        raise ValueError(f"precision must be one of {', '.join(DTYPE_CODES)}, got {name!r}")
+    return dtypes.itemsize(name)
+
+
 # ---------------------------------------------------------------------------
 # registry
 # ---------------------------------------------------------------------------
@@ -162,7 +169,7 @@ class SoftmaxConfig:
                  "ROW_THREADS": self.row_threads, "ELEMS": self.elems, "VEC": vec,
                  "MIN_BLOCKS": self.min_blocks, "UNROLL": self.unroll, "CLUSTER": self.cluster,
                  "STAGES": self.stages, "EVICT_FIRST": int(self.evict_first),
-                 "BUFFERS": self.tile_buffers(numpy_dtype(precision).itemsize),
+                 "BUFFERS": self.tile_buffers(element_bytes(precision)),
                  "ROTATE": 0}   # rung 10's rotated slots: the plan's choice (plan.row_tile_crowded)
         source = source_of(self.entry)
         if source == "softmax_04_vectorized.cu":
@@ -260,7 +267,7 @@ class SoftmaxRung:
         """Whether some config takes rows of ``cols``. The ladder rungs hold
         fp32 values whatever the element type; rung 10's 16-bit lanes also
         hold a row's lone first and last elements, one more (row_capacity)."""
-        itemsize = numpy_dtype(precision).itemsize
+        itemsize = element_bytes(precision)
         return any(c.fits(cols, cc, itemsize) for c in self.configs)
 
 
@@ -391,7 +398,7 @@ WINDOW_DEFINES = {
 
 def vec_of(precision: str) -> int:
     """Elements per 16-byte vector: 4 fp32, 8 bf16/fp16."""
-    return 16 // numpy_dtype(precision).itemsize
+    return 16 // element_bytes(precision)
 
 
 def window_precisions(cfg) -> tuple:
