@@ -115,17 +115,16 @@ def _progress(message: str) -> None:
 
 
 def run(args) -> int:
-    progress = _progress
     if args.source is not None:
         if args.kernels:
             raise ValueError("--kernels picks from drvgemm's kernel set; with a SOURCE, name "
                              "its kernels after it")
-        text, failed = source_report(args.source, args.names, args.arch, args.define, progress)
+        text, failed = source_report(args.source, args.names, args.arch, args.define, _progress)
         print(text)
         return 1 if failed else 0
     if args.names or args.define:
         raise ValueError("kernel names and -D go with a SOURCE of your own")
     kernels = args.kernels.split(",") if args.kernels else None
-    text, failed = report(args.arch, kernels, progress=progress)
+    text, failed = report(args.arch, kernels, progress=_progress)
     print(text)
     return 1 if failed else 0
