@@ -63,24 +63,26 @@ def source_report(source, names=(), arch="sm_90", defines=(), progress=None) -> 
     kernel it defines. The source compiles once; a compile error is raised
     (CompileError, with NVRTC's log), not a row."""
     arch = compiler.normalize_arch(arch)
-    listener = (lambda what: progress(f"compiling {what}")) if progress else (lambda what: None)
-    with compiler.compile_listener(listener):
+    with compiler.compile_listener(_listener(progress)):
         module = compile_module(source, list(names) or None, defines=list(defines) or None,
                                 arch=arch)
-    kernels = [module.kernel(n) for n in (names or module.names)]
-    if not kernels:
+    labels = list(names) or module.names
+    if not labels:
         raise ValueError(f"{source} defines no kernel (a template kernel needs its "
                          "instantiation named, e.g. 'kern<128>')")
-    return _table([(n, module.arch, lambda k=k: k, 0) for n, k in zip(names or module.names,
-                                                                    kernels)], progress)
+    return _table([(n, module.arch, lambda n=n: module.kernel(n), 0) for n in labels], progress)
+
+
+def _listener(progress):
+    """What the compiler tells of each compile, as a progress line."""
+    return (lambda what: progress(f"compiling {what}")) if progress else (lambda what: None)
 
 
 def _table(items, progress=None) -> tuple[str, int]:
     """Build each (label, arch, build, dynamic smem) and lay out their ptxas
     figures: (the table, the number of builds that failed)."""
     rows, notes, failed = [], [], 0
-    listener = (lambda what: progress(f"compiling {what}")) if progress else (lambda what: None)
-    with compiler.compile_listener(listener):
+    with compiler.compile_listener(_listener(progress)):
         for label, a, build, smem in items:
             try:
                 res = build().resources

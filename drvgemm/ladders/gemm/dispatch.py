@@ -304,10 +304,10 @@ def plan_shape(m: int, n: int, k: int, *, precision: str = "bf16", out_dtype=Non
         if entry is None or entry.name not in known:
             raise ValueError(f"device {device!r}: the model plans for a catalogue device with "
                              f"resources and ceilings: {', '.join(known)}")
-        return planning.choose(int(m), int(n), max(int(k), 0), precision, out=out,
+        return planning.choose(m, n, k, precision, out=out,
                                beta_reads_c=beta != 0, kernel=kernel, residues=tuple(residues),
                                t=planning.target(device))
-    return _choose(int(m), int(n), max(int(k), 0), precision, out, beta != 0, kernel,
+    return _choose(m, n, k, precision, out, beta != 0, kernel,
                    tuple(residues), _target())
 
 

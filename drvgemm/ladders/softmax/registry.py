@@ -66,17 +66,19 @@ def dtype_name(dtype) -> str:
     return name
 
 
-def numpy_dtype(name: str) -> np.dtype:
+def _softmax_precision(name: str) -> str:
     if name not in DTYPE_CODES:
         raise ValueError(f"precision must be one of {', '.join(DTYPE_CODES)}, got {name!r}")
-    return dtypes.numpy_dtype(name)
+    return name
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    return dtypes.numpy_dtype(_softmax_precision(name))
 
 
 def element_bytes(name: str) -> int:
     """numpy_dtype(name).itemsize, without loading ml_dtypes for bf16."""
-    if name not in DTYPE_CODES:
-        raise ValueError(f"precision must be one of {', '.join(DTYPE_CODES)}, got {name!r}")
-    return dtypes.itemsize(name)
+    return dtypes.itemsize(_softmax_precision(name))
 
 
 # ---------------------------------------------------------------------------
