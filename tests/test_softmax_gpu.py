@@ -212,7 +212,7 @@ def test_masked_entries_and_all_masked_rows(gpu, kernel, cols):
 
 @pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("prec", ["bf16", "fp16"])
-@pytest.mark.parametrize("shape", [(7, 1), (33, 100), (4, 1024), (3, 4097), (2, 16384),
+@pytest.mark.parametrize("shape", [(7, 1), (333, 8), (33, 100), (4, 1024), (3, 4097), (2, 16384),
                                    (2, 65536)], ids=lambda s: f"{s[0]}x{s[1]}")
 def test_16_bit_inputs(gpu, kernel, prec, shape):
     _skip_unsupported(gpu, kernel, shape[1], prec)
@@ -220,6 +220,26 @@ def test_16_bit_inputs(gpu, kernel, prec, shape):
     y = run(x, kernel)
     assert y.dtype == x.dtype
     check(y, x, kernel)
+
+
+@pytest.mark.parametrize("prec", ["bf16", "fp16"])
+def test_16_bit_rows_of_8_on_one_lane(gpu, prec):
+    """Aligned 16-bit rows of 8: auto's one lane and one 16-byte vector a row
+    (rung 04), over a partial last block, with a row of -inf, a lone
+    survivor and the type's top values among the rows."""
+    rows = 1000
+    p = sm.plan(rows, 8, prec, cc=gpu.cc, sm_count=gpu.sm_count)
+    assert p.rung == "softmax_04_vectorized" and p.config.row_threads == 1 and p.vec == 8, \
+        p.describe()
+    x = make_input(rows, 8, prec=prec, seed=8)
+    x[1] = -np.inf
+    x[2] = -np.inf
+    x[2, 5] = 1.0
+    x[3] = smr.numpy_dtype(prec)(60000.0 if prec == "fp16" else 3e38)
+    y = run(x, "auto")
+    assert np.all(np.isnan(y[1].astype(np.float32))), "an all -inf row is NaN"
+    assert y[2, 5] == 1.0 and np.count_nonzero(y[2].astype(np.float32)) == 1
+    check(y, x, "auto")
 
 
 def test_nan_poisons_its_row_only(gpu):

@@ -185,6 +185,28 @@ def test_split_rows_in_a_sequence_of_plans(gpu):
     assert seen == {"softmax_09_split_row", "softmax_09_split_row_stream"}
 
 
+@pytest.mark.parametrize("rows,cols,prec,off", [(16, 1048576, "bf16", 0), (9, 1048576, "fp16", 1),
+                                                (12, 777_777, "bf16", 3)])
+def test_packed_split_rows_over_passes(gpu, rows, cols, prec, off):
+    """16-bit split rows held packed (two elements a register): more rows
+    than the resident slots, so the slots take a second row and the pairs'
+    row parity turns; at an offset the chunks' first and last vectors are
+    element-wise. Special rows (-inf runs, a lone survivor, values near the
+    type's top) in the middle; run twice (the counters must be back at 0)."""
+    p = sm.plan(rows, cols, prec, aligned=off == 0, cc=gpu.cc, sm_count=gpu.sm_count)
+    if not (p.rung == "softmax_09_split_row" and p.config.packed):
+        pytest.skip(f"this GPU's plan is {p.describe()}")
+    assert p.slots < rows and p.split > 1, p.describe()
+    x = make_input(rows, cols, prec, seed=rows + off)
+    x[rows // 2, ::7] = -np.inf
+    x[rows // 2 + 1, :] = -np.inf
+    x[rows // 2 + 1, cols // 3] = 0.0
+    x[rows - 1, ::5] = smr.numpy_dtype(prec)(60000.0 if prec == "fp16" else 3e38)
+    for _ in range(2):
+        y = run_case(x, xoff=off, yoff=off)
+        check(y, x, f"packed split {rows}x{cols} {prec} off {off} ({p.describe()})")
+
+
 def test_split_rows_on_two_streams_at_once(gpu):
     a, b = drvgemm.Stream(), drvgemm.Stream()
     xs = [make_input(4, 1048576, "fp32", seed=s) for s in (1, 2)]

@@ -19,6 +19,12 @@
 // be co-resident instead of letting it hang), and a watchdog traps after
 // WATCHDOG_NS rather than spinning forever if that guarantee is ever broken.
 //
+// PACKED=1 (16-bit only) holds a chunk as loaded, two elements a register
+// (softmax_window.cuh): a thread keeps 64 elements in the registers that hold
+// 32 fp32 values, so the resident grid holds twice the row at once, and rows
+// that took four passes take two (bf16 16 x 1048576: 8 rows a pass instead
+// of 4). Its build has no streamed entry (the streamed configs are unpacked).
+//
 // Rows longer than split * THREADS * ITEMS vectors (past what the resident
 // blocks' registers hold) take softmax_09_split_row_stream instead: each block
 // walks chunks chunk, chunk + split, ... twice (online (max, sum), then
@@ -56,9 +62,13 @@
 #ifndef WS_MAX_SLOTS
 #error "WS_MAX_SLOTS must be defined (row slots the workspace's counter head has room for)"
 #endif
+#ifndef PACKED
+#error "PACKED must be defined (1: 16-bit values held two a register, softmax_window.cuh)"
+#endif
 
 static_assert(THREADS % 32 == 0 && THREADS >= 64 && THREADS <= 1024, "THREADS: a multiple of 32, 64..1024");
-static_assert(ITEMS >= 1 && ITEMS * WVEC <= 64, "ITEMS: 1 .. 64 / WVEC values a thread");
+static_assert(ITEMS >= 1 && ITEMS * WVEC <= (PACKED ? 128 : 64), "ITEMS: too many values a thread");
+static_assert(PACKED == 0 || DTYPE != 0, "PACKED: 16-bit elements only");
 
 // The pairs start after the counter head (bytes).
 constexpr int WS_PAIRS_OFFSET = 2 * WS_MAX_SLOTS * 4;
@@ -174,18 +184,29 @@ __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t
     constexpr int N = ITEMS * WVEC;
     constexpr int SLICE = THREADS * ITEMS;          // window vectors per chunk
     const RowWindow w = row_window(x, y, row, cols, ldx, ldy);
+#if PACKED
+    uint4 v[ITEMS];                                  // the chunk as loaded
+#else
     float v[N];
+#endif
     MaxSum th;                                       // this thread's pair
     if constexpr (RESIDENT) {
+#if PACKED
+        window_load_packed<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v);
+        th = window_exp_packed<ITEMS>(v);
+#else
         window_load<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v);
         th = window_exp<N>(v);
+#endif
     } else {
+#if !PACKED
         const int nchunks = (window_vectors(w) + SLICE - 1) / SLICE;
         th = MaxSum{NEG_INF, 0.0f};
         for (int c = chunk; c < nchunks; c += split) {
             window_load<ITEMS, THREADS>(w, c * SLICE, threadIdx.x, true, v);
             th = merge<FAST_EXP>(th, window_exp<N>(v));
         }
+#endif
     }
     const MaxSum blk = block_merge_butterfly<THREADS>(th, part);
     if (threadIdx.x == 0) {
@@ -198,8 +219,14 @@ __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t
                          ? fold_row_max_first(row_pairs, split, reinterpret_cast<float*>(fold_part))
                          : fold_row(row_pairs, split, fold_part);
     if constexpr (RESIDENT) {
+#if PACKED
+        window_store_packed<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v, th.m,
+                                            window_scale(th.m, r));
+#else
         window_store<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v, window_scale(th.m, r));
+#endif
     } else {
+#if !PACKED
         const int nchunks = (window_vectors(w) + SLICE - 1) / SLICE;
         const float inv = 1.0f / r.l;
         for (int c = chunk; c < nchunks; c += split) {
@@ -208,6 +235,7 @@ __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t
             for (int e = 0; e < N; ++e) v[e] = exp_shifted(v[e], r.m);   // -inf - -inf: NaN row, as it must
             window_store<ITEMS, THREADS>(w, c * SLICE, threadIdx.x, true, v, inv);
         }
+#endif
     }
 }
 
@@ -253,9 +281,11 @@ softmax_09_split_row(const elem_t* __restrict__ x, elem_t* __restrict__ y, int r
     split_rows<true>(x, y, rows, cols, ldx, ldy, ws, split);
 }
 
+#if !PACKED
 // Any row length (2 reads + 1 write).
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 softmax_09_split_row_stream(const elem_t* __restrict__ x, elem_t* __restrict__ y, int rows, int cols,
                             long long ldx, long long ldy, MaxSum* __restrict__ ws, int split) {
     split_rows<false>(x, y, rows, cols, ldx, ldy, ws, split);
 }
+#endif

@@ -234,6 +234,8 @@ def _existing_route(rows, cols, precision, cc, contiguous, bulk, sm_count):
       0.72/0.93/0.97/0.99 vs 0.57/0.64/0.65/0.74; every vector of such a row
       is a partial window vector, element-wise in rung 07. Misaligned and
       16-bit: predicted the same (rung 04 reads scalars there either way).
+      Aligned 16-bit rows of 8 take one lane and one 16-byte vector (two
+      lanes of 8 bytes measured 0.76 of copy at bf16 1048576 x 8).
     - contiguous rows of 9..127 elements (16-bit: and 129), at least 1 MiB
       (rung 10, the fewest lanes that hold the row; rows of 33..64 only where
       one lane a row spreads the banks): the figures at ``_row_tile_wins``
@@ -255,6 +257,10 @@ def _existing_route(rows, cols, precision, cc, contiguous, bulk, sm_count):
     - sm_80 (no clusters), aligned rows past a block, one row an SM: rung 04
       streamed as before rung 07 (not measured against rung 09 there)."""
     if contiguous and cols <= 8:
+        if bulk and precision != "fp32" and cols > 4:
+            return ("softmax_04_vectorized",
+                    next(c for c in RESIDENT_CONFIGS if c.row_threads == 1 and c.fits(cols, cc)),
+                    "16-bit rows of 8: rung 04, one lane and one 16-byte vector a row")
         return ("softmax_04_vectorized", next(c for c in RESIDENT_CONFIGS if c.fits(cols, cc)),
                 "rows of <= 8: rung 04, a lane or two a row")
     if contiguous and _row_tile_wins(rows, cols, precision):

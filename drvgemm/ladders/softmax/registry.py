@@ -282,8 +282,10 @@ def _resident(row_threads, elems, threads=None, **kw):
 # with a few lanes each (many rows per block), then a warp per row, then a
 # block per row. 32 fp32 per thread is the most that leaves room for two
 # 512-thread blocks per SM (64 registers each) without spilling.
+# _resident(1, 8) is for 16-bit rows of 8 (one lane, one 16-byte vector); the
+# first-fit pick hands rows of 5..8 to _resident(2, 4) (fp32: one vector a lane).
 RESIDENT_CONFIGS = (
-    _resident(1, 4), _resident(2, 4), _resident(4, 4), _resident(8, 4), _resident(16, 4),
+    _resident(1, 4), _resident(2, 4), _resident(1, 8), _resident(4, 4), _resident(8, 4), _resident(16, 4),
     _resident(32, 4), _resident(32, 8), _resident(32, 16), _resident(32, 32),
     _resident(128, 16), _resident(128, 32), _resident(256, 32),
     _resident(512, 32, min_blocks=2),
@@ -392,8 +394,9 @@ WINDOW_KINDS = {"softmax_07_any_row": "rows", "softmax_08_any_row_cluster": "clu
 WINDOW_DEFINES = {
     "rows": ("DTYPE", "THREADS", "ROW_THREADS", "ITEMS", "RPT", "MIN_BLOCKS", "PACKED"),
     "cluster": ("DTYPE", "THREADS", "ITEMS", "CLUSTER", "MIN_BLOCKS", "PACKED"),
-    "split": ("DTYPE", "THREADS", "ITEMS", "MIN_BLOCKS", "WATCHDOG_NS", "WS_MAX_SLOTS"),
-    "split_stream": ("DTYPE", "THREADS", "ITEMS", "MIN_BLOCKS", "WATCHDOG_NS", "WS_MAX_SLOTS"),
+    "split": ("DTYPE", "THREADS", "ITEMS", "MIN_BLOCKS", "WATCHDOG_NS", "WS_MAX_SLOTS", "PACKED"),
+    "split_stream": ("DTYPE", "THREADS", "ITEMS", "MIN_BLOCKS", "WATCHDOG_NS", "WS_MAX_SLOTS",
+                     "PACKED"),
     "pipelined": ("DTYPE", "THREADS", "ITEMS", "CLUSTER", "STAGES", "MIN_BLOCKS", "PACKED"),
 }
 
@@ -440,8 +443,10 @@ class WindowConfig:
             raise ValueError(f"{self.entry}: cluster of 2..16 blocks")
         if (self.kind == "pipelined") != (self.stages > 0):
             raise ValueError(f"{self.entry}: landing buffers are rung 11's, and it needs some")
-        if self.packed and (self.vec != 8 or self.kind not in ("rows", "cluster", "pipelined")):
-            raise ValueError(f"{self.entry}: packed values are for 16-bit rows of rungs 07/08/11")
+        if self.packed and (self.vec != 8 or self.kind not in ("rows", "cluster", "pipelined",
+                                                               "split")):
+            raise ValueError(f"{self.entry}: packed values are for 16-bit rows of rungs 07/08/09/11 "
+                             "(not 09's streamed entry)")
 
     @property
     def kind(self) -> str:
@@ -586,6 +591,11 @@ def _window_configs(vec: int) -> tuple:
     # up to 32 values a thread, 64 KiB of a row a block
     out += [WindowConfig("softmax_09_split_row", 512, it, vec, min_blocks=2)
             for it in ((2, 4, 8) if vec == 4 else (1, 2, 4))]
+    # 16-bit, packed: 64 values a thread, 64 KiB of a row a block, so the
+    # resident grid holds twice what the unpacked chunks hold (half the passes
+    # over 16 x 1048576: two of 8 rows, not four of 4)
+    if vec == 8:
+        out.append(WindowConfig("softmax_09_split_row", 512, 8, vec, min_blocks=2, packed=True))
     out.append(WindowConfig("softmax_09_split_row_stream", 512, 4 if vec == 4 else 2, vec,
                             min_blocks=2))
     # rung 11, one block an SM, three landing buffers of a slice (two where three

@@ -1,0 +1,50 @@
+"""16-bit split rows held packed (rung 09, PACKED=1: two elements a register,
+so the resident grid holds twice the row and 16 x 1048576 takes two passes
+instead of four), and 16-bit rows of 8 on one lane with one 16-byte vector
+(rung 04), each against what auto took before, side by side on the same data
+with the device copy of the same bytes, bf16 and fp16:
+
+    python benchmarks/softmax_split_packed.py [--json PATH] [--reps 20] [--torch]
+
+Every output is checked on sampled rows and whole-row sums (the sweep's
+``max_rel_err`` / ``row_sum_err``)."""
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from drvgemm.ladders.softmax.registry import SoftmaxConfig, WindowConfig  # noqa: E402
+from drvgemm.tools.softmax_sweep import side_by_side  # noqa: E402
+
+
+def _c09(items, packed=False):
+    return WindowConfig("softmax_09_split_row", 512, items, 8, min_blocks=2, packed=packed)
+
+
+_STREAM = WindowConfig("softmax_09_split_row_stream", 512, 2, 8, min_blocks=2)
+_C08 = WindowConfig("softmax_08_any_row_cluster", 512, 8, 8, cluster=8, min_blocks=2, packed=True)
+
+
+def _c04(row_threads, elems):
+    return SoftmaxConfig("softmax_04_vectorized_rows", 128, row_threads, elems=elems, vector=True)
+
+
+# (rows, cols): candidates; the first is what auto took before this change.
+CANDIDATES = {
+    (16, 1048576): [_c09(4), _c09(8, True)],
+    (4, 1048576): [_c09(4), _c09(8, True)],
+    (64, 262144): [_C08, _c09(4), _c09(8, True)],
+    (2, 8388608): [_STREAM, _c09(8, True)],
+    (1048576, 8): [_c04(2, 4), _c04(1, 8)],
+}
+
+
+def main(argv=None):
+    return side_by_side({prec: CANDIDATES for prec in ("bf16", "fp16")}, argv,
+                        __doc__.splitlines()[0])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
