@@ -235,7 +235,7 @@ def test_16_bit_rows_of_8_on_one_lane(gpu, prec):
     x[1] = -np.inf
     x[2] = -np.inf
     x[2, 5] = 1.0
-    x[3] = smr.numpy_dtype(prec)(60000.0 if prec == "fp16" else 3e38)
+    x[3] = smr.numpy_dtype(prec).type(60000.0 if prec == "fp16" else 3e38)
     y = run(x, "auto")
     assert np.all(np.isnan(y[1].astype(np.float32))), "an all -inf row is NaN"
     assert y[2, 5] == 1.0 and np.count_nonzero(y[2].astype(np.float32)) == 1

@@ -275,7 +275,14 @@ def test_auto_choices_match_the_committed_table():
     # 0.852 vs 0.636, 0.821 vs 0.765; bf16 0.890 vs 0.749, 0.873 vs 0.799, 0.833 vs 0.730
     ((512, 151936), "fp32", "softmax_11_any_row_pipelined",
      lambda p: (p.config.items, p.config.cluster, p.config.stages) == (19, 8, 2)),
-    ((100000, 128), "fp32", "softmax_07_any_row", lambda p: p.config.row_threads == 8),
+    # 16 lanes x 3 vectors: 0.975 / 0.987 against 8 x 4's 0.958 / 0.947 (two runs)
+    ((100000, 128), "fp32", "softmax_07_any_row",
+     lambda p: (p.config.row_threads, p.config.items) == (16, 3)),
+    # one lane, one 16-byte vector a row: 0.990 against two lanes of 8 bytes' 0.789
+    ((1048576, 8), "bf16", "softmax_04_vectorized",
+     lambda p: (p.config.row_threads, p.vec) == (1, 8)),
+    # split chunks held packed, two passes: 0.719 (fp16) against four unpacked's 0.555
+    ((16, 1048576), "bf16", "softmax_09_split_row", lambda p: p.config.packed and p.slots == 8),
     ((777, 12345), "fp32", "softmax_07_any_row", lambda p: p.config.row_threads == 512),
     ((4096, 4097), "fp32", "softmax_07_any_row", None),
     ((8192, 50257), "fp32", "softmax_11_any_row_pipelined",

@@ -201,7 +201,7 @@ def test_packed_split_rows_over_passes(gpu, rows, cols, prec, off):
     x[rows // 2, ::7] = -np.inf
     x[rows // 2 + 1, :] = -np.inf
     x[rows // 2 + 1, cols // 3] = 0.0
-    x[rows - 1, ::5] = smr.numpy_dtype(prec)(60000.0 if prec == "fp16" else 3e38)
+    x[rows - 1, ::5] = smr.numpy_dtype(prec).type(60000.0 if prec == "fp16" else 3e38)
     for _ in range(2):
         y = run_case(x, xoff=off, yoff=off)
         check(y, x, f"packed split {rows}x{cols} {prec} off {off} ({p.describe()})")

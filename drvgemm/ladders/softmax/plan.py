@@ -371,12 +371,26 @@ def predict_copy_ratio(cfg: WindowConfig, nv: int, blocks: int, sm_count: int, a
     return round(0.93 * max(0.3, lanes) ** 0.5 * fill * peel * store * pack * 2 / (reads + 1), 3)
 
 
+# Lane groups that measured faster than _pick_rows's rule, by (vector
+# elements, window vectors a row) -> (lanes a row, vectors a lane). fp32 rows
+# of 32 vectors (100000 x 128): 16 lanes x 3 vectors (the third empty) at
+# 0.975 / 0.987 of copy against the rule's 8 x 4 at 0.958 / 0.947 in two runs,
+# torch 0.963 / 0.947 (results/h200-softmax-rows-near-128.json, -fp32.json): half the
+# exps a thread, the same bytes in flight a warp.
+MEASURED_LANE_GROUPS = {(4, 32): (16, 3)}
+
+
 def _pick_rows(nv: int, cfgs) -> WindowConfig | None:
     """Lane groups for short rows: the fewest lanes whose items cover the
-    window (more rows per warp), then the fewest items (less waste)."""
+    window (more rows per warp), then the fewest items (less waste); where a
+    row length measured better otherwise, that (MEASURED_LANE_GROUPS)."""
     cands = [c for c in cfgs if c.kind == "rows" and c.row_threads <= 32 and c.window >= nv]
     if not cands:
         return None
+    measured = MEASURED_LANE_GROUPS.get((cands[0].vec, nv))
+    for c in cands:
+        if measured == (c.row_threads, c.items):
+            return c
     return min(cands, key=lambda c: (c.window, c.row_threads))
 
 
@@ -593,9 +607,11 @@ def window_plan(rows: int, cols: int, precision: str = "fp32", *, aligned: bool 
                          f"alignment, got {cols}; use kernel='auto'")
     cfg = _pick_rows(nv, cfgs)
     if cfg is not None:
+        measured = MEASURED_LANE_GROUPS.get((cfg.vec, nv)) == (cfg.row_threads, cfg.items)
         return _window_plan_of(cfg, precision, rows, nv, sm_count, aligned, same_phase,
                                f"lane groups: {cfg.row_threads} lanes x {cfg.items} vectors "
-                               f"cover {nv}")
+                               f"cover {nv}" + (" (measured faster than fewer lanes)"
+                                                if measured else ""))
     cand = _pick_block(nv, cfgs) or _pick_cluster(nv, cfgs, rows, sm_count)
     has_split = any(c.kind == "split" for c in cfgs)
     if cand is None:
