@@ -3,7 +3,7 @@
 #   bash benchmarks/h200.sh [PHASE ...]
 # Default phases, in this order:
 #   install tests sanitize overhead bench shapes memory
-# Extra phases: compile rung20 sweep autotune wgmma profile mma clock wgsweep shortrows packed pipelined splitprobe softncu rowlanes near128 splitpacked beforeafter rung30 power family ncu ktimes (each reads its
+# Extra phases: compile rung20 sweep autotune wgmma profile mma clock wgsweep shortrows packed pipelined splitprobe softncu rowlanes near128 splitheld tinyrows beforeafter rung30 power family ncu ktimes (each reads its
 # *_ARGS); MEMORY_ARGS=--softmax-rows makes the memory phase the softmax row-length suite.
 #
 # What comes back through $OUT (at most 8 files): the committed results
@@ -202,10 +202,14 @@ script_phase rowlanes "${ROWLANES_TIMEOUT:-150}" 60 benchmarks/softmax_row_tile_
 # and torch.softmax (NEAR128_ARGS: --shapes / --precisions)
 script_phase near128 "${NEAR128_TIMEOUT:-200}" 80 benchmarks/softmax_rows_near_128.py \
   --torch --json "$LOG/softmax_rows_near_128.json" ${NEAR128_ARGS:-}
-# splitpacked: 16-bit split rows held packed (rung 09) and 16-bit rows of 8 on one lane (rung 04)
-# against what auto took before them (SPLITPACKED_ARGS: --shapes / --precisions / --torch)
-script_phase splitpacked "${SPLITPACKED_TIMEOUT:-150}" 60 benchmarks/softmax_split_packed.py \
-  --json "$LOG/softmax_split_packed.json" ${SPLITPACKED_ARGS:-}
+# splitheld: split rows held packed (16-bit) or partly in shared memory (fp32) on rung 09, and
+# 16-bit rows of 8 on one lane (rung 04), against what auto took before them (SPLITHELD_ARGS:
+# --shapes / --precisions / --torch)
+script_phase splitheld "${SPLITHELD_TIMEOUT:-180}" 80 benchmarks/softmax_split_held.py \
+  --json "$LOG/softmax_split_held.json" ${SPLITHELD_ARGS:-}
+# tinyrows: rows of 1..3 on rung 04 (auto) against rung 10's row tile (TINYROWS_ARGS: --torch ...)
+script_phase tinyrows "${TINYROWS_TIMEOUT:-120}" 60 benchmarks/softmax_tiny_rows.py \
+  --json "$LOG/softmax_tiny_rows.json" ${TINYROWS_ARGS:-}
 # beforeafter: a softmax kernel from the tree against an earlier source of it (BEFOREAFTER_ARGS:
 # OLD_DIR [--shapes PREC:RxC[:KERNEL] ...]; see benchmarks/softmax_before_after.py; an OLD_DIR
 # under the ignored .gpu/ travels only when the device call carries it)

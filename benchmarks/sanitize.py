@@ -46,7 +46,10 @@ SOFTMAX_SHAPES = [(1, 1), (3, 1000), (5, 4099), (2, 33000), (1, 131072),
                   (700, 37), (700, 63),
                   # rung 11: persistent clusters walking several rows each through their
                   # landing buffers
-                  (300, 50257)]
+                  (300, 50257),
+                  # split rows whose chunks are held packed (16-bit) or partly in shared
+                  # memory (fp32)
+                  (15, 300001)]
 # (x offset, y offset, pitch pad) in elements: rows that start off 16 bytes, at a
 # pitch above the row, x and y of different phase
 SOFTMAX_VIEWS = [(1, 1, 0), (3, 3, 5), (2, 1, 3)]

@@ -186,15 +186,18 @@ def test_split_rows_in_a_sequence_of_plans(gpu):
 
 
 @pytest.mark.parametrize("rows,cols,prec,off", [(16, 1048576, "bf16", 0), (9, 1048576, "fp16", 1),
-                                                (12, 777_777, "bf16", 3)])
-def test_packed_split_rows_over_passes(gpu, rows, cols, prec, off):
-    """16-bit split rows held packed (two elements a register): more rows
-    than the resident slots, so the slots take a second row and the pairs'
-    row parity turns; at an offset the chunks' first and last vectors are
-    element-wise. Special rows (-inf runs, a lone survivor, values near the
-    type's top) in the middle; run twice (the counters must be back at 0)."""
+                                                (12, 777_777, "bf16", 3), (16, 1048576, "fp32", 0),
+                                                (9, 1048575, "fp32", 1), (12, 777_777, "fp32", 3)])
+def test_split_rows_held_packed_or_in_shared_memory_over_passes(gpu, rows, cols, prec, off):
+    """Split rows whose chunks are held packed (16-bit: two elements a
+    register) or partly in shared memory (fp32): more rows than the resident
+    slots, so the slots take a second row and the pairs' row parity turns;
+    at an offset the chunks' first and last vectors are element-wise (in
+    registers or in the shared slots). Special rows (-inf runs, a lone
+    survivor, values near the type's top) in the middle; run twice (the
+    counters must be back at 0)."""
     p = sm.plan(rows, cols, prec, aligned=off == 0, cc=gpu.cc, sm_count=gpu.sm_count)
-    if not (p.rung == "softmax_09_split_row" and p.config.packed):
+    if not (p.rung == "softmax_09_split_row" and (p.config.packed or p.config.shared_items)):
         pytest.skip(f"this GPU's plan is {p.describe()}")
     assert p.slots < rows and p.split > 1, p.describe()
     x = make_input(rows, cols, prec, seed=rows + off)

@@ -25,7 +25,15 @@
 // that took four passes take two (bf16 16 x 1048576: 8 rows a pass instead
 // of 4). Its build has no streamed entry (the streamed configs are unpacked).
 //
-// Rows longer than split * THREADS * ITEMS vectors (past what the resident
+// SITEMS > 0 (fp32 only) keeps SITEMS more window vectors a thread in shared
+// memory, copied there by cp.async (no registers held while they fly): a
+// chunk is THREADS * (ITEMS + SITEMS) vectors, so the resident grid holds a
+// row part in registers and a part in shared memory, and 16 x 1048576 takes
+// two passes instead of four. The shared part's exps are stored back in
+// place, scaled at the store as the registers are. Its build, like the packed
+// one, has no streamed entry.
+//
+// Rows longer than split * THREADS * (ITEMS + SITEMS) vectors (past what the resident
 // blocks' registers hold) take softmax_09_split_row_stream instead: each block
 // walks chunks chunk, chunk + split, ... twice (online (max, sum), then
 // exp / write): 2 reads + 1 write, correct for any length up to 2^31 - 16.
@@ -45,6 +53,8 @@
 //
 // Parameters: x, y rows x cols with row pitches ldx, ldy (elements);
 // grid = slots * split (slots >= 1); split >= 1.
+#include "cp_async.cuh"
+#include "ld_st.cuh"
 #include "softmax_window.cuh"
 
 #ifndef THREADS
@@ -65,10 +75,15 @@
 #ifndef PACKED
 #error "PACKED must be defined (1: 16-bit values held two a register, softmax_window.cuh)"
 #endif
+#ifndef SITEMS
+#error "SITEMS must be defined (window vectors a thread keeps in shared memory; 0: none)"
+#endif
 
 static_assert(THREADS % 32 == 0 && THREADS >= 64 && THREADS <= 1024, "THREADS: a multiple of 32, 64..1024");
 static_assert(ITEMS >= 1 && ITEMS * WVEC <= (PACKED ? 128 : 64), "ITEMS: too many values a thread");
 static_assert(PACKED == 0 || DTYPE != 0, "PACKED: 16-bit elements only");
+static_assert(SITEMS >= 0 && (SITEMS == 0 || (DTYPE == 0 && PACKED == 0)),
+              "SITEMS: fp32 chunks only (16-bit ones hold more packed)");
 
 // The pairs start after the counter head (bytes).
 constexpr int WS_PAIRS_OFFSET = 2 * WS_MAX_SLOTS * 4;
@@ -172,6 +187,77 @@ __device__ __forceinline__ MaxSum fold_row_max_first(const MaxSum* pairs, int sp
     return MaxSum{M, block_sum<THREADS>(l, red + THREADS / 32)};
 }
 
+#if SITEMS
+// The shared-memory part of a thread's chunk: vectors first + s * THREADS +
+// lane (s < SITEMS) in slot s * THREADS + lane of the dynamic shared memory
+// (consecutive lanes on consecutive 16 bytes), each thread its own slots
+// only, so no barrier: cp.async's wait orders a thread's own copies.
+__device__ __forceinline__ float4* held_slots() {
+    return reinterpret_cast<float4*>(dynamic_smem()) + threadIdx.x;
+}
+
+// Inside the row one 16-byte cp.async; the row's first and last vectors
+// element by element; outside it -inf.
+__device__ __forceinline__ void slots_load(const RowWindow& w, int first, float4* slots) {
+#pragma unroll 1
+    for (int s = 0; s < SITEMS; ++s) {
+        const int e0 = (first + s * THREADS + static_cast<int>(threadIdx.x)) * WVEC;
+        if (e0 >= w.lo && e0 + WVEC <= w.hi) {
+            cp_async_16(smem_addr(slots + s * THREADS), w.xw + e0, 16);
+        } else {
+            float o[WVEC];
+#pragma unroll
+            for (int k = 0; k < WVEC; ++k) {
+                const int e = e0 + k;
+                o[k] = (e >= w.lo && e < w.hi) ? to_f32(w.xw[e]) : NEG_INF;
+            }
+            slots[s * THREADS] = make_float4(o[0], o[1], o[2], o[3]);
+        }
+    }
+    cp_async_commit();
+}
+
+// slice_exp over the slots: their max, then exp(x - ref) stored back in place
+// and summed in slot order.
+__device__ __forceinline__ MaxSum slots_exp(float4* slots) {
+    float m = NEG_INF;
+#pragma unroll 1
+    for (int s = 0; s < SITEMS; ++s) {
+        const float4 q = slots[s * THREADS];
+        m = fmaxf(m, fmaxf(fmaxf(q.x, q.y), fmaxf(q.z, q.w)));
+    }
+    const float ref = exp_ref(m);
+    float l = 0.0f;
+#pragma unroll 1
+    for (int s = 0; s < SITEMS; ++s) {
+        float4 q = slots[s * THREADS];
+        q.x = exp_shifted(q.x, ref);
+        l += q.x;
+        q.y = exp_shifted(q.y, ref);
+        l += q.y;
+        q.z = exp_shifted(q.z, ref);
+        l += q.z;
+        q.w = exp_shifted(q.w, ref);
+        l += q.w;
+        slots[s * THREADS] = q;
+    }
+    return MaxSum{m, l};
+}
+
+// window_store over the slots.
+__device__ __forceinline__ void slots_store(const RowWindow& w, int first, const float4* slots,
+                                            float scale) {
+#pragma unroll 1
+    for (int s = 0; s < SITEMS; ++s) {
+        const int e0 = (first + s * THREADS + static_cast<int>(threadIdx.x)) * WVEC;
+        if (e0 >= w.hi || e0 + WVEC <= w.lo) continue;
+        const float4 q = slots[s * THREADS];
+        const float o[WVEC] = {q.x * scale, q.y * scale, q.z * scale, q.w * scale};
+        store_vector(w, e0, o);
+    }
+}
+#endif
+
 // One row of a slot. RESIDENT: the chunk stays in registers (1R + 1W), else
 // chunks are streamed twice (2R + 1W). Two entries, not one with a runtime
 // branch, and the row step a function of its own (not inlined into the row
@@ -182,7 +268,7 @@ __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t
                                             MaxSum* row_pairs, unsigned* arrive, unsigned target,
                                             int split, int chunk, MaxSum* part, MaxSum* fold_part) {
     constexpr int N = ITEMS * WVEC;
-    constexpr int SLICE = THREADS * ITEMS;          // window vectors per chunk
+    constexpr int SLICE = THREADS * (ITEMS + (RESIDENT ? SITEMS : 0));   // window vectors per chunk
     const RowWindow w = row_window(x, y, row, cols, ldx, ldy);
 #if PACKED
     uint4 v[ITEMS];                                  // the chunk as loaded
@@ -190,11 +276,18 @@ __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t
     float v[N];
 #endif
     MaxSum th;                                       // this thread's pair
+#if SITEMS
+    float4* slots = held_slots();
+    MaxSum th_slots{NEG_INF, 0.0f};                  // the slots' pair
+#endif
     if constexpr (RESIDENT) {
 #if PACKED
         window_load_packed<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v);
         th = window_exp_packed<ITEMS>(v);
 #else
+#if SITEMS
+        slots_load(w, chunk * SLICE + THREADS * ITEMS, slots);   // in flight with the loads below
+#endif
         window_load<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v);
         th = window_exp<N>(v);
 #endif
@@ -208,6 +301,14 @@ __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t
         }
 #endif
     }
+    const float m_held = th.m;                       // the registers' exps are relative to it
+#if SITEMS
+    if constexpr (RESIDENT) {
+        cp_async_wait<0>();
+        th_slots = slots_exp(slots);
+        th = merge<FAST_EXP>(th, th_slots);
+    }
+#endif
     const MaxSum blk = block_merge_butterfly<THREADS>(th, part);
     if (threadIdx.x == 0) {
         row_pairs[chunk] = blk;
@@ -223,7 +324,10 @@ __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t
         window_store_packed<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v, th.m,
                                             window_scale(th.m, r));
 #else
-        window_store<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v, window_scale(th.m, r));
+        window_store<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v, window_scale(m_held, r));
+#if SITEMS
+        slots_store(w, chunk * SLICE + THREADS * ITEMS, slots, window_scale(th_slots.m, r));
+#endif
 #endif
     } else {
 #if !PACKED
@@ -281,7 +385,7 @@ softmax_09_split_row(const elem_t* __restrict__ x, elem_t* __restrict__ y, int r
     split_rows<true>(x, y, rows, cols, ldx, ldy, ws, split);
 }
 
-#if !PACKED
+#if !PACKED && SITEMS == 0
 // Any row length (2 reads + 1 write).
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 softmax_09_split_row_stream(const elem_t* __restrict__ x, elem_t* __restrict__ y, int rows, int cols,

@@ -107,7 +107,7 @@ def prepare(p: SoftmaxPlan, rows: int, arch=None):
     blocks that fit at once. GPU only."""
     k = compiled_kernel(p, arch)
     if p.split:
-        p = _fit_split(p, resident_clusters(k, p.config, 0))
+        p = _fit_split(p, resident_clusters(k, p.config, p.smem))
     elif getattr(p.config, "persistent", False):
         p = dataclasses.replace(p, grid=p.config.grid(rows, resident_clusters(k, p.config, p.smem)))
     elif p.config.cluster > 8:
@@ -152,7 +152,7 @@ def run_plan(k, p: SoftmaxPlan, x, y, rows: int, cols: int, ldx=None, ldy=None, 
     the split rung with its workspace, cooperatively."""
     if p.split:
         ws = workspace(p.workspace_bytes, stream)
-        launch(k, p.grid, p.block, p.args(x, y, rows, cols, ldx, ldy, ws.ptr),
+        launch(k, p.grid, p.block, p.args(x, y, rows, cols, ldx, ldy, ws.ptr), smem=p.smem,
                stream=stream, cooperative=True)
     else:
         launch(k, p.grid, p.block, p.args(x, y, rows, cols, ldx, ldy), smem=p.smem,

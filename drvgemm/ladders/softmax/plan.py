@@ -532,7 +532,7 @@ def _window_plan_of(cfg, precision, rows, nv, sm_count, aligned, same_phase, not
         pred = predict_copy_ratio(cfg, nv, slots * split, sm_count, aligned, same_phase, reads)
         return SoftmaxPlan("softmax_09_split_row", cfg, cfg.source, cfg.entry,
                            tuple(sorted(cfg.defines(precision).items())), grid,
-                           (cfg.threads, 1, 1), cfg.vec, 0, pitched=True, split=split,
+                           (cfg.threads, 1, 1), cfg.vec, cfg.smem(), pitched=True, split=split,
                            slots=slots, workspace_bytes=ws, cooperative=True, note=note,
                            predicted=pred)
     if cfg.kind == "pipelined":

@@ -394,9 +394,10 @@ WINDOW_KINDS = {"softmax_07_any_row": "rows", "softmax_08_any_row_cluster": "clu
 WINDOW_DEFINES = {
     "rows": ("DTYPE", "THREADS", "ROW_THREADS", "ITEMS", "RPT", "MIN_BLOCKS", "PACKED"),
     "cluster": ("DTYPE", "THREADS", "ITEMS", "CLUSTER", "MIN_BLOCKS", "PACKED"),
-    "split": ("DTYPE", "THREADS", "ITEMS", "MIN_BLOCKS", "WATCHDOG_NS", "WS_MAX_SLOTS", "PACKED"),
+    "split": ("DTYPE", "THREADS", "ITEMS", "MIN_BLOCKS", "WATCHDOG_NS", "WS_MAX_SLOTS", "PACKED",
+              "SITEMS"),
     "split_stream": ("DTYPE", "THREADS", "ITEMS", "MIN_BLOCKS", "WATCHDOG_NS", "WS_MAX_SLOTS",
-                     "PACKED"),
+                     "PACKED", "SITEMS"),
     "pipelined": ("DTYPE", "THREADS", "ITEMS", "CLUSTER", "STAGES", "MIN_BLOCKS", "PACKED"),
 }
 
@@ -428,8 +429,9 @@ class WindowConfig:
     rpt: int = 1              # 07: rows per lane group, loaded together
     cluster: int = 1          # 08, 11: blocks per row
     min_blocks: int = 1       # __launch_bounds__ second argument
-    packed: bool = False      # 07/08/11, 16-bit: values held as loaded, two a register
+    packed: bool = False      # 07/08/09/11, 16-bit: values held as loaded, two a register
     stages: int = 0           # 11: landing buffers of one slice each per block
+    shared_items: int = 0     # 09, fp32: more vectors a thread per chunk, in shared memory
 
     def __post_init__(self):
         if self.entry not in WINDOW_SOURCES:
@@ -443,6 +445,9 @@ class WindowConfig:
             raise ValueError(f"{self.entry}: cluster of 2..16 blocks")
         if (self.kind == "pipelined") != (self.stages > 0):
             raise ValueError(f"{self.entry}: landing buffers are rung 11's, and it needs some")
+        if self.shared_items and (self.vec != 4 or self.kind != "split" or self.shared_items < 0):
+            raise ValueError(f"{self.entry}: vectors in shared memory are for fp32 chunks of "
+                             "rung 09's resident entry")
         if self.packed and (self.vec != 8 or self.kind not in ("rows", "cluster", "pipelined",
                                                                "split")):
             raise ValueError(f"{self.entry}: packed values are for 16-bit rows of rungs 07/08/09/11 "
@@ -460,8 +465,9 @@ class WindowConfig:
         return self.kind == "pipelined"
 
     def smem(self) -> int:
-        """Dynamic shared memory per block: rung 11's landing buffers."""
-        return self.stages * self.threads * self.items * 16
+        """Dynamic shared memory per block: rung 11's landing buffers, rung
+        09's shared part of a chunk."""
+        return (self.stages * self.items + self.shared_items) * self.threads * 16
 
     def grid(self, rows: int, resident: int | None = None) -> tuple:
         """Rung 11's blocks: min(rows, resident) clusters (``resident``: how
@@ -489,7 +495,7 @@ class WindowConfig:
         """16-byte vectors one row group (07), cluster (08, 11) or chunk (09) covers."""
         if self.kind == "rows":
             return self.row_threads * self.items
-        return self.threads * self.items * self.cluster
+        return self.threads * (self.items + self.shared_items) * self.cluster
 
     @property
     def rows_per_block(self) -> int:
@@ -511,7 +517,7 @@ class WindowConfig:
                  "ROW_THREADS": self.row_threads, "ITEMS": self.items, "RPT": self.rpt,
                  "CLUSTER": self.cluster, "STAGES": self.stages, "MIN_BLOCKS": self.min_blocks,
                  "WATCHDOG_NS": WATCHDOG_NS, "WS_MAX_SLOTS": WS_MAX_SLOTS,
-                 "PACKED": int(self.packed)}
+                 "PACKED": int(self.packed), "SITEMS": self.shared_items}
         return {k: every[k] for k in WINDOW_DEFINES[self.kind]}
 
     def fits(self, cols: int, cc: tuple = (9, 0), aligned: bool = False) -> bool:
@@ -538,6 +544,8 @@ class WindowConfig:
         parts += [f"min_blocks={self.min_blocks}", f"vec={self.vec}"]
         if self.packed:
             parts.append("packed")
+        if self.shared_items:
+            parts.append(f"shared_items={self.shared_items}")
         return " ".join(parts)
 
 
@@ -596,6 +604,11 @@ def _window_configs(vec: int) -> tuple:
     # over 16 x 1048576: two of 8 rows, not four of 4)
     if vec == 8:
         out.append(WindowConfig("softmax_09_split_row", 512, 8, vec, min_blocks=2, packed=True))
+    # fp32: 7 vectors a thread in registers and 9 in shared memory (72 KiB a
+    # block), 128 KiB of a row a block: the same doubling (8 in registers with
+    # any shared part spills at 64 registers)
+    if vec == 4:
+        out.append(WindowConfig("softmax_09_split_row", 512, 7, vec, min_blocks=2, shared_items=9))
     out.append(WindowConfig("softmax_09_split_row_stream", 512, 4 if vec == 4 else 2, vec,
                             min_blocks=2))
     # rung 11, one block an SM, three landing buffers of a slice (two where three

@@ -1,10 +1,13 @@
-"""16-bit split rows held packed (rung 09, PACKED=1: two elements a register,
-so the resident grid holds twice the row and 16 x 1048576 takes two passes
-instead of four), and 16-bit rows of 8 on one lane with one 16-byte vector
-(rung 04), each against what auto took before, side by side on the same data
-with the device copy of the same bytes, bf16 and fp16:
+"""Split rows with more of each chunk held on chip (rung 09): 16-bit chunks
+held packed (PACKED=1, two elements a register) and fp32 chunks with a part
+in shared memory (SITEMS, copied there by cp.async), so the resident grid
+holds twice the row and 16 x 1048576 takes two passes instead of four; and
+16-bit rows of 8 on one lane with one 16-byte vector (rung 04). Each against
+what auto took before, side by side on the same data with the device copy of
+the same bytes:
 
-    python benchmarks/softmax_split_packed.py [--json PATH] [--reps 20] [--torch]
+    python benchmarks/softmax_split_held.py [--json PATH] [--reps 20] [--torch]
+        [--precisions fp32,bf16,fp16] [--shapes 16x1048576,...]
 
 Every output is checked on sampled rows and whole-row sums (the sweep's
 ``max_rel_err`` / ``row_sum_err``)."""
@@ -23,7 +26,13 @@ def _c09(items, packed=False):
     return WindowConfig("softmax_09_split_row", 512, items, 8, min_blocks=2, packed=packed)
 
 
+def _f09(items, shared_items=0):
+    return WindowConfig("softmax_09_split_row", 512, items, 4, min_blocks=2,
+                        shared_items=shared_items)
+
+
 _STREAM = WindowConfig("softmax_09_split_row_stream", 512, 2, 8, min_blocks=2)
+_STREAM_FP32 = WindowConfig("softmax_09_split_row_stream", 512, 4, 4, min_blocks=2)
 _C08 = WindowConfig("softmax_08_any_row_cluster", 512, 8, 8, cluster=8, min_blocks=2, packed=True)
 
 
@@ -32,6 +41,12 @@ def _c04(row_threads, elems):
 
 
 # (rows, cols): candidates; the first is what auto took before this change.
+FP32_CANDIDATES = {
+    (16, 1048576): [_f09(8), _f09(7, 9), _f09(6, 10), _f09(4, 12)],
+    (64, 262144): [_f09(8), _f09(7, 9), _f09(6, 10)],
+    (4, 1048576): [_f09(8), _f09(7, 9)],
+    (2, 8388608): [_STREAM_FP32, _f09(7, 9)],
+}
 CANDIDATES = {
     (16, 1048576): [_c09(4), _c09(8, True)],
     (4, 1048576): [_c09(4), _c09(8, True)],
@@ -42,7 +57,7 @@ CANDIDATES = {
 
 
 def main(argv=None):
-    return side_by_side({prec: CANDIDATES for prec in ("bf16", "fp16")}, argv,
+    return side_by_side({"fp32": FP32_CANDIDATES, "bf16": CANDIDATES, "fp16": CANDIDATES}, argv,
                         __doc__.splitlines()[0])
 
 
