@@ -50,6 +50,7 @@ SOFTMAX_SHAPES = [(1, 1), (3, 1000), (5, 4099), (2, 33000), (1, 131072),
                   # split rows whose chunks are held packed (16-bit) or partly in shared
                   # memory (fp32)
                   (15, 300001)]
+SOFTMAX_16BIT_SHAPES = [(1000, 8), (15, 300001)]
 # (x offset, y offset, pitch pad) in elements: rows that start off 16 bytes, at a
 # pitch above the row, x and y of different phase
 SOFTMAX_VIEWS = [(1, 1, 0), (3, 3, 5), (2, 1, 3)]
@@ -84,6 +85,19 @@ def main_softmax(names):
             if not np.allclose(y.sum(axis=1), 1.0, atol=1e-4):
                 bad += 1
                 print(f"MISMATCH softmax {name} {rows}x{cols}", flush=True)
+        # contiguous 16-bit rows: the configs only 16-bit rows reach (rung 04's
+        # one lane of one 16-byte vector, rung 09's packed chunks)
+        for rows, cols in SOFTMAX_16BIT_SHAPES:
+            x = np.random.default_rng(rows + cols).standard_normal((rows, cols)).astype(
+                ml_dtypes.bfloat16)
+            try:
+                y = drvgemm.softmax(x, kernel=name)
+            except ValueError as e:
+                print(f"skip {name} {rows}x{cols} bf16: {e}", flush=True)
+                continue
+            if not np.allclose(y.astype(np.float64).sum(axis=1), 1.0, atol=3e-2):
+                bad += 1
+                print(f"MISMATCH softmax {name} {rows}x{cols} bf16", flush=True)
         print(f"ran softmax {name}", flush=True)
     # the rungs that take offset views: the window rungs (any pitch) and rung 10
     # (contiguous rows at any element offset; it skips the pitched views)
