@@ -1,9 +1,7 @@
 """Split rows with more of each chunk held on chip (rung 09): 16-bit chunks
 held packed (PACKED=1, two elements a register) and fp32 chunks with a part
 in shared memory (SITEMS, copied there by cp.async), so the resident grid
-holds twice the row and 16 x 1048576 takes two passes instead of four; a
-chunk's loads issued in turns of warp groups (LOAD_GROUPS), so that the exps
-of the groups whose loads landed run while the others' fly; and
+holds twice the row and 16 x 1048576 takes two passes instead of four; and
 16-bit rows of 8 on one lane with one 16-byte vector (rung 04). Each against
 what auto took before, side by side on the same data with the device copy of
 the same bytes:
@@ -24,14 +22,13 @@ from drvgemm.ladders.softmax.registry import SoftmaxConfig, WindowConfig  # noqa
 from drvgemm.tools.softmax_sweep import side_by_side  # noqa: E402
 
 
-def _c09(items, packed=False, groups=1):
-    return WindowConfig("softmax_09_split_row", 512, items, 8, min_blocks=2, packed=packed,
-                        load_groups=groups)
+def _c09(items, packed=False):
+    return WindowConfig("softmax_09_split_row", 512, items, 8, min_blocks=2, packed=packed)
 
 
-def _f09(items, shared_items=0, groups=1):
+def _f09(items, shared_items=0):
     return WindowConfig("softmax_09_split_row", 512, items, 4, min_blocks=2,
-                        shared_items=shared_items, load_groups=groups)
+                        shared_items=shared_items)
 
 
 _STREAM = WindowConfig("softmax_09_split_row_stream", 512, 2, 8, min_blocks=2)
@@ -43,21 +40,18 @@ def _c04(row_threads, elems):
     return SoftmaxConfig("softmax_04_vectorized_rows", 128, row_threads, elems=elems, vector=True)
 
 
-# (rows, cols): candidates; the first is what auto took before this round. The
-# load_groups variants issue a chunk's loads in turns of warp groups.
+# (rows, cols): candidates; the first is what auto took before this change.
 FP32_CANDIDATES = {
-    (16, 1048576): [_f09(8), _f09(7, 9), _f09(6, 10), _f09(7, 9, 2), _f09(7, 9, 4), _f09(7, 9, 8)],
-    (64, 262144): [_f09(8), _f09(7, 9), _f09(7, 9, 2), _f09(7, 9, 4)],
-    (4, 1048576): [_f09(8), _f09(7, 9), _f09(8, 0, 2), _f09(8, 0, 4), _f09(8, 0, 8)],
-    (3, 777777): [_f09(8), _f09(8, 0, 2), _f09(8, 0, 4)],
-    (1, 1048576): [_f09(2), _f09(2, 0, 2), _f09(2, 0, 4)],
-    (2, 8388608): [_STREAM_FP32, _f09(7, 9), _f09(7, 9, 4)],
+    (16, 1048576): [_f09(8), _f09(7, 9), _f09(6, 10), _f09(4, 12)],
+    (64, 262144): [_f09(8), _f09(7, 9), _f09(6, 10)],
+    (4, 1048576): [_f09(8), _f09(7, 9)],
+    (2, 8388608): [_STREAM_FP32, _f09(7, 9)],
 }
 CANDIDATES = {
-    (16, 1048576): [_c09(4), _c09(8, True), _c09(8, True, 2), _c09(8, True, 4), _c09(8, True, 8)],
-    (4, 1048576): [_c09(4), _c09(8, True), _c09(4, False, 2), _c09(4, False, 4), _c09(4, False, 8)],
-    (64, 262144): [_C08, _c09(4), _c09(8, True), _c09(8, True, 4)],
-    (2, 8388608): [_STREAM, _c09(8, True), _c09(8, True, 4)],
+    (16, 1048576): [_c09(4), _c09(8, True)],
+    (4, 1048576): [_c09(4), _c09(8, True)],
+    (64, 262144): [_C08, _c09(4), _c09(8, True)],
+    (2, 8388608): [_STREAM, _c09(8, True)],
     (1048576, 8): [_c04(2, 4), _c04(1, 8)],
 }
 

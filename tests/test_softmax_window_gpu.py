@@ -210,31 +210,6 @@ def test_split_rows_held_packed_or_in_shared_memory_over_passes(gpu, rows, cols,
         check(y, x, f"packed split {rows}x{cols} {prec} off {off} ({p.describe()})")
 
 
-@pytest.mark.parametrize("groups", [2, 4, 8])
-@pytest.mark.parametrize("prec,items,shared,shape", [
-    ("fp32", 2, 0, (5, 300001)),            # 74 chunks a row, 3 rows a pass: two passes
-    ("bf16", 1, 0, (5, 300001)),
-    ("fp16", 8, 0, (30, 300001)),           # packed, 26 rows a pass: two passes
-    ("fp32", 7, 9, (40, 262145)),           # shared slots, 29 rows a pass: two passes
-])
-def test_split_chunks_loaded_in_turns(gpu, groups, prec, items, shared, shape):
-    """Rung 09 with a chunk's loads issued in turns of warp groups (named
-    barriers between the groups, reused every pass): explicit configs over
-    two passes at an offset of one element, special rows among the rows;
-    against float64, the guards around y untouched, run twice."""
-    c = smr.WindowConfig("softmax_09_split_row", 512, items, smr.vec_of(prec), min_blocks=2,
-                         packed=prec != "fp32" and items == 8, shared_items=shared,
-                         load_groups=groups)
-    rows, cols = shape
-    x = make_input(rows, cols, prec, seed=groups + items)
-    x[1, ::3] = -np.inf
-    x[2, :] = -np.inf
-    x[2, cols // 2] = 1.0
-    x[3, ::11] = smr.numpy_dtype(prec).type(60000.0 if prec == "fp16" else 3e38)
-    for _ in range(2):
-        check(run_config(c, x, prec), x, c.describe())
-
-
 def test_split_rows_on_two_streams_at_once(gpu):
     a, b = drvgemm.Stream(), drvgemm.Stream()
     xs = [make_input(4, 1048576, "fp32", seed=s) for s in (1, 2)]

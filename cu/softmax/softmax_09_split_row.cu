@@ -33,14 +33,6 @@
 // place, scaled at the store as the registers are. Its build, like the packed
 // one, has no streamed entry.
 //
-// LOAD_GROUPS > 1 issues a chunk's loads group by group of the block's warps:
-// group g starts its loads once group g - 1's have landed (a named barrier it
-// arrives at as soon as its max has them). Issued all at once, every warp's
-// loads land together at the end of the row's read, and the exps then run
-// with DRAM idle (issue-bound: ~4 us a pass of 32 MiB in fp32); in turns,
-// each group's exps run while later groups' loads are in flight, and only the
-// last group's are left after the read.
-//
 // Rows longer than split * THREADS * (ITEMS + SITEMS) vectors (past what the resident
 // blocks' registers hold) take softmax_09_split_row_stream instead: each block
 // walks chunks chunk, chunk + split, ... twice (online (max, sum), then
@@ -86,33 +78,12 @@
 #ifndef SITEMS
 #error "SITEMS must be defined (window vectors a thread keeps in shared memory; 0: none)"
 #endif
-#ifndef LOAD_GROUPS
-#error "LOAD_GROUPS must be defined (groups of warps that load a chunk in turn; 1: all at once)"
-#endif
 
 static_assert(THREADS % 32 == 0 && THREADS >= 64 && THREADS <= 1024, "THREADS: a multiple of 32, 64..1024");
 static_assert(ITEMS >= 1 && ITEMS * WVEC <= (PACKED ? 128 : 64), "ITEMS: too many values a thread");
 static_assert(PACKED == 0 || DTYPE != 0, "PACKED: 16-bit elements only");
 static_assert(SITEMS >= 0 && (SITEMS == 0 || (DTYPE == 0 && PACKED == 0)),
               "SITEMS: fp32 chunks only (16-bit ones hold more packed)");
-static_assert(LOAD_GROUPS >= 1 && LOAD_GROUPS <= 16 && THREADS % (32 * LOAD_GROUPS) == 0,
-              "LOAD_GROUPS: 1..16 groups of whole warps");
-
-// The turns of LOAD_GROUPS: named barrier g (1 .. LOAD_GROUPS - 1) joins group
-// g - 1's arrival to group g's wait. The arrival takes the max its group just
-// took, so that the compiler cannot move it above the loads the max waits for.
-constexpr unsigned GROUP_THREADS = THREADS / LOAD_GROUPS;
-
-__device__ __forceinline__ void await_turn(unsigned group) {
-    if (LOAD_GROUPS > 1 && group > 0)
-        asm volatile("barrier.sync %0, %1;" :: "r"(group), "r"(2 * GROUP_THREADS) : "memory");
-}
-
-__device__ __forceinline__ void pass_turn(unsigned group, float loaded_max) {
-    if (LOAD_GROUPS > 1 && group + 1 < LOAD_GROUPS)
-        asm volatile("barrier.arrive %0, %1;" :: "r"(group + 1), "r"(2 * GROUP_THREADS),
-                     "f"(loaded_max) : "memory");
-}
 
 // The pairs start after the counter head (bytes).
 constexpr int WS_PAIRS_OFFSET = 2 * WS_MAX_SLOTS * 4;
@@ -248,17 +219,13 @@ __device__ __forceinline__ void slots_load(const RowWindow& w, int first, float4
 
 // slice_exp over the slots: their max, then exp(x - ref) stored back in place
 // and summed in slot order.
-__device__ __forceinline__ float slots_max(const float4* slots) {
+__device__ __forceinline__ MaxSum slots_exp(float4* slots) {
     float m = NEG_INF;
 #pragma unroll 1
     for (int s = 0; s < SITEMS; ++s) {
         const float4 q = slots[s * THREADS];
         m = fmaxf(m, fmaxf(fmaxf(q.x, q.y), fmaxf(q.z, q.w)));
     }
-    return m;
-}
-
-__device__ __forceinline__ MaxSum slots_exp(float4* slots, float m) {
     const float ref = exp_ref(m);
     float l = 0.0f;
 #pragma unroll 1
@@ -314,29 +281,15 @@ __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t
     MaxSum th_slots{NEG_INF, 0.0f};                  // the slots' pair
 #endif
     if constexpr (RESIDENT) {
-        const unsigned group = threadIdx.x / GROUP_THREADS;
-        await_turn(group);
 #if PACKED
         window_load_packed<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v);
-        const float m = window_max_packed<ITEMS>(v);
-        pass_turn(group, m);
-        th = window_exp_packed<ITEMS>(v, m);
+        th = window_exp_packed<ITEMS>(v);
 #else
 #if SITEMS
         slots_load(w, chunk * SLICE + THREADS * ITEMS, slots);   // in flight with the loads below
 #endif
         window_load<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v);
-        const float m = slice_max<N>(v);
-#if SITEMS
-        cp_async_wait<0>();
-        const float m_slots = slots_max(slots);
-        pass_turn(group, fmaxf(m, m_slots));
-        th = window_exp<N>(v, m);
-        th_slots = slots_exp(slots, m_slots);
-#else
-        pass_turn(group, m);
-        th = window_exp<N>(v, m);
-#endif
+        th = window_exp<N>(v);
 #endif
     } else {
 #if !PACKED
@@ -350,7 +303,11 @@ __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t
     }
     const float m_held = th.m;                       // the registers' exps are relative to it
 #if SITEMS
-    if constexpr (RESIDENT) th = merge<FAST_EXP>(th, th_slots);
+    if constexpr (RESIDENT) {
+        cp_async_wait<0>();
+        th_slots = slots_exp(slots);
+        th = merge<FAST_EXP>(th, th_slots);
+    }
 #endif
     const MaxSum blk = block_merge_butterfly<THREADS>(th, part);
     if (threadIdx.x == 0) {
@@ -428,7 +385,7 @@ softmax_09_split_row(const elem_t* __restrict__ x, elem_t* __restrict__ y, int r
     split_rows<true>(x, y, rows, cols, ldx, ldy, ws, split);
 }
 
-#if !PACKED && SITEMS == 0 && LOAD_GROUPS == 1
+#if !PACKED && SITEMS == 0
 // Any row length (2 reads + 1 write).
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 softmax_09_split_row_stream(const elem_t* __restrict__ x, elem_t* __restrict__ y, int rows, int cols,

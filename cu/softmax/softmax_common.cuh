@@ -269,18 +269,11 @@ __device__ __forceinline__ void slice_load(const elem_t* __restrict__ row, int f
 // kFast: exp_diff's fast form (the window rungs' 16-bit builds).
 __device__ __forceinline__ float exp_ref(float m) { return (m == NEG_INF) ? 0.0f : m; }
 
-template <int N>
-__device__ __forceinline__ float slice_max(const float* v) {
+template <int N, bool kFast = false>
+__device__ __forceinline__ MaxSum slice_exp(float* v) {
     float m = NEG_INF;
 #pragma unroll
     for (int k = 0; k < N; ++k) m = fmaxf(m, v[k]);
-    return m;
-}
-
-// slice_exp with the max already taken (slice_max): for a kernel that acts
-// between the two (rung 09 hands its loads' turn on once the max has them).
-template <int N, bool kFast = false>
-__device__ __forceinline__ MaxSum slice_exp(float* v, float m) {
     const float ref = exp_ref(m);
     float l = 0.0f;
 #pragma unroll
@@ -289,11 +282,6 @@ __device__ __forceinline__ MaxSum slice_exp(float* v, float m) {
         l += v[k];
     }
     return MaxSum{m, l};
-}
-
-template <int N, bool kFast = false>
-__device__ __forceinline__ MaxSum slice_exp(float* v) {
-    return slice_exp<N, kFast>(v, slice_max<N>(v));
 }
 
 // exp(x - m_thread) * exp(m_thread - M) / L = softmax. An all -inf row has

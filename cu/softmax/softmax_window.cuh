@@ -71,8 +71,6 @@ __device__ __forceinline__ float exp_shifted(float x, float ref) { return exp_di
 // slice_exp (softmax_common.cuh) with the window's exp.
 template <int N>
 __device__ __forceinline__ MaxSum window_exp(float* v) { return slice_exp<N, FAST_EXP>(v); }
-template <int N>
-__device__ __forceinline__ MaxSum window_exp(float* v, float m) { return slice_exp<N, FAST_EXP>(v, m); }
 
 // ---------------------------------------------------------------------------
 // A row in window coordinates.
@@ -231,21 +229,15 @@ __device__ __forceinline__ unsigned max_pairs(unsigned a, unsigned b) {
     return d;
 }
 
-// In two halves (the max, then the exps against it) for a rung that acts
-// between them (rung 09 hands its loads' turn on once the max has them).
 template <int kItems>
-__device__ __forceinline__ float window_max_packed(const uint4* r) {
+__device__ __forceinline__ MaxSum window_exp_packed(uint4* r) {
     // From -inf, as slice_exp's chain: a thread of NaNs alone gets m = -inf.
     unsigned mm = NEG_INF_BITS | (static_cast<unsigned>(NEG_INF_BITS) << 16);
 #pragma unroll
     for (int it = 0; it < kItems; ++it)
         mm = max_pairs(mm, max_pairs(max_pairs(r[it].x, r[it].y), max_pairs(r[it].z, r[it].w)));
     const uint4 mv = make_uint4(mm, 0u, 0u, 0u);
-    return fmaxf(held_f32(mv, 0), held_f32(mv, 1));
-}
-
-template <int kItems>
-__device__ __forceinline__ MaxSum window_exp_packed(uint4* r, float m) {
+    const float m = fmaxf(held_f32(mv, 0), held_f32(mv, 1));
     packed_fence<kItems>(r);
     const float ref = exp_ref(m);
     float l = 0.0f;
@@ -254,11 +246,6 @@ __device__ __forceinline__ MaxSum window_exp_packed(uint4* r, float m) {
 #pragma unroll
         for (int k = 0; k < WVEC; ++k) l += exp_shifted(held_f32(r[it], k), ref);
     return MaxSum{m, l};
-}
-
-template <int kItems>
-__device__ __forceinline__ MaxSum window_exp_packed(uint4* r) {
-    return window_exp_packed<kItems>(r, window_max_packed<kItems>(r));
 }
 
 // window_store over packed values: exp(x - ref) * scale, ref = exp_ref(m_thread)

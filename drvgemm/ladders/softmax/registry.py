@@ -395,9 +395,9 @@ WINDOW_DEFINES = {
     "rows": ("DTYPE", "THREADS", "ROW_THREADS", "ITEMS", "RPT", "MIN_BLOCKS", "PACKED"),
     "cluster": ("DTYPE", "THREADS", "ITEMS", "CLUSTER", "MIN_BLOCKS", "PACKED"),
     "split": ("DTYPE", "THREADS", "ITEMS", "MIN_BLOCKS", "WATCHDOG_NS", "WS_MAX_SLOTS", "PACKED",
-              "SITEMS", "LOAD_GROUPS"),
+              "SITEMS"),
     "split_stream": ("DTYPE", "THREADS", "ITEMS", "MIN_BLOCKS", "WATCHDOG_NS", "WS_MAX_SLOTS",
-                     "PACKED", "SITEMS", "LOAD_GROUPS"),
+                     "PACKED", "SITEMS"),
     "pipelined": ("DTYPE", "THREADS", "ITEMS", "CLUSTER", "STAGES", "MIN_BLOCKS", "PACKED"),
 }
 
@@ -432,7 +432,6 @@ class WindowConfig:
     packed: bool = False      # 07/08/09/11, 16-bit: values held as loaded, two a register
     stages: int = 0           # 11: landing buffers of one slice each per block
     shared_items: int = 0     # 09, fp32: more vectors a thread per chunk, in shared memory
-    load_groups: int = 1      # 09: groups of warps that load a chunk in turn
 
     def __post_init__(self):
         if self.entry not in WINDOW_SOURCES:
@@ -446,10 +445,6 @@ class WindowConfig:
             raise ValueError(f"{self.entry}: cluster of 2..16 blocks")
         if (self.kind == "pipelined") != (self.stages > 0):
             raise ValueError(f"{self.entry}: landing buffers are rung 11's, and it needs some")
-        if self.load_groups != 1 and (self.kind != "split" or not 1 <= self.load_groups <= 16
-                                      or self.threads % (32 * self.load_groups)):
-            raise ValueError(f"{self.entry}: loads in turns are for rung 09's resident entry, "
-                             "1..16 groups of whole warps")
         if self.shared_items and (self.vec != 4 or self.kind != "split" or self.shared_items < 0):
             raise ValueError(f"{self.entry}: vectors in shared memory are for fp32 chunks of "
                              "rung 09's resident entry")
@@ -522,8 +517,7 @@ class WindowConfig:
                  "ROW_THREADS": self.row_threads, "ITEMS": self.items, "RPT": self.rpt,
                  "CLUSTER": self.cluster, "STAGES": self.stages, "MIN_BLOCKS": self.min_blocks,
                  "WATCHDOG_NS": WATCHDOG_NS, "WS_MAX_SLOTS": WS_MAX_SLOTS,
-                 "PACKED": int(self.packed), "SITEMS": self.shared_items,
-                 "LOAD_GROUPS": self.load_groups}
+                 "PACKED": int(self.packed), "SITEMS": self.shared_items}
         return {k: every[k] for k in WINDOW_DEFINES[self.kind]}
 
     def fits(self, cols: int, cc: tuple = (9, 0), aligned: bool = False) -> bool:
@@ -552,8 +546,6 @@ class WindowConfig:
             parts.append("packed")
         if self.shared_items:
             parts.append(f"shared_items={self.shared_items}")
-        if self.load_groups > 1:
-            parts.append(f"load_groups={self.load_groups}")
         return " ".join(parts)
 
 
