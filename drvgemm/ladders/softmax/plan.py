@@ -33,8 +33,9 @@ global-memory traffic per element (R = read, W = write):
   blocks, (max, sum) through DSMEM. 1R + 1W.
 - softmax_09_split_row: few very long rows, each split over many blocks of
   the whole GPU, synchronised through a global workspace (cooperative
-  launch). 1R + 1W while the chunks fit the resident blocks' registers,
-  2R + 1W beyond.
+  launch). 1R + 1W while the chunks fit the resident blocks (registers; 16-bit
+  chunks packed two elements a register, fp32 ones with a part in shared
+  memory), 2R + 1W beyond.
 - softmax_11_any_row_pipelined (sm_90): rung 06's persistent clusters and
   bulk-copied landing buffers over rung 08's window: the next rows' windows
   arrive while this one is reduced and written, at any row length, alignment
