@@ -490,6 +490,35 @@ def test_split_plans_are_refitted_to_the_resident_blocks():
     assert q.slots * q.split <= 100 and q.slots == 2
 
 
+def test_window_configs_refuse_chunks_held_where_no_kernel_holds_them():
+    with pytest.raises(ValueError, match="shared memory"):       # 16-bit chunks pack instead
+        smr.WindowConfig("softmax_09_split_row", 512, 7, 8, min_blocks=2, shared_items=9)
+    with pytest.raises(ValueError, match="shared memory"):       # only rung 09 has the slots
+        smr.WindowConfig("softmax_07_any_row", 256, 4, 4, row_threads=8, shared_items=2)
+    with pytest.raises(ValueError, match="shared memory"):
+        smr.WindowConfig("softmax_09_split_row_stream", 512, 4, 4, min_blocks=2, shared_items=4)
+    with pytest.raises(ValueError, match="packed"):              # fp32 has nothing to pack
+        smr.WindowConfig("softmax_09_split_row", 512, 8, 4, min_blocks=2, packed=True)
+    with pytest.raises(ValueError, match="packed"):              # the streamed entry is unpacked
+        smr.WindowConfig("softmax_09_split_row_stream", 512, 2, 8, min_blocks=2, packed=True)
+
+
+def test_split_chunks_with_a_shared_part_launch_with_their_shared_memory(monkeypatch):
+    """fp32 16 x 1048576: chunks of 7 vectors a thread in registers and 9 in
+    shared memory, two passes; the cooperative launch declares the slots."""
+    p = sm.plan(16, 1048576, "fp32")
+    c = p.config
+    assert (c.items, c.shared_items) == (7, 9) and p.smem == c.smem() == 9 * 512 * 16
+    assert c.window == 512 * 16 and p.split * c.window >= 1048576 // 4
+    assert -(-16 // p.slots) == 2
+    assert dict(p.defines)["SITEMS"] == 9 and dict(p.defines)["PACKED"] == 0
+    seen = []
+    monkeypatch.setattr(sm, "workspace", lambda n, stream=None: type("W", (), {"ptr": 0x5000})())
+    monkeypatch.setattr(sm, "launch", lambda k, grid, block, args, **kw: seen.append((grid, kw)))
+    sm.run_plan("k", p, 0x1000_0000, 0x2000_0000, 16, 1048576)
+    assert seen == [(p.grid, {"smem": p.smem, "stream": None, "cooperative": True})]
+
+
 # ---------------------------------------------------------------------------
 # softmax(): views with a row pitch, checked before the GPU
 # ---------------------------------------------------------------------------
