@@ -182,7 +182,7 @@ script_phase wgsweep "${WGSWEEP_TIMEOUT:-400}" 40 benchmarks/wgmma_sweep.py \
 script_phase ncu "${NCU_TIMEOUT:-300}" 45 benchmarks/ncu_compare.py --raw "$LOG/ncu_compare.csv" ${NCU_ARGS:-}
 # shortrows: softmax rung 10 against the rungs auto chose before it on short rows
 script_phase shortrows "${SHORTROWS_TIMEOUT:-150}" 30 benchmarks/softmax_short_rows.py \
-  --json "$LOG/softmax_short_rows.json"
+  --json "$LOG/softmax_short_rows.json" ${SHORTROWS_ARGS:-}
 # packed: 16-bit rows held packed against the unpacked configs auto took before
 script_phase packed "${PACKED_TIMEOUT:-200}" 80 benchmarks/softmax_packed.py \
   --json "$LOG/softmax_packed.json" ${PACKED_ARGS:-}
