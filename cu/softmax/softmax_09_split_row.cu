@@ -197,7 +197,9 @@ __device__ __forceinline__ float4* held_slots() {
 }
 
 // Inside the row one 16-byte cp.async; the row's first and last vectors
-// element by element; outside it -inf.
+// element by element; outside it -inf. The slot loops stay rolled (unroll 1):
+// unrolled, their addresses crowd the 64 registers that hold the chunk and
+// ptxas spills (232 B of stack at 8 + 8 vectors).
 __device__ __forceinline__ void slots_load(const RowWindow& w, int first, float4* slots) {
 #pragma unroll 1
     for (int s = 0; s < SITEMS; ++s) {

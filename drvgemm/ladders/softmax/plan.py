@@ -243,10 +243,9 @@ def _existing_route(rows, cols, precision, cc, contiguous, bulk, sm_count):
       and ``one_lane_spreads``.
     - aligned fp32 rows of 129..256 (rung 04, a warp a row, 128-thread
       blocks): 65536 x 256 at 0.992 vs 0.969 (torch 0.976).
-    - (not 16-bit rows of 513..1024 any more: rung 04's warp a row measured
-      0.841 against rung 07's 0.767 at bf16 32768 x 1000 in the ninth round,
-      but 0.851 / 0.876 against rung 07's 0.909 / 0.949 at 32768 x 1000 /
-      16384 x 1024 in the twenty-second, results/h200-softmax-short-rows-2.json.)
+    - 16-bit rows of 513..1024 stay with rung 07 (its 32 lanes x 4 vectors:
+      0.909 / 0.949 against rung 04's 0.851 / 0.876 at 32768 x 1000 / 16384 x
+      1024, results/h200-softmax-short-rows-2.json).
     - aligned fp32 rows of 16K..128K on sm_90, at least one row an SM
       (rung 06: bulk copies land the next rows while this one is written):
       2048 / 4096 x 32000 at 0.888 / 0.905 vs 0.858 / 0.860, 1024 x 128256

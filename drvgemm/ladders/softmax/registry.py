@@ -285,8 +285,8 @@ def _resident(row_threads, elems, threads=None, **kw):
 # _resident(1, 8) is for 16-bit rows of 8 (one lane, one 16-byte vector); the
 # first-fit pick hands rows of 5..8 to _resident(2, 4) (fp32: one vector a lane).
 RESIDENT_CONFIGS = (
-    _resident(1, 4), _resident(2, 4), _resident(1, 8), _resident(4, 4), _resident(8, 4), _resident(16, 4),
-    _resident(32, 4), _resident(32, 8), _resident(32, 16), _resident(32, 32),
+    _resident(1, 4), _resident(2, 4), _resident(1, 8), _resident(4, 4), _resident(8, 4),
+    _resident(16, 4), _resident(32, 4), _resident(32, 8), _resident(32, 16), _resident(32, 32),
     _resident(128, 16), _resident(128, 32), _resident(256, 32),
     _resident(512, 32, min_blocks=2),
 )
@@ -445,7 +445,7 @@ class WindowConfig:
             raise ValueError(f"{self.entry}: cluster of 2..16 blocks")
         if (self.kind == "pipelined") != (self.stages > 0):
             raise ValueError(f"{self.entry}: landing buffers are rung 11's, and it needs some")
-        if self.shared_items and (self.vec != 4 or self.kind != "split" or self.shared_items < 0):
+        if self.shared_items < 0 or (self.shared_items and (self.vec != 4 or self.kind != "split")):
             raise ValueError(f"{self.entry}: vectors in shared memory are for fp32 chunks of "
                              "rung 09's resident entry")
         if self.packed and (self.vec != 8 or self.kind not in ("rows", "cluster", "pipelined",
