@@ -1,0 +1,78 @@
+"""What a softmax pass that reads all, then writes all, can reach: the time
+of a device copy of N bytes against a read of N bytes followed by a write of
+N bytes (two kernels, back to back on one stream), with torch on the GPU:
+
+    python benchmarks/read_write_phases.py [--sizes 16,64,128] [--reps 20] [--json PATH]
+
+Each size is MiB each way (fp32 elements). The read is ``x.sum()`` (one pass
+over x, a few bytes written), the write ``y.fill_(1.0)``, the copy
+``y.copy_(x)``; L2 is flushed before every timed call (a buffer of twice its
+size overwritten). Rung 09's passes (read a chunk, wait for the row, write
+it) run at ~0.70 of copy: if read + write in sequence already cost that much
+more than a copy, the phases themselves are the limit, not the rung's work
+between them."""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+
+
+def _median_ms(torch, fn, flush, reps):
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(reps):
+        flush()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", default="16,64,128", help="MiB each way, comma-separated")
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--json", default=None)
+    args = p.parse_args(argv)
+    try:
+        import torch
+    except ImportError:
+        print("read_write_phases.py needs torch with CUDA on the GPU machine", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("read_write_phases.py: torch sees no CUDA device", file=sys.stderr)
+        return 2
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    scratch = torch.empty(2 * l2 // 4, dtype=torch.float32, device="cuda")
+    flush = lambda: scratch.fill_(0.5)  # noqa: E731
+    recs = []
+    for mib in (int(s) for s in args.sizes.split(",")):
+        n = mib * (1 << 20) // 4
+        x = torch.randn(n, device="cuda")
+        y = torch.empty_like(x)
+        out = torch.empty((), device="cuda")
+        copy = _median_ms(torch, lambda: y.copy_(x), flush, args.reps)
+        read = _median_ms(torch, lambda: torch.sum(x, out=out), flush, args.reps)
+        write = _median_ms(torch, lambda: y.fill_(1.0), flush, args.reps)
+        both = _median_ms(torch, lambda: (torch.sum(x, out=out), y.fill_(1.0)), flush, args.reps)
+        rec = {"mib_each_way": mib, "copy_ms": copy, "read_ms": read, "write_ms": write,
+               "read_then_write_ms": both, "copy_over_read_then_write": copy / both}
+        recs.append(rec)
+        print(f"{mib:5d} MiB: copy {1e3 * copy:7.1f} us, read {1e3 * read:7.1f}, write "
+              f"{1e3 * write:7.1f}, read then write {1e3 * both:7.1f} us: copy / (read then "
+              f"write) = {copy / both:.3f}", flush=True)
+        del x, y
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(0), "records": recs}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
