@@ -58,9 +58,9 @@ def main(argv=None):
         y = torch.empty_like(x)
         out = torch.empty((), device="cuda")
         copy = _median_ms(torch, lambda: y.copy_(x), flush, args.reps)
-        read = _median_ms(torch, lambda: torch.sum(x, out=out), flush, args.reps)
+        read = _median_ms(torch, lambda: torch.sum(x, dim=0, out=out), flush, args.reps)
         write = _median_ms(torch, lambda: y.fill_(1.0), flush, args.reps)
-        both = _median_ms(torch, lambda: (torch.sum(x, out=out), y.fill_(1.0)), flush, args.reps)
+        both = _median_ms(torch, lambda: (torch.sum(x, dim=0, out=out), y.fill_(1.0)), flush, args.reps)
         rec = {"mib_each_way": mib, "copy_ms": copy, "read_ms": read, "write_ms": write,
                "read_then_write_ms": both, "copy_over_read_then_write": copy / both}
         recs.append(rec)
