@@ -259,3 +259,38 @@ def test_kernel_times_counts_the_staging_copy_as_gemms():
                     "split_reduce_deep_bf16": "drvgemm", "scale_c_bf16": "drvgemm",
                     "cutlass::Kernel2<cutlass_75_tensorop_bf16_s1688gemm>": "torch"}
     assert {r["kernel"]: r["median_us"] for r in recs}["pad_rows_2"] == 42.24
+
+
+# ---------------------------------------------------------------------------
+# the softmax side-by-side scripts: every candidate they would time is a plan
+# ---------------------------------------------------------------------------
+SIDE_BY_SIDE_SCRIPTS = ["softmax_packed", "softmax_pipelined", "softmax_row_tile_lanes",
+                        "softmax_rows_near_128", "softmax_split_held", "softmax_tiny_rows"]
+
+
+@pytest.mark.parametrize("name", SIDE_BY_SIDE_SCRIPTS)
+def test_side_by_side_candidates_are_plans_within_the_h200(name, monkeypatch):
+    """Each script's candidates (what main() hands side_by_side) hold their
+    rows and plan for them: a candidate that does not is skipped by the sweep
+    in silence, and one that a registry change made invalid would surface only
+    as a FAILED line on the GPU machine."""
+    from drvgemm.ladders.softmax import dispatch as sm
+    from drvgemm.tools.softmax_sweep import _fits
+    mod = _script(name)
+    seen = []
+    monkeypatch.setattr(mod, "side_by_side", lambda cands, argv=None, desc="": seen.append(cands) or 0)
+    assert mod.main([]) == 0 and seen
+    n = 0
+    for cands in seen:
+        for prec, shapes in cands.items():
+            for (rows, cols), cfgs in shapes.items():
+                assert cfgs, f"{name}: no candidates for {prec} {rows}x{cols}"
+                for cfg in cfgs:
+                    # the sweep skips a candidate that does not hold the row: never timed
+                    size = 4 if prec == "fp32" else 2
+                    assert _fits(cfg, cols, (9, 0), size), \
+                        f"{name}: {cfg.describe()} never runs at {prec} {rows}x{cols}"
+                    p = sm.config_plan(cfg, rows, cols, prec)
+                    assert p.smem * getattr(cfg, "min_blocks", 1) <= 227 * 1024, p.describe()
+                    n += 1
+    assert n > 0
