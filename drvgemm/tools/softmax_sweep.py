@@ -134,6 +134,8 @@ def sweep_softmax(shapes=SWEEP_SHAPES, configs=None, *, precision="fp32", reps=2
         recs = []
         for cfg in cfgs:
             if not _fits(cfg, cols, cc, x.dtype.itemsize):
+                _progress(f"{cfg.describe()}: skipped, does not hold rows of {cols} on "
+                          f"sm_{cc[0]}{cc[1]}")
                 continue
             p = sm.config_plan(cfg, rows, cols, precision)
             try:
