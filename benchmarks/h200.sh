@@ -3,7 +3,7 @@
 #   bash benchmarks/h200.sh [PHASE ...]
 # Default phases, in this order:
 #   install tests sanitize overhead bench shapes memory
-# Extra phases: compile rung20 sweep autotune wgmma profile mma clock wgsweep shortrows packed pipelined splitprobe softncu rowlanes near128 splitheld splitlanded rwphases tinyrows beforeafter rung30 power family ncu ktimes (each reads its
+# Extra phases: compile rung20 sweep autotune wgmma profile mma clock wgsweep shortrows packed pipelined splitprobe softncu rowlanes near128 splitheld rwphases tinyrows beforeafter rung30 power family ncu ktimes (each reads its
 # *_ARGS); MEMORY_ARGS=--softmax-rows makes the memory phase the softmax row-length suite.
 #
 # What comes back through $OUT (at most 8 files): the committed results
@@ -207,10 +207,6 @@ script_phase near128 "${NEAR128_TIMEOUT:-200}" 80 benchmarks/softmax_rows_near_1
 # --shapes / --precisions / --torch)
 script_phase splitheld "${SPLITHELD_TIMEOUT:-180}" 80 benchmarks/softmax_split_held.py \
   --json "$LOG/softmax_split_held.json" ${SPLITHELD_ARGS:-}
-# splitlanded: split rows whose chunks land by bulk copies (rung 09, STAGES > 0) against what
-# auto takes without them (SPLITLANDED_ARGS: --shapes / --precisions / --torch)
-script_phase splitlanded "${SPLITLANDED_TIMEOUT:-180}" 80 benchmarks/softmax_split_landed.py \
-  --json "$LOG/softmax_split_landed.json" ${SPLITLANDED_ARGS:-}
 # rwphases: a device copy against a read then a write of the same bytes (torch), what a
 # read-all-then-write-all pass can reach (RWPHASES_ARGS: --sizes ...)
 script_phase rwphases "${RWPHASES_TIMEOUT:-90}" 20 benchmarks/read_write_phases.py \

@@ -338,36 +338,6 @@ def test_every_cluster_and_packed_config(gpu, prec):
 
 
 @pytest.mark.parametrize("prec", ["fp32", "bf16", "fp16"])
-def test_every_landed_split_config_walks_its_ring(gpu, prec):
-    """Each registered rung-09 config whose chunks land by bulk copies
-    (stages > 0) on rows split 40 ways, more rows than the resident grid has
-    slots, so each slot takes several rows, every landing buffer is refilled
-    and the pairs' row parity turns: at every layout (aligned; an offset of
-    one element, so x's first vector and the last row's last vector lie
-    outside the array and are read element-wise; odd pitches, whose gaps the
-    copies bring and the reads mask; y at another phase than x), the special
-    rows among them; run twice (the counters must be back at 0)."""
-    if gpu.cc < (9, 0):
-        pytest.skip("bulk copies need sm_90")
-    cfgs = [c for c in smr.window_configs(prec) if c.kind == "split" and c.stages]
-    assert cfgs
-    vec = smr.vec_of(prec)
-    for i, c in enumerate(cfgs):
-        cols = 40 * c.window * vec - 3
-        p = sm.config_plan(c, 1, cols, prec)
-        _, p = sm.prepare(p, 1)
-        slots = (gpu.sm_count * c.min_blocks) // p.split
-        rows = slots * (c.stages + 2) + 1
-        for j, layout in enumerate(LAYOUTS):
-            x = make_input(rows, cols, prec, seed=100 * i + j)
-            x[:7] = special_input(cols, prec, seed=i)
-            for _ in range(2):
-                y = run_config(c, x, prec, layout)
-                check_special(y[:7], x[:7], f"{c.describe()} {layout}")
-                check(y, x, f"{c.describe()} {layout} ({rows} rows, {slots} slots)")
-
-
-@pytest.mark.parametrize("prec", ["fp32", "bf16", "fp16"])
 def test_every_pipelined_config_walks_many_rows(gpu, prec):
     """Each registered rung-11 config (persistent clusters, bulk-copied
     windows) on more rows than its clusters, so every block walks rows

@@ -33,16 +33,6 @@
 // place, scaled at the store as the registers are. Its build, like the packed
 // one, has no streamed entry.
 //
-// STAGES > 0 (sm_90) brings a chunk by one bulk copy into a landing buffer
-// (softmax_landing.cuh, rung 11's) instead of each thread loading its
-// vectors, and refills the buffer with the slot's row STAGES rows ahead as
-// soon as every thread has read it into registers: the next rows' reads run
-// while this row waits for its peers and is written. Without it a pass
-// reads, waits, then writes, and the grid's reads and writes never overlap
-// (~0.70 of copy whatever the pass's size, benchmarks/notes/softmax.md). Its
-// build, like the packed and shared-memory ones, has no streamed entry; it
-// has no shared part (SITEMS = 0).
-//
 // Rows longer than split * THREADS * (ITEMS + SITEMS) vectors (past what the resident
 // blocks' registers hold) take softmax_09_split_row_stream instead: each block
 // walks chunks chunk, chunk + split, ... twice (online (max, sum), then
@@ -88,22 +78,12 @@
 #ifndef SITEMS
 #error "SITEMS must be defined (window vectors a thread keeps in shared memory; 0: none)"
 #endif
-#ifndef STAGES
-#error "STAGES must be defined (landing buffers of a chunk a block; 0: none, each thread loads its own)"
-#endif
 
 static_assert(THREADS % 32 == 0 && THREADS >= 64 && THREADS <= 1024, "THREADS: a multiple of 32, 64..1024");
 static_assert(ITEMS >= 1 && ITEMS * WVEC <= (PACKED ? 128 : 64), "ITEMS: too many values a thread");
 static_assert(PACKED == 0 || DTYPE != 0, "PACKED: 16-bit elements only");
 static_assert(SITEMS >= 0 && (SITEMS == 0 || (DTYPE == 0 && PACKED == 0)),
               "SITEMS: fp32 chunks only (16-bit ones hold more packed)");
-static_assert(STAGES >= 0 && (STAGES == 0 || SITEMS == 0),
-              "STAGES: the landed chunk is held in registers only (no shared part)");
-
-#if STAGES
-constexpr int SLICE = THREADS * ITEMS;   // window vectors of a landed chunk
-#include "softmax_landing.cuh"
-#endif
 
 // The pairs start after the counter head (bytes).
 constexpr int WS_PAIRS_OFFSET = 2 * WS_MAX_SLOTS * 4;
@@ -207,26 +187,6 @@ __device__ __forceinline__ MaxSum fold_row_max_first(const MaxSum* pairs, int sp
     return MaxSum{M, block_sum<THREADS>(l, red + THREADS / 32)};
 }
 
-// The row's (max, sum): the threads' pairs merged over the block, published
-// as the chunk's pair, every block of the row awaited, the row's pairs
-// folded. `while_waiting`: thread 0's work between its publication and its
-// wait (every thread of the block is past the merge's barrier by then).
-template <typename F>
-__device__ __forceinline__ MaxSum row_result(MaxSum th, MaxSum* row_pairs, unsigned* arrive,
-                                             unsigned target, int split, int chunk, MaxSum* part,
-                                             MaxSum* fold_part, F while_waiting) {
-    const MaxSum blk = block_merge_butterfly<THREADS>(th, part);
-    if (threadIdx.x == 0) {
-        row_pairs[chunk] = blk;
-        arrive_release(arrive);                      // the pair before the count
-        while_waiting();
-        wait_count(arrive, target);
-    }
-    __syncthreads();                                 // thread 0's acquire, for everyone
-    return MAX_FIRST_FOLD ? fold_row_max_first(row_pairs, split, reinterpret_cast<float*>(fold_part))
-                          : fold_row(row_pairs, split, fold_part);
-}
-
 #if SITEMS
 // The shared-memory part of a thread's chunk: vectors first + s * THREADS +
 // lane (s < SITEMS) in slot s * THREADS + lane of the dynamic shared memory
@@ -310,7 +270,7 @@ __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t
                                             MaxSum* row_pairs, unsigned* arrive, unsigned target,
                                             int split, int chunk, MaxSum* part, MaxSum* fold_part) {
     constexpr int N = ITEMS * WVEC;
-    constexpr int CHUNK = THREADS * (ITEMS + (RESIDENT ? SITEMS : 0));   // window vectors per chunk
+    constexpr int SLICE = THREADS * (ITEMS + (RESIDENT ? SITEMS : 0));   // window vectors per chunk
     const RowWindow w = row_window(x, y, row, cols, ldx, ldy);
 #if PACKED
     uint4 v[ITEMS];                                  // the chunk as loaded
@@ -324,21 +284,21 @@ __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t
 #endif
     if constexpr (RESIDENT) {
 #if PACKED
-        window_load_packed<ITEMS, THREADS>(w, chunk * CHUNK, threadIdx.x, true, v);
+        window_load_packed<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v);
         th = window_exp_packed<ITEMS>(v);
 #else
 #if SITEMS
-        slots_load(w, chunk * CHUNK + THREADS * ITEMS, slots);   // in flight with the loads below
+        slots_load(w, chunk * SLICE + THREADS * ITEMS, slots);   // in flight with the loads below
 #endif
-        window_load<ITEMS, THREADS>(w, chunk * CHUNK, threadIdx.x, true, v);
+        window_load<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v);
         th = window_exp<N>(v);
 #endif
     } else {
 #if !PACKED
-        const int nchunks = (window_vectors(w) + CHUNK - 1) / CHUNK;
+        const int nchunks = (window_vectors(w) + SLICE - 1) / SLICE;
         th = MaxSum{NEG_INF, 0.0f};
         for (int c = chunk; c < nchunks; c += split) {
-            window_load<ITEMS, THREADS>(w, c * CHUNK, threadIdx.x, true, v);
+            window_load<ITEMS, THREADS>(w, c * SLICE, threadIdx.x, true, v);
             th = merge<FAST_EXP>(th, window_exp<N>(v));
         }
 #endif
@@ -351,67 +311,39 @@ __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t
         th = merge<FAST_EXP>(th, th_slots);
     }
 #endif
-    const MaxSum r = row_result(th, row_pairs, arrive, target, split, chunk, part, fold_part,
-                                [] {});
+    const MaxSum blk = block_merge_butterfly<THREADS>(th, part);
+    if (threadIdx.x == 0) {
+        row_pairs[chunk] = blk;
+        arrive_release(arrive);                      // the pair before the count
+        wait_count(arrive, target);
+    }
+    __syncthreads();                                 // thread 0's acquire, for everyone
+    const MaxSum r = MAX_FIRST_FOLD
+                         ? fold_row_max_first(row_pairs, split, reinterpret_cast<float*>(fold_part))
+                         : fold_row(row_pairs, split, fold_part);
     if constexpr (RESIDENT) {
 #if PACKED
-        window_store_packed<ITEMS, THREADS>(w, chunk * CHUNK, threadIdx.x, true, v, th.m,
+        window_store_packed<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v, th.m,
                                             window_scale(th.m, r));
 #else
-        window_store<ITEMS, THREADS>(w, chunk * CHUNK, threadIdx.x, true, v, window_scale(m_held, r));
+        window_store<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v, window_scale(m_held, r));
 #if SITEMS
-        slots_store(w, chunk * CHUNK + THREADS * ITEMS, slots, window_scale(th_slots.m, r));
+        slots_store(w, chunk * SLICE + THREADS * ITEMS, slots, window_scale(th_slots.m, r));
 #endif
 #endif
     } else {
 #if !PACKED
-        const int nchunks = (window_vectors(w) + CHUNK - 1) / CHUNK;
+        const int nchunks = (window_vectors(w) + SLICE - 1) / SLICE;
         const float inv = 1.0f / r.l;
         for (int c = chunk; c < nchunks; c += split) {
-            window_load<ITEMS, THREADS>(w, c * CHUNK, threadIdx.x, true, v);
+            window_load<ITEMS, THREADS>(w, c * SLICE, threadIdx.x, true, v);
 #pragma unroll
             for (int e = 0; e < N; ++e) v[e] = exp_shifted(v[e], r.m);   // -inf - -inf: NaN row, as it must
-            window_store<ITEMS, THREADS>(w, c * CHUNK, threadIdx.x, true, v, inv);
+            window_store<ITEMS, THREADS>(w, c * SLICE, threadIdx.x, true, v, inv);
         }
 #endif
     }
 }
-
-#if STAGES
-// One row of a slot, its chunk landed (STAGES > 0): row k of the slot waits
-// for landing buffer k % STAGES, reads it into registers (the peel and the
-// tail patched), and once every thread has, thread 0 refills the buffer with
-// the slot's row STAGES rows ahead while it waits for the row's peers.
-__device__ __noinline__ void split_row_step_landed(const elem_t* __restrict__ x, elem_t* __restrict__ y,
-                                                   int rows, long long row, int cols, long long ldx,
-                                                   long long ldy, MaxSum* row_pairs, unsigned* arrive,
-                                                   unsigned target, int split, int chunk, MaxSum* part,
-                                                   MaxSum* fold_part, unsigned k, int slots,
-                                                   uint4* landing, unsigned long long* full) {
-    const elem_t* x_end = x + (rows - 1) * ldx + cols;
-    const RowWindow w = row_window(x, y, row, cols, ldx, ldy);
-    const int stage = static_cast<int>(k % STAGES);
-    uint4* buf = landing + stage * SLICE;
-    const int first = chunk * SLICE;
-    mbar_wait(smem_addr(&full[stage]), (k / STAGES) & 1);
-    const Span sp = row_span(w);
-    held_t v[HELD];
-    slice_read(w, sp, copied_vectors(w, x, x_end), buf, first, threadIdx.x, v);
-#if PACKED
-    const MaxSum th = window_exp_packed<ITEMS>(v);
-#else
-    const MaxSum th = window_exp<HELD>(v);
-#endif
-    const long long ahead = row + static_cast<long long>(STAGES) * slots;
-    const MaxSum r = row_result(th, row_pairs, arrive, target, split, chunk, part, fold_part, [&] {
-        if (ahead < rows) {
-            const RowWindow wa = row_window(x, y, ahead, cols, ldx, ldy);
-            slice_fill(wa, copied_vectors(wa, x, x_end), buf, first, smem_addr(&full[stage]));
-        }
-    });
-    slice_write(w, sp, first, threadIdx.x, v, th.m, window_scale(th.m, r));
-}
-#endif
 
 template <bool RESIDENT>
 __device__ __forceinline__ void split_rows(const elem_t* __restrict__ x, elem_t* __restrict__ y, int rows,
@@ -433,36 +365,10 @@ __device__ __forceinline__ void split_rows(const elem_t* __restrict__ x, elem_t*
     // comes after every thread passed this row's wait barrier, `fold_part`'s
     // after every thread passed the next row's.
     unsigned k = 0;
-#if STAGES
-    // The landing buffers (dynamic shared memory, STAGES x SLICE vectors),
-    // their barriers initialised and the slot's first STAGES rows requested.
-    __shared__ __align__(8) unsigned long long full[STAGES];
-    uint4* landing = reinterpret_cast<uint4*>(dynamic_smem());
-    if (threadIdx.x == 0) {
-#pragma unroll
-        for (int s = 0; s < STAGES; ++s) mbar_init(smem_addr(&full[s]), 1);
-        fence_barrier_init();
-        const elem_t* x_end = x + (rows - 1) * ldx + cols;
-        for (int s = 0; s < STAGES; ++s) {
-            const long long row = slot + static_cast<long long>(s) * slots;
-            if (row >= rows) break;
-            const RowWindow w = row_window(x, y, row, cols, ldx, ldy);
-            slice_fill(w, copied_vectors(w, x, x_end), landing + s * SLICE, chunk * SLICE,
-                       smem_addr(&full[s]));
-        }
-    }
-    __syncthreads();
-    for (long long row = slot; row < rows; row += slots, ++k) {
-        split_row_step_landed(x, y, rows, row, cols, ldx, ldy, pairs + (k & 1) * split, arrive + slot,
-                              (k + 1) * static_cast<unsigned>(split), split, chunk, part, fold_part,
-                              k, slots, landing, full);
-    }
-#else
     for (long long row = slot; row < rows; row += slots, ++k) {
         split_row_step<RESIDENT>(x, y, row, cols, ldx, ldy, pairs + (k & 1) * split, arrive + slot,
                                  (k + 1) * static_cast<unsigned>(split), split, chunk, part, fold_part);
     }
-#endif
     // Reset the counters once every block of the slot is past its last wait.
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -481,7 +387,7 @@ softmax_09_split_row(const elem_t* __restrict__ x, elem_t* __restrict__ y, int r
     split_rows<true>(x, y, rows, cols, ldx, ldy, ws, split);
 }
 
-#if !PACKED && SITEMS == 0 && STAGES == 0
+#if !PACKED && SITEMS == 0
 // Any row length (2 reads + 1 write).
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 softmax_09_split_row_stream(const elem_t* __restrict__ x, elem_t* __restrict__ y, int rows, int cols,

@@ -501,7 +501,7 @@ def _plan_split(rows, nv, cfgs, sm_count):
     resident blocks hold, the streamed entry."""
     best = None
     for c in cfgs:
-        if c.kind != "split" or c.stages:   # landed chunks: not yet measured against these
+        if c.kind != "split":
             continue
         resident = c.min_blocks * sm_count
         split = -(-nv // c.window)

@@ -395,9 +395,9 @@ WINDOW_DEFINES = {
     "rows": ("DTYPE", "THREADS", "ROW_THREADS", "ITEMS", "RPT", "MIN_BLOCKS", "PACKED"),
     "cluster": ("DTYPE", "THREADS", "ITEMS", "CLUSTER", "MIN_BLOCKS", "PACKED"),
     "split": ("DTYPE", "THREADS", "ITEMS", "MIN_BLOCKS", "WATCHDOG_NS", "WS_MAX_SLOTS", "PACKED",
-              "SITEMS", "STAGES"),
+              "SITEMS"),
     "split_stream": ("DTYPE", "THREADS", "ITEMS", "MIN_BLOCKS", "WATCHDOG_NS", "WS_MAX_SLOTS",
-                     "PACKED", "SITEMS", "STAGES"),
+                     "PACKED", "SITEMS"),
     "pipelined": ("DTYPE", "THREADS", "ITEMS", "CLUSTER", "STAGES", "MIN_BLOCKS", "PACKED"),
 }
 
@@ -430,7 +430,7 @@ class WindowConfig:
     cluster: int = 1          # 08, 11: blocks per row
     min_blocks: int = 1       # __launch_bounds__ second argument
     packed: bool = False      # 07/08/09/11, 16-bit: values held as loaded, two a register
-    stages: int = 0           # 11, 09 (resident): landing buffers of one slice each per block
+    stages: int = 0           # 11: landing buffers of one slice each per block
     shared_items: int = 0     # 09, fp32: more vectors a thread per chunk, in shared memory
 
     def __post_init__(self):
@@ -443,11 +443,8 @@ class WindowConfig:
             raise ValueError(f"{self.entry}: row_threads must be a power of two <= 32 or threads")
         if self.kind in ("cluster", "pipelined") and not 2 <= self.cluster <= 16:
             raise ValueError(f"{self.entry}: cluster of 2..16 blocks")
-        if self.kind == "pipelined" and self.stages < 1:
-            raise ValueError(f"{self.entry}: rung 11 needs landing buffers")
-        if self.stages and (self.kind not in ("pipelined", "split") or self.shared_items):
-            raise ValueError(f"{self.entry}: landing buffers are for rung 11 and rung 09's "
-                             "resident entry (without a shared part)")
+        if (self.kind == "pipelined") != (self.stages > 0):
+            raise ValueError(f"{self.entry}: landing buffers are rung 11's, and it needs some")
         if self.shared_items < 0 or (self.shared_items and (self.vec != 4 or self.kind != "split")):
             raise ValueError(f"{self.entry}: vectors in shared memory are for fp32 chunks of "
                              "rung 09's resident entry")
@@ -468,8 +465,8 @@ class WindowConfig:
         return self.kind == "pipelined"
 
     def smem(self) -> int:
-        """Dynamic shared memory per block: rung 11's and rung 09's landing
-        buffers, rung 09's shared part of a chunk."""
+        """Dynamic shared memory per block: rung 11's landing buffers, rung
+        09's shared part of a chunk."""
         return (self.stages * self.items + self.shared_items) * self.threads * 16
 
     def grid(self, rows: int, resident: int | None = None) -> tuple:
@@ -485,8 +482,7 @@ class WindowConfig:
 
     @property
     def arch(self) -> str:
-        # clusters, and the landing buffers' bulk copies
-        return "sm_90" if self.kind in ("cluster", "pipelined") or self.stages else "sm_80"
+        return "sm_90" if self.kind in ("cluster", "pipelined") else "sm_80"
 
     @property
     def values(self) -> int:
@@ -613,20 +609,6 @@ def _window_configs(vec: int) -> tuple:
     # any shared part spills at 64 registers)
     if vec == 4:
         out.append(WindowConfig("softmax_09_split_row", 512, 7, vec, min_blocks=2, shared_items=9))
-    # chunks that land by bulk copies (STAGES > 0): the slot's next rows arrive
-    # while one waits for its peers and is written; a landing buffer of the
-    # chunk a stage (7 fp32 vectors a thread: 8 spill next to the landing code)
-    if vec == 4:
-        out += [WindowConfig("softmax_09_split_row", 512, 7, vec, min_blocks=2, stages=1),
-                WindowConfig("softmax_09_split_row", 512, 4, vec, min_blocks=2, stages=2),
-                WindowConfig("softmax_09_split_row", 512, 4, vec, min_blocks=2, stages=3)]
-    else:
-        out += [WindowConfig("softmax_09_split_row", 512, 8, vec, min_blocks=2, packed=True,
-                             stages=1),
-                WindowConfig("softmax_09_split_row", 512, 4, vec, min_blocks=2, packed=True,
-                             stages=2),
-                WindowConfig("softmax_09_split_row", 512, 4, vec, min_blocks=2, packed=True,
-                             stages=3)]
     out.append(WindowConfig("softmax_09_split_row_stream", 512, 4 if vec == 4 else 2, vec,
                             min_blocks=2))
     # rung 11, one block an SM, three landing buffers of a slice (two where three
