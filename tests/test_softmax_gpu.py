@@ -18,7 +18,9 @@ sit near 2e-7).
 doubled) and, for fp16, its subnormal spacing as an absolute floor.
 """
 import io
+import json
 import math
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -547,3 +549,10 @@ def test_bench_functions_produce_complete_records(gpu):
         if "max_rel_err" in r and not r["baseline"]:
             assert r["max_rel_err"] is not None and r["max_rel_err"] < 1e-5, r
     assert sum(1 for r in recs if r.get("auto")) == 2, "one auto pick per softmax shape"
+    # every kernel's record names its machine code (the manifest's digest), so a
+    # reader can tell whether committed results belong to the code
+    manifest = set(json.loads((Path(__file__).parent / "data" / "sass_manifest.json")
+                              .read_text()).values())
+    for r in recs:
+        if r["kernel"] not in ("copy", "torch_softmax"):
+            assert r.get("sass_hash") in manifest, r

@@ -153,7 +153,7 @@ def bench_softmax(shapes=SOFTMAX_SHAPES, *, precision="fp32", kernels=None, reps
             rec = memory_record(name, precision, rows, cols, ms, 2 * elem_bytes,
                           config=p.describe(), max_rel_err=err,
                           auto=(p.entry, p.defines) == (auto.entry, auto.defines),
-                          **_cluster_note(k, p))
+                          **_cluster_note(k, p), **_kernel_hash(lambda: k))
             _progress(f"{name} {rows}x{cols}: {rec['gbps']:.0f} GB/s ({p.describe()})")
             recs.append(rec)
         if torch_baseline:
@@ -218,7 +218,8 @@ def bench_mem_kernels(*, n=COPY_FLOATS, strides=STRIDES, transpose_shape=TRANSPO
         dst.fill_bytes(0xFF)
         ms = _median_ms(lambda: launch(k, g, mk.block, (src, dst, n)), reps)
         ok = bool(np.array_equal(dst.to_host(), host))
-        recs.append(memory_record(name, "fp32", n, 1, ms, 8 * n, config=mk.lesson, correct=ok))
+        recs.append(memory_record(name, "fp32", n, 1, ms, 8 * n, config=mk.lesson, correct=ok,
+                                  **_kernel_hash(lambda: k)))
     mk = mem_kernel("mem_copy_strided")
     k = _mem_compiled(mk)
     for s in strides:
@@ -229,7 +230,8 @@ def bench_mem_kernels(*, n=COPY_FLOATS, strides=STRIDES, transpose_shape=TRANSPO
         got = dst.to_host()[: count * s: s]
         ok = bool(np.array_equal(got, host[: count * s: s]))
         recs.append(memory_record(f"mem_copy_strided_{s}", "fp32", count, s, ms, 8 * count,
-                            config=f"stride {s}: {mk.lesson}", correct=ok, stride=s))
+                            config=f"stride {s}: {mk.lesson}", correct=ok, stride=s,
+                            **_kernel_hash(lambda: k)))
     out.append(copy)
     out.extend(_with_copy(recs, copy))
     src.free()
@@ -255,7 +257,7 @@ def bench_mem_kernels(*, n=COPY_FLOATS, strides=STRIDES, transpose_shape=TRANSPO
         if variant != "naive":
             extra["smem_wavefronts"] = transpose_wavefronts(variant)
         recs.append(memory_record(mk.name, "fp32", rows, cols, ms, 8 * rows * cols,
-                            config=mk.lesson, correct=ok, **extra))
+                            config=mk.lesson, correct=ok, **extra, **_kernel_hash(lambda: k)))
     da.free()
     dt.free()
     out.append(tcopy)
@@ -413,8 +415,14 @@ def bench_softmax_rows(shapes=SOFTMAX_ROW_SUITE, precisions=("fp32", "bf16"), *,
 def _sass_hash(p) -> dict:
     """{"sass_hash"} of the kernel plan ``p`` runs (the manifest's digest of
     its SASS), or {"sass_hash_error"} when it cannot be had (no nvdisasm)."""
+    return _kernel_hash(lambda: sm.compiled_kernel(p))
+
+
+def _kernel_hash(kernel) -> dict:
+    """{"sass_hash"} of the compiled kernel ``kernel()`` gives, or
+    {"sass_hash_error"} when it cannot be had (no nvdisasm)."""
     try:
-        return {"sass_hash": kernel_sass_hash(sm.compiled_kernel(p))}
+        return {"sass_hash": kernel_sass_hash(kernel())}
     except Exception as e:  # the timing stands without it
         return {"sass_hash": None, "sass_hash_error": f"{type(e).__name__}: {e}"[:200]}
 
