@@ -520,17 +520,21 @@ def test_register_budget_guard():
     hopper.check_register_budget(123, True, consumers=1)
 
 
-def test_64_row_tiles_are_16_bit_only():
-    """The tf32 tile loads wgmma's A (our B) in four 32-column boxes of a
-    128-wide tile: 64 rows there are refused on the host and in the kernel."""
+def test_64_wide_tiles_have_one_consumer():
+    """wgmma M of 64 (bf16 / fp16 64 rows; tf32's C^T 64 columns: wgmma's A,
+    our B, in two 32-column boxes instead of four) is one consumer
+    warpgroup; any other than 64 or 128 is refused on the host and in the
+    kernel."""
     assert hopper.Geometry.of("bf16", 64, 128).consumers == 1
     assert hopper.Geometry.of("bf16", 64, 128).block() == (256, 1, 1)
     assert hopper.Geometry.of("fp16", 128, 128).block() == (384, 1, 1)
+    assert hopper.Geometry.of("tf32", 128, 64).consumers == 1
+    assert hopper.Geometry.of("tf32", 64, 64).block() == (256, 1, 1)
     with pytest.raises(ValueError, match="rung 20 tiles"):
-        hopper.Geometry.of("tf32", 128, 64)
+        hopper.Geometry.of("tf32", 128, 32)
     r = by_name()["20_tma_wgmma_tf32_128x128"]
-    bad = {**r.defines, "BN": 64}
-    with pytest.raises(CompileError, match="64 for bf16 / fp16"):
+    bad = {**r.defines, "BN": 32}
+    with pytest.raises(CompileError, match="must be 128 .two consumers. or 64 .one."):
         compile_binary(SOURCE, r.entry, arch="sm_90a", defines=bad)
 
 
@@ -570,11 +574,11 @@ def test_member_constants_once(name):
     assert r.defines["BK"] == geo.k_tile == 128 // geo.elem_size
     assert (geo.tile_y, geo.tile_x) == ((r.tile_n, r.tile_m) if geo.swapped
                                         else (r.tile_m, r.tile_n))
-    # 128 rows (two consumer warpgroups), or 64 (one) for the 16-bit members;
-    # wgmma N 128-256, or 8-32 rows of A for the swapped 16-bit members
+    # 128 rows (two consumer warpgroups) or 64 (one); wgmma N 64-256, or
+    # 8-32 rows of A for the swapped 16-bit members
     tf32 = r.precision == "tf32"
-    assert geo.tile_y in ((128,) if tf32 else (64, 128))
-    assert geo.tile_x in ((8, 16, 32) if geo.swapped and not tf32 else (128, 192, 256))
+    assert geo.tile_y in (64, 128)
+    assert geo.tile_x in ((8, 16, 32) if geo.swapped and not tf32 else (64, 128, 192, 256))
     assert geo.swapped == (tf32 or r.defines["SWAP_AB"] == 1)
     assert geo.consumers == geo.tile_y // 64
     assert geo.stage_bytes == geo.elem_size * geo.k_tile * (geo.tile_y + geo.tile_x)
@@ -666,7 +670,7 @@ def test_bad_tiles_are_refused():
     with pytest.raises(CompileError, match="wgmma N"):
         compile_binary(SOURCE, r.entry, arch="sm_90a",
                        defines={**r.defines, "ALIGNED": 1, "BN": 160})
-    with pytest.raises(CompileError, match="must be 128, or 64"):
+    with pytest.raises(CompileError, match="must be 128 .two consumers. or 64 .one."):
         compile_binary(SOURCE, r.entry, arch="sm_90a",
                        defines={**r.defines, "ALIGNED": 1, "BM": 256})
     with pytest.raises(CompileError, match="227 KB"):

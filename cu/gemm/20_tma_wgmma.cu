@@ -32,8 +32,8 @@
 // STAGES-deep ring of shared-memory tiles full. setmaxnreg moves registers
 // from the producer (40) to the consumers (232): 128*40 + 256*232 = 64512 of
 // the 65536 registers of the SM, which the launch bound (384, 1) reserves.
-// The 64-row members (bf16 / fp16, BM = 64) have one consumer warpgroup:
-// 256 threads, no register move.
+// The 64-row members (bf16 / fp16 BM = 64; tf32 BN = 64, 64 columns of C^T)
+// have one consumer warpgroup: 256 threads, no register move.
 //
 // Layouts. 16-bit types: wgmma's A is our A (K-major, 64 elements = one
 // 128-byte swizzled line per row), wgmma's B is our B read N-major ("transposed",
@@ -156,9 +156,8 @@ constexpr bool SWAP_16 = SWAP_AB && WGMMA_ELEM != ELEM_TF32;
 // be half padding, and the swapped ones' 64-column strips).
 constexpr int TILE_Y = SWAP_AB ? BN : BM;
 constexpr int CONSUMERS = TILE_Y / 64;
-static_assert(TILE_Y == 128 || (TILE_Y == 64 && WGMMA_ELEM != ELEM_TF32),
-              "wgmma M (BM, or BN when swapped) must be 128, or 64 for bf16 / fp16 (tf32 loads "
-              "B in four 32-column boxes of a 128-wide tile)");
+static_assert(TILE_Y == 128 || TILE_Y == 64,
+              "wgmma M (BM, or BN when swapped) must be 128 (two consumers) or 64 (one)");
 constexpr int THREADS = (WARP_SPECIALIZED ? 128 : 0) + CONSUMERS * 128;
 // wgmma N: columns of B (rows of C when swapped): the entry's BN (BM when
 // swapped). One value per instantiation; the family's members differ in it.
@@ -351,8 +350,8 @@ __device__ __forceinline__ void mma_stage(float (&acc)[ACC], u32 (&frag)[4][4], 
         // Fragment of wgmma's A (= B^T, 64 columns of B for this warpgroup):
         // warp w holds columns 16w.. of them, lane (g, t) = (l/4, l%4) the
         // columns g, g+8 at k = t, t+4 of each k8 step. They live in B box
-        // 2c + w/2 (32 columns x 32 k-lines of 128 bytes, swizzled: 16-byte
-        // chunk q of line k sits at chunk q ^ (k % 8)).
+        // 2c + w/2 (32 columns x 32 k-lines of 128 bytes, 4 KB, swizzled:
+        // 16-byte chunk q of line k sits at chunk q ^ (k % 8)).
         //
         // The swizzled chunk depends on k only through k % 8 = t + 4h, so 4
         // offsets per thread serve all four k8 steps (+1024 bytes each, an
@@ -363,7 +362,7 @@ __device__ __forceinline__ void mma_stage(float (&acc)[ACC], u32 (&frag)[4][4], 
         const int lane = threadIdx.x & 31;
         const int w = (threadIdx.x >> 5) & 3;
         const int g = lane >> 2, t = lane & 3;
-        const u32 box = ybase + (2 * c + (w >> 1)) * (Y_BYTES / 4);
+        const u32 box = ybase + (2 * c + (w >> 1)) * (32 * 128);
         const int n0 = (w & 1) * 16 + g;
         // Per (h, v), the address of the first k8 step.
         u32 start[2][2];

@@ -207,6 +207,12 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
            source="estimate: 0.94 x wgmma_tf32 (192x128 tile)"),
     Family("wgmma_tf32_128", "wgmma_tf32", 0.813 * 0.86, 7.6e-6, stream_eff=WGMMA_STREAM,
            source="estimate: 0.86 x wgmma_tf32 (128x128 tile)"),
+    # The 64-column tf32 members (128 x 64, 64 x 64: one consumer warpgroup):
+    # the 16-bit 64-row members' share of their flagship's efficiency (0.60 /
+    # 0.844), the tf32 fixed cost. An estimate until the shape suite measures them.
+    Family("wgmma_tf32_64", "wgmma_tf32", 0.813 * 0.60 / 0.844, 7.6e-6, stream_eff=WGMMA_STREAM,
+           source="estimate: wgmma_16_64's share of wgmma_16 applied to wgmma_tf32 "
+                  "(64-column tiles of C^T)"),
 )}
 
 

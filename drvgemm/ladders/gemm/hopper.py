@@ -57,7 +57,7 @@ __all__ = ["Geometry", "geometry", "wgmma_smem_bytes", "wgmma_work_units",
 ELEM_BYTES = {"bf16": 2, "fp16": 2, "tf32": 4}
 SWIZZLE_LINE = 128    # bytes: one 128-byte swizzled line per row of a box
 X_BOX = 64            # the tile_x-wide operand of a stage arrives in boxes 64 wide
-WGMMA_N = (128, 192, 256)   # the wgmma N (tile_x) the kernel is built for (wgmma.cuh has 64 too)
+WGMMA_N = (64, 128, 192, 256)   # the wgmma N (tile_x) the kernel is built for
 WGMMA_N_SWAPPED_16 = (8, 16, 32)   # the swapped 16-bit tile: wgmma N = rows of A
 CONSUMER_ROWS = 64    # each consumer warpgroup owns 64 rows (wgmma M) of the block's tile
 C_BOX_ROWS = 64       # EPILOGUE=2: rows per TMA store (one 8 KB staging buffer)
@@ -76,7 +76,7 @@ class Geometry:
     elem_size: int
     k_tile: int        # k per stage
     swapped: bool      # the block computes C^T (wgmma M runs along N): tf32, SWAP_AB
-    tile_y: int        # wgmma M per block: 128, or 64 for bf16 / fp16
+    tile_y: int        # wgmma M per block: 128 (two consumer warpgroups) or 64 (one)
     tile_x: int        # wgmma N per block (128, 192 or 256; 8, 16 or 32 swapped 16-bit)
     a_box: tuple       # (box_rows, box_cols) of A's map
     b_box: tuple       # (box_rows, box_cols) of B's map
@@ -106,10 +106,10 @@ class Geometry:
         bk = int(d.get("BK", line))
         swapped = precision == "tf32" or bool(int(d.get("SWAP_AB", 0)))
         tile_y, tile_x = (bn, bm) if swapped else (bm, bn)
-        rows = (128,) if precision == "tf32" else (64, 128)
+        rows = (64, 128)
         xs = WGMMA_N_SWAPPED_16 if swapped and precision != "tf32" else WGMMA_N
         if tile_y not in rows or tile_x not in xs:
-            shape = ("N x 128 for tf32" if precision == "tf32"
+            shape = ("N x 64 or 128 for tf32" if precision == "tf32"
                      else "N x 64 or 128 swapped" if swapped else "BM x N")
             raise ValueError(
                 f"rung 20 tiles are {' or '.join(map(str, rows))} x N with N in {xs} "

@@ -94,11 +94,11 @@ def family_of(r: Rung) -> str:
         # the flagship tile (128 x 256, or 256 x 128 for tf32's C^T) was
         # measured; a smaller wgmma N feeds each shared-memory byte to fewer
         # MMAs and has its own (estimated) figure
-        # (the 64-row members, one consumer warpgroup, and the swapped
+        # (the 64-row members -- 64 columns for tf32's C^T --, one consumer warpgroup, and the swapped
         # few-row members have their own)
         if swapped(r):
             return f"{base}_swap"
-        if r.precision != "tf32" and r.tile_m == 64:
+        if (r.tile_n if r.precision == "tf32" else r.tile_m) == 64:   # one consumer warpgroup
             return f"{base}_64"
         area = r.tile_m * r.tile_n
         return base if area >= 128 * 256 else f"{base}_{'192' if area >= 128 * 192 else '128'}"

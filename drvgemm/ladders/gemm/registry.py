@@ -179,7 +179,7 @@ def _wgmma_rung(precision, elem, *, tile_m, tile_n, vector, summary, STAGES=4, E
     bf16/fp16/tf32): BM x BN is the block's tile of C, BK the k per stage (one 128-byte
     line: 64 16-bit or 32 fp32 elements). The wgmma tile is BM x BN (BN x BM for tf32,
     which computes C^T), so BM = 128 (or 64: one consumer warpgroup) for 16-bit inputs,
-    BN = 128 for tf32, and the other side (wgmma's N) is 128, 192 or 256. The flagship 128 x 256 tile (256 x 128 for tf32)
+    BN = 128 (or 64) for tf32, and the other side (wgmma's N) is 64, 128, 192 or 256. The flagship 128 x 256 tile (256 x 128 for tf32)
     keeps the plain name ``20_tma_wgmma_<precision>``; the other members append their tile,
     ``20_tma_wgmma_<precision>_<BM>x<BN>``. Shared memory: hopper.wgmma_smem_bytes."""
     flagship = (tile_m, tile_n) == ((256, 128) if elem == 3 else (128, 256))
@@ -387,6 +387,16 @@ RUNGS: list[Rung] = [
     _wgmma_rung("tf32", 3, tile_m=192, tile_n=128, vector=4, input_roundoff=2.0 ** -10,
                 STAGES=5,
                 summary="the tf32 rung with a 192 x 128 tile (wgmma m64n192k8 on C^T), 5 stages"),
+    # 64-column tf32 members (C^T's wgmma M = 64: one consumer warpgroup), for
+    # the products whose 128-column tiles leave most SMs idle or need a split
+    # of K and its reduction to fill them (tf32 512^3: 16 tiles of 128 x 128,
+    # split 4, 14.1 us against cuBLAS's 8.4, h200-shapes.json). 8 stages of
+    # 24 / 16 KB.
+    *(_wgmma_rung("tf32", 3, tile_m=bm, tile_n=64, vector=4, input_roundoff=2.0 ** -10,
+                  STAGES=8,
+                  summary=f"the tf32 rung with a {bm} x 64 tile (wgmma m64n{bm}k8 on C^T): one "
+                          "consumer warpgroup, 8 stages")
+      for bm in (128, 64)),
     _wgmma_rung("bf16", 1, tile_m=128, tile_n=256, vector=8, narrow_output=True, EPILOGUE=2,
                 BALANCE=1,
                 summary="TMA loads into a 4-stage mbarrier ring, wgmma m64n256k16 from shared "
