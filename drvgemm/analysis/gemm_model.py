@@ -207,12 +207,19 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
            source="estimate: 0.94 x wgmma_tf32 (192x128 tile)"),
     Family("wgmma_tf32_128", "wgmma_tf32", 0.813 * 0.86, 7.6e-6, stream_eff=WGMMA_STREAM,
            source="estimate: 0.86 x wgmma_tf32 (128x128 tile)"),
-    # The 64-column tf32 members (128 x 64, 64 x 64: one consumer warpgroup):
-    # the 16-bit 64-row members' share of their flagship's efficiency (0.60 /
-    # 0.844), the tf32 fixed cost. An estimate until the shape suite measures them.
-    Family("wgmma_tf32_64", "wgmma_tf32", 0.813 * 0.60 / 0.844, 7.6e-6, stream_eff=WGMMA_STREAM,
-           source="estimate: wgmma_16_64's share of wgmma_16 applied to wgmma_tf32 "
-                  "(64-column tiles of C^T)"),
+    # The 64-column tf32 members (C^T's wgmma M = 64: one consumer warpgroup,
+    # which also loads every stage's B^T fragments itself, with no second
+    # consumer's MMAs to hide them). Least squares over each member's (shape,
+    # split) points of benchmarks/results/h200-wgmma-family-tf32-64.json (12
+    # shapes, 256^3 to 2048^3, decode, long and short K, splits 1-32; squared
+    # log error 3.65 -> 1.54 and 11.2 -> 1.02 against the 128 x 128 tile's
+    # figures): 2048^3 ran 93 / 168 us (128 x 128: 66), 512^3 10.1 / 8.7 (11.6).
+    Family("wgmma_tf32_128x64", "wgmma_tf32", 0.38, 4.8e-6, stream_eff=WGMMA_STREAM,
+           source="20_tma_wgmma_tf32_128x64: least squares over 46 (shape, split) points of "
+                  "benchmarks/results/h200-wgmma-family-tf32-64.json"),
+    Family("wgmma_tf32_64x64", "wgmma_tf32", 0.21, 3.4e-6, stream_eff=WGMMA_STREAM,
+           source="20_tma_wgmma_tf32_64x64: least squares over 41 (shape, split) points of "
+                  "benchmarks/results/h200-wgmma-family-tf32-64.json"),
 )}
 
 

@@ -98,7 +98,9 @@ def family_of(r: Rung) -> str:
         # few-row members have their own)
         if swapped(r):
             return f"{base}_swap"
-        if (r.tile_n if r.precision == "tf32" else r.tile_m) == 64:   # one consumer warpgroup
+        if r.precision == "tf32" and r.tile_n == 64:   # one consumer warpgroup, measured apart
+            return f"{base}_{r.tile_m}x64"
+        if r.tile_m == 64:
             return f"{base}_64"
         area = r.tile_m * r.tile_n
         return base if area >= 128 * 256 else f"{base}_{'192' if area >= 128 * 192 else '128'}"
