@@ -178,12 +178,14 @@ def test_failed_entries_keep_a_record_with_the_error():
 
 
 def test_summary_geomean_minimum_and_keys():
-    def rec(prec, out, m, ratio, one, cls="square"):
+    def rec(prec, out, m, ratio, one, cls="square", paired=None):
         return {"kernel": "x", "precision": prec, "out": out, "m": m, "n": m, "k": m,
                 "median_ms": 1.0, "baseline": False, "shape_class": cls,
-                "vs_cublas": ratio, "vs_cublas_one_call": one}
-    recs = [rec("bf16", "bf16", 128, 0.5, 0.25, "decode"), rec("bf16", "bf16", 256, 2.0, 1.0),
-            rec("bf16", "bf16", 512, 1.0, 1.0), rec("bf16", "fp32", 128, 0.9, 0.8),
+                "vs_cublas": ratio, "vs_cublas_one_call": one,
+                **({"vs_cublas_paired": paired} if paired is not None else {})}
+    recs = [rec("bf16", "bf16", 128, 0.5, 0.25, "decode", 0.8),
+            rec("bf16", "bf16", 256, 2.0, 1.0, paired=1.25),
+            rec("bf16", "bf16", 512, 1.0, 1.0, paired=1.0), rec("bf16", "fp32", 128, 0.9, 0.8),
             rec("fp32", "fp32", 128, 1.2, 1.1),
             {"kernel": "cublas", "precision": "bf16", "out": "bf16", "m": 1, "n": 1, "k": 1,
              "median_ms": 0.1, "baseline": True, "shape_class": "square"}]
@@ -193,6 +195,9 @@ def test_summary_geomean_minimum_and_keys():
     assert b["geomean_b2b"] == pytest.approx(1.0) and b["min_b2b"] == 0.5
     assert b["min_b2b_shape"] == "decode 128x128x128"
     assert b["geomean_one_call"] == pytest.approx((0.25 * 1.0 * 1.0) ** (1 / 3), abs=1e-4)
+    # paired by round: its own geometric mean and minimum; none where no record has it
+    assert b["geomean_paired"] == pytest.approx(1.0, abs=1e-4) and b["min_paired"] == 0.8
+    assert s["fp32"]["geomean_paired"] is None and s["fp32"]["min_paired"] is None
     assert b["below_0.60_b2b"] == ["128x128x128"]
     assert b["geomean_b2b_by_class"] == {"decode": 0.5, "square": pytest.approx(2 ** 0.5, 1e-3)}
     assert s["bf16/c=fp32"]["shapes"] == 1 and s["bf16/c=fp32"]["out"] == "fp32"

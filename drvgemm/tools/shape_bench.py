@@ -511,8 +511,11 @@ def run_shape_bench(precisions=shape_suite.PRECISIONS, *, quick=False, shapes=No
 # ---------------------------------------------------------------------------
 def summarize(records) -> dict:
     """Per precision and C type: the geometric mean and the minimum (with its
-    shape) of best cuBLAS time / drvgemm time, back to back (``b2b``) and
-    for one call, over the shapes measured; the shapes below 0.60; the
+    shape) of best cuBLAS time / drvgemm time, back to back (``b2b``), for
+    one call, and back to back paired by round (``paired``: each round's
+    ratio, then their median -- the two sides of a round ran at the same
+    clock, where the medians of the two may fall on different sides of a
+    power-limit throttle), over the shapes measured; the shapes below 0.60; the
     geometric mean per shape class; and how many shapes failed. Keys: the
     precision for its headline C type (PRIMARY_OUT), "<precision>/c=fp32"
     for 16-bit inputs with an fp32 C."""
@@ -528,7 +531,8 @@ def summarize(records) -> dict:
         ok = [r for r in rs if r.get("vs_cublas") is not None]
         failed = [r for r in rs if r.get("median_ms") is None]
         s = {"out": c, "shapes": len(rs), "compared": len(ok), "failed": len(failed)}
-        for metric, field in (("b2b", "vs_cublas"), ("one_call", "vs_cublas_one_call")):
+        for metric, field in (("b2b", "vs_cublas"), ("one_call", "vs_cublas_one_call"),
+                              ("paired", "vs_cublas_paired")):
             vals = [r[field] for r in ok if r.get(field)]
             g = geomean(vals)
             s[f"geomean_{metric}"] = round(g, 4) if g is not None else None
@@ -554,14 +558,15 @@ def summarize(records) -> dict:
 def format_summary(results) -> str:
     lines = ["cuBLAS time / drvgemm time (> 1: drvgemm faster), like C types compared:",
              f"  {'precision':14s} {'shapes':>6s} {'ok':>4s} {'failed':>6s} {'geo b2b':>8s} "
-             f"{'min b2b':>8s} {'geo 1call':>9s} {'min 1call':>9s}  worst (b2b)"]
+             f"{'min b2b':>8s} {'geo 1call':>9s} {'min 1call':>9s} {'geo pair':>8s}  worst (b2b)"]
 
     def f(x):
         return f"{x:.3f}" if isinstance(x, (int, float)) else "-"
     for key, s in results.get("summary", {}).items():
         lines.append(f"  {key:14s} {s['shapes']:6d} {s['compared']:4d} {s['failed']:6d} "
                      f"{f(s['geomean_b2b']):>8s} {f(s['min_b2b']):>8s} "
-                     f"{f(s['geomean_one_call']):>9s} {f(s['min_one_call']):>9s}  "
+                     f"{f(s['geomean_one_call']):>9s} {f(s['min_one_call']):>9s} "
+                     f"{f(s.get('geomean_paired')):>8s}  "
                      f"{s.get('min_b2b_shape', '')}")
     suite = results.get("suite", {})
     if suite:
