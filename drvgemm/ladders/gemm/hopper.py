@@ -77,7 +77,7 @@ class Geometry:
     k_tile: int        # k per stage
     swapped: bool      # the block computes C^T (wgmma M runs along N): tf32, SWAP_AB
     tile_y: int        # wgmma M per block: 128 (two consumer warpgroups) or 64 (one)
-    tile_x: int        # wgmma N per block (128, 192 or 256; 8, 16 or 32 swapped 16-bit)
+    tile_x: int        # wgmma N per block (64-256; 8, 16 or 32 swapped 16-bit)
     a_box: tuple       # (box_rows, box_cols) of A's map
     b_box: tuple       # (box_rows, box_cols) of B's map
 

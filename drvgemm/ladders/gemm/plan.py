@@ -94,11 +94,12 @@ def family_of(r: Rung) -> str:
         # the flagship tile (128 x 256, or 256 x 128 for tf32's C^T) was
         # measured; a smaller wgmma N feeds each shared-memory byte to fewer
         # MMAs and has its own (estimated) figure
-        # (the 64-row members -- 64 columns for tf32's C^T --, one consumer warpgroup, and the swapped
-        # few-row members have their own)
+        # (the one-consumer members -- 64 rows, or 64 columns of tf32's C^T,
+        # each tf32 tile fitted apart -- and the swapped few-row members have
+        # their own)
         if swapped(r):
             return f"{base}_swap"
-        if r.precision == "tf32" and r.tile_n == 64:   # one consumer warpgroup, measured apart
+        if r.precision == "tf32" and r.tile_n == 64:
             return f"{base}_{r.tile_m}x64"
         if r.tile_m == 64:
             return f"{base}_64"
