@@ -10,7 +10,16 @@ over x, a few bytes written), the write ``y.fill_(1.0)``, the copy
 size overwritten). Rung 09's passes (read a chunk, wait for the row, write
 it) run at ~0.70 of copy: if read + write in sequence already cost that much
 more than a copy, the phases themselves are the limit, not the rung's work
-between them."""
+between them.
+
+``--resident`` adds the probe kernels of cu/tools/read_write_phases.cu, which
+move the bytes the way a resident pass of rung 09 does, without the softmax:
+a grid of every block that fits (512 threads, two an SM up to 7 vectors) reads VECS 16-byte
+vectors a thread into registers, then writes them; ``phases_local`` lets each
+block write as soon as its own loads landed, ``phases_global`` only once every
+block of the grid has loaded (a grid-wide counter between the two phases),
+for VECS in --vecs and 1, 2 or 4 passes; each against the copy of the same
+bytes in the same run."""
 from __future__ import annotations
 
 import argparse
@@ -39,6 +48,10 @@ def main(argv=None):
     p.add_argument("--sizes", default="16,64,128", help="MiB each way, comma-separated")
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--json", default=None)
+    p.add_argument("--resident", action="store_true",
+                   help="also the resident read-all-then-write-all probe kernels (drvgemm)")
+    p.add_argument("--vecs", default="4,7,14", help="--resident: vectors a thread, comma-separated "
+                   "(up to 7: two blocks an SM, as rung 09's; more: one)")
     args = p.parse_args(argv)
     try:
         import torch
@@ -68,10 +81,48 @@ def main(argv=None):
               f"{1e3 * write:7.1f}, read then write {1e3 * both:7.1f} us: copy / (read then "
               f"write) = {copy / both:.3f}", flush=True)
         del x, y
+    if args.resident:
+        recs += _resident(torch, flush, args)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(0), "records": recs}, f, indent=1)
     return 0
+
+
+def _resident(torch, flush, args):
+    import drvgemm
+    threads = 512
+    counters = torch.zeros(2, dtype=torch.int32, device="cuda")
+    recs = []
+    for vecs in (int(v) for v in args.vecs.split(",")):
+        kern = {name: drvgemm.compile("read_write_phases.cu", name,
+                                      defines=dict(VECS=vecs, THREADS=threads,
+                                                   MIN_BLOCKS=2 if vecs <= 7 else 1))
+                for name in ("phases_local", "phases_global")}
+        limit, how = drvgemm.runtime.launch.cooperative_limit(kern["phases_global"], threads, 0)
+        grid = limit
+        for passes in (1, 2, 4):
+            n = grid * threads * vecs * passes * 4          # fp32 elements each way
+            x = torch.randn(n, device="cuda")
+            rec = {"vecs": vecs, "passes": passes, "grid": grid, "resident": how,
+                   "mib_each_way": n * 4 / 2**20}
+            y = torch.empty_like(x)
+            rec["copy_ms"] = _median_ms(torch, lambda: y.copy_(x), flush, args.reps)
+            for name, k in kern.items():
+                y.zero_()
+                run = lambda: drvgemm.launch(k, grid, threads, (x, y, passes, counters),  # noqa: E731
+                                             cooperative=name == "phases_global")
+                rec[name + "_ms"] = _median_ms(torch, run, flush, args.reps)
+                rec[name + "_correct"] = bool(torch.equal(x, y))
+                rec[name + "_of_copy"] = rec["copy_ms"] / rec[name + "_ms"]
+            print(f"resident {vecs:2d} vectors x {passes} passes ({rec['mib_each_way']:.0f} MiB, "
+                  f"grid {grid}): copy {1e3 * rec['copy_ms']:.1f} us; of copy: local "
+                  f"{rec['phases_local_of_copy']:.3f}, global {rec['phases_global_of_copy']:.3f}"
+                  f" (correct {rec['phases_local_correct']} / {rec['phases_global_correct']})",
+                  flush=True)
+            recs.append(rec)
+            del x, y
+    return recs
 
 
 if __name__ == "__main__":

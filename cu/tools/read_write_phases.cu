@@ -1,0 +1,73 @@
+// Probe kernels for benchmarks/read_write_phases.py: how fast can a resident
+// grid move its bytes when every block first reads its whole chunk into
+// registers and only then writes it (softmax rung 09's pass, without the
+// softmax)?
+//
+// The grid is resident (the host launches as many blocks as fit at once,
+// cooperatively). Pass p gives block b the VECS * THREADS 16-byte vectors
+// starting at (p * gridDim.x + b) * VECS * THREADS; thread t holds vectors
+// t, t + THREADS, ... of it (coalesced). Each thread loads all of its
+// vectors, then:
+//   phases_local:  stores them at once (blocks drift apart freely);
+//   phases_global: waits until every block of the grid has loaded this pass
+//                  (a grid-wide counter), then stores them: the reads and the
+//                  writes of the whole GPU in two separate phases, as in a
+//                  pass of rung 09 when its rows span the grid.
+// y = x afterwards either way. `counters` (two unsigned, zero before the
+// launch) are left zero by the last block to finish.
+#ifndef VECS
+#error "VECS must be defined (16-byte vectors a thread holds)"
+#endif
+#ifndef THREADS
+#error "THREADS must be defined (threads per block)"
+#endif
+#ifndef MIN_BLOCKS
+#error "MIN_BLOCKS must be defined (__launch_bounds__ blocks per SM)"
+#endif
+
+__device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+template <bool kGlobal>
+__device__ __forceinline__ void phases(const float4* __restrict__ x, float4* __restrict__ y, int passes,
+                                       unsigned* counters) {
+    for (int p = 0; p < passes; ++p) {
+        const long long base = (static_cast<long long>(p) * gridDim.x + blockIdx.x) * VECS * THREADS;
+        float4 v[VECS];
+#pragma unroll
+        for (int i = 0; i < VECS; ++i) v[i] = __ldcs(x + base + threadIdx.x + i * THREADS);
+        if constexpr (kGlobal) {
+            // every thread's loads have landed before the block arrives
+            __syncthreads();
+            if (threadIdx.x == 0) {
+                asm volatile("red.release.gpu.global.add.u32 [%0], 1;" :: "l"(counters) : "memory");
+                const unsigned target = static_cast<unsigned>(p + 1) * gridDim.x;
+                while (load_acquire(counters) < target) __nanosleep(32);
+            }
+            __syncthreads();
+        }
+#pragma unroll
+        for (int i = 0; i < VECS; ++i) __stcs(y + base + threadIdx.x + i * THREADS, v[i]);
+    }
+    if constexpr (kGlobal) {
+        __syncthreads();
+        if (threadIdx.x == 0 && atomicAdd(counters + 1, 1u) == gridDim.x - 1) {
+            counters[0] = 0;
+            counters[1] = 0;
+            __threadfence();
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
+phases_local(const float4* __restrict__ x, float4* __restrict__ y, int passes, unsigned* counters) {
+    phases<false>(x, y, passes, counters);
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
+phases_global(const float4* __restrict__ x, float4* __restrict__ y, int passes, unsigned* counters) {
+    phases<true>(x, y, passes, counters);
+}
