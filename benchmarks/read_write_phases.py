@@ -50,6 +50,8 @@ def main(argv=None):
     p.add_argument("--json", default=None)
     p.add_argument("--resident", action="store_true",
                    help="also the resident read-all-then-write-all probe kernels (drvgemm)")
+    p.add_argument("--stream-sizes", default="16,32,48,64,128",
+                   help="--resident: MiB each way of the one-way stream probes")
     p.add_argument("--vecs", default="4,7,14", help="--resident: vectors a thread, comma-separated "
                    "(up to 7: two blocks an SM, as rung 09's; more: one)")
     args = p.parse_args(argv)
@@ -122,6 +124,45 @@ def _resident(torch, flush, args):
                   flush=True)
             recs.append(rec)
             del x, y
+    recs += _streams(torch, flush, args, drvgemm, threads)
+    return recs
+
+
+def _streams(torch, flush, args, drvgemm, threads):
+    """One-way streams of a chunk a block (cu/tools/read_write_phases.cu):
+    the read's and the write's own rates, a read then a write (two launches),
+    and a read then a copy of the same bytes, whose second read finds them in
+    L2 where they fit (a two-pass softmax's pattern: statistics, then
+    normalise): each against the device copy in the same run."""
+    vecs = 4
+    defines = dict(VECS=vecs, THREADS=threads, MIN_BLOCKS=1)
+    k = {n: drvgemm.compile("read_write_phases.cu", n, defines=defines)
+         for n in ("stream_read", "stream_write", "stream_copy")}
+    recs = []
+    for mib in (int(s) for s in args.stream_sizes.split(",")):
+        n = mib * (1 << 20) // 4
+        grid = n // (4 * vecs * threads)
+        x = torch.randn(n, device="cuda")
+        y = torch.empty_like(x)
+        sums = torch.zeros(grid, device="cuda")
+        read = lambda: drvgemm.launch(k["stream_read"], grid, threads, (x, sums))  # noqa: E731
+        write = lambda: drvgemm.launch(k["stream_write"], grid, threads, (y, 1.0))  # noqa: E731
+        copy = lambda: drvgemm.launch(k["stream_copy"], grid, threads, (x, y))  # noqa: E731
+        rec = {"stream_mib_each_way": mib, "vecs": vecs, "grid": grid}
+        rec["device_copy_ms"] = _median_ms(torch, lambda: y.copy_(x), flush, args.reps)
+        rec["kernel_copy_ms"] = _median_ms(torch, copy, flush, args.reps)
+        rec["read_ms"] = _median_ms(torch, read, flush, args.reps)
+        rec["write_ms"] = _median_ms(torch, write, flush, args.reps)
+        rec["read_then_write_ms"] = _median_ms(torch, lambda: (read(), write()), flush, args.reps)
+        rec["read_then_copy_ms"] = _median_ms(torch, lambda: (read(), copy()), flush, args.reps)
+        c = rec["device_copy_ms"]
+        gb = n * 4 / 1e9
+        print(f"streams {mib:4d} MiB: device copy {1e3 * c:6.1f} us; kernel copy "
+              f"{c / rec['kernel_copy_ms']:.3f} of it; read {gb / rec['read_ms']:.0f} GB/s, write "
+              f"{gb / rec['write_ms']:.0f} GB/s; read then write {c / rec['read_then_write_ms']:.3f} of "
+              f"copy, read then copy (L2 re-read) {c / rec['read_then_copy_ms']:.3f}", flush=True)
+        recs.append(rec)
+        del x, y
     return recs
 
 

@@ -283,3 +283,56 @@ __device__ __forceinline__ MaxSum block_merge_butterfly(MaxSum v, MaxSum* part) 
 __device__ __forceinline__ float window_scale(float m_thread, MaxSum row) {
     return slice_scale<FAST_EXP>(m_thread, row);
 }
+
+// ---------------------------------------------------------------------------
+// A row's pieces' (max, sum) pairs, folded by a whole block (rungs 09 and 12:
+// a row split over many blocks, each block publishing one pair).
+// ---------------------------------------------------------------------------
+// Pairs come from L2 (relaxed at GPU scope: never a stale L1 line; rung 09
+// reads its peers' pairs during the launch that writes them).
+__device__ __forceinline__ MaxSum load_pair(const MaxSum* p) {
+    MaxSum r;
+    asm volatile("ld.relaxed.gpu.global.v2.f32 {%0, %1}, [%2];" : "=f"(r.m), "=f"(r.l) : "l"(p) : "memory");
+    return r;
+}
+
+// Block-wide max, and block-wide sum, of one value a thread: a butterfly in
+// each warp, the warps' results through shared memory (kThreads / 32 floats),
+// then the same butterfly over them in every warp (an XOR butterfly leaves the
+// same bits in every lane, and every block adds in the same order).
+template <int kThreads>
+__device__ __forceinline__ float block_max(float m, float* red) {
+    m = shfl_max<32>(m);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
+    __syncthreads();
+    const int lane = threadIdx.x & 31;
+    return shfl_max<32>(lane < kThreads / 32 ? red[lane] : NEG_INF);
+}
+
+template <int kThreads>
+__device__ __forceinline__ float block_sum(float l, float* red) {
+    l = shfl_sum<32>(l);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = l;
+    __syncthreads();
+    const int lane = threadIdx.x & 31;
+    return shfl_sum<32>(lane < kThreads / 32 ? red[lane] : 0.0f);
+}
+
+// The n pairs of a row folded max first: M = the pairs' max, L = the sum of
+// l_j * exp(m_j - M), one exp a pair, the same bits in every block. `red`
+// holds 2 * kThreads / 32 floats.
+template <int kThreads>
+__device__ __forceinline__ MaxSum fold_pairs_max_first(const MaxSum* pairs, int n, float* red) {
+    // One pair a thread (n <= kThreads: every resident grid on an H200),
+    // else thread t takes pairs t, t + kThreads, ...
+    const MaxSum own = threadIdx.x < n ? load_pair(pairs + threadIdx.x) : MaxSum{NEG_INF, 0.0f};
+    float m = own.m;
+    for (int j = threadIdx.x + kThreads; j < n; j += kThreads) m = fmaxf(m, load_pair(pairs + j).m);
+    const float M = block_max<kThreads>(m, red);
+    float l = own.m == M ? own.l : __fmul_rn(own.l, exp_shifted(own.m, M));
+    for (int j = threadIdx.x + kThreads; j < n; j += kThreads) {
+        const MaxSum p = load_pair(pairs + j);
+        l += p.m == M ? p.l : __fmul_rn(p.l, exp_shifted(p.m, M));
+    }
+    return MaxSum{M, block_sum<kThreads>(l, red + kThreads / 32)};
+}

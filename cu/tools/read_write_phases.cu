@@ -71,3 +71,38 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 phases_global(const float4* __restrict__ x, float4* __restrict__ y, int passes, unsigned* counters) {
     phases<true>(x, y, passes, counters);
 }
+
+// One-way streams and a copy, one chunk of VECS * THREADS vectors a block
+// (a grid of as many blocks as chunks: blocks start as others finish, not
+// in lockstep): the rates a read-all-then-write-all scheme is made of.
+// stream_read sums its chunk (one float a block out, so nothing is elided);
+// stream_write writes `value` everywhere; stream_copy copies its chunk.
+extern "C" __global__ void __launch_bounds__(THREADS)
+stream_read(const float4* __restrict__ x, float* __restrict__ sums) {
+    const long long base = static_cast<long long>(blockIdx.x) * VECS * THREADS;
+    float4 v[VECS];
+#pragma unroll
+    for (int i = 0; i < VECS; ++i) v[i] = __ldcs(x + base + threadIdx.x + i * THREADS);
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < VECS; ++i) s += (v[i].x + v[i].y) + (v[i].z + v[i].w);
+    for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+    if ((threadIdx.x & 31) == 0) atomicAdd(sums + blockIdx.x, s);
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS)
+stream_write(float4* __restrict__ y, float value) {
+    const long long base = static_cast<long long>(blockIdx.x) * VECS * THREADS;
+#pragma unroll
+    for (int i = 0; i < VECS; ++i) __stcs(y + base + threadIdx.x + i * THREADS, make_float4(value, value, value, value));
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS)
+stream_copy(const float4* __restrict__ x, float4* __restrict__ y) {
+    const long long base = static_cast<long long>(blockIdx.x) * VECS * THREADS;
+    float4 v[VECS];
+#pragma unroll
+    for (int i = 0; i < VECS; ++i) v[i] = x[base + threadIdx.x + i * THREADS];
+#pragma unroll
+    for (int i = 0; i < VECS; ++i) __stcs(y + base + threadIdx.x + i * THREADS, v[i]);
+}
