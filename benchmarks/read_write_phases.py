@@ -52,6 +52,9 @@ def main(argv=None):
                    help="also the resident read-all-then-write-all probe kernels (drvgemm)")
     p.add_argument("--stream-sizes", default="16,32,48,64,128",
                    help="--resident: MiB each way of the one-way stream probes")
+    p.add_argument("--variants", default="",
+                   help="--resident: extra builds of the phases kernels, NAME:KEY=V,... (e.g. "
+                        "plain:STREAMING=0 expf:COMPUTE=1), each timed next to the default")
     p.add_argument("--vecs", default="4,7,14", help="--resident: vectors a thread, comma-separated "
                    "(up to 7: two blocks an SM, as rung 09's; more: one)")
     args = p.parse_args(argv)
@@ -97,10 +100,14 @@ def _resident(torch, flush, args):
     counters = torch.zeros(2, dtype=torch.int32, device="cuda")
     recs = []
     for vecs in (int(v) for v in args.vecs.split(",")):
-        kern = {name: drvgemm.compile("read_write_phases.cu", name,
-                                      defines=dict(VECS=vecs, THREADS=threads,
-                                                   MIN_BLOCKS=2 if vecs <= 7 else 1))
-                for name in ("phases_local", "phases_global")}
+        base = dict(VECS=vecs, THREADS=threads, MIN_BLOCKS=2 if vecs <= 7 else 1)
+        builds = {"": {}}
+        for spec in filter(None, args.variants.split(" ")):
+            tag, _, kv = spec.partition(":")
+            builds[tag] = {k: int(v) for k, v in (x.split("=") for x in kv.split(",") if x)}
+        kern = {name + (f" {tag}" if tag else ""): drvgemm.compile(
+                    "read_write_phases.cu", name, defines={**base, **extra})
+                for tag, extra in builds.items() for name in ("phases_local", "phases_global")}
         limit, how = drvgemm.runtime.launch.cooperative_limit(kern["phases_global"], threads, 0)
         grid = limit
         for passes in (1, 2, 4):
@@ -113,14 +120,15 @@ def _resident(torch, flush, args):
             for name, k in kern.items():
                 y.zero_()
                 run = lambda: drvgemm.launch(k, grid, threads, (x, y, passes, counters),  # noqa: E731
-                                             cooperative=name == "phases_global")
+                                             cooperative=name.startswith("phases_global"))
                 rec[name + "_ms"] = _median_ms(torch, run, flush, args.reps)
-                rec[name + "_correct"] = bool(torch.equal(x, y))
+                if " " not in name:     # the copying builds (COMPUTE 0) only
+                    rec[name + "_correct"] = bool(torch.equal(x, y))
                 rec[name + "_of_copy"] = rec["copy_ms"] / rec[name + "_ms"]
             print(f"resident {vecs:2d} vectors x {passes} passes ({rec['mib_each_way']:.0f} MiB, "
-                  f"grid {grid}): copy {1e3 * rec['copy_ms']:.1f} us; of copy: local "
-                  f"{rec['phases_local_of_copy']:.3f}, global {rec['phases_global_of_copy']:.3f}"
-                  f" (correct {rec['phases_local_correct']} / {rec['phases_global_correct']})",
+                  f"grid {grid}): copy {1e3 * rec['copy_ms']:.1f} us; of copy: "
+                  + ", ".join(f"{name[7:]} {rec[name + '_of_copy']:.3f}" for name in kern)
+                  + f" (correct {rec['phases_local_correct']} / {rec['phases_global_correct']})",
                   flush=True)
             recs.append(rec)
             del x, y
@@ -139,7 +147,7 @@ def _streams(torch, flush, args, drvgemm, threads):
     k = {n: drvgemm.compile("read_write_phases.cu", n, defines=defines)
          for n in ("stream_read", "stream_write", "stream_copy")}
     recs = []
-    for mib in (int(s) for s in args.stream_sizes.split(",")):
+    for mib in (int(s) for s in args.stream_sizes.split(",") if s):
         n = mib * (1 << 20) // 4
         grid = n // (4 * vecs * threads)
         x = torch.randn(n, device="cuda")
@@ -156,10 +164,10 @@ def _streams(torch, flush, args, drvgemm, threads):
         rec["read_then_write_ms"] = _median_ms(torch, lambda: (read(), write()), flush, args.reps)
         rec["read_then_copy_ms"] = _median_ms(torch, lambda: (read(), copy()), flush, args.reps)
         c = rec["device_copy_ms"]
-        gb = n * 4 / 1e9
+        gb = n * 4 / 1e9   # GB; over ms: TB/s
         print(f"streams {mib:4d} MiB: device copy {1e3 * c:6.1f} us; kernel copy "
-              f"{c / rec['kernel_copy_ms']:.3f} of it; read {gb / rec['read_ms']:.0f} GB/s, write "
-              f"{gb / rec['write_ms']:.0f} GB/s; read then write {c / rec['read_then_write_ms']:.3f} of "
+              f"{c / rec['kernel_copy_ms']:.3f} of it; read {gb / rec['read_ms']:.0f} TB/s, write "
+              f"{gb / rec['write_ms']:.0f} TB/s; read then write {c / rec['read_then_write_ms']:.3f} of "
               f"copy, read then copy (L2 re-read) {c / rec['read_then_copy_ms']:.3f}", flush=True)
         recs.append(rec)
         del x, y

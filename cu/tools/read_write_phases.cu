@@ -13,7 +13,7 @@
 //                  (a grid-wide counter), then stores them: the reads and the
 //                  writes of the whole GPU in two separate phases, as in a
 //                  pass of rung 09 when its rows span the grid.
-// y = x afterwards either way. `counters` (two unsigned, zero before the
+// y = x afterwards either way (COMPUTE 0). `counters` (two unsigned, zero before the
 // launch) are left zero by the last block to finish.
 #ifndef VECS
 #error "VECS must be defined (16-byte vectors a thread holds)"
@@ -24,6 +24,60 @@
 #ifndef MIN_BLOCKS
 #error "MIN_BLOCKS must be defined (__launch_bounds__ blocks per SM)"
 #endif
+// STREAMING: 1 loads and stores with the evict-first hint (ld.global.cs /
+// st.global.cs), 0 plain (ld.global.nc / st.global, as rung 09's).
+#ifndef STREAMING
+#define STREAMING 1
+#endif
+// COMPUTE (phases_* only): 0 none; 1 a thread's values become
+// exp(v - its max) / their sum before the barrier, with expf (rung 09's fp32
+// work, without the block and row merges); 2 the same with ex2.approx.
+#ifndef COMPUTE
+#define COMPUTE 0
+#endif
+
+__device__ __forceinline__ float4 load_vec(const float4* p) {
+#if STREAMING
+    return __ldcs(p);
+#else
+    return __ldg(p);
+#endif
+}
+
+__device__ __forceinline__ void store_vec(float4* p, float4 v) {
+#if STREAMING
+    __stcs(p, v);
+#else
+    *p = v;
+#endif
+}
+
+__device__ __forceinline__ float exp_of(float d) {
+#if COMPUTE == 2
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(d * 1.4426950408889634f));
+    return r;
+#else
+    return expf(d);
+#endif
+}
+
+// The values scaled as a softmax of the thread's own values: one exp each.
+template <int kVecs>
+__device__ __forceinline__ float softmax_in_place(float4* v) {
+    float m = -__int_as_float(0x7f800000);
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) m = fmaxf(m, fmaxf(fmaxf(v[i].x, v[i].y), fmaxf(v[i].z, v[i].w)));
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) {
+        v[i].x = exp_of(v[i].x - m); s += v[i].x;
+        v[i].y = exp_of(v[i].y - m); s += v[i].y;
+        v[i].z = exp_of(v[i].z - m); s += v[i].z;
+        v[i].w = exp_of(v[i].w - m); s += v[i].w;
+    }
+    return 1.0f / s;
+}
 
 __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
     unsigned v;
@@ -38,7 +92,9 @@ __device__ __forceinline__ void phases(const float4* __restrict__ x, float4* __r
         const long long base = (static_cast<long long>(p) * gridDim.x + blockIdx.x) * VECS * THREADS;
         float4 v[VECS];
 #pragma unroll
-        for (int i = 0; i < VECS; ++i) v[i] = __ldcs(x + base + threadIdx.x + i * THREADS);
+        for (int i = 0; i < VECS; ++i) v[i] = load_vec(x + base + threadIdx.x + i * THREADS);
+        float scale = 1.0f;
+        if constexpr (COMPUTE != 0) scale = softmax_in_place<VECS>(v);
         if constexpr (kGlobal) {
             // every thread's loads have landed before the block arrives
             __syncthreads();
@@ -50,7 +106,11 @@ __device__ __forceinline__ void phases(const float4* __restrict__ x, float4* __r
             __syncthreads();
         }
 #pragma unroll
-        for (int i = 0; i < VECS; ++i) __stcs(y + base + threadIdx.x + i * THREADS, v[i]);
+        for (int i = 0; i < VECS; ++i) {
+            if constexpr (COMPUTE != 0)
+                v[i] = make_float4(v[i].x * scale, v[i].y * scale, v[i].z * scale, v[i].w * scale);
+            store_vec(y + base + threadIdx.x + i * THREADS, v[i]);
+        }
     }
     if constexpr (kGlobal) {
         __syncthreads();
