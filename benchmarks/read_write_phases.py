@@ -108,7 +108,9 @@ def _resident(torch, flush, args):
         kern = {name + (f" {tag}" if tag else ""): drvgemm.compile(
                     "read_write_phases.cu", name, defines={**base, **extra})
                 for tag, extra in builds.items() for name in ("phases_local", "phases_global")}
-        limit, how = drvgemm.runtime.launch.cooperative_limit(kern["phases_global"], threads, 0)
+        # every build's grid the same: the fewest blocks any of them keeps resident
+        limit, how = min(drvgemm.runtime.launch.cooperative_limit(k, threads, 0)
+                         for k in kern.values())
         grid = limit
         for passes in (1, 2, 4):
             n = grid * threads * vecs * passes * 4          # fp32 elements each way
