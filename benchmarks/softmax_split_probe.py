@@ -168,8 +168,10 @@ def main(argv=None):
                         except drvgemm.CompileError as e:   # e.g. a variant this config cannot take
                             print(f"  {mode}: not built ({str(e).splitlines()[0][:120]})", flush=True)
                             continue
+                    if kk is not k:
+                        kk.set_max_dynamic_smem(p.smem)   # prepare() did it for k
                     dy.fill_bytes(0xFF)
-                    us = 1000 * _time(lambda: drvgemm.launch(kk, p.grid, p.block, a,
+                    us = 1000 * _time(lambda: drvgemm.launch(kk, p.grid, p.block, a, smem=p.smem,
                                                              cooperative=coop), args.reps)
                     err = _check(dy, x, sample)
                     rec = {"precision": prec, "m": rows, "n": cols, "tag": tag, "launch": mode,

@@ -94,6 +94,13 @@ __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
     return v;
 }
 
+// Peers' pairs come from L2 (relaxed at GPU scope: never a stale L1 line).
+__device__ __forceinline__ MaxSum load_pair(const MaxSum* p) {
+    MaxSum r;
+    asm volatile("ld.relaxed.gpu.global.v2.f32 {%0, %1}, [%2];" : "=f"(r.m), "=f"(r.l) : "l"(p) : "memory");
+    return r;
+}
+
 // A release increment, not __threadfence() + atomicAdd: the fence is a
 // sequentially consistent one (MEMBAR.SC.GPU), more than the pair-before-count
 // order needs, and every block waits on it once a row.
@@ -140,6 +147,45 @@ __device__ __forceinline__ MaxSum fold_row(const MaxSum* pairs, int split, MaxSu
 // fast exp makes a merge cheap and max first's second barrier cost more (bf16
 // 16 x 1048576 38.3 -> 41.8 us with both).
 constexpr bool MAX_FIRST_FOLD = DTYPE == 0;
+
+// Block-wide max, and block-wide sum, of one value a thread: a butterfly in
+// each warp, the warps' results through shared memory (kThreads / 32 floats),
+// then the same butterfly over them in every warp (an XOR butterfly leaves the
+// same bits in every lane, and every block adds in the same order).
+template <int kThreads>
+__device__ __forceinline__ float block_max(float m, float* red) {
+    m = shfl_max<32>(m);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
+    __syncthreads();
+    const int lane = threadIdx.x & 31;
+    return shfl_max<32>(lane < kThreads / 32 ? red[lane] : NEG_INF);
+}
+
+template <int kThreads>
+__device__ __forceinline__ float block_sum(float l, float* red) {
+    l = shfl_sum<32>(l);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = l;
+    __syncthreads();
+    const int lane = threadIdx.x & 31;
+    return shfl_sum<32>(lane < kThreads / 32 ? red[lane] : 0.0f);
+}
+
+// fold_row with the max taken first: M = the pairs' max, L = the sum of
+// l_j * exp(m_j - M), one exp a pair.
+__device__ __forceinline__ MaxSum fold_row_max_first(const MaxSum* pairs, int split, float* red) {
+    // One pair a thread (split <= THREADS: every resident grid on an H200),
+    // else thread t takes pairs t, t + THREADS, ...
+    const MaxSum own = threadIdx.x < split ? load_pair(pairs + threadIdx.x) : MaxSum{NEG_INF, 0.0f};
+    float m = own.m;
+    for (int j = threadIdx.x + THREADS; j < split; j += THREADS) m = fmaxf(m, load_pair(pairs + j).m);
+    const float M = block_max<THREADS>(m, red);
+    float l = own.m == M ? own.l : __fmul_rn(own.l, exp_shifted(own.m, M));
+    for (int j = threadIdx.x + THREADS; j < split; j += THREADS) {
+        const MaxSum p = load_pair(pairs + j);
+        l += p.m == M ? p.l : __fmul_rn(p.l, exp_shifted(p.m, M));
+    }
+    return MaxSum{M, block_sum<THREADS>(l, red + THREADS / 32)};
+}
 
 #if SITEMS
 // The shared-memory part of a thread's chunk: vectors first + s * THREADS +
@@ -273,7 +319,7 @@ __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t
     }
     __syncthreads();                                 // thread 0's acquire, for everyone
     const MaxSum r = MAX_FIRST_FOLD
-                         ? fold_pairs_max_first<THREADS>(row_pairs, split, reinterpret_cast<float*>(fold_part))
+                         ? fold_row_max_first(row_pairs, split, reinterpret_cast<float*>(fold_part))
                          : fold_row(row_pairs, split, fold_part);
     if constexpr (RESIDENT) {
 #if PACKED
