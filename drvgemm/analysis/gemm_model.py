@@ -142,6 +142,23 @@ class Family:
 WGMMA_STREAM = 0.6
 SPARSE_ROWS = 8
 
+# Rung 20's persistent grid: each tile an SM takes past its first costs this
+# much beyond its share of the math and the bytes (the tile's hand-over: the
+# scheduler's next index, the consumers' barriers, a pipeline refilled from
+# its first stage), and the last wave's C tiles are stored after everything
+# else (EPILOGUE_SM_BW). Scored on the two family sweeps
+# (benchmarks/fit_wgmma_family.py, choice loss: the sum over shapes of
+# log(measured time of the model's pick / the fastest measured)): 16-bit
+# results/h200-wgmma-family-16.json 0.750 -> 0.296, tf32
+# results/h200-wgmma-family-tf32-64.json 0.126 -> 0.000. Without a cost per
+# tile the members tie wherever the bytes bound them (C-bound short K:
+# 4096 x 4096 x 128 took the 128 x 128 tile, 24.0 us against the 128 x 256
+# tile's 23.2), and without the last wave's epilogue a tile twice the size
+# ties with its half (127 x 8191 x 131: 128 x 128, 9.8 us against 64 x 128's 8.0).
+RUNG20_WAVE_S = 1.0e-6
+# What one SM's epilogue stores reach (bytes/s): 64 B a clock at 1.98 GHz.
+EPILOGUE_SM_BW = 128e9
+
 # Fitted to two points each, time = launch + fixed + waves x unit time: the
 # 4096^3 median (full waves: efficiency) and the 256^3 median (one unit of a
 # short K: fixed), both from benchmarks/results/h200.json (L2 flushed).
@@ -166,9 +183,11 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
            source="12_mma_bf16 128x256, 1 block/SM: 4096^3 0.290 ms (474.4 TFLOP/s), 256^3 "
                   "11.5 us; 3072^3 0.171 ms (predicted 0.166)"),
     Family("wgmma_16", "wgmma_16", 0.844, 10.0e-6, stream_eff=WGMMA_STREAM,
+           wave_s=RUNG20_WAVE_S,
            source="20_tma_wgmma_bf16 128x256, persistent: 4096^3 0.1817 ms (756.5 TFLOP/s, "
                   "4 rounds of 132), 256^3 14.6 us; 3072^3 0.1009 ms (predicted 0.107)"),
     Family("wgmma_tf32", "wgmma_tf32", 0.813, 7.6e-6, stream_eff=WGMMA_STREAM,
+           wave_s=RUNG20_WAVE_S,
            source="20_tma_wgmma_tf32 256x128, persistent: 4096^3 0.3619 ms (379.7 TFLOP/s), "
                   "256^3 15.1 us; 3072^3 0.205 ms (predicted 0.208)"),
     # The smaller members of rung 20 (128 x 192, 128 x 128; tf32 192 x 128, 128 x
@@ -177,13 +196,16 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     # as much. Estimates until the shape suite measures them: 0.94 and 0.86 of
     # the flagship's efficiency, the same fixed cost.
     Family("wgmma_16_192", "wgmma_16", 0.844 * 0.94, 10.0e-6, stream_eff=WGMMA_STREAM,
+           wave_s=RUNG20_WAVE_S,
            source="estimate: 0.94 x wgmma_16 (128x192 tile)"),
     Family("wgmma_16_128", "wgmma_16", 0.844 * 0.86, 10.0e-6, stream_eff=WGMMA_STREAM,
+           wave_s=RUNG20_WAVE_S,
            source="estimate: 0.86 x wgmma_16 (128x128 tile)"),
     # The 64-row members (bf16 / fp16 64 x 128: one consumer warpgroup, no
     # second one to issue while the first waits on its barrier): less of the
     # tensor cores' rate, but a pipeline that fills in 24 KB stages.
     Family("wgmma_16_64", "wgmma_16", 0.60, 10.0e-6, stream_eff=WGMMA_STREAM,
+           wave_s=RUNG20_WAVE_S,
            source="20_tma_wgmma_bf16_64x128: efficiency by least squares over 31 (shape, "
                   "split) points of benchmarks/results/h200-wgmma-family-64.json (M 31..512, "
                   "splits 1-4), with the fixed cost of the other 16-bit members (fitted with "
@@ -204,8 +226,10 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
                   "1 x 128256 x 4096 and 8 x 128256 x 4096 (16 waves) 253.5-261.5 us over "
                   "two runs against 247 without a cost per wave"),
     Family("wgmma_tf32_192", "wgmma_tf32", 0.813 * 0.94, 7.6e-6, stream_eff=WGMMA_STREAM,
+           wave_s=RUNG20_WAVE_S,
            source="estimate: 0.94 x wgmma_tf32 (192x128 tile)"),
     Family("wgmma_tf32_128", "wgmma_tf32", 0.813 * 0.86, 7.6e-6, stream_eff=WGMMA_STREAM,
+           wave_s=RUNG20_WAVE_S,
            source="estimate: 0.86 x wgmma_tf32 (128x128 tile)"),
     # The 64-column tf32 members (C^T's wgmma M = 64: one consumer warpgroup,
     # which also loads every stage's B^T fragments itself, with no second
@@ -215,9 +239,11 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     # log error 3.65 -> 1.54 and 11.2 -> 1.02 against the 128 x 128 tile's
     # figures): 2048^3 ran 93 / 168 us (128 x 128: 66), 512^3 10.1 / 8.7 (11.6).
     Family("wgmma_tf32_128x64", "wgmma_tf32", 0.38, 4.8e-6, stream_eff=WGMMA_STREAM,
+           wave_s=RUNG20_WAVE_S,
            source="20_tma_wgmma_tf32_128x64: least squares over 46 (shape, split) points of "
                   "benchmarks/results/h200-wgmma-family-tf32-64.json"),
     Family("wgmma_tf32_64x64", "wgmma_tf32", 0.21, 3.4e-6, stream_eff=WGMMA_STREAM,
+           wave_s=RUNG20_WAVE_S,
            source="20_tma_wgmma_tf32_64x64: least squares over 41 (shape, split) points of "
                   "benchmarks/results/h200-wgmma-family-tf32-64.json"),
 )}
@@ -324,6 +350,13 @@ def predict(c: Candidate, m: int, n: int, k: int, *, in_bytes: int, out_bytes: i
         # take the same number of waves
         stream *= min(1.0, math.ceil(units / w) / slots / f.stream_sms)
     memory = (m * k + k * n) * in_bytes / (dev.copy_bw * stream) + c_bytes / dev.copy_bw
+    epilogue = 0.0
+    if f.unit.startswith("wgmma") and not f.stream_sms:
+        # Rung 20's persistent grid writes a tile's C through shared memory
+        # and TMA stores while its next tile's loads run: only the last
+        # wave's epilogue is exposed, at the rate one SM stores.
+        c_tile = c.tile_m * c.tile_n * (4 if c.split > 1 and c.workspace else out_bytes)
+        epilogue = max(1, c.blocks_per_sm) * c_tile / EPILOGUE_SM_BW
     reduce = 0.0
     if c.split > 1 and c.workspace:
         reduce = 2.0 * c.split * m * n * 4 / dev.copy_bw + LAUNCH_S
@@ -331,7 +364,8 @@ def predict(c: Candidate, m: int, n: int, k: int, *, in_bytes: int, out_bytes: i
     staging = (2.0 * kept / dev.copy_bw
                + 2.0 * c.staged_unkept_bytes / (dev.copy_bw * UNKEPT_STAGING_EFF)
                + (LAUNCH_S if c.staged_bytes else 0.0))
-    total = LAUNCH_S + f.fixed_s + max(compute, memory) + reduce + staging + f.wave_s * (w - 1)
+    total = (LAUNCH_S + f.fixed_s + max(compute, memory) + epilogue + reduce + staging
+             + f.wave_s * (w - 1))
     launches = 1 + (c.split > 1 and c.workspace) + (c.staged_bytes > 0)
     return Prediction(total, compute, memory, reduce, units, w, units / (w * slots),
                       "operands staged" if c.staged_bytes else "", launches)
