@@ -144,18 +144,19 @@ SPARSE_ROWS = 8
 
 # Rung 20's persistent grid: each tile an SM takes past its first costs this
 # much beyond its share of the math and the bytes (the tile's hand-over: the
-# scheduler's next index, the consumers' barriers, a pipeline refilled from
+# scheduler's next index, the consumers' barriers, the pipeline refilled from
 # its first stage), and the last wave's C tiles are stored after everything
-# else (EPILOGUE_SM_BW). Scored on the two family sweeps
-# (benchmarks/fit_wgmma_family.py, choice loss: the sum over shapes of
-# log(measured time of the model's pick / the fastest measured)): 16-bit
-# results/h200-wgmma-family-16.json 0.750 -> 0.296, tf32
-# results/h200-wgmma-family-tf32-64.json 0.126 -> 0.000. Without a cost per
-# tile the members tie wherever the bytes bound them (C-bound short K:
-# 4096 x 4096 x 128 took the 128 x 128 tile, 24.0 us against the 128 x 256
-# tile's 23.2), and without the last wave's epilogue a tile twice the size
-# ties with its half (127 x 8191 x 131: 128 x 128, 9.8 us against 64 x 128's 8.0).
-RUNG20_WAVE_S = 1.0e-6
+# else, at one SM's rate (EPILOGUE_SM_BW). Without them the members tie
+# wherever the bytes bound them, and the tie went to the 128 x 128 tile:
+# 4096 x 4096 x 128 (C-bound) ran it at 24.0 us against the 128 x 256 tile's
+# 23.2, 127 x 8191 x 131 at 9.8 against the 64 x 128 tile's 8.0. Scored on
+# the two family sweeps (benchmarks/fit_wgmma_family.py; choice loss: the sum
+# over shapes of log(measured time of the model's pick / the fastest
+# measured)): 16-bit results/h200-wgmma-family-16.json 0.750 -> 0.296, tf32
+# results/h200-wgmma-family-tf32-64.json 0.126 -> 0.126. 1 us a tile took the
+# tf32 loss to 0 but, in the shape suite, moved 3000 x 5120 x 5120 and 64 x
+# 32768 x 2048 to the 128 x 256 tile, 5-11% slower there (twenty-fourth round).
+RUNG20_WAVE_S = 0.25e-6
 # What one SM's epilogue stores reach (bytes/s): 64 B a clock at 1.98 GHz.
 EPILOGUE_SM_BW = 128e9
 
