@@ -306,6 +306,7 @@ class Prediction:
     wave_fill: float         # units / (waves x slots): 1.0 is a full last wave
     note: str = ""
     launches: int = 1        # launches of one call (host_s)
+    tiles_s: float = 0.0     # rung 20: the tiles' hand-overs past the first wave, the last epilogue
 
     @property
     def host_s(self) -> float:
@@ -319,9 +320,10 @@ class Prediction:
     def describe(self) -> str:
         bound = (f"; host-bound: {self.launches} launch{'es' * (self.launches != 1)}, "
                  f"{self.host_s * 1e6:.1f} us" if self.host_s > self.gpu_s else "")
+        tiles = f", tiles {self.tiles_s * 1e6:.1f}" if self.tiles_s else ""
         return (f"{self.seconds * 1e6:.1f} us (GPU {self.gpu_s * 1e6:.1f}: compute "
                 f"{self.compute_s * 1e6:.1f}, memory {self.memory_s * 1e6:.1f}, reduce "
-                f"{self.reduce_s * 1e6:.1f}; {self.units} units in {self.waves} "
+                f"{self.reduce_s * 1e6:.1f}{tiles}; {self.units} units in {self.waves} "
                 f"wave{'s' * (self.waves != 1)}, {self.wave_fill:.0%} full"
                 f"{'; ' + self.note if self.note else ''}{bound})")
 
@@ -369,7 +371,8 @@ def predict(c: Candidate, m: int, n: int, k: int, *, in_bytes: int, out_bytes: i
              + f.wave_s * (w - 1))
     launches = 1 + (c.split > 1 and c.workspace) + (c.staged_bytes > 0)
     return Prediction(total, compute, memory, reduce, units, w, units / (w * slots),
-                      "operands staged" if c.staged_bytes else "", launches)
+                      "operands staged" if c.staged_bytes else "", launches,
+                      epilogue + f.wave_s * (w - 1))
 
 
 # ---------------------------------------------------------------------------
