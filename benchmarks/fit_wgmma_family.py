@@ -10,8 +10,9 @@ times them; C of the sweep's type, fp32), then prints per member the squared
 log error over its points, and over all shapes the choice loss: the sum of
 log(measured time of the (member, split) the model picks among the measured
 ones / the fastest measured). With --fit, each member's (efficiency, fixed
-cost, cost of a wave past the first) is refitted by least squares of log(predicted / measured) over its own
-points (a grid, then a finer grid around the best), and the same scores are
+cost, cost of a wave past the first) is refitted by least squares of
+log(predicted / measured) over its own points (a grid, then a finer grid
+around the best), and the same scores are
 printed for the fitted figures: what to put in FAMILIES, and what it would
 change."""
 from __future__ import annotations
@@ -122,7 +123,8 @@ def main(argv=None):
         a, b = pick(fams), pick(fitted)
         best = min(times, key=times.get)
         print(f"  {m}x{n}x{k}: best {best[0]}/{best[1]} {times[best] * 1e6:.1f} us; tree picks "
-              f"{a[0]}/{a[1]} {times[a] * 1e6:.1f}; fitted picks {b[0]}/{b[1]} {times[b] * 1e6:.1f}")
+              f"{a[0]}/{a[1]} {times[a] * 1e6:.1f}; fitted picks {b[0]}/{b[1]} "
+              f"{times[b] * 1e6:.1f}")
     return 0
 
 

@@ -121,8 +121,9 @@ def _resident(torch, flush, args):
             rec["copy_ms"] = _median_ms(torch, lambda: y.copy_(x), flush, args.reps)
             for name, k in kern.items():
                 y.zero_()
-                run = lambda: drvgemm.launch(k, grid, threads, (x, y, passes, counters),  # noqa: E731
-                                             cooperative=name.startswith("phases_global"))
+                coop = name.startswith("phases_global")
+                run = lambda: drvgemm.launch(k, grid, threads,  # noqa: E731
+                                             (x, y, passes, counters), cooperative=coop)
                 rec[name + "_ms"] = _median_ms(torch, run, flush, args.reps)
                 if " " not in name:     # the copying builds (COMPUTE 0) only
                     rec[name + "_correct"] = bool(torch.equal(x, y))
@@ -169,7 +170,8 @@ def _streams(torch, flush, args, drvgemm, threads):
         gb = n * 4 / 1e9   # GB; over ms: TB/s
         print(f"streams {mib:4d} MiB: device copy {1e3 * c:6.1f} us; kernel copy "
               f"{c / rec['kernel_copy_ms']:.3f} of it; read {gb / rec['read_ms']:.0f} TB/s, write "
-              f"{gb / rec['write_ms']:.0f} TB/s; read then write {c / rec['read_then_write_ms']:.3f} of "
+              f"{gb / rec['write_ms']:.0f} TB/s; read then write "
+              f"{c / rec['read_then_write_ms']:.3f} of "
               f"copy, read then copy (L2 re-read) {c / rec['read_then_copy_ms']:.3f}", flush=True)
         recs.append(rec)
         del x, y

@@ -306,7 +306,7 @@ class Prediction:
     wave_fill: float         # units / (waves x slots): 1.0 is a full last wave
     note: str = ""
     launches: int = 1        # launches of one call (host_s)
-    tiles_s: float = 0.0     # rung 20: the tiles' hand-overs past the first wave, the last epilogue
+    tiles_s: float = 0.0     # rung 20: tile hand-overs past the first wave, last epilogue
 
     @property
     def host_s(self) -> float:
