@@ -169,8 +169,8 @@ def _streams(torch, flush, args, drvgemm, threads):
         c = rec["device_copy_ms"]
         gb = n * 4 / 1e9   # GB; over ms: TB/s
         print(f"streams {mib:4d} MiB: device copy {1e3 * c:6.1f} us; kernel copy "
-              f"{c / rec['kernel_copy_ms']:.3f} of it; read {gb / rec['read_ms']:.0f} TB/s, write "
-              f"{gb / rec['write_ms']:.0f} TB/s; read then write "
+              f"{c / rec['kernel_copy_ms']:.3f} of it; read {gb / rec['read_ms']:.2f} TB/s, write "
+              f"{gb / rec['write_ms']:.2f} TB/s; read then write "
               f"{c / rec['read_then_write_ms']:.3f} of "
               f"copy, read then copy (L2 re-read) {c / rec['read_then_copy_ms']:.3f}", flush=True)
         recs.append(rec)
