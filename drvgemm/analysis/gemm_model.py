@@ -7,7 +7,7 @@ Tiled kernels (SIMT, mma.sync, wgmma): a candidate is a tile of C
 (tile_m x tile_n per unit of work), a split of K into ``split`` pieces, and
 its family (the unit it computes on and what it reaches there, below).
 
-    time = launch + fixed + overlap(compute, memory) + reduction + staging
+    time = launch + fixed + max(compute, memory) + reduction + staging
 
 - compute: the units (tiles x split) are dealt to ``slots`` = SMs x blocks
   per SM in waves; each wave lasts as long as one unit (2 * tile_m * tile_n
@@ -328,22 +328,6 @@ class Prediction:
                 f"{'; ' + self.note if self.note else ''}{bound})")
 
 
-# A tiled unit's math and its operands' bytes overlap, but not perfectly: the
-# slower of the two plus a share of the other, as the norm of order OVERLAP_P
-# (2^(1/3) = 1.26 x the one where they are equal, 1.04 x where one is twice
-# the other, max() in the limit). Scored on the three family sweeps
-# (benchmarks/fit_wgmma_family.py, choice loss, max() -> order 3): 16-bit
-# 0.296 -> 0.136, 64-row 0.414 -> 0.142, tf32 0.126 -> 0.126; the squared log
-# errors 29.9 -> 32.4, 8.1 -> 9.9, 4.6 -> 4.4. Where one side is far ahead
-# (squares, decode streams) it changes nothing.
-OVERLAP_P = 3
-
-
-def overlap(compute: float, memory: float) -> float:
-    """The time of a unit's math and bytes together (see OVERLAP_P)."""
-    return (compute ** OVERLAP_P + memory ** OVERLAP_P) ** (1.0 / OVERLAP_P)
-
-
 def waves(units: int, slots: int) -> int:
     return max(1, math.ceil(units / slots))
 
@@ -383,7 +367,7 @@ def predict(c: Candidate, m: int, n: int, k: int, *, in_bytes: int, out_bytes: i
     staging = (2.0 * kept / dev.copy_bw
                + 2.0 * c.staged_unkept_bytes / (dev.copy_bw * UNKEPT_STAGING_EFF)
                + (LAUNCH_S if c.staged_bytes else 0.0))
-    total = (LAUNCH_S + f.fixed_s + overlap(compute, memory) + epilogue + reduce + staging
+    total = (LAUNCH_S + f.fixed_s + max(compute, memory) + epilogue + reduce + staging
              + f.wave_s * (w - 1))
     launches = 1 + (c.split > 1 and c.workspace) + (c.staged_bytes > 0)
     return Prediction(total, compute, memory, reduce, units, w, units / (w * slots),
