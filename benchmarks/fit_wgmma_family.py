@@ -1,6 +1,6 @@
 """Rung 20's family figures (analysis/gemm_model.FAMILIES: efficiency and fixed
 cost per member) against a measured sweep of benchmarks/wgmma_family.py, with
-no GPU:
+no GPU (the scoring is drvgemm/tools/family_fit.py):
 
     python3 benchmarks/fit_wgmma_family.py SWEEP.json [--members NAME ...] [--fit]
 
@@ -18,70 +18,12 @@ change."""
 from __future__ import annotations
 
 import argparse
-import collections
 import dataclasses
-import json
-import math
 import sys
 
 from drvgemm.analysis import gemm_model as gm
 from drvgemm.ladders.gemm import plan as planning, registry
-
-IN_BYTES = {"bf16": 2, "fp16": 2, "tf32": 4}
-
-
-def load(path, members):
-    """{(m, n, k): {(member, split): seconds}} of the sweep's rung-20 records."""
-    out = collections.defaultdict(dict)
-    for r in json.load(open(path))["records"]:
-        if r.get("baseline") or r["kernel"] not in members:
-            continue
-        out[(r["m"], r["n"], r["k"])][(r["kernel"], r["split"])] = r["median_ms"] * 1e-3
-    return out
-
-
-def predict(rung, fam, split, m, n, k, target):
-    ws = rung.host_side.workspace_bytes(rung, m, n, split) > 0
-    c = gm.Candidate(fam, rung.tile_m, rung.tile_n, split, ws,
-                     planning.blocks_per_sm(rung, target), True, 0, 0)
-    return gm.predict(c, m, n, k, in_bytes=IN_BYTES[rung.precision], out_bytes=4,
-                      dev=target.ceilings).gpu_s   # the sweep times launches, not calls
-
-
-def scores(points, rungs, fams, target):
-    """(squared log error per member, choice loss)."""
-    err = collections.Counter()
-    loss = 0.0
-    for (m, n, k), times in points.items():
-        pred = {key: predict(rungs[key[0]], fams[key[0]], key[1], m, n, k, target) for key in times}
-        for key, t in times.items():
-            err[key[0]] += math.log(pred[key] / t) ** 2
-        pick = min(pred, key=pred.get)
-        loss += math.log(times[pick] / min(times.values()))
-    return err, loss
-
-
-def fit(points, rung, fam, target):
-    """(efficiency, fixed_s, wave_s, error, points) minimising the member's
-    squared log error: a coarse grid, then a finer one around its best."""
-    mine = [((m, n, k), split, t) for (m, n, k), times in points.items()
-            for (name, split), t in times.items() if name == rung.name]
-
-    def error(eff, fixed, wave):
-        f = dataclasses.replace(fam, efficiency=eff, fixed_s=fixed, wave_s=wave)
-        return sum(math.log(predict(rung, f, split, m, n, k, target) / t) ** 2
-                   for (m, n, k), split, t in mine)
-
-    def search(effs, fixeds, waves_):
-        return min((error(e, f, w), e, f, w) for e in effs for f in fixeds for w in waves_)
-
-    _, e0, f0, w0 = search([0.2 + 0.05 * i for i in range(17)], [1e-6 * i for i in range(13)],
-                           [0.25e-6 * i for i in range(13)])
-    best = search([e0 - 0.04 + 0.01 * i for i in range(9)],
-                  [max(0.0, f0 - 1e-6 + 0.25e-6 * i) for i in range(9)],
-                  [max(0.0, w0 - 0.25e-6 + 0.0625e-6 * i) for i in range(9)])
-    return best[1], best[2], best[3], best[0], len(mine)
-
+from drvgemm.tools.family_fit import fit, load, predict, scores, sweep_members
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -92,9 +34,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     target = planning.target("H200")
     by_name = registry.by_name()
-    names = args.members or sorted({r["kernel"] for r in json.load(open(args.sweep))["records"]
-                                    if by_name.get(r["kernel"]) is not None
-                                    and by_name[r["kernel"]].host == "tma"})
+    names = args.members or sweep_members(args.sweep)
     rungs = {n: by_name[n] for n in names}
     fams = {n: gm.FAMILIES[planning.family_of(r)] for n, r in rungs.items()}
     points = load(args.sweep, set(names))

@@ -22,6 +22,7 @@ from drvgemm.ladders.gemm import dispatch, plan as planning
 from drvgemm.ladders.gemm.registry import RUNGS, by_name
 
 TABLE = Path(__file__).resolve().parent / "data" / "dispatch_choices.json"
+RESULTS = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
 
 SHAPES = [
     # decode: M small against model weights
@@ -375,3 +376,20 @@ def test_64_row_members_split_k_only_where_no_128_row_tile_holds_m():
     p = planning.choose(128, 4096, 14336, "bf16", out="bf16", t=t,
                         kernel="20_tma_wgmma_bf16_64x128")
     assert p.split > 1 or any("/split=" in a for a, _ in p.alternatives)
+
+
+# The choice loss of the tree's figures on the committed family sweeps (the sum
+# over shapes of log(measured time of the model's pick / the fastest
+# measured); benchmarks/notes/dispatch.md quotes these): a model change that
+# picks worse on measured shapes shows here first.
+FAMILY_SWEEP_LOSS = {"h200-wgmma-family-16.json": 0.296, "h200-wgmma-family-tf32-64.json": 0.126,
+                     "h200-wgmma-family-64.json": 0.414}
+
+
+@pytest.mark.parametrize("sweep", sorted(FAMILY_SWEEP_LOSS))
+def test_the_model_picks_on_the_family_sweeps_as_the_notes_say(sweep):
+    from drvgemm.tools import family_fit
+    err, loss = family_fit.tree_scores(RESULTS / sweep)
+    assert err and all(e > 0 for e in err.values())          # every member scored
+    assert loss == pytest.approx(FAMILY_SWEEP_LOSS[sweep], abs=0.001), (
+        f"{sweep}: choice loss {loss:.3f}; benchmarks/fit_wgmma_family.py lists the picks")
