@@ -21,9 +21,8 @@ import argparse
 import dataclasses
 import sys
 
-from drvgemm.analysis import gemm_model as gm
-from drvgemm.ladders.gemm import plan as planning, registry
-from drvgemm.tools.family_fit import fit, load, predict, scores, sweep_members
+from drvgemm.ladders.gemm import plan as planning
+from drvgemm.tools.family_fit import fit, load, predict, scores, sweep_members, tree_figures
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -33,10 +32,8 @@ def main(argv=None):
     ap.add_argument("--fit", action="store_true")
     args = ap.parse_args(argv)
     target = planning.target("H200")
-    by_name = registry.by_name()
     names = args.members or sweep_members(args.sweep)
-    rungs = {n: by_name[n] for n in names}
-    fams = {n: gm.FAMILIES[planning.family_of(r)] for n, r in rungs.items()}
+    rungs, fams = tree_figures(names)
     points = load(args.sweep, set(names))
     err, loss = scores(points, rungs, fams, target)
     print(f"{len(points)} shapes; the tree's figures: choice loss {loss:.3f}")

@@ -367,12 +367,11 @@ def predict(c: Candidate, m: int, n: int, k: int, *, in_bytes: int, out_bytes: i
     staging = (2.0 * kept / dev.copy_bw
                + 2.0 * c.staged_unkept_bytes / (dev.copy_bw * UNKEPT_STAGING_EFF)
                + (LAUNCH_S if c.staged_bytes else 0.0))
-    total = (LAUNCH_S + f.fixed_s + max(compute, memory) + epilogue + reduce + staging
-             + f.wave_s * (w - 1))
+    tiles = epilogue + f.wave_s * (w - 1)
+    total = LAUNCH_S + f.fixed_s + max(compute, memory) + tiles + reduce + staging
     launches = 1 + (c.split > 1 and c.workspace) + (c.staged_bytes > 0)
     return Prediction(total, compute, memory, reduce, units, w, units / (w * slots),
-                      "operands staged" if c.staged_bytes else "", launches,
-                      epilogue + f.wave_s * (w - 1))
+                      "operands staged" if c.staged_bytes else "", launches, tiles)
 
 
 # ---------------------------------------------------------------------------

@@ -15,9 +15,6 @@ import math
 from ..analysis import gemm_model as gm
 from ..ladders.gemm import plan as planning, registry
 
-IN_BYTES = {"bf16": 2, "fp16": 2, "tf32": 4}
-
-
 def load(path, members):
     """{(m, n, k): {(member, split): seconds}} of the sweep's rung-20 records."""
     out = collections.defaultdict(dict)
@@ -32,7 +29,7 @@ def predict(rung, fam, split, m, n, k, target):
     ws = rung.host_side.workspace_bytes(rung, m, n, split) > 0
     c = gm.Candidate(fam, rung.tile_m, rung.tile_n, split, ws,
                      planning.blocks_per_sm(rung, target), True, 0, 0)
-    return gm.predict(c, m, n, k, in_bytes=IN_BYTES[rung.precision], out_bytes=4,
+    return gm.predict(c, m, n, k, in_bytes=planning.IN_BYTES[rung.precision], out_bytes=4,
                       dev=target.ceilings).gpu_s   # the sweep times launches, not calls
 
 
@@ -78,11 +75,15 @@ def sweep_members(path) -> list[str]:
                    if by_name.get(r["kernel"]) is not None and by_name[r["kernel"]].host == "tma"})
 
 
+def tree_figures(names):
+    """({name: Rung}, {name: Family}): the entries and the tree's figures for them."""
+    by_name = registry.by_name()
+    rungs = {n: by_name[n] for n in names}
+    return rungs, {n: gm.FAMILIES[planning.family_of(r)] for n, r in rungs.items()}
+
+
 def tree_scores(path, names=None):
     """(squared log error per member, choice loss) of the tree's figures on a sweep."""
-    target = planning.target("H200")
-    by_name = registry.by_name()
     names = names or sweep_members(path)
-    rungs = {n: by_name[n] for n in names}
-    fams = {n: gm.FAMILIES[planning.family_of(r)] for n, r in rungs.items()}
-    return scores(load(path, set(names)), rungs, fams, target)
+    rungs, fams = tree_figures(names)
+    return scores(load(path, set(names)), rungs, fams, planning.target("H200"))
