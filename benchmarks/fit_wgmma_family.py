@@ -22,7 +22,8 @@ import dataclasses
 import sys
 
 from drvgemm.ladders.gemm import plan as planning
-from drvgemm.tools.family_fit import fit, load, predict, scores, sweep_members, tree_figures
+from drvgemm.tools.family_fit import (fit, load, pickable, predict, scores, sweep_members,
+                                      tree_figures)
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -54,14 +55,16 @@ def main(argv=None):
     print(f"fitted figures: choice loss {loss:.3f} -> {loss2:.3f}")
     for (m, n, k), times in sorted(points.items()):
         def pick(fs):
-            pred = {key: predict(rungs[key[0]], fs[key[0]], key[1], m, n, k, target)
-                    for key in times}
+            pred = {key: predict(rungs[key[0]], fs[key[0]], key[1], m, n, k, target, key[2])
+                    for key in times if pickable(times, rungs[key[0]], m, n, k, *key[1:])}
             return min(pred, key=pred.get)
+
+        def name(key):
+            return f"{key[0]}/{key[1]}{' folded' if key[2] else ''}"
         a, b = pick(fams), pick(fitted)
         best = min(times, key=times.get)
-        print(f"  {m}x{n}x{k}: best {best[0]}/{best[1]} {times[best] * 1e6:.1f} us; tree picks "
-              f"{a[0]}/{a[1]} {times[a] * 1e6:.1f}; fitted picks {b[0]}/{b[1]} "
-              f"{times[b] * 1e6:.1f}")
+        print(f"  {m}x{n}x{k}: best {name(best)} {times[best] * 1e6:.1f} us; tree picks "
+              f"{name(a)} {times[a] * 1e6:.1f}; fitted picks {name(b)} {times[b] * 1e6:.1f}")
     return 0
 
 

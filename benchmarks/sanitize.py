@@ -20,6 +20,9 @@ from drvgemm.ladders.gemm.registry import rung_kernel
 from drvgemm.runtime.launch import launch_config
 
 SPLITS = (2, 3, 16)   # 16 pieces of K = 17 or 33: pieces of one k-tile (and clamping)
+# Rung 20 folds a few pieces of a one-wave 16-bit split in the kernel (2 and 3
+# above); these run folded whatever the rule says (tf32, more pieces, edge tiles).
+FOLDED_SPLITS = (3, 8)
 # Rung 30 past ONE_LEVEL_MAX_SPLITS: its two-level reduction (groups of 8 and
 # 16 splits, a short last group), at a K long enough for that many splits.
 SMALL_M_SPLITS = (48, 128)
@@ -171,13 +174,17 @@ def main(names):
 
 def run_split_k(r):
     """K in pieces (every rung whose host side splits K): exact integers,
-    beta 0 and 2, fp32 C and a C of the inputs' type where the rung writes one."""
+    beta 0 and 2, fp32 C and a C of the inputs' type where the rung writes one;
+    rung 20's folded in the kernel too."""
+    from drvgemm.ladders.gemm import hopper
     bad = 0
     dt = input_dtype(r.precision)
-    plan = [(split, SHAPES) for split in SPLITS if split in r.splits]
+    plan = [(split, SHAPES, "auto") for split in SPLITS if split in r.splits]
     if r.host == "small_m":
-        plan += [(split, SMALL_M_SPLIT_SHAPES) for split in SMALL_M_SPLITS]
-    for split, shapes in plan:
+        plan += [(split, SMALL_M_SPLIT_SHAPES, "auto") for split in SMALL_M_SPLITS]
+    if r.host == "tma":
+        plan += [(split, SHAPES, True) for split in FOLDED_SPLITS]
+    for split, shapes, fold in plan:
         for m, n, k in shapes:
             rng = np.random.default_rng(m * n + k + split)
             a = rng.integers(-4, 5, (m, k)).astype(np.float32).astype(dt)
@@ -194,16 +201,21 @@ def run_split_k(r):
                     # the instantiation the dispatcher would take for these pointers
                     kern = rung_kernel(r, r.host_side.aligned(r, m, n, k, A.ptr, B.ptr, C.ptr),
                                        narrow_output=narrow)
-                    for step_kernel, cfg in r.launches(kern, A, B, C, m, n, k, 1.0, beta,
-                                                       narrow_output=narrow, split=split,
-                                                       workspace=ws):
+                    if fold is True:
+                        steps = hopper.split_launches(r, kern, A, B, C, m, n, k, 1.0, beta,
+                                                      narrow_output=narrow, split=split,
+                                                      workspace=ws, fold=True)
+                    else:
+                        steps = r.launches(kern, A, B, C, m, n, k, 1.0, beta,
+                                           narrow_output=narrow, split=split, workspace=ws)
+                    for step_kernel, cfg in steps:
                         launch_config(step_kernel, cfg)
                     ref = a.astype(np.float64) @ b.astype(np.float64) + beta * c0
                     want = ref.astype(np.float32).astype(c_dt)
                     if not np.array_equal(C.to_host().astype(np.float64),
                                           want.astype(np.float64)):
                         bad += 1
-                        print(f"MISMATCH {r.name} split={split} {m}x{n}x{k} beta={beta} "
+                        print(f"MISMATCH {r.name} split={split} fold={fold} {m}x{n}x{k} beta={beta} "
                               f"C {np.dtype(c_dt)}", flush=True)
     return bad
 

@@ -7,11 +7,12 @@ may include other rungs with split-K launches, such as rung 30, side by side):
         [--shapes 1024 2048 3072 4096 128x128x65536 512x4096x11008 ...]
         [--splits 1 2 4 8 16 32 64 128] [--batch 10] [--reps 7] [--json PATH]
         [--members 20_tma_wgmma_bf16_16x64 30_small_m_bf16 ...]
-        [--set BN=128 STAGES=6 ...]
+        [--set BN=128 STAGES=6 ...] [--fold on off]
 
 What it answers: which (tile, split) wins per shape, what the split-K
 reduction costs (its own kernel is timed inside each batch, as gemm() would
-launch it), and how far each is from cuBLAS: the table a dispatcher's model
+launch it; ``--fold on off`` times rung 20's splits both folded in the
+kernel and through that launch), and how far each is from cuBLAS: the table a dispatcher's model
 is checked against. A split count is tried only when the work units (tiles x
 splits) stay within 4 waves of the SMs, and only up to the k-tiles of K.
 
@@ -81,7 +82,7 @@ def max_split(r, k):
     return hopper.k_tiles(hopper.geometry(r), k) if r.host == "tma" else k
 
 
-def bench_member(r, split, m, n, k, A, B, ref, batch, reps):
+def bench_member(r, split, m, n, k, A, B, ref, batch, reps, fold="auto"):
     C = driver.to_device(np.full((m, n), np.nan, np.float32))
     # the instantiation gemm() would pick for these pointers (rung 30 has an
     # ALIGNED=0 build for K or N off its vector width)
@@ -89,16 +90,22 @@ def bench_member(r, split, m, n, k, A, B, ref, batch, reps):
     nbytes = r.workspace_bytes(m, n, split)
     # zeroed: rung 30's split launches expect a zero workspace (and leave it so)
     ws = driver.to_device(np.zeros(max(1, nbytes // 4), np.float32))
-    steps = r.launches(kern, A, B, C, m, n, k, 1.0, 0.0, split=split,
-                       workspace=ws if split > 1 else 0)
+    if r.host == "tma":
+        steps = hopper.split_launches(r, kern, A, B, C, m, n, k, 1.0, 0.0, split=split,
+                                      workspace=ws if split > 1 else 0, fold=fold)
+    else:
+        steps = r.launches(kern, A, B, C, m, n, k, 1.0, 0.0, split=split,
+                           workspace=ws if split > 1 else 0)
     ms, err = batch_time_launches(steps, C, ref, batch, reps)
     main = steps[0][1]
-    # rung 20's last argument is the split it runs (clamped to the k-tiles)
-    used = main.args[-1] if r.host == "tma" else split
+    # rung 20's arguments carry the split it runs (clamped to the k-tiles)
+    # and whether the kernel folds it
+    used = main.args[11] if r.host == "tma" else split
+    extra = {"folded": bool(main.args[12])} if r.host == "tma" and used > 1 else {}
     rec = gemm_record(r.name, r.precision, m, n, k, ms, err, False, timing="batch",
                       tflops_digits=2, split=used, grid=list(main.grid),
                       tile=[r.tile_m, r.tile_n], workspace_bytes=nbytes,
-                      launches=len(steps))
+                      launches=len(steps), **extra)
     del steps
     C.free()
     ws.free()
@@ -118,6 +125,9 @@ def main(argv=None):
                     "every rung-20 member of the precision)")
     ap.add_argument("--set", nargs="+", default=[], metavar="DEFINE=VALUE",
                     help="also time each rung-20 member with these defines replaced")
+    ap.add_argument("--fold", nargs="+", default=["auto"], choices=["auto", "on", "off"],
+                    help="rung 20's splits: added in the kernel (on), by the reduction "
+                    "launch (off), or as gemm() would (auto, the default); each way timed")
     args = ap.parse_args(argv)
     sets = {}
     for item in args.set:
@@ -150,14 +160,20 @@ def main(argv=None):
                     if split not in r.splits or split > kt or \
                             (split > 1 and tiles * split > 4 * dev.sm_count):
                         continue
-                    rec = unless_it_fails(f"{r.name} split {split}", log, bench_member, r,
-                                          split, m, n, k, A, B, ref, args.batch, args.reps)
-                    if rec is None:
-                        continue
-                    rows.append(rec)
-                    log(f"  {r.name:28s} split {split:3d} {rec['median_ms']:8.3f} ms "
-                        f"{rec['tflops']:8.1f} TFLOP/s rel.RMSE {rec['rel_rmse']:.2e} "
-                        f"grid {rec['grid'][0]}")
+                    ways = {"auto": "auto", "on": True, "off": False}
+                    folds = [ways[w] for w in args.fold] if r.host == "tma" and split > 1 \
+                        else ["auto"]
+                    for fold in dict.fromkeys(folds):
+                        rec = unless_it_fails(f"{r.name} split {split}", log, bench_member,
+                                              r, split, m, n, k, A, B, ref, args.batch,
+                                              args.reps, fold)
+                        if rec is None:
+                            continue
+                        rows.append(rec)
+                        how = " folded" if rec.get("folded") else ""
+                        log(f"  {r.name:28s} split {split:3d}{how:7s} {rec['median_ms']:8.3f} "
+                            f"ms {rec['tflops']:8.1f} TFLOP/s rel.RMSE {rec['rel_rmse']:.2e} "
+                            f"grid {rec['grid'][0]}")
             base = batch_time_torch(prec, m, n, k, a, b, ref, args.batch, args.reps)
             if base is not None:
                 rows.append(base)

@@ -167,18 +167,34 @@ def test_errors_are_never_cached(gpu):
 def test_split_k_gets_a_workspace_per_stream(gpu):
     a, b = dev((1, 4096), BF16), dev((4096, 4096), BF16, ptr=0x2000_0000)
     c = dev((1, 4096), ptr=0x3000_0000)
-    drvgemm.gemm(a, b, c)
-    drvgemm.gemm(a, b, c, stream=0x99)
+    drvgemm.gemm(a, b, c, kernel="30_small_m_bf16")
+    drvgemm.gemm(a, b, c, stream=0x99, kernel="30_small_m_bf16")
     (x, y) = gpu
-    name = x["kernel"].rung.name
-    assert name == "30_small_m_bf16"
     splits = x["args"][12]
     assert splits > 1
     counters, work = x["args"][4], x["args"][3]
     assert counters and work > counters
     assert y["args"][4] != counters   # another stream, another workspace
-    drvgemm.gemm(a, b, c, stream=0x99)
+    drvgemm.gemm(a, b, c, stream=0x99, kernel="30_small_m_bf16")
     assert gpu[2]["args"][4] == y["args"][4]
+
+
+def test_a_folded_split_gets_its_counters_per_stream(tma):
+    """Rung 20 folding a split in the kernel: the counters' head of the
+    stream's workspace, the slices after it; another stream, another one."""
+    from drvgemm.ladders.gemm import hopper
+    a, b = dev((1, 4096), BF16), dev((4096, 4096), BF16, ptr=0x2000_0000)
+    c = dev((1, 4096), ptr=0x3000_0000)
+    drvgemm.gemm(a, b, c)
+    drvgemm.gemm(a, b, c, stream=0x99)
+    (x, y) = tma
+    assert x["kernel"].rung.name == "20_tma_wgmma_bf16_16x64"
+    assert x["args"][11] == 2                      # split 2, folded: one launch
+    counters = x["args"][12]
+    assert counters and x["args"][9] == counters + hopper.FOLD_COUNTER_BYTES
+    assert y["args"][12] != counters and y["args"][9] == y["args"][12] + hopper.FOLD_COUNTER_BYTES
+    drvgemm.gemm(a, b, c, stream=0x99)
+    assert tma[2]["args"][12] == y["args"][12]
 
 
 def test_c_none_gets_a_new_output_every_call(gpu):
@@ -289,10 +305,13 @@ def test_tma_binding_launches_what_the_checked_path_builds(tma, m, n, k):
     p = drvgemm.plan(*sets[0], alpha=1.5)
     assert p.rung.host == "tma"
     per_call = len(tma) // 4
-    assert per_call == (2 if p.split > 1 else 1)
+    folded = p.rung.host_side.split_in_kernel(p.rung, m, n, k, p.split, 132)
+    assert per_call == (2 if p.split > 1 and not folded else 1)
     for i, (a, b, c) in enumerate(sets + sets[:1]):
         got = tma[i * per_call:(i + 1) * per_call]
-        ws = got[0]["args"][9]
+        # the workspace: the slices start past the counters' head
+        ws = got[0]["args"][9] - (hopper.FOLD_COUNTER_BYTES if p.split > 1 else 0)
+        assert got[0]["args"][12] == (ws if folded else 0)
         want = hopper.split_launches(p.rung, got[0]["kernel"], a.ptr, b.ptr, c.ptr, m, n, k,
                                      1.5, 0.0, stream=0, narrow_output=True, split=p.split,
                                      workspace=ws)

@@ -133,9 +133,9 @@ def test_kernel_takes_tensor_maps_by_value():
     params = parse_params(b.ptx, "gemm_tma_wgmma_bf16")
     kinds = [(p.ptx_type, p.align) for p in params]
     assert kinds[:3] == [("b8[128]", 64)] * 3, kinds
-    # C, M, N, K, alpha, beta, then split-K: partials, split_stride, splits
+    # C, M, N, K, alpha, beta, then split-K: partials, split_stride, splits, fold
     assert [p.ptx_type for p in params[3:]] == ["u64", "u32", "u32", "u32", "f32", "f32",
-                                                "u64", "u64", "u32"]
+                                                "u64", "u64", "u32", "u64"]
 
 
 def test_registered_rungs_match_the_kernel():
@@ -402,8 +402,8 @@ def test_launch_config_bf16(fake_driver):
     assert cfg["grid"] == (128, 1, 1)
     args = cfg["args"]
     assert all(len(a.param_bytes) == 128 for a in args[:3])
-    # K in one piece: no workspace, no stride, one split
-    assert args[3:] == [pc, m, n, k, 1.0, 0.0, 0, 0, 1]
+    # K in one piece: no workspace, no stride, one split, no fold
+    assert args[3:] == [pc, m, n, k, 1.0, 0.0, 0, 0, 1, 0]
     assert not fake_driver.workspaces and not fake_driver.memsets
     assert not fake_driver.allocs and not cfg["keepalive"]
     # Same buffers again: the maps are reused.
@@ -756,18 +756,24 @@ def test_split_ranges_of_long_k_fit_64_bit_arithmetic():
     assert 127 * kt > 2**31
 
 
-@pytest.mark.parametrize("m,n,split,stride", [
-    (1, 1, 2, 64), (128, 128, 8, 16384), (1000, 700, 3, 700032), (257, 129, 128, 33216),
-    (4096, 4096, 1, None)])
-def test_workspace_sizes(m, n, split, stride):
+@pytest.mark.parametrize("m,n,split,stride,tiles", [
+    (1, 1, 2, 64, 1), (128, 128, 8, 16384, 1), (1000, 700, 3, 700032, 48),
+    (257, 129, 128, 33216, 6), (4096, 4096, 1, None, 1024)])
+def test_workspace_sizes(m, n, split, stride, tiles):
+    """The counters' head, then room for either kind of slices: S M x N ones
+    (the reduction launch) or S - 1 of whole 128 x 128 tiles (the fold)."""
     r = by_name()["20_tma_wgmma_bf16_128x128"]
+    geo = hopper.geometry(r)
     got = r.workspace_bytes(m, n, split)
     if split == 1:
         assert got == 0
         return
     assert split_k.split_stride(m, n) == stride
     assert stride >= m * n and stride % 64 == 0 and stride - m * n < 64
-    assert got == 4 * split * stride
+    assert hopper.fold_slice_floats(geo, m, n) == tiles * 128 * 128
+    assert hopper.fold_counters(geo, m, n) == 2 * tiles
+    assert got == hopper.FOLD_COUNTER_BYTES + max(4 * split * stride,
+                                                  4 * (split - 1) * tiles * 128 * 128)
     # every slice starts 256-byte aligned
     assert all((4 * s * stride) % 256 == 0 for s in range(split))
     with pytest.raises(ValueError, match="splits K into one of"):
@@ -805,7 +811,7 @@ def test_launches_split_k(fake_driver, name, narrow):
     m, n, k = 1000, 700, 4100
     one = r.launches(kernel, pa, pb, pc, m, n, k, 1.5, 0.5, narrow_output=narrow)
     assert len(one) == 1 and one[0][0] is kernel
-    assert list(one[0][1].args[3:]) == [pc, m, n, k, 1.5, 0.5, 0, 0, 1]
+    assert list(one[0][1].args[3:]) == [pc, m, n, k, 1.5, 0.5, 0, 0, 1, 0]
     assert len(_pack(kernel, one[0][1])) > 0
     tiles = hopper.wgmma_work_units(geo, m, n, 1)
     # K in pieces runs the SPLIT_K=1 build, compiled apart from the unsplit one
@@ -814,20 +820,29 @@ def test_launches_split_k(fake_driver, name, narrow):
     assert split_build.resources.registers == 168 and split_build.resources.spill_stores == 0
     assert split_k.split_kernel(r, kernel, narrow_output=narrow) is split_build
     assert split_k.split_kernel(r, split_build, narrow_output=narrow) is split_build
+    slices = ws + hopper.FOLD_COUNTER_BYTES
     for split in (2, 3, 8, 128):
         steps = r.launches(kernel, pa, pb, pc, m, n, k, 1.5, 0.5, narrow_output=narrow,
                            split=split, workspace=ws)
         s = min(split, hopper.k_tiles(geo, k))
+        units = tiles * s
+        rounds = -(-units // 132)
+        grid = -(-units // rounds) if r.defines["BALANCE"] else min(units, 132)
+        if hopper.folds(geo, m, n, s, 132):
+            # folded in the kernel: one launch, whole-tile slices, the counters
+            [(k1, main)] = steps
+            assert k1 is split_build and main.grid[0] == grid
+            assert list(main.args[3:]) == [pc, m, n, k, 1.5, 0.5, slices,
+                                           hopper.fold_slice_floats(geo, m, n), s, ws]
+            _pack(k1, main)
+            continue
         (k1, main), (k2, red) = steps
         assert k1 is split_build and k2.entry == split_k.REDUCE_ENTRIES[
             r.precision if narrow else "fp32"]
         stride = split_k.split_stride(m, n)
-        assert list(main.args[3:]) == [pc, m, n, k, 1.5, 0.5, ws, stride, s]
-        units = tiles * s
-        rounds = -(-units // 132)
-        assert main.grid[0] == (-(-units // rounds) if r.defines["BALANCE"]
-                                else min(units, 132))
-        assert red.args == (ws, pc, m * n, stride, s, 1.5, 0.5)
+        assert list(main.args[3:]) == [pc, m, n, k, 1.5, 0.5, slices, stride, s, 0]
+        assert main.grid[0] == grid
+        assert red.args == (slices, pc, m * n, stride, s, 1.5, 0.5)
         assert red.block == (256, 1, 1) and red.smem == 0
         assert 1 <= red.grid[0] <= 8 * 132
         assert red.grid[0] * 256 * 4 >= m * n or red.grid[0] == 8 * 132
@@ -836,18 +851,25 @@ def test_launches_split_k(fake_driver, name, narrow):
     # Short K: K of 3 k-tiles is cut into 3 pieces, whatever was asked
     short = r.launches(kernel, pa, pb, pc, m, n, 3 * geo.k_tile, 1.0, 0.0, split=8,
                        workspace=ws, narrow_output=narrow)
-    assert short[0][1].args[-1] == 3
+    assert short[0][1].args[11] == 3
     # One k-tile: no split at all, one launch, C written directly
     tiny = r.launches(kernel, pa, pb, pc, m, n, 5, 1.0, 0.0, split=8, workspace=ws,
                       narrow_output=narrow)
-    assert len(tiny) == 1 and list(tiny[0][1].args[-3:]) == [0, 0, 1]
+    assert len(tiny) == 1 and list(tiny[0][1].args[-4:]) == [0, 0, 1, 0]
     assert tiny[0][0] is kernel
     assert not r.host_side.split_k_build(r, 5, 8)
     assert r.host_side.split_k_build(r, k, 2) and not r.host_side.split_k_build(r, k, 1)
     # Without the clamp (tests of empty pieces): 8 pieces of 3 k-tiles
     raw = hopper.split_launches(r, kernel, pa, pb, pc, m, n, 3 * geo.k_tile, 1.0, 0.0,
-                                split=8, workspace=ws, clamp=False, narrow_output=narrow)
-    assert raw[0][1].args[-1] == 8 and raw[1][1].args[4] == 8 and raw[0][0] is split_build
+                                split=16, workspace=ws, clamp=False, narrow_output=narrow)
+    assert raw[0][1].args[11] == 16 and raw[1][1].args[4] == 16 and raw[0][0] is split_build
+    # Either way when asked
+    plain = hopper.split_launches(r, kernel, pa, pb, pc, m, n, k, 1.0, 0.0, split=2,
+                                  workspace=ws, narrow_output=narrow, fold=False)
+    assert len(plain) == 2 and plain[0][1].args[12] == 0
+    folded = hopper.split_launches(r, kernel, pa, pb, pc, m, n, k, 1.0, 0.0, split=8,
+                                   workspace=ws, narrow_output=narrow, fold=True)
+    assert len(folded) == 1 and folded[0][1].args[12] == ws
 
 
 def test_launches_refuse_a_bad_workspace(fake_driver):

@@ -531,38 +531,51 @@ def test_family_member(hopper, name, data, k, seed, exact, beta, narrow):
         check(out[GUARD:GUARD + m * n].reshape(m, n), a, b, c, alpha, beta, prec, exact, what)
 
 
-def run_split(r, a, b, c_init, alpha, beta, split, *, narrow=False, clamp=True):
+def run_split(r, a, b, c_init, alpha, beta, split, *, narrow=False, clamp=True,
+              fold="auto"):
     """One product through rung ``r``'s split-K launches (the host interface
-    the dispatcher uses): the workspace poisoned with NaN (a partial left
-    unwritten reaches C) and guarded by a sentinel after its end; C guarded
-    on both sides. Returns (C as computed, the number of pieces used)."""
+    the dispatcher uses): the workspace's slices poisoned with NaN (a partial
+    left unwritten reaches C) and guarded by a sentinel after its end, its
+    counters' head zero (and held to be left zero); C guarded on both sides.
+    ``fold``: the pieces added in the kernel (True), by the reduction launch
+    (False), or as gemm() would ("auto"). Returns (C as computed, the number
+    of pieces used)."""
     m, k = a.shape
     n = b.shape[1]
     A, B = drvgemm.to_device(a), drvgemm.to_device(b)
     prec = r.precision
     buf, C = guarded_c16(prec, c_init) if narrow else guarded_c(c_init)
     ws_floats = r.workspace_bytes(m, n, split) // 4
+    head = rung20.FOLD_COUNTER_BYTES // 4 if split > 1 else 0
     ws_host = np.full(ws_floats + WS_GUARD, np.nan, np.float32)
+    ws_host[:head] = 0.0
     ws_host[ws_floats:] = SENTINEL
     ws_buf = drvgemm.to_device(ws_host)
     ws = DeviceArray((max(ws_floats, 1),), np.float32, ptr=ws_buf.ptr, owner=False)
     kernel = registry.rung_kernel(r, True, narrow_output=narrow)
-    if clamp:
+    if clamp and fold == "auto":
         steps = r.launches(kernel, A, B, C, m, n, k, alpha, beta, narrow_output=narrow,
                            split=split, workspace=ws if split > 1 else 0)
     else:
         steps = rung20.split_launches(r, kernel, A, B, C, m, n, k, alpha, beta,
                                       narrow_output=narrow, split=split, workspace=ws,
-                                      clamp=False)
-    used = steps[0][1].args[-1]
-    assert len(steps) == (1 if used == 1 else 2)
+                                      clamp=clamp, fold=fold)
+    used = steps[0][1].args[11]
+    folded = steps[0][1].args[12] != 0
+    geo = rung20.geometry(r)
+    assert folded == (used > 1 and (rung20.folds(geo, m, n, used, drvgemm.device().sm_count)
+                                    if fold == "auto" else fold))
+    assert len(steps) == (1 if used == 1 or folded else 2)
     for step_kernel, cfg in steps:
         launch(step_kernel, cfg.grid, cfg.block, cfg.args, smem=cfg.smem, cluster=cfg.cluster)
     drvgemm.synchronize()
     del steps
-    tail = ws_buf.to_host()[ws_floats:]
+    after = ws_buf.to_host()
+    tail = after[ws_floats:]
     assert np.all(tail.view(np.uint32) == SENTINEL.view(np.uint32)), \
         f"{r.name}: wrote past the workspace (split {split})"
+    assert not after[:head].view(np.uint32).any(), \
+        f"{r.name}: the fold's counters are not left zero (split {split})"
     if narrow:
         return read_guarded16(prec, buf, m, n), used
     out = buf.to_host()
@@ -571,7 +584,8 @@ def run_split(r, a, b, c_init, alpha, beta, split, *, narrow=False, clamp=True):
     return out[GUARD:GUARD + m * n].reshape(m, n), used
 
 
-def split_case(r, m, n, k, split, *, seed, exact, beta, narrow=False, alpha=None, clamp=True):
+def split_case(r, m, n, k, split, *, seed, exact, beta, narrow=False, alpha=None, clamp=True,
+               fold="auto"):
     prec = r.precision
     a, b, c = inputs(prec, m, n, k, seed, exact)
     alpha = alpha if alpha is not None else (1.0 if exact else -0.75)
@@ -579,11 +593,13 @@ def split_case(r, m, n, k, split, *, seed, exact, beta, narrow=False, alpha=None
     if narrow:
         c16 = c.astype(ladder.input_dtype(prec))
         c_init = c16 if beta != 0 else np.full((m, n), NAN16[prec], np.uint16).view(c16.dtype)
-        out, used = run_split(r, a, b, c_init, alpha, beta, split, narrow=True, clamp=clamp)
+        out, used = run_split(r, a, b, c_init, alpha, beta, split, narrow=True, clamp=clamp,
+                              fold=fold)
         check16(out, a, b, c16, alpha, beta, prec, exact, what)
     else:
         c_init = np.full((m, n), np.nan, np.float32) if beta == 0 else c
-        out, used = run_split(r, a, b, c_init, alpha, beta, split, clamp=clamp)
+        out, used = run_split(r, a, b, c_init, alpha, beta, split, clamp=clamp,
+                              fold=fold)
         check(out, a, b, c, alpha, beta, prec, exact, what)
     return used
 
@@ -592,7 +608,9 @@ def split_case(r, m, n, k, split, *, seed, exact, beta, narrow=False, alpha=None
 def test_split_k_every_split_count(hopper, name):
     """Each registered split count on one member: edge tiles on both sides,
     K not a multiple of the k-tile (1000 = 15.6 k-tiles of 64, 31.25 of
-    32), so pieces of unequal length; beta = 0 with NaN in C and beta != 0."""
+    32), so pieces of unequal length; beta = 0 with NaN in C and beta != 0.
+    Every count both ways besides: folded in the kernel and through the
+    reduction launch."""
     r = ladder.rung(name)
     m, n = r.tile_m + 1, 2 * r.tile_n - 1
     geo = rung20.geometry(r)
@@ -600,6 +618,30 @@ def test_split_k_every_split_count(hopper, name):
         for beta, exact in ((0.0, True), (0.5, False)):
             used = split_case(r, m, n, 1000, split, seed=split, exact=exact, beta=beta)
             assert used == min(split, rung20.k_tiles(geo, 1000))
+            if split > 1:
+                for fold in (True, False):
+                    split_case(r, m, n, 1000, split, seed=split, exact=exact, beta=beta,
+                               fold=fold)
+
+
+@pytest.mark.parametrize("name", ["20_tma_wgmma_bf16_128x128", "20_tma_wgmma_fp16_64x128",
+                                  "20_tma_wgmma_bf16_16x64", "20_tma_wgmma_tf32_128x64"])
+def test_split_k_fold_many_rounds(hopper, name):
+    """Folded pieces over more units than the persistent grid has blocks
+    (every block walks several units, and a tile's last piece may wait for
+    pieces a later round of another block computes): the counters and the
+    order of the walk must neither deadlock nor add a piece twice. Split
+    counts 2 to 8; a 16-bit C too."""
+    r = ladder.rung(name)
+    geo = rung20.geometry(r)
+    y_ext, x_ext = 2100, 1900
+    m, n = (x_ext, y_ext) if geo.swapped else (y_ext, x_ext)
+    for split in (2, 3, 8):
+        assert rung20.wgmma_work_units(geo, m, n, 1, split) > 3 * drvgemm.device().sm_count
+        split_case(r, m, n, 777, split, seed=split, exact=True, beta=0.0, fold=True)
+        if r.narrow_output:
+            split_case(r, m, n, 777, split, seed=split, exact=False, beta=0.5, narrow=True,
+                       fold=True)
 
 
 @pytest.mark.parametrize("name", FAMILY)
@@ -661,17 +703,19 @@ def test_split_k_long_k(hopper, name):
 @pytest.mark.parametrize("name", ["20_tma_wgmma_bf16", "20_tma_wgmma_bf16_128x192",
                                   "20_tma_wgmma_tf32_128x128"])
 def test_split_k_is_deterministic(hopper, name):
-    """Random inputs, K in 8 (and 3) pieces: two runs give the same bits (the
-    reduction adds the partials in split order; no atomics)."""
+    """Random inputs, K in 16, 8 and 3 pieces, folded in the kernel and
+    through the reduction launch: two runs give the same bits (the partials
+    are added in split order; no atomics)."""
     r = ladder.rung(name)
     m, n, k = 700, 900, 5000
     a, b, c = inputs(r.precision, m, n, k, 21, exact=False)
-    for split in (8, 3):
-        first, _ = run_split(r, a, b, c, 0.75, 0.5, split)
-        second, _ = run_split(r, a, b, c, 0.75, 0.5, split)
+    for split, fold in ((16, True), (16, False), (8, True), (8, False), (3, True), (3, False)):
+        first, _ = run_split(r, a, b, c, 0.75, 0.5, split, fold=fold)
+        second, _ = run_split(r, a, b, c, 0.75, 0.5, split, fold=fold)
+        what = f"{name} split={split} fold={fold}"
         assert np.array_equal(first.view(np.uint32), second.view(np.uint32)), \
-            f"{name} split={split}: two runs differ"
-        check(first, a, b, c, 0.75, 0.5, r.precision, False, f"{name} split={split}")
+            f"{what}: two runs differ"
+        check(first, a, b, c, 0.75, 0.5, r.precision, False, what)
 
 
 @pytest.mark.parametrize("out", ["fp32", "bf16", "fp16"])

@@ -11,7 +11,7 @@
 //       const __grid_constant__ TmaMap mapB,   // B, K x N row-major
 //       const __grid_constant__ TmaMap mapC,   // C, M x N (EPILOGUE 2 only)
 //       void* C, int M, int N, int K, float alpha, float beta,
-//       float* partials, long long split_stride, int splits)
+//       float* partials, long long split_stride, int splits, unsigned* fold)
 // C = alpha * A @ B + beta * C, C row-major M x N, fp32 -- or, built with
 // OUT_16=1, the inputs' own 16-bit type (bf16 / fp16 entries; the fp32
 // result rounded to nearest even, as cuBLAS writes a bf16 C); beta == 0 never
@@ -19,11 +19,21 @@
 // any K >= 1 (the copy engine zero-fills the part of a box past K).
 //
 // Split-K (splits > 1): the work units are tiles x splits; unit (tile, s)
-// accumulates k-tiles [s * KT / S, (s + 1) * KT / S) and writes its raw fp32
-// partial product to partials + s * split_stride (an M x N row-major slice;
-// an empty piece writes zeros) instead of C; split_reduce.cu (in
-// 20_tma_wgmma/) then sums the slices in split order and writes C. For
-// splits == 1 the host passes partials = 0, split_stride = 0.
+// accumulates k-tiles [s * KT / S, (s + 1) * KT / S) (an empty piece counts
+// as zeros). Two ways to add the pieces, chosen by the host per launch:
+// - fold == 0: every unit writes its raw fp32 partial product to partials +
+//   s * split_stride (an M x N row-major slice) instead of C, and
+//   split_reduce.cu then sums the slices in split order and writes C;
+// - fold != 0 (folded in the kernel): units s < S - 1 write their partials
+//   in the accumulators' own order (a slice of whole tiles, partials + s *
+//   split_stride) and count themselves in the tile's counter (fold, one per
+//   tile and consumer warpgroup, zero at the start of the launch); unit S - 1
+//   waits for the count, adds slices 0, 1, ..., S - 2 to its accumulators in
+//   that order, sets the counter back to zero and writes C. No second launch.
+//   Units run split by split, so a unit waits only for units numbered below
+//   its own, which the resident persistent grid reaches first: no deadlock.
+// Either way the order of the additions is fixed: the same bits every run.
+// For splits == 1 the host passes partials = 0, split_stride = 0, fold = 0.
 //
 // Block: 2 consumer warpgroups, each owning 64 rows of a 128 x TILE_X wgmma
 // tile (m64nNk16 / m64nNk8 instructions with N = TILE_X = 128, 192 or 256:
@@ -76,6 +86,7 @@
 // (mma_stage). The experiments these replaced are in
 // benchmarks/notes/removed-knobs.md.
 #include "cluster.cuh"
+#include "grid_flags.cuh"
 #include "half_bits.cuh"
 #include "ld_st.cuh"
 #include "mbarrier.cuh"
@@ -413,6 +424,7 @@ __device__ __forceinline__ void release_stage(const Ring& ring, int s) {
 }
 
 #include "20_tma_wgmma/epilogue.cuh"
+#include "20_tma_wgmma/split_fold.cuh"
 
 __device__ __forceinline__ void fence_accumulators(float (&acc)[ACC]) {
 #pragma unroll
@@ -448,26 +460,38 @@ __device__ __forceinline__ void producer_loop(const TmaMap* mapA, const TmaMap* 
 
 // Where a finished unit goes: C (alpha, beta, the TMA store where usable),
 // or with split-K the unit's partial product, raw fp32, into its split's
-// slice of the workspace (M x N, row-major, split s at partials + s *
-// split_stride); the reduce kernel (20_tma_wgmma/split_reduce.cu) sums the
-// slices in split order and applies alpha and beta.
+// slice of the workspace (split s at partials + s * split_stride): for the
+// reduce kernel (20_tma_wgmma/split_reduce.cu) an M x N row-major slice; for
+// the fold in the kernel (fold != 0) whole tiles in the accumulators' order,
+// which the last piece of the tile adds to its own (fold_partials).
 struct Output {
     void* C;
     float alpha, beta;
     bool c_tma;
     float* partials;
     long long split_stride;
+    u32* fold;
 };
 
 template <int ELEM>
-__device__ __forceinline__ void store_unit(const float (&acc)[ACC], const TmaMap* mapC,
+__device__ __forceinline__ void store_unit(float (&acc)[ACC], const TmaMap* mapC,
                                            const Ring& ring, const Problem& p, const Work& w,
                                            int c, const Output& out) {
-    if (SPLIT_K && p.splits > 1)
-        epilogue_direct<ELEM, false>(acc, out.partials + w.split * out.split_stride, p, w.y0,
-                                     w.x0, c, 1.0f, 0.0f);
-    else
-        epilogue<ELEM>(acc, mapC, out.C, ring, p, w.y0, w.x0, c, out.alpha, out.beta, out.c_tma);
+    if (SPLIT_K && p.splits > 1) {
+        if (out.fold == nullptr) {
+            epilogue_direct<ELEM, false>(acc, out.partials + w.split * out.split_stride, p,
+                                         w.y0, w.x0, c, 1.0f, 0.0f);
+            return;
+        }
+        const int block = fold_block(p, w, c);
+        if (w.split < p.splits - 1) {
+            store_fold_partial(acc, out.partials + w.split * out.split_stride, block);
+            fold_arrive(out.fold + block, c);
+            return;
+        }
+        fold_partials(acc, out.partials, out.split_stride, p.splits, out.fold + block, block, c);
+    }
+    epilogue<ELEM>(acc, mapC, out.C, ring, p, w.y0, w.x0, c, out.alpha, out.beta, out.c_tma);
 }
 
 // One unit of a consumer warpgroup: the mainloop over its k-tiles, then the epilogue.
@@ -570,7 +594,7 @@ template <int ELEM>
 __device__ __forceinline__ void gemm_tma_wgmma(const TmaMap* mapA, const TmaMap* mapB,
                                                const TmaMap* mapC, void* C, int M, int N, int K,
                                                float alpha, float beta, float* partials,
-                                               long long split_stride, int splits) {
+                                               long long split_stride, int splits, u32* fold) {
     extern __shared__ unsigned char smem_raw[];
     Ring ring;
     ring.base = (smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -589,10 +613,11 @@ __device__ __forceinline__ void gemm_tma_wgmma(const TmaMap* mapA, const TmaMap*
     // The TMA store path: the host encodes mapC exactly when C allows it.
     // (rows of C a multiple of 16 bytes: 4 fp32 or 8 16-bit elements)
     // (Split-K units write raw partials and never store C.)
-    const bool c_tma = Elem<ELEM>::EPI == 2 && beta == 0.0f && (!SPLIT_K || splits == 1) &&
+    const bool c_tma = Elem<ELEM>::EPI == 2 && beta == 0.0f &&
+                       (!SPLIT_K || splits == 1 || fold != nullptr) &&
                        (N & (Elem<ELEM>::NARROW ? 7 : 3)) == 0 &&
                        (reinterpret_cast<size_t>(C) & 15) == 0;
-    const Output out{C, alpha, beta, c_tma, partials, split_stride};
+    const Output out{C, alpha, beta, c_tma, partials, split_stride, fold};
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
@@ -633,9 +658,9 @@ __device__ __forceinline__ void gemm_tma_wgmma(const TmaMap* mapA, const TmaMap*
     extern "C" __global__ void __launch_bounds__(THREADS, 1)                                 \
     NAME(const __grid_constant__ TmaMap mapA, const __grid_constant__ TmaMap mapB,           \
          const __grid_constant__ TmaMap mapC, void* C, int M, int N, int K, float alpha,     \
-         float beta, float* partials, long long split_stride, int splits) {                   \
+         float beta, float* partials, long long split_stride, int splits, u32* fold) {       \
         gemm_tma_wgmma<ELEM>(&mapA, &mapB, &mapC, C, M, N, K, alpha, beta, partials,          \
-                             split_stride, splits);                                           \
+                             split_stride, splits, fold);                                     \
     }
 
 #if WGMMA_ELEM == ELEM_BF16

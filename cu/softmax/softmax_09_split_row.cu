@@ -54,6 +54,7 @@
 // Parameters: x, y rows x cols with row pitches ldx, ldy (elements);
 // grid = slots * split (slots >= 1); split >= 1.
 #include "cp_async.cuh"
+#include "grid_flags.cuh"
 #include "ld_st.cuh"
 #include "softmax_window.cuh"
 
@@ -88,24 +89,11 @@ static_assert(SITEMS >= 0 && (SITEMS == 0 || (DTYPE == 0 && PACKED == 0)),
 // The pairs start after the counter head (bytes).
 constexpr int WS_PAIRS_OFFSET = 2 * WS_MAX_SLOTS * 4;
 
-__device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
-    unsigned v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-
 // Peers' pairs come from L2 (relaxed at GPU scope: never a stale L1 line).
 __device__ __forceinline__ MaxSum load_pair(const MaxSum* p) {
     MaxSum r;
     asm volatile("ld.relaxed.gpu.global.v2.f32 {%0, %1}, [%2];" : "=f"(r.m), "=f"(r.l) : "l"(p) : "memory");
     return r;
-}
-
-// A release increment, not __threadfence() + atomicAdd: the fence is a
-// sequentially consistent one (MEMBAR.SC.GPU), more than the pair-before-count
-// order needs, and every block waits on it once a row.
-__device__ __forceinline__ void arrive_release(unsigned* p) {
-    asm volatile("red.release.gpu.global.add.u32 [%0], 1;" :: "l"(p) : "memory");
 }
 
 __device__ __forceinline__ void wait_count(const unsigned* p, unsigned target) {

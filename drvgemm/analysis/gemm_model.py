@@ -18,7 +18,9 @@ its family (the unit it computes on and what it reaches there, below).
   that neighbouring tiles share), C written once (read too when beta != 0),
   at the device's copy bandwidth.
 - reduction: a workspace split writes split x M x N fp32 partials and reads
-  them back once at copy bandwidth, plus a launch.
+  them back once at copy bandwidth, plus a launch; a split folded in the
+  kernel (rung 20, a few pieces) passes each tile's partials through its
+  last piece's SM instead (FOLD_SM_BW), no launch.
 - staging: operands a TMA kernel cannot describe (misaligned rows) are
   copied first: read and written once more.
 
@@ -159,6 +161,12 @@ SPARSE_ROWS = 8
 RUNG20_WAVE_S = 0.25e-6
 # What one SM's epilogue stores reach (bytes/s): 64 B a clock at 1.98 GHz.
 EPILOGUE_SM_BW = 128e9
+# Rung 20's split folded in the kernel (ladders/gemm/hopper.folds): a tile's
+# S - 1 other pieces write their fp32 partial tiles, and its last piece waits
+# for them and reads them on its own SM before its epilogue: S fp32 tiles in
+# series at this rate (bytes/s), once per wave. FOLD_SM_BW_SOURCE says where
+# it comes from.
+FOLD_SM_BW = 96e9
 
 # Fitted to two points each, time = launch + fixed + waves x unit time: the
 # 4096^3 median (full waves: efficiency) and the 256^3 median (one unit of a
@@ -363,6 +371,8 @@ def predict(c: Candidate, m: int, n: int, k: int, *, in_bytes: int, out_bytes: i
     reduce = 0.0
     if c.split > 1 and c.workspace:
         reduce = 2.0 * c.split * m * n * 4 / dev.copy_bw + LAUNCH_S
+    elif c.split > 1:
+        reduce = w * c.split * c.tile_m * c.tile_n * 4 / FOLD_SM_BW
     kept = c.staged_bytes - c.staged_unkept_bytes
     staging = (2.0 * kept / dev.copy_bw
                + 2.0 * c.staged_unkept_bytes / (dev.copy_bw * UNKEPT_STAGING_EFF)

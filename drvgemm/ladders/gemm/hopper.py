@@ -11,7 +11,7 @@ passes the Kernel in, which this module asks for its register count (the
 setmaxnreg budget) and its cluster occupancy.
 
 The rung's kernels take (mapA, mapB, mapC, C, M, N, K, alpha, beta, partials,
-split_stride, splits):
+split_stride, splits, fold):
   bf16 / fp16: mapA over A (M x K): box BK (k) x BM (rows); mapB over B
                (K x N): box 64 (columns) x BK (k); both 128-byte swizzled.
   tf32:        the kernel computes C^T = B^T A^T (see the .cu file): mapA's
@@ -24,13 +24,19 @@ split_stride, splits):
                rows are whole 16 bytes and C is 16-byte aligned (the kernel
                tests the same condition and otherwise stores directly), else
                128 zero bytes, never read.
-  partials, split_stride, splits: split-K (below); 0, 0, 1 for K in one piece.
+  partials, split_stride, splits, fold: split-K (below); 0, 0, 1, 0 for K in
+               one piece.
 
-Split-K (the workspace layout and the reduction: split_k.py). With
-``splits`` = S > 1 the work units are tiles x S: unit (tile, s) accumulates
-the k-tiles split_ranges(KT, S)[s] (KT = ceil(K / k_tile)) into slice s of
-the workspace; the reduction writes C. S is clamped to KT (a piece of K is at
-least one k-tile).
+Split-K. With ``splits`` = S > 1 the work units are tiles x S: unit (tile, s)
+accumulates the k-tiles split_ranges(KT, S)[s] (KT = ceil(K / k_tile)); S is
+clamped to KT (a piece of K is at least one k-tile). The workspace starts with
+FOLD_COUNTER_BYTES of counters (zero between launches), then the partials'
+slices. A few pieces in one wave of 16-bit tiles are folded in the kernel
+(folds(); ``fold`` points at the counters): the last piece of each tile adds
+the others' partials, in split order, and writes C, one launch. Other splits
+(a long K over a small C, where one SM would read too many partials; more
+units than SMs; tf32) go through M x N slices and the reduction launch of
+split_k.py.
 A or B that the copy engine cannot describe as it is (K or N not a multiple
 of 8 for 16-bit types, of 4 for fp32, or a misaligned base) is first copied
 into rows of a padded pitch on the launch's stream (staging.py).
@@ -52,7 +58,8 @@ __all__ = ["Geometry", "geometry", "wgmma_smem_bytes", "wgmma_work_units",
            "wgmma_grid_blocks", "c_map_usable", "check_register_budget",
            "wgmma_gemm_launch_config", "TmaWgmmaHost", "TMA_WGMMA", "ELEM_BYTES", "SPLITS",
            "k_tiles", "effective_splits", "split_launches", "TmaBinding",
-           "KEEP_STAGING_BYTES"]
+           "KEEP_STAGING_BYTES", "FOLD_MAX_SPLITS", "FOLD_COUNTER_BYTES", "folds", "fold_fits",
+           "fold_counters", "fold_slice_floats", "wgmma_workspace_bytes"]
 
 ELEM_BYTES = {"bf16": 2, "fp16": 2, "tf32": 4}
 SWIZZLE_LINE = 128    # bytes: one 128-byte swizzled line per row of a box
@@ -66,6 +73,15 @@ ALIGN_SLACK = 1024    # the ring starts on a 1024-byte boundary (the swizzle rep
 # up to 128 pieces, for a product of one or two tiles with a long K (128 x 128 x 65536
 # is one tile: 1024 k-tiles, 8 per piece at S = 128).
 SPLITS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+# Split-K folded in the kernel (folds()): up to this many pieces (the last
+# piece of a tile reads the other S - 1 partial tiles on its own SM, at ~100
+# GB/s: past three pieces the reduction launch, whose pass spreads over every
+# SM, was as fast or faster on the H200, notes/dispatch.md "Twenty-fifth
+# round"), and at most FOLD_COUNTER_BYTES / 4 counters (one per tile and
+# consumer warpgroup) in the fixed head of the workspace, where no shape's
+# partials ever land.
+FOLD_MAX_SPLITS = 3
+FOLD_COUNTER_BYTES = 64 << 10
 
 
 @dataclass(frozen=True)
@@ -143,6 +159,47 @@ def c_map_usable(address: int, n: int, elem_bytes: int = 4) -> bool:
     """EPILOGUE=2 stores C through a tensor map: rows must be a multiple of 16
     bytes and C 16-byte aligned (the kernel checks the same)."""
     return address % 16 == 0 and (n * elem_bytes) % 16 == 0
+
+
+def fold_counters(geo: Geometry, m: int, n: int) -> int:
+    """Counters of a folded split: one per (tile, consumer warpgroup), tiles
+    counted as the kernel does (whole clusters of them along Y)."""
+    return wgmma_work_units(geo, m, n, 1, 1) * geo.consumers
+
+
+def fold_fits(geo: Geometry, m: int, n: int) -> bool:
+    """Whether the kernel can fold a split of this C: its counters fit the
+    workspace's head."""
+    return 4 * fold_counters(geo, m, n) <= FOLD_COUNTER_BYTES
+
+
+def folds(geo: Geometry, m: int, n: int, splits: int, sm_count: int) -> bool:
+    """Whether gemm() folds ``splits`` pieces in the kernel (one launch)
+    rather than reducing them by split_k.py's launch: 2 .. FOLD_MAX_SPLITS
+    pieces of a 16-bit tile, all units in one wave of ``sm_count`` blocks.
+    Measured on the H200 (notes/dispatch.md, "Twenty-fifth round"): there
+    the fold saves the launch and the pass over M x N partials (512 x 4096 x
+    11008 in 128 x 256 tiles, split 2: 71.5 -> 68.7 us); over several waves,
+    and for tf32, the same splits ran 5-25% slower than the choices they
+    displaced, so those keep the reduction launch."""
+    return (geo.elem != "tf32" and 1 < int(splits) <= FOLD_MAX_SPLITS
+            and wgmma_work_units(geo, m, n, 1, splits) <= int(sm_count)
+            and fold_fits(geo, m, n))
+
+
+def fold_slice_floats(geo: Geometry, m: int, n: int) -> int:
+    """One folded split's slice: every tile whole (the accumulators' order)."""
+    return wgmma_work_units(geo, m, n, 1, 1) * geo.tile_y * geo.tile_x
+
+
+def wgmma_workspace_bytes(geo: Geometry, m: int, n: int, split: int) -> int:
+    """The workspace of ``split`` pieces (0 for one): the counters' head,
+    then room for either kind of slices (a launch may use fewer pieces, or
+    the other kind, never more)."""
+    if int(split) <= 1:
+        return 0
+    folded = 4 * (int(split) - 1) * fold_slice_floats(geo, m, n)
+    return FOLD_COUNTER_BYTES + max(split_workspace_bytes(m, n, split), folded)
 
 
 def k_tiles(geo: Geometry, k: int) -> int:
@@ -244,7 +301,7 @@ def _persistent_blocks(rung, kernel, cluster: int, block: tuple, smem: int,
 
 
 def wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, *, stream=None,
-                             narrow_output=False, kernel=None, splits=1, partials=0,
+                             narrow_output=False, kernel=None, splits=1, partials=0, fold=False,
                              staged=None) -> dict:
     """Launch of a rung-20 entry for C = alpha * A @ B + beta * C.
 
@@ -263,9 +320,11 @@ def wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, *, stream=None
     BALANCE (1: as few of those as finish in the same number of rounds).
     ``narrow_output``: C has the inputs' 16-bit type (the OUT_16 build).
     ``splits`` > 1: K in that many pieces (not clamped here; an empty piece
-    writes a zero partial), each unit's partial into ``partials`` (a
-    workspace of split_workspace_bytes(m, n, splits), 16-byte aligned); C is
-    then not touched (split_launches adds the reduction that writes it).
+    writes a zero partial) through ``partials``, a workspace of
+    wgmma_workspace_bytes(geo, m, n, splits), 16-byte aligned, whose first
+    FOLD_COUNTER_BYTES are zero; ``fold``: the kernel adds the pieces and
+    writes C itself (fold_fits() must allow it), else C is not touched
+    (split_launches adds the reduction that writes it).
     """
     m, n, k = int(m), int(n), int(k)
     if m < 1 or n < 1 or k < 1:
@@ -293,17 +352,24 @@ def wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, *, stream=None
     splits = int(splits)
     if splits < 1:
         raise ValueError(f"{rung.name}: splits must be >= 1, not {splits}")
-    stride = 0
+    stride = slices = counters = 0
+    if fold and (splits < 2 or not fold_fits(geo, m, n)):
+        raise ValueError(f"{rung.name}: {splits} pieces of a {m} x {n} C cannot be folded in "
+                         f"the kernel (one piece, or more than {FOLD_COUNTER_BYTES // 4} "
+                         "counters)")
     if splits > 1:
         pw = driver.device_pointer(partials, "workspace")
+        need = wgmma_workspace_bytes(geo, m, n, splits)
         if pw == 0 or pw % 16:
             raise ValueError(f"{rung.name}: split-K needs a 16-byte aligned workspace of "
-                             f"{split_workspace_bytes(m, n, splits)} bytes, got address {pw:#x}")
+                             f"{need} bytes, got address {pw:#x}")
         have = getattr(partials, "nbytes", None)
-        if have is not None and have < split_workspace_bytes(m, n, splits):
+        if have is not None and have < need:
             raise ValueError(f"{rung.name}: the workspace holds {have} bytes; {splits} pieces "
-                             f"of a {m} x {n} C need {split_workspace_bytes(m, n, splits)}")
-        stride = split_stride(m, n)
+                             f"of a {m} x {n} C need {need}")
+        slices = pw + FOLD_COUNTER_BYTES
+        counters = pw if fold else 0
+        stride = fold_slice_floats(geo, m, n) if fold else split_stride(m, n)
 
     s = driver.stream_handle(stream)
     pa = driver.device_pointer(a, "A")
@@ -355,22 +421,28 @@ def wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, *, stream=None
         "block": block,
         "smem": smem,
         "args": [map_a, map_b, map_c, c, m, n, k, float(alpha), float(beta),
-                 partials if splits > 1 else 0, stride, splits],
+                 slices, stride, splits, counters],
         "cluster": (cluster, 1, 1) if cluster > 1 else None,
         "keepalive": keep,
     }
 
 
 def split_launches(rung, kernel, a, b, c, m, n, k, alpha, beta, *, stream=None,
-                   narrow_output=False, split=1, workspace=0, clamp=True, staged=None) -> list:
+                   narrow_output=False, split=1, workspace=0, clamp=True, staged=None,
+                   fold="auto") -> list:
     """The launches of one product with K in ``split`` pieces, in stream
-    order: [(kernel, its LaunchConfig)] for one piece; else the partial
-    products into ``workspace`` (by the split-K build: split_kernel) and the
-    reduction that writes C. ``clamp``
-    (the default) cuts K into at most one piece per k-tile; False keeps
-    ``split`` as asked (empty pieces add zero partials), which tests use."""
+    order: [(kernel, its LaunchConfig)] for one piece, or for pieces folded in
+    the kernel (``fold``: "auto", as folds() says for this device; True or
+    False to choose, which tests and sweeps do); else the partial products
+    into ``workspace`` (by the split-K build: split_kernel) and the
+    reduction that writes C. ``clamp`` (the default)
+    cuts K into at most one piece per k-tile; False keeps ``split`` as asked
+    (empty pieces add zero partials), which tests use."""
     geo = geometry(rung)
     s = effective_splits(geo, k, split) if clamp else int(split)
+    if fold == "auto":
+        fold = folds(geo, m, n, s, driver.device().sm_count)
+    fold = bool(fold) and s > 1
 
     def config(cfg):
         return LaunchConfig(cfg["grid"], cfg["block"], cfg["smem"], cfg["args"],
@@ -380,12 +452,12 @@ def split_launches(rung, kernel, a, b, c, m, n, k, alpha, beta, *, stream=None,
         kernel = split_kernel(rung, kernel, narrow_output=narrow_output)
     main = wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, stream=stream,
                                     narrow_output=narrow_output, kernel=kernel, splits=s,
-                                    partials=workspace, staged=staged)
-    if s == 1:
+                                    partials=workspace, fold=fold, staged=staged)
+    if s == 1 or fold:
         return [(kernel, config(main))]
     out = rung.precision if narrow_output else "fp32"
     return [(kernel, config(main)),
-            reduce_launch(workspace, c, m, n, s, alpha, beta, out)]
+            reduce_launch(main["args"][9], c, m, n, s, alpha, beta, out)]
 
 
 # Operands up to this size that need padded rows get a staging buffer of their
@@ -433,10 +505,13 @@ class TmaBinding(Binding):
         if self._enc_c is not None:
             args[2] = self._enc_c(pc)
         args[3], args[7], args[8] = pc, alpha, beta
+        if args[11] > 1:   # split: the slices after the counters' head
+            args[9] = ws + FOLD_COUNTER_BYTES
+            if args[12]:
+                args[12] = ws
         if rest:
-            args[9] = ws
             rk, rgrid, rblock, rargs, rsmem, rcluster = rest[0]
-            rargs = (ws, pc) + tuple(rargs[2:5]) + (alpha, beta)
+            rargs = (args[9], pc) + tuple(rargs[2:5]) + (alpha, beta)
             return pad + [(kern, grid, block, args, smem, cluster),
                           (rk, rgrid, rblock, rargs, rsmem, rcluster)], ()
         return pad + [(kern, grid, block, args, smem, cluster)], ()
@@ -502,22 +577,29 @@ class TmaWgmmaHost(PlainHost):
                           split=split)
 
     def workspace_bytes(self, rung, m, n, split) -> int:
-        """S fp32 partials of M x N for ``split`` = S > 1 (0 for 1): enough for
-        any K (launches may cut K into fewer pieces, never more)."""
+        """wgmma_workspace_bytes: the counters' head and S fp32 partials for
+        ``split`` = S > 1 (0 for 1), enough for any K (launches may cut K
+        into fewer pieces, never more); its head must be zero."""
         self._check_split(rung, split)
-        return split_workspace_bytes(m, n, split)
+        return wgmma_workspace_bytes(geometry(rung), m, n, split)
 
     def split_k_build(self, rung, k, split) -> bool:
         """K in more than one piece (after the clamp to the k-tiles) runs the
         SPLIT_K=1 instantiation; one piece, the SPLIT_K=0 one."""
         return effective_splits(geometry(rung), k, split) > 1
 
+    def split_in_kernel(self, rung, m, n, k, split, sm_count) -> bool:
+        """The pieces K is cut into are folded in the kernel (folds())."""
+        geo = geometry(rung)
+        return folds(geo, m, n, effective_splits(geo, k, split), sm_count)
+
     def launches(self, rung, kernel, a, b, c, m, n, k, alpha, beta, *, stream=None,
                  narrow_output=False, split=1, workspace=0) -> list:
         """[(kernel, LaunchConfig)] for K in one piece; for ``split`` > 1 the
         split-K product into ``workspace`` (workspace_bytes(rung, m, n,
-        split), 16-byte aligned) and its deterministic reduction into C,
-        with K cut into min(split, k-tiles) pieces."""
+        split), 16-byte aligned, its head zero) and, past FOLD_MAX_SPLITS
+        pieces, its deterministic reduction into C, with K cut into
+        min(split, k-tiles) pieces."""
         self._check_split(rung, split)
         return split_launches(rung, kernel, a, b, c, m, n, k, alpha, beta, stream=stream,
                               narrow_output=narrow_output, split=split, workspace=workspace)

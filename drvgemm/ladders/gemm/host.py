@@ -127,6 +127,12 @@ class PlainHost:
         kernel of one piece, the one passed in."""
         return rung.has_split_k_build and min(int(split), self.k_tiles(rung, k)) > 1
 
+    def split_in_kernel(self, rung, m, n, k, split, sm_count) -> bool:
+        """Whether the kernel adds the pieces of this split itself (no
+        reduction launch, no pass over M x N partials) on a device of
+        ``sm_count`` SMs: never here."""
+        return False
+
     def binding(self, rung, kernel, m, n, k, *, stream=0, narrow_output=False,
                 split=1) -> Binding:
         """The launches of one call signature, for each call's pointers."""

@@ -195,7 +195,8 @@ def _predict(r: Rung, split: int, aligned: bool, m, n, k, precision, out_bytes,
                 staged += rows * cols * es
                 if padded_pitch(cols * es) * rows > hopper.KEEP_STAGING_BYTES:
                     unkept += rows * cols * es
-    ws = r.host_side.workspace_bytes(r, m, n, split) > 0
+    ws = (r.host_side.workspace_bytes(r, m, n, split) > 0
+          and not r.host_side.split_in_kernel(r, m, n, k, split, t.ceilings.sm_count))
     c = gm.Candidate(gm.FAMILIES[fam], r.tile_m, r.tile_n, split, ws, blocks_per_sm(r, t),
                      aligned, staged, unkept)
     return gm.predict(c, m, n, k, in_bytes=in_bytes, out_bytes=out_bytes, dev=t.ceilings,
