@@ -182,7 +182,7 @@ def run_split_k(r):
     plan = [(split, SHAPES, "auto") for split in SPLITS if split in r.splits]
     if r.host == "small_m":
         plan += [(split, SMALL_M_SPLIT_SHAPES, "auto") for split in SMALL_M_SPLITS]
-    if r.host == "tma" and not hopper.stream_k(r):
+    if r.host == "tma":
         plan += [(split, SHAPES, True) for split in FOLDED_SPLITS]
     for split, shapes, fold in plan:
         for m, n, k in shapes:

@@ -92,7 +92,7 @@ def bench_member(r, split, m, n, k, A, B, ref, batch, reps, fold="auto"):
     ws = driver.to_device(np.zeros(max(1, nbytes // 4), np.float32))
     if r.host == "tma":
         steps = hopper.split_launches(r, kern, A, B, C, m, n, k, 1.0, 0.0, split=split,
-                                      workspace=ws if nbytes else 0, fold=fold)
+                                      workspace=ws if split > 1 else 0, fold=fold)
     else:
         steps = r.launches(kern, A, B, C, m, n, k, 1.0, 0.0, split=split,
                            workspace=ws if split > 1 else 0)

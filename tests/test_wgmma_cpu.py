@@ -556,15 +556,10 @@ def test_family_is_registered_once_per_tile():
         assert members[-1].name == f"20_tma_wgmma_{prec}"
         assert (members[-1].tile_m, members[-1].tile_n) == ((256, 128) if prec == "tf32"
                                                             else (128, 256))
-        # one entry per (tile, schedule): the stream-K members add "_sk"
-        tiles = {(r.tile_m, r.tile_n, hopper.stream_k(r)) for r in members}
+        tiles = {(r.tile_m, r.tile_n) for r in members}
         assert len(tiles) == len(members) >= 3
         for r in members[:-1]:
-            flagship = (r.tile_m, r.tile_n) == (128, 256)
-            assert r.name == (f"20_tma_wgmma_{prec}" + ("" if flagship else
-                                                        f"_{r.tile_m}x{r.tile_n}")
-                              + ("_sk" if hopper.stream_k(r) else ""))
-            assert hopper.stream_k(r) or not flagship
+            assert r.name == f"20_tma_wgmma_{prec}_{r.tile_m}x{r.tile_n}"
     import drvgemm
     assert set(names) <= set(drvgemm.kernels())
 
@@ -591,8 +586,7 @@ def test_member_constants_once(name):
                                              geo.stage_bytes, geo.consumers)
     # the opt-in limit of a block, and 1 KB reserved per block within the SM's 228 KB
     assert r.smem <= 232448 and r.smem + 1024 <= 233472
-    # a stream-K member shares K its own way and takes no split
-    assert r.splits == ((1,) if hopper.stream_k(r) else hopper.SPLITS)
+    assert r.splits == hopper.SPLITS and r.splits[0] == 1
     assert r.threads == 128 + 128 * geo.consumers and r.arch == "sm_90a"
 
 
@@ -647,11 +641,6 @@ def test_member_compiles_within_budget(name, narrow):
     # fp32 C pairs are 8-byte stores, 16-bit C pairs 4-byte (the transposed tf32
     # tile stores single elements); the unsplit build has no fp32 partial epilogue
     assert bool(re.search(r"STG\.E\.64 ", sass)) == (not geo.swapped and not narrow)
-    if hopper.stream_k(r):
-        # stream-K: the arrival of a handed-over tile (a release reduction), no split build
-        assert re.search(r"\bREDG?\.", sass) and r.splits == (1,)
-        return
-    assert not re.search(r"\bREDG?\.", sass)   # the unsplit build waits for no one
     # the SPLIT_K=1 build: split-K partials are fp32 pairs even where C is 16-bit
     sk = rung_kernel(r, True, "sm_90a", narrow_output=narrow, split_k=True)
     assert sk.resources.spill_stores == 0, sk.log

@@ -483,8 +483,6 @@ def test_16bit_c_k_zero_and_errors(hopper):
 # The family: every member (tile shape) and split-K
 # ---------------------------------------------------------------------------
 FAMILY = [r.name for r in registry.RUNGS if r.host == "tma"]
-# the members that split K (stream-K members share it their own way)
-SPLITTING = [r.name for r in registry.RUNGS if r.host == "tma" and not rung20.stream_k(r)]
 WS_GUARD = 64                   # floats of sentinel after the split-K workspace
 
 
@@ -548,7 +546,7 @@ def run_split(r, a, b, c_init, alpha, beta, split, *, narrow=False, clamp=True,
     prec = r.precision
     buf, C = guarded_c16(prec, c_init) if narrow else guarded_c(c_init)
     ws_floats = r.workspace_bytes(m, n, split) // 4
-    head = rung20.FOLD_COUNTER_BYTES // 4 if ws_floats else 0
+    head = rung20.FOLD_COUNTER_BYTES // 4 if split > 1 else 0
     ws_host = np.full(ws_floats + WS_GUARD, np.nan, np.float32)
     ws_host[:head] = 0.0
     ws_host[ws_floats:] = SENTINEL
@@ -557,7 +555,7 @@ def run_split(r, a, b, c_init, alpha, beta, split, *, narrow=False, clamp=True,
     kernel = registry.rung_kernel(r, True, narrow_output=narrow)
     if clamp and fold == "auto":
         steps = r.launches(kernel, A, B, C, m, n, k, alpha, beta, narrow_output=narrow,
-                           split=split, workspace=ws if ws_floats else 0)
+                           split=split, workspace=ws if split > 1 else 0)
     else:
         steps = rung20.split_launches(r, kernel, A, B, C, m, n, k, alpha, beta,
                                       narrow_output=narrow, split=split, workspace=ws,
@@ -565,8 +563,7 @@ def run_split(r, a, b, c_init, alpha, beta, split, *, narrow=False, clamp=True,
     used = steps[0][1].args[11]
     folded = steps[0][1].args[12] != 0
     geo = rung20.geometry(r)
-    assert folded == (rung20.stream_k(r) or
-                      used > 1 and (rung20.folds(geo, m, n, used, drvgemm.device().sm_count)
+    assert folded == (used > 1 and (rung20.folds(geo, m, n, used, drvgemm.device().sm_count)
                                     if fold == "auto" else fold))
     assert len(steps) == (1 if used == 1 or folded else 2)
     for step_kernel, cfg in steps:
@@ -607,7 +604,7 @@ def split_case(r, m, n, k, split, *, seed, exact, beta, narrow=False, alpha=None
     return used
 
 
-@pytest.mark.parametrize("name", SPLITTING)
+@pytest.mark.parametrize("name", FAMILY)
 def test_split_k_every_split_count(hopper, name):
     """Each registered split count on one member: edge tiles on both sides,
     K not a multiple of the k-tile (1000 = 15.6 k-tiles of 64, 31.25 of
@@ -625,30 +622,6 @@ def test_split_k_every_split_count(hopper, name):
                 for fold in (True, False):
                     split_case(r, m, n, 1000, split, seed=split, exact=exact, beta=beta,
                                fold=fold)
-
-
-STREAM_K = [r.name for r in registry.RUNGS if r.host == "tma" and rung20.stream_k(r)]
-
-
-@pytest.mark.parametrize("name", STREAM_K)
-def test_stream_k_shares_every_way(hopper, name):
-    """Stream-K members on shapes that share tiles between blocks every way:
-    fewer k-tiles than SMs (a block per k-tile), one tile over every block
-    (a long K), tiles over two or three blocks, more tiles than SMs (a block
-    finishing one tile and handing over another), edge tiles, K = 1; exact
-    integers with NaN in C and beta = 0, random data with beta != 0 into a
-    16-bit C; the counters left zero; two runs, the same bits."""
-    r = ladder.rung(name)
-    for i, (m, n, k) in enumerate([(128, 192, 5 * 64), (100, 200, 65536 + 3), (1536, 1536, 1536),
-                                   (513, 4100, 3000), (2100, 1900, 777), (1, 1, 1),
-                                   (129, 257, 64 * 131 + 1)]):
-        split_case(r, m, n, k, 1, seed=i, exact=True, beta=0.0)
-        split_case(r, m, n, k, 1, seed=i, exact=False, beta=0.5, narrow=True)
-    a, b, c = inputs(r.precision, 700, 900, 5000, 21, exact=False)
-    first, _ = run_split(r, a, b, c, 0.75, 0.5, 1)
-    second, _ = run_split(r, a, b, c, 0.75, 0.5, 1)
-    assert np.array_equal(first.view(np.uint32), second.view(np.uint32)), f"{name}: runs differ"
-    check(first, a, b, c, 0.75, 0.5, r.precision, False, name)
 
 
 @pytest.mark.parametrize("name", ["20_tma_wgmma_bf16_128x128", "20_tma_wgmma_fp16_64x128",
@@ -671,7 +644,7 @@ def test_split_k_fold_many_rounds(hopper, name):
                        fold=True)
 
 
-@pytest.mark.parametrize("name", SPLITTING)
+@pytest.mark.parametrize("name", FAMILY)
 @settings(SLOW, max_examples=15)
 @given(data=st.data(), k=st.one_of(KS, st.integers(1, 9000)),
        split=st.sampled_from(rung20.SPLITS[1:]), seed=st.integers(0, 2**32 - 1),
@@ -703,7 +676,7 @@ def test_split_k_empty_pieces(hopper, name):
             assert used == split
 
 
-@pytest.mark.parametrize("name", SPLITTING)
+@pytest.mark.parametrize("name", FAMILY)
 def test_split_k_16bit_c(hopper, name):
     r = ladder.rung(name)
     if not r.narrow_output:

@@ -131,13 +131,6 @@
 #ifndef SPLIT_K
 #error "SPLIT_K must be defined (the registry passes it)"
 #endif
-// STREAM_K: 1: the blocks share the k-tiles of all tiles evenly (stream-K,
-// 20_tma_wgmma/scheduler.cuh), a tile split between blocks finished by a fold
-// in the kernel (the host passes partials, one slot of a tile per block, and
-// fold, the counters); 0: whole tiles (or SPLIT_K's pieces).
-#ifndef STREAM_K
-#error "STREAM_K must be defined (the registry passes it)"
-#endif
 // SWAP_AB: 1: the block computes C^T = B^T A^T, wgmma's M running along N and
 // its N along M: always for tf32 (see Layouts), and for the few-row bf16 / fp16
 // members (BM = 8, 16 or 32 rows of A as wgmma's N, a 64-column strip of B as
@@ -164,8 +157,6 @@ static_assert(OUT_16 == 0 || OUT_16 == 1, "OUT_16 must be 0 or 1");
 static_assert(!(OUT_16 && WGMMA_ELEM == 3), "tf32 writes an fp32 C: OUT_16 is for bf16 / fp16");
 static_assert(SWAP_AB == 1 || WGMMA_ELEM != ELEM_TF32, "tf32 tiles are always swapped");
 static_assert(SWAP_AB == 0 || SWAP_AB == 1, "SWAP_AB must be 0 or 1");
-static_assert(STREAM_K == 0 || (STREAM_K == 1 && !SPLIT_K && CLUSTER == 1 && WARP_SPECIALIZED),
-              "STREAM_K: 0, or 1 in a warp-specialised build of single blocks without SPLIT_K");
 // The swapped 16-bit tile: wgmma's A is B's 64-column strip read MN-major
 // (tnsp-a), its B the rows of A, K-major.
 constexpr bool SWAP_16 = SWAP_AB && WGMMA_ELEM != ELEM_TF32;
@@ -445,8 +436,9 @@ __device__ __forceinline__ void fence_accumulators(float (&acc)[ACC]) {
 // ---------------------------------------------------------------------------
 template <int ELEM>
 __device__ __forceinline__ void produce_unit(const TmaMap* mapA, const TmaMap* mapB,
-                                             const Ring& ring, const Problem& p, const Work& w,
-                                             u32 rank, Cursor& cur) {
+                                             const Ring& ring, const Problem& p, int u, u32 rank,
+                                             Cursor& cur) {
+    const Work w = unit_work(p, u, rank);
     for (int kt = w.kt0; kt < w.kt1; ++kt) {
         // Parity phase ^ 1: on the first lap the barrier is in phase 0
         // and "phase 1" counts as completed, so a fresh stage is free.
@@ -456,14 +448,14 @@ __device__ __forceinline__ void produce_unit(const TmaMap* mapA, const TmaMap* m
     }
 }
 
-// Block b walks units b, b + G, b + 2G, ... (G = grid size, in clusters),
-// or its stream-K share: the same walk in the producer and the consumers,
-// with no communication.
+// Block b walks units b, b + G, b + 2G, ... (G = grid size, in clusters):
+// the same walk in the producer and the consumers, with no communication.
 template <int ELEM>
 __device__ __forceinline__ void producer_loop(const TmaMap* mapA, const TmaMap* mapB,
                                               const Ring& ring, const Problem& p, u32 rank) {
     Cursor cur;
-    walk(p, rank, [&](const Work& w) { produce_unit<ELEM>(mapA, mapB, ring, p, w, rank, cur); });
+    for (int u = first_unit(); u < p.units; u += unit_stride())
+        produce_unit<ELEM>(mapA, mapB, ring, p, u, rank, cur);
 }
 
 // Where a finished unit goes: C (alpha, beta, the TMA store where usable),
@@ -485,19 +477,7 @@ template <int ELEM>
 __device__ __forceinline__ void store_unit(float (&acc)[ACC], const TmaMap* mapC,
                                            const Ring& ring, const Problem& p, const Work& w,
                                            int c, const Output& out) {
-    if (STREAM_K && (w.kt0 != 0 || w.kt1 != p.k_tiles)) {
-        // A tile shared with other blocks: one slot of partials per block.
-        constexpr size_t TILE_ELEMS = static_cast<size_t>(TILE_Y) * TILE_X;
-        const int counter = fold_block(p, w, c);
-        if (w.kt0 > 0) {   // its later k-tiles, this block's first piece: hand them over
-            store_fold_partial(acc, out.partials + blockIdx.x * TILE_ELEMS, c);
-            fold_arrive(out.fold + counter, c);
-            return;
-        }
-        // its first k-tiles, this block's last piece: the next blocks hold the rest
-        fold_partials(acc, out.partials + (blockIdx.x + 1) * TILE_ELEMS, TILE_ELEMS,
-                      sk_later_pieces(p, w.tile) + 1, out.fold + counter, c, c);
-    } else if (SPLIT_K && p.splits > 1) {
+    if (SPLIT_K && p.splits > 1) {
         if (out.fold == nullptr) {
             epilogue_direct<ELEM, false>(acc, out.partials + w.split * out.split_stride, p,
                                          w.y0, w.x0, c, 1.0f, 0.0f);
@@ -518,8 +498,9 @@ __device__ __forceinline__ void store_unit(float (&acc)[ACC], const TmaMap* mapC
 template <int ELEM>
 __device__ __forceinline__ void consume_unit(float (&acc)[ACC], u32 (&frag0)[4][4],
                                              u32 (&frag1)[4][4], const TmaMap* mapC,
-                                             const Ring& ring, const Problem& p, const Work& w,
-                                             int c, const Output& out, Cursor& cur) {
+                                             const Ring& ring, const Problem& p, int u, int c,
+                                             u32 rank, const Output& out, Cursor& cur) {
+    const Work w = unit_work(p, u, rank);
     int prev = -1;
     for (int kt = w.kt0; kt < w.kt1; ++kt) {
         mbar_wait(ring.full_bar(cur.s), cur.phase);
@@ -554,9 +535,8 @@ __device__ __forceinline__ void consumer_loop(const TmaMap* mapC, const Ring& ri
     float acc[ACC];
     u32 frag0[4][4], frag1[4][4];
     Cursor cur;
-    walk(p, rank, [&](const Work& w) {
-        consume_unit<ELEM>(acc, frag0, frag1, mapC, ring, p, w, c, out, cur);
-    });
+    for (int u = first_unit(); u < p.units; u += unit_stride())
+        consume_unit<ELEM>(acc, frag0, frag1, mapC, ring, p, u, c, rank, out, cur);
     if constexpr (Elem<ELEM>::EPI == 2) {
         // Shared memory must outlive the copy engine's reads of it.
         if ((threadIdx.x & 127) == 0) bulk_wait_group<0>();

@@ -301,7 +301,6 @@ class Candidate:
     aligned: bool = True
     staged_bytes: int = 0    # bytes copied first (TMA staging of misaligned operands)
     staged_unkept_bytes: int = 0   # of those, in operands staged afresh on every call
-    stream_k: bool = False   # the slots share all tiles' K evenly (rung 20's _sk members)
 
 
 @dataclass(frozen=True)
@@ -353,9 +352,7 @@ def predict(c: Candidate, m: int, n: int, k: int, *, in_bytes: int, out_bytes: i
     unit_flops = 2.0 * c.tile_m * c.tile_n * k_unit
     eff = f.efficiency * (1.0 if c.aligned else f.unaligned)
     slot_rate = dev.rate(f.unit) * eff / slots
-    # Stream-K: every slot computes tiles / slots tiles' worth of k-tiles
-    # (no idle SM, no partial wave)
-    compute = (tiles / slots if c.stream_k else w) * unit_flops / slot_rate
+    compute = w * unit_flops / slot_rate
     c_bytes = m * n * out_bytes * (2 if beta_reads_c else 1)
     # A product of a few rows streams its operands at the family's stream_eff
     stream = f.stream_eff if m <= (f.stream_rows or SPARSE_ROWS) else 1.0
@@ -376,13 +373,6 @@ def predict(c: Candidate, m: int, n: int, k: int, *, in_bytes: int, out_bytes: i
         reduce = 2.0 * c.split * m * n * 4 / dev.copy_bw + LAUNCH_S
     elif c.split > 1:
         reduce = w * c.split * c.tile_m * c.tile_n * 4 / FOLD_SM_BW
-    if c.stream_k and tiles % slots:
-        # a tile's K falls to slots / tiles blocks and one more across the
-        # boundaries, on average: the block that finishes it reads the others'
-        # partial tiles, after the last of them has written its own, through
-        # its SM as the fold does
-        pieces = slots / tiles + 1 if tiles < slots else 2
-        reduce = pieces * c.tile_m * c.tile_n * 4 / FOLD_SM_BW
     kept = c.staged_bytes - c.staged_unkept_bytes
     staging = (2.0 * kept / dev.copy_bw
                + 2.0 * c.staged_unkept_bytes / (dev.copy_bw * UNKEPT_STAGING_EFF)

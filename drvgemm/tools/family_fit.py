@@ -13,7 +13,7 @@ import json
 import math
 
 from ..analysis import gemm_model as gm
-from ..ladders.gemm import hopper, plan as planning, registry
+from ..ladders.gemm import plan as planning, registry
 
 def load(path, members):
     """{(m, n, k): {(member, split, folded): seconds}} of the sweep's rung-20
@@ -31,10 +31,9 @@ def load(path, members):
 def predict(rung, fam, split, m, n, k, target, folded=False):
     """The model's GPU time of ``split`` pieces the way they were run:
     ``folded`` in the kernel, else through the reduction launch."""
-    sk = hopper.stream_k(rung)
-    ws = rung.host_side.workspace_bytes(rung, m, n, split) > 0 and not folded and not sk
+    ws = rung.host_side.workspace_bytes(rung, m, n, split) > 0 and not folded
     c = gm.Candidate(fam, rung.tile_m, rung.tile_n, split, ws,
-                     planning.blocks_per_sm(rung, target), True, 0, 0, stream_k=sk)
+                     planning.blocks_per_sm(rung, target), True, 0, 0)
     return gm.predict(c, m, n, k, in_bytes=planning.IN_BYTES[rung.precision], out_bytes=4,
                       dev=target.ceilings).gpu_s   # the sweep times launches, not calls
 

@@ -14,8 +14,6 @@ struct Problem {
     int splits;              // pieces of K per tile (split-K): 1 = the whole of K
     int units;               // tile_units * splits: the work units the grid walks
     int k_tiles;             // k-tiles of the whole of K
-    int iters;               // STREAM_K: tile_units x k_tiles (< 2^31, the host checks),
-                             // shared evenly by the blocks
 };
 
 template <int ELEM>
@@ -33,7 +31,6 @@ __device__ __forceinline__ Problem make_problem(int M, int N, int K, int splits)
     p.splits = SPLIT_K ? splits : 1;   // SPLIT_K=0: K in one piece, whatever was passed
     p.units = SPLIT_K ? p.tile_units * splits : p.tile_units;
     p.k_tiles = (K + Elem<ELEM>::K_TILE - 1) / Elem<ELEM>::K_TILE;
-    p.iters = p.tile_units * p.k_tiles;
     return p;
 }
 
@@ -62,7 +59,6 @@ struct Work {
     int y0, x0;     // tile origin
     int split;      // which piece of K
     int kt0, kt1;   // its k-tiles
-    int tile;       // STREAM_K: the tile unit
 };
 
 __device__ __forceinline__ Work unit_work(const Problem& p, int u, u32 rank) {
@@ -88,50 +84,3 @@ __device__ __forceinline__ Work unit_work(const Problem& p, int u, u32 rank) {
 // stride stays unsigned, as gridDim is: the loops add it as written.)
 __device__ __forceinline__ int first_unit() { return blockIdx.x / CLUSTER; }
 __device__ __forceinline__ u32 unit_stride() { return gridDim.x / CLUSTER; }
-
-// Stream-K (STREAM_K=1): the k-tiles of all tiles, tile after tile, form one
-// sequence of p.iters steps; block b takes steps [b * iters / G, (b + 1) *
-// iters / G) (G = gridDim.x <= iters: no block is empty), tile by tile. Every
-// SM then does the same share of the math however few tiles there are. A
-// tile shared by several blocks is finished by the one that holds its first
-// k-tiles, the last piece of that block's walk; the others hold its later
-// k-tiles as the first piece of theirs, so they hand them over before they
-// could wait for anything (20_tma_wgmma/split_fold.cuh).
-// (64-bit product: b * iters passes 2^31 well before iters does)
-__device__ __forceinline__ int sk_start(const Problem& p, u32 b) {
-    return static_cast<int>(static_cast<long long>(b) * p.iters / gridDim.x);
-}
-
-__device__ __forceinline__ Work sk_work(const Problem& p, int it, int end) {
-    Work w;
-    w.tile = it / p.k_tiles;
-    w.split = 0;
-    w.kt0 = it - w.tile * p.k_tiles;
-    w.kt1 = end - it < p.k_tiles - w.kt0 ? w.kt0 + (end - it) : p.k_tiles;
-    unit_origin(p, w.tile, 0, w.y0, w.x0);
-    return w;
-}
-
-// Blocks after this one that hold k-tiles of ``tile`` (its later pieces).
-__device__ __forceinline__ int sk_later_pieces(const Problem& p, int tile) {
-    const int end = (tile + 1) * p.k_tiles;
-    int n = 0;
-    for (u32 b = blockIdx.x + 1; b < gridDim.x && sk_start(p, b) < end; ++b) ++n;
-    return n;
-}
-
-// The walk of one block: f(Work) for each of its units in order (the same
-// sequence in the producer and the consumers).
-template <class F>
-__device__ __forceinline__ void walk(const Problem& p, u32 rank, F&& f) {
-    if constexpr (STREAM_K) {
-        const int end = sk_start(p, blockIdx.x + 1);
-        for (int it = sk_start(p, blockIdx.x); it < end;) {
-            const Work w = sk_work(p, it, end);
-            f(w);
-            it += w.kt1 - w.kt0;
-        }
-    } else {
-        for (int u = first_unit(); u < p.units; u += unit_stride()) f(unit_work(p, u, rank));
-    }
-}

@@ -37,12 +37,6 @@ the others' partials, in split order, and writes C, one launch. Other splits
 (a long K over a small C, where one SM would read too many partials; more
 units than SMs; tf32) go through M x N slices and the reduction launch of
 split_k.py.
-
-Stream-K (the ``_sk`` members, STREAM_K=1): all tiles' k-tiles form one
-sequence that the grid's blocks share evenly (sk_grid blocks, at most one per
-SM and one per k-tile); a tile shared by blocks is finished by the block that
-holds its first k-tiles, from the partial tiles the others leave in the
-workspace's slots (one slot per block after the counters' head).
 A or B that the copy engine cannot describe as it is (K or N not a multiple
 of 8 for 16-bit types, of 4 for fp32, or a misaligned base) is first copied
 into rows of a padded pitch on the launch's stream (staging.py).
@@ -65,7 +59,6 @@ __all__ = ["Geometry", "geometry", "wgmma_smem_bytes", "wgmma_work_units",
            "wgmma_gemm_launch_config", "TmaWgmmaHost", "TMA_WGMMA", "ELEM_BYTES", "SPLITS",
            "k_tiles", "effective_splits", "split_launches", "TmaBinding",
            "KEEP_STAGING_BYTES", "FOLD_MAX_SPLITS", "FOLD_COUNTER_BYTES", "folds", "fold_fits",
-           "SK_MAX_BLOCKS", "stream_k", "sk_grid", "sk_workspace_bytes",
            "fold_counters", "fold_slice_floats", "wgmma_workspace_bytes"]
 
 ELEM_BYTES = {"bf16": 2, "fp16": 2, "tf32": 4}
@@ -166,29 +159,6 @@ def c_map_usable(address: int, n: int, elem_bytes: int = 4) -> bool:
     """EPILOGUE=2 stores C through a tensor map: rows must be a multiple of 16
     bytes and C 16-byte aligned (the kernel checks the same)."""
     return address % 16 == 0 and (n * elem_bytes) % 16 == 0
-
-
-# Stream-K: at most this many blocks (one partial-tile slot each in the
-# workspace: 32 MiB for the 128 x 256 tile; an H200 launches 132).
-SK_MAX_BLOCKS = 256
-
-
-def stream_k(rung) -> bool:
-    """A stream-K member (STREAM_K=1)."""
-    return bool(int(rung.defines.get("STREAM_K", 0)))
-
-
-def sk_grid(geo: Geometry, m: int, n: int, k: int, slots: int) -> int:
-    """Blocks of a stream-K launch: one per resident slot, no more than
-    k-tiles to share (so that none is empty) or SK_MAX_BLOCKS."""
-    iters = wgmma_work_units(geo, m, n, 1, 1) * k_tiles(geo, k)
-    return max(1, min(int(slots), iters, SK_MAX_BLOCKS))
-
-
-def sk_workspace_bytes(geo: Geometry) -> int:
-    """A stream-K member's workspace: the counters' head, then one fp32
-    partial tile per block."""
-    return FOLD_COUNTER_BYTES + SK_MAX_BLOCKS * geo.tile_y * geo.tile_x * 4
 
 
 def fold_counters(geo: Geometry, m: int, n: int) -> int:
@@ -383,18 +353,6 @@ def wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, *, stream=None
     if splits < 1:
         raise ValueError(f"{rung.name}: splits must be >= 1, not {splits}")
     stride = slices = counters = 0
-    sk = stream_k(rung)
-    if sk and (splits != 1 or not fold_fits(geo, m, n)):
-        raise ValueError(f"{rung.name}: a stream-K member takes K in one sequence (split 1, "
-                         f"not {splits}) over at most {FOLD_COUNTER_BYTES // 4} counters")
-    if sk:
-        pw = driver.device_pointer(partials, "workspace")
-        need = sk_workspace_bytes(geo)
-        have = getattr(partials, "nbytes", None)
-        if pw == 0 or pw % 16 or (have is not None and have < need):
-            raise ValueError(f"{rung.name}: stream-K needs a 16-byte aligned workspace of "
-                             f"{need} bytes, its head zero (got {pw:#x}, {have} bytes)")
-        slices, counters = pw + FOLD_COUNTER_BYTES, pw
     if fold and (splits < 2 or not fold_fits(geo, m, n)):
         raise ValueError(f"{rung.name}: {splits} pieces of a {m} x {n} C cannot be folded in "
                          f"the kernel (one piece, or more than {FOLD_COUNTER_BYTES // 4} "
@@ -457,11 +415,7 @@ def wgmma_gemm_launch_config(rung, a, b, c, m, n, k, alpha, beta, *, stream=None
 
     resident = _persistent_blocks(rung, kernel, cluster, block, smem, sm_limit) \
         if persistent else None
-    if sk:
-        blocks = sk_grid(geo, m, n, k, resident or driver.device().sm_count)
-    else:
-        blocks = wgmma_grid_blocks(geo, m, n, cluster, resident, balanced=balance,
-                                   splits=splits)
+    blocks = wgmma_grid_blocks(geo, m, n, cluster, resident, balanced=balance, splits=splits)
     return {
         "grid": (blocks, 1, 1),
         "block": block,
@@ -551,7 +505,7 @@ class TmaBinding(Binding):
         if self._enc_c is not None:
             args[2] = self._enc_c(pc)
         args[3], args[7], args[8] = pc, alpha, beta
-        if args[9]:   # split or stream-K: the slices after the counters' head
+        if args[11] > 1:   # split: the slices after the counters' head
             args[9] = ws + FOLD_COUNTER_BYTES
             if args[12]:
                 args[12] = ws
@@ -627,8 +581,6 @@ class TmaWgmmaHost(PlainHost):
         ``split`` = S > 1 (0 for 1), enough for any K (launches may cut K
         into fewer pieces, never more); its head must be zero."""
         self._check_split(rung, split)
-        if stream_k(rung):
-            return sk_workspace_bytes(geometry(rung))
         return wgmma_workspace_bytes(geometry(rung), m, n, split)
 
     def split_k_build(self, rung, k, split) -> bool:

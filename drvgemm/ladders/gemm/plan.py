@@ -197,9 +197,8 @@ def _predict(r: Rung, split: int, aligned: bool, m, n, k, precision, out_bytes,
                     unkept += rows * cols * es
     ws = (r.host_side.workspace_bytes(r, m, n, split) > 0
           and not r.host_side.split_in_kernel(r, m, n, k, split, t.ceilings.sm_count))
-    sk = r.host == "tma" and hopper.stream_k(r)
-    c = gm.Candidate(gm.FAMILIES[fam], r.tile_m, r.tile_n, split, ws and not sk,
-                     blocks_per_sm(r, t), aligned, staged, unkept, stream_k=sk)
+    c = gm.Candidate(gm.FAMILIES[fam], r.tile_m, r.tile_n, split, ws, blocks_per_sm(r, t),
+                     aligned, staged, unkept)
     return gm.predict(c, m, n, k, in_bytes=in_bytes, out_bytes=out_bytes, dev=t.ceilings,
                       beta_reads_c=beta_reads_c)
 
@@ -237,16 +236,7 @@ def swapped_domain(r: Rung, m: int) -> bool:
     return m <= r.tile_m and all(m > t for t in smaller)
 
 
-def stream_k_domain(r: Rung, m: int, n: int, t: Target) -> bool:
-    """The products auto offers a stream-K member: fewer of its tiles than
-    the SMs (one partial wave; with more, its even shares only trade the last
-    wave's idle SMs for every block's fold, unmeasured)."""
-    geo = hopper.geometry(r)
-    return hopper.wgmma_work_units(geo, m, n, 1, 1) < t.ceilings.sm_count
-
-
-def candidates(precision: str, narrow_output: bool, t: Target, m: int = 1,
-               n: int = 1) -> list[Rung]:
+def candidates(precision: str, narrow_output: bool, t: Target, m: int = 1) -> list[Rung]:
     """The entries kernel="auto" ranks for this math precision and C type.
     precision="tf32" permits TF32 without asking for it: the fp32 entries
     compete too (exact fp32 where they are the faster, as at small M)."""
@@ -254,8 +244,7 @@ def candidates(precision: str, narrow_output: bool, t: Target, m: int = 1,
     return [r for r in RUNGS if r.auto and r.precision in allowed and arch_ok(r, t.cc)
             and (r.narrow_output or not narrow_output)
             and (r.host != "small_m" or small_m.auto_domain(r, m))
-            and (not swapped(r) or swapped_domain(r, m))
-            and (r.host != "tma" or not hopper.stream_k(r) or stream_k_domain(r, m, n, t))]
+            and (not swapped(r) or swapped_domain(r, m))]
 
 
 @dataclass
@@ -375,7 +364,7 @@ def choose(m: int, n: int, k: int, precision: str, *, out: str = "fp32",
     t = t or target()
     narrow = out != "fp32"
     if kernel == "auto":
-        rungs = candidates(precision, narrow, t, m, n)
+        rungs = candidates(precision, narrow, t, m)
         if not rungs:
             what = f"{precision} with a {out} C" if narrow else precision
             raise ValueError(f"no registered rung runs {what} on {t.name} ({t.arch})")

@@ -174,19 +174,16 @@ WGMMA_16_BIT = (("bf16", 1), ("fp16", 2))
 
 
 def _wgmma_rung(precision, elem, *, tile_m, tile_n, vector, summary, STAGES=4, EPILOGUE=0,
-                BALANCE=0, SWAP_AB=None, STREAM_K=0, **extra) -> Rung:
+                BALANCE=0, SWAP_AB=None, **extra) -> Rung:
     """One member of rung 20's family (cu/gemm/20_tma_wgmma.cu, WGMMA_ELEM 1/2/3 =
     bf16/fp16/tf32): BM x BN is the block's tile of C, BK the k per stage (one 128-byte
     line: 64 16-bit or 32 fp32 elements). The wgmma tile is BM x BN (BN x BM for tf32,
     which computes C^T), so BM = 128 (or 64: one consumer warpgroup) for 16-bit inputs,
     BN = 128 (or 64) for tf32, and the other side (wgmma's N) is 64, 128, 192 or 256. The flagship 128 x 256 tile (256 x 128 for tf32)
     keeps the plain name ``20_tma_wgmma_<precision>``; the other members append their tile,
-    ``20_tma_wgmma_<precision>_<BM>x<BN>``; a stream-K member (STREAM_K=1: the blocks
-    share every tile's k-tiles evenly, hopper.py) adds ``_sk`` and splits K no other
-    way. Shared memory: hopper.wgmma_smem_bytes."""
+    ``20_tma_wgmma_<precision>_<BM>x<BN>``. Shared memory: hopper.wgmma_smem_bytes."""
     flagship = (tile_m, tile_n) == ((256, 128) if elem == 3 else (128, 256))
-    name = (f"20_tma_wgmma_{precision}" + ("" if flagship else f"_{tile_m}x{tile_n}")
-            + ("_sk" if STREAM_K else ""))
+    name = f"20_tma_wgmma_{precision}" + ("" if flagship else f"_{tile_m}x{tile_n}")
     swap = int(elem == 3) if SWAP_AB is None else SWAP_AB
     geo = hopper.Geometry.of(precision, tile_m, tile_n, {"SWAP_AB": swap})
     return Rung(
@@ -196,9 +193,9 @@ def _wgmma_rung(precision, elem, *, tile_m, tile_n, vector, summary, STAGES=4, E
         defines={"WGMMA_ELEM": elem, "BM": tile_m, "BN": tile_n, "BK": geo.k_tile,
                  "WARP_SPECIALIZED": 1, "PERSISTENT": 1, "CLUSTER": 1, "STAGES": STAGES,
                  "GROUP": 16, "EPILOGUE": EPILOGUE, "OUT_16": 0, "BALANCE": BALANCE,
-                 "SM_LIMIT": 0, "SPLIT_K": 0, "SWAP_AB": swap, "STREAM_K": STREAM_K},
-        vector=vector, arch="sm_90a", host="tma", summary=summary,
-        splits=(1,) if STREAM_K else hopper.SPLITS, **extra)
+                 "SM_LIMIT": 0, "SPLIT_K": 0, "SWAP_AB": swap},
+        vector=vector, arch="sm_90a", host="tma", summary=summary, splits=hopper.SPLITS,
+        **extra)
 
 
 RUNGS: list[Rung] = [
@@ -400,16 +397,6 @@ RUNGS: list[Rung] = [
                   summary=f"the tf32 rung with a {bm} x 64 tile (wgmma m64n{bm}k8 on C^T): one "
                           "consumer warpgroup, 8 stages")
       for bm in (128, 64)),
-    # Stream-K members: for products of fewer tiles than SMs (or a last wave
-    # that few fill), every block takes the same share of all the tiles'
-    # k-tiles, and a tile shared by blocks is added up in the kernel
-    # (1536^3: 96 tiles of 128 x 192 leave 36 SMs idle; 512 x 4096 x 11008: 64
-    # tiles of 128 x 256).
-    *(_wgmma_rung(prec, elem, tile_m=128, tile_n=bn, vector=8, narrow_output=True,
-                  EPILOGUE=2, STAGES=stages, STREAM_K=1,
-                  summary=f"the {prec} rung with a 128 x {bn} tile, stream-K: the blocks share "
-                          "every tile's k-tiles evenly")
-      for prec, elem in WGMMA_16_BIT for bn, stages in ((192, 4), (256, 4))),
     _wgmma_rung("bf16", 1, tile_m=128, tile_n=256, vector=8, narrow_output=True, EPILOGUE=2,
                 BALANCE=1,
                 summary="TMA loads into a 4-stage mbarrier ring, wgmma m64n256k16 from shared "
