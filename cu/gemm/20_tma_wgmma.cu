@@ -612,7 +612,8 @@ __device__ __forceinline__ void gemm_tma_wgmma(const TmaMap* mapA, const TmaMap*
     }
     // The TMA store path: the host encodes mapC exactly when C allows it.
     // (rows of C a multiple of 16 bytes: 4 fp32 or 8 16-bit elements)
-    // (Split-K units write raw partials and never store C.)
+    // (Split-K units reduced by a second launch write raw partials and never
+    // store C; a folded split's last piece stores it like a whole tile.)
     const bool c_tma = Elem<ELEM>::EPI == 2 && beta == 0.0f &&
                        (!SPLIT_K || splits == 1 || fold != nullptr) &&
                        (N & (Elem<ELEM>::NARROW ? 7 : 3)) == 0 &&
