@@ -205,6 +205,18 @@ def test_unaligned_pointers_change_the_instantiation():
     assert b.rung.host == "tma" and "staged" in b.prediction.note
 
 
+def test_the_plan_says_how_a_split_is_added_up():
+    """A folded split (rung 20: a few pieces in one wave of 16-bit tiles) is
+    one launch and says so; a long K over a small C keeps the second launch."""
+    folded = dispatch.plan_shape(512, 4096, 11008, precision="bf16")
+    assert folded.split in (2, 3) and folded.rung.host == "tma"
+    assert folded.prediction.launches == 1
+    assert "added in the kernel" in folded.prediction.note and "in the kernel" in folded.describe()
+    reduced = dispatch.plan_shape(256, 256, 32768, precision="bf16")
+    assert reduced.split > 3 and reduced.prediction.launches == 2
+    assert "second launch" in reduced.prediction.note
+
+
 def test_model_waves_and_splits():
     f = gm.FAMILIES["wgmma_16"]
     dev = gm.H200_CEILINGS

@@ -380,8 +380,12 @@ def predict(c: Candidate, m: int, n: int, k: int, *, in_bytes: int, out_bytes: i
     tiles = epilogue + f.wave_s * (w - 1)
     total = LAUNCH_S + f.fixed_s + max(compute, memory) + tiles + reduce + staging
     launches = 1 + (c.split > 1 and c.workspace) + (c.staged_bytes > 0)
+    notes = ["operands staged"] if c.staged_bytes else []
+    if c.split > 1:
+        notes.append("K's pieces added by a second launch" if c.workspace
+                     else "K's pieces added in the kernel")
     return Prediction(total, compute, memory, reduce, units, w, units / (w * slots),
-                      "operands staged" if c.staged_bytes else "", launches, tiles)
+                      "; ".join(notes), launches, tiles)
 
 
 # ---------------------------------------------------------------------------
