@@ -32,6 +32,8 @@
 // COMPUTE (phases_* only): 0 none; 1 a thread's values become
 // exp(v - its max) / their sum before the barrier, with expf (rung 09's fp32
 // work, without the block and row merges); 2 the same with ex2.approx.
+#include "grid_flags.cuh"
+
 #ifndef COMPUTE
 #define COMPUTE 0
 #endif
@@ -79,12 +81,6 @@ __device__ __forceinline__ float softmax_in_place(float4* v) {
     return 1.0f / s;
 }
 
-__device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
-    unsigned v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-
 template <bool kGlobal>
 __device__ __forceinline__ void phases(const float4* __restrict__ x, float4* __restrict__ y, int passes,
                                        unsigned* counters) {
@@ -99,7 +95,7 @@ __device__ __forceinline__ void phases(const float4* __restrict__ x, float4* __r
             // every thread's loads have landed before the block arrives
             __syncthreads();
             if (threadIdx.x == 0) {
-                asm volatile("red.release.gpu.global.add.u32 [%0], 1;" :: "l"(counters) : "memory");
+                arrive_release(counters);
                 const unsigned target = static_cast<unsigned>(p + 1) * gridDim.x;
                 while (load_acquire(counters) < target) __nanosleep(32);
             }
