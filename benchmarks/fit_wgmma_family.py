@@ -56,7 +56,8 @@ def main(argv=None):
     for (m, n, k), times in sorted(points.items()):
         def pick(fs):
             pred = {key: predict(rungs[key[0]], fs[key[0]], key[1], m, n, k, target, key[2])
-                    for key in times if pickable(times, rungs[key[0]], m, n, k, *key[1:])}
+                    for key in times
+                    if pickable(times, rungs[key[0]], m, n, k, *key[1:], target.ceilings.sm_count)}
             return min(pred, key=pred.get)
 
         def name(key):

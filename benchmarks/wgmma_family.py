@@ -82,6 +82,10 @@ def max_split(r, k):
     return hopper.k_tiles(hopper.geometry(r), k) if r.host == "tma" else k
 
 
+# --fold: how rung 20 adds a split's pieces (split_launches' fold)
+FOLD_WAYS = {"auto": "auto", "on": True, "off": False}
+
+
 def bench_member(r, split, m, n, k, A, B, ref, batch, reps, fold="auto"):
     C = driver.to_device(np.full((m, n), np.nan, np.float32))
     # the instantiation gemm() would pick for these pointers (rung 30 has an
@@ -160,8 +164,7 @@ def main(argv=None):
                     if split not in r.splits or split > kt or \
                             (split > 1 and tiles * split > 4 * dev.sm_count):
                         continue
-                    ways = {"auto": "auto", "on": True, "off": False}
-                    folds = [ways[w] for w in args.fold] if r.host == "tma" and split > 1 \
+                    folds = [FOLD_WAYS[w] for w in args.fold] if r.host == "tma" and split > 1 \
                         else ["auto"]
                     for fold in dict.fromkeys(folds):
                         rec = unless_it_fails(f"{r.name} split {split}", log, bench_member,

@@ -38,7 +38,7 @@ def predict(rung, fam, split, m, n, k, target, folded=False):
                       dev=target.ceilings).gpu_s   # the sweep times launches, not calls
 
 
-def pickable(times, rung, m, n, k, split, folded, sm_count=132) -> bool:
+def pickable(times, rung, m, n, k, split, folded, sm_count) -> bool:
     """Whether the model may pick a measured point: gemm() runs it this way
     (a split is folded exactly when the host side folds it), or the sweep
     timed that split one way only (sweeps before the fold reduced every
