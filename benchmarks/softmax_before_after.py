@@ -71,12 +71,15 @@ def main(argv=None):
         # the old source's #includes resolve beside the tree's source of the kernel
         k_old = drvgemm.compile(old, p.entry, defines=dict(p.defines),
                                 options=[f"-I{os.path.dirname(sources.find_source(p.source))}"])
+        if p.smem:
+            k_old.set_max_dynamic_smem(p.smem)   # prepare() did it for k_new
         ws = sm.workspace(p.workspace_bytes) if p.split else None
         kernels = {"new": k_new, "old": k_old}
 
         def call(which):
             a = p.args(dx, outs[which], rows, cols, None, None, ws.ptr if ws else None)
-            return lambda: drvgemm.launch(kernels[which], p.grid, p.block, a, cooperative=bool(p.split))
+            return lambda: drvgemm.launch(kernels[which], p.grid, p.block, a, smem=p.smem,
+                                          cooperative=bool(p.split))
 
         for which in kernels:
             outs[which].fill_bytes(0xFF)

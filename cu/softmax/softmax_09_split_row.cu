@@ -136,6 +136,12 @@ __device__ __forceinline__ MaxSum fold_row(const MaxSum* pairs, int split, MaxSu
 // 16 x 1048576 38.3 -> 41.8 us with both).
 constexpr bool MAX_FIRST_FOLD = DTYPE == 0;
 
+// fp32 resident chunks keep their values as loaded: the phase before the
+// row's wait takes only the max and a fast sum, each stored element is
+// expf(x - M) / L (softmax_window.cuh, window_sum_fast). The 16-bit builds'
+// exps are fast already (their machine code is unchanged).
+constexpr bool EXP_AT_STORE = DTYPE == 0;
+
 // Block-wide max, and block-wide sum, of one value a thread: a butterfly in
 // each warp, the warps' results through shared memory (kThreads / 32 floats),
 // then the same butterfly over them in every warp (an XOR butterfly leaves the
@@ -207,9 +213,8 @@ __device__ __forceinline__ void slots_load(const RowWindow& w, int first, float4
     cp_async_commit();
 }
 
-// slice_exp over the slots: their max, then exp(x - ref) stored back in place
-// and summed in slot order.
-__device__ __forceinline__ MaxSum slots_exp(float4* slots) {
+// window_sum_fast over the slots, in slot order (the slots keep the values).
+__device__ __forceinline__ MaxSum slots_sum_fast(const float4* slots) {
     float m = NEG_INF;
 #pragma unroll 1
     for (int s = 0; s < SITEMS; ++s) {
@@ -220,29 +225,25 @@ __device__ __forceinline__ MaxSum slots_exp(float4* slots) {
     float l = 0.0f;
 #pragma unroll 1
     for (int s = 0; s < SITEMS; ++s) {
-        float4 q = slots[s * THREADS];
-        q.x = exp_shifted(q.x, ref);
-        l += q.x;
-        q.y = exp_shifted(q.y, ref);
-        l += q.y;
-        q.z = exp_shifted(q.z, ref);
-        l += q.z;
-        q.w = exp_shifted(q.w, ref);
-        l += q.w;
-        slots[s * THREADS] = q;
+        const float4 q = slots[s * THREADS];
+        l += exp_diff<true>(q.x, ref);
+        l += exp_diff<true>(q.y, ref);
+        l += exp_diff<true>(q.z, ref);
+        l += exp_diff<true>(q.w, ref);
     }
     return MaxSum{m, l};
 }
 
-// window_store over the slots.
+// window_store_exp over the slots.
 __device__ __forceinline__ void slots_store(const RowWindow& w, int first, const float4* slots,
-                                            float scale) {
+                                            float row_max, float inv_sum) {
 #pragma unroll 1
     for (int s = 0; s < SITEMS; ++s) {
         const int e0 = (first + s * THREADS + static_cast<int>(threadIdx.x)) * WVEC;
         if (e0 >= w.hi || e0 + WVEC <= w.lo) continue;
         const float4 q = slots[s * THREADS];
-        const float o[WVEC] = {q.x * scale, q.y * scale, q.z * scale, q.w * scale};
+        const float o[WVEC] = {exp_diff<false>(q.x, row_max) * inv_sum, exp_diff<false>(q.y, row_max) * inv_sum,
+                               exp_diff<false>(q.z, row_max) * inv_sum, exp_diff<false>(q.w, row_max) * inv_sum};
         store_vector(w, e0, o);
     }
 }
@@ -268,7 +269,6 @@ __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t
     MaxSum th;                                       // this thread's pair
 #if SITEMS
     float4* slots = held_slots();
-    MaxSum th_slots{NEG_INF, 0.0f};                  // the slots' pair
 #endif
     if constexpr (RESIDENT) {
 #if PACKED
@@ -279,7 +279,7 @@ __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t
         slots_load(w, chunk * SLICE + THREADS * ITEMS, slots);   // in flight with the loads below
 #endif
         window_load<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v);
-        th = window_exp<N>(v);
+        th = EXP_AT_STORE ? window_sum_fast<N>(v) : window_exp<N>(v);
 #endif
     } else {
 #if !PACKED
@@ -295,8 +295,7 @@ __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t
 #if SITEMS
     if constexpr (RESIDENT) {
         cp_async_wait<0>();
-        th_slots = slots_exp(slots);
-        th = merge<FAST_EXP>(th, th_slots);
+        th = merge<FAST_EXP>(th, slots_sum_fast(slots));
     }
 #endif
     const MaxSum blk = block_merge_butterfly<THREADS>(th, part);
@@ -314,10 +313,15 @@ __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t
         window_store_packed<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v, th.m,
                                             window_scale(th.m, r));
 #else
-        window_store<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v, window_scale(m_held, r));
+        if constexpr (EXP_AT_STORE) {
+            const float inv_sum = 1.0f / r.l;
+            window_store_exp<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v, r.m, inv_sum);
 #if SITEMS
-        slots_store(w, chunk * SLICE + THREADS * ITEMS, slots, window_scale(th_slots.m, r));
+            slots_store(w, chunk * SLICE + THREADS * ITEMS, slots, r.m, inv_sum);
 #endif
+        } else {
+            window_store<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v, window_scale(m_held, r));
+        }
 #endif
     } else {
 #if !PACKED

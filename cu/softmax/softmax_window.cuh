@@ -72,6 +72,28 @@ __device__ __forceinline__ float exp_shifted(float x, float ref) { return exp_di
 template <int N>
 __device__ __forceinline__ MaxSum window_exp(float* v) { return slice_exp<N, FAST_EXP>(v); }
 
+// The sum's exps fast, the stored ones accurate (fp32 rows whose exps sit on
+// the critical path: rung 09's grid-wide wait). Between a chunk's loads and
+// its row's wait, window_exp's expf (nine instructions an element) ran while
+// DRAM idled; here that phase takes only the max and a sum of fast exps (two
+// instructions an element past the max), and each stored element is
+// expf(x - M) / L against the row's own max, computed as the stores drain.
+// The fast sum moves L by a few ulp (each term's error grows with x - max but
+// the term shrinks faster: sum |err| <= L * (4 + the terms' weighted mean gap)
+// * 2^-24); each output keeps expf's rounding, one step instead of two
+// (expf(x - m_thread) * expf(m_thread - M) / L before). The values stay as loaded.
+template <int N>
+__device__ __forceinline__ MaxSum window_sum_fast(const float* v) {
+    float m = NEG_INF;
+#pragma unroll
+    for (int k = 0; k < N; ++k) m = fmaxf(m, v[k]);
+    const float ref = exp_ref(m);
+    float l = 0.0f;
+#pragma unroll
+    for (int k = 0; k < N; ++k) l += exp_diff<true>(v[k], ref);
+    return MaxSum{m, l};
+}
+
 // ---------------------------------------------------------------------------
 // A row in window coordinates.
 // ---------------------------------------------------------------------------
@@ -149,6 +171,23 @@ __device__ __forceinline__ void window_store(const RowWindow& w, int first, int 
         if (!live || e0 >= w.hi || e0 + WVEC <= w.lo) continue;
 #pragma unroll
         for (int k = 0; k < WVEC; ++k) o[k] *= scale;
+        store_vector(w, e0, o);
+    }
+}
+
+// window_store for values held as loaded (window_sum_fast): expf(x - M) times
+// inv_sum = 1 / L. An all -inf row has M = -inf: -inf - -inf = NaN, as the
+// semantics require; a row holding +inf has a NaN L, so NaN everywhere.
+template <int kItems, int kStride>
+__device__ __forceinline__ void window_store_exp(const RowWindow& w, int first, int lane, bool live,
+                                                 const float* v, float row_max, float inv_sum) {
+#pragma unroll
+    for (int it = 0; it < kItems; ++it) {
+        const int e0 = (first + it * kStride + lane) * WVEC;
+        if (!live || e0 >= w.hi || e0 + WVEC <= w.lo) continue;
+        float o[WVEC];
+#pragma unroll
+        for (int k = 0; k < WVEC; ++k) o[k] = exp_diff<false>(v[it * WVEC + k], row_max) * inv_sum;
         store_vector(w, e0, o);
     }
 }
