@@ -181,6 +181,16 @@ __device__ __forceinline__ MaxSum fold_row_max_first(const MaxSum* pairs, int sp
     return MaxSum{M, block_sum<THREADS>(l, red + THREADS / 32)};
 }
 
+// The block's pair of its threads' pairs, max first as fold_row_max_first (one
+// exp a thread instead of two in each of the butterflies' ~9 merges). `red`
+// holds 2 * THREADS / 32 floats: the max's and the sum's partials apart, so a
+// thread still reading the max's cannot see the sum's written over them.
+__device__ __forceinline__ MaxSum block_pair_max_first(MaxSum th, float* red) {
+    const float M = block_max<THREADS>(th.m, red);
+    const float l = th.m == M ? th.l : __fmul_rn(th.l, exp_shifted(th.m, M));
+    return MaxSum{M, block_sum<THREADS>(l, red + THREADS / 32)};
+}
+
 #if SITEMS
 // The shared-memory part of a thread's chunk: vectors first + s * THREADS +
 // lane (s < SITEMS) in slot s * THREADS + lane of the dynamic shared memory
@@ -298,7 +308,8 @@ __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t
         th = merge<FAST_EXP>(th, slots_sum_fast(slots));
     }
 #endif
-    const MaxSum blk = block_merge_butterfly<THREADS>(th, part);
+    const MaxSum blk = MAX_FIRST_FOLD ? block_pair_max_first(th, reinterpret_cast<float*>(part))
+                                      : block_merge_butterfly<THREADS>(th, part);
     if (threadIdx.x == 0) {
         row_pairs[chunk] = blk;
         arrive_release(arrive);                      // the pair before the count
