@@ -10,7 +10,8 @@
 // all `split` pairs of the row have arrived, every block of the row merges the
 // same pairs in the same order (so all agree on (M, L) bit for bit, and the
 // result does not depend on arrival order: deterministic), scales its
-// registers and writes. One read and one write of every element, like a copy.
+// registers (fp32: exponentiates them against the row's max, EXP_AT_STORE)
+// and writes. One read and one write of every element, like a copy.
 //
 // The grid is persistent: `slots` row slots of `split` blocks each
 // (grid = slots * split), slot s taking rows s, s + slots, ...; waiting on
@@ -112,36 +113,25 @@ __device__ __forceinline__ void wait_count(const unsigned* p, unsigned target) {
     }
 }
 
-// All `split` pairs of a row, merged identically by every block: thread t
-// folds pairs t, t + THREADS, ... in order, then the block's butterfly. Each
-// pair is read once a block. (Were every warp to fold all of them, each row's
-// few lines of pairs would be read by every warp of the GPU at once, 4,096
-// warps x 2 KiB at split 256: a hot spot on the L2 slices that hold them,
-// measured at ~8 us a row, more than the row's own 4 MiB took.)
-__device__ __forceinline__ MaxSum fold_row(const MaxSum* pairs, int split, MaxSum* part) {
-    MaxSum acc{NEG_INF, 0.0f};
-    for (int j = threadIdx.x; j < split; j += THREADS) acc = merge<FAST_EXP>(acc, load_pair(pairs + j));
-    return block_merge_butterfly<THREADS>(acc, part);
-}
-
-// fp32 builds fold a row's pairs max first (the pairs' max, then the sum of
-// l * exp(m - max): one exp a pair, none in the butterflies); the 16-bit builds
-// merge them by butterflies like the chunk's own pairs. In fp32 a merge costs
-// two expf (~20 instructions), and the fold's butterflies are ~9 merges a
-// thread a row. Measured on the H200 (benchmarks/softmax_split_probe.py, same
-// run, fp32, us): 1 x 1048576 11.8 -> 11.5, 3 x 777777 17.6 -> 16.0, 64 x
-// 262144 59.0 -> 52.7. The chunk's own reduction taken max first as well
-// gained less (at most 2 us) and spills at ITEMS = 8; in the 16-bit builds the
-// fast exp makes a merge cheap and max first's second barrier cost more (bf16
-// 16 x 1048576 38.3 -> 41.8 us with both).
-constexpr bool MAX_FIRST_FOLD = DTYPE == 0;
-
 // fp32 resident chunks keep their values as loaded: the phase before the
 // row's wait takes only the max and a fast sum, each stored element is
 // expf(x - M) / L (softmax_window.cuh, window_sum_fast). The 16-bit builds'
-// exps are fast already (their machine code is unchanged).
+// exps are fast already (their machine code keeps the held exps' path).
 constexpr bool EXP_AT_STORE = DTYPE == 0;
 
+// Pairs are reduced max first: the max of their maxes, then the sum of
+// l * exp(m - max), one exp a pair, where a butterfly of merges costs two exps
+// a merge and ~9 merges a thread in a chain (fp32 expf: ~20 instructions a
+// merge), once for the block's pair and once for the row's fold, both in the
+// row's critical path (every block waits for the slowest). Measured on the
+// H200, same runs, of copy: the fold (fifteenth round, fp32) 64 x 262144 59.0 ->
+// 52.7 us; the block's pair (twenty-sixth round, fp32, with EXP_AT_STORE) 3 x
+// 777777 0.776 -> 0.848, 4 x 1048576 0.747 -> 0.784, 1 x 1048576 0.607 -> 0.672;
+// both in the 16-bit builds 3 x 777777 0.769 -> 0.842, 4 x 1048576 0.690 ->
+// 0.706, 16 x 1048576 0.726 -> 0.734 (results/h200-softmax-split-max-first.json;
+// the fifteenth round had measured bf16 16 x 1048576 38.3 -> 41.8 us with both,
+// a build that also kept the held exps' registers through the barriers).
+//
 // Block-wide max, and block-wide sum, of one value a thread: a butterfly in
 // each warp, the warps' results through shared memory (kThreads / 32 floats),
 // then the same butterfly over them in every warp (an XOR butterfly leaves the
@@ -164,30 +154,34 @@ __device__ __forceinline__ float block_sum(float l, float* red) {
     return shfl_sum<32>(lane < kThreads / 32 ? red[lane] : 0.0f);
 }
 
-// fold_row with the max taken first: M = the pairs' max, L = the sum of
-// l_j * exp(m_j - M), one exp a pair.
-__device__ __forceinline__ MaxSum fold_row_max_first(const MaxSum* pairs, int split, float* red) {
-    // One pair a thread (split <= THREADS: every resident grid on an H200),
-    // else thread t takes pairs t, t + THREADS, ...
+// l scaled from its max m to M (M >= m): one exp, none when m is the max
+// (which also keeps -inf - -inf out: an empty pair stays (-inf, 0)).
+__device__ __forceinline__ float rescaled(MaxSum p, float M) {
+    return p.m == M ? p.l : __fmul_rn(p.l, exp_shifted(p.m, M));
+}
+
+// The block's pair of its threads' pairs. `red` holds 2 * THREADS / 32
+// floats: the max's and the sum's partials apart, so a thread still reading
+// the max's cannot see the sum's written over them.
+__device__ __forceinline__ MaxSum block_pair(MaxSum th, float* red) {
+    const float M = block_max<THREADS>(th.m, red);
+    return MaxSum{M, block_sum<THREADS>(rescaled(th, M), red + THREADS / 32)};
+}
+
+// All `split` pairs of a row, folded identically by every block: thread t
+// takes pairs t, t + THREADS, ... (one a thread: split <= THREADS on every
+// resident grid of an H200). Each pair is read once a block. (Were every warp
+// to fold all of them, each row's few lines of pairs would be read by every
+// warp of the GPU at once, 4,096 warps x 2 KiB at split 256: a hot spot on the
+// L2 slices that hold them, measured at ~8 us a row, more than the row's own
+// 4 MiB took.)
+__device__ __forceinline__ MaxSum fold_row(const MaxSum* pairs, int split, float* red) {
     const MaxSum own = threadIdx.x < split ? load_pair(pairs + threadIdx.x) : MaxSum{NEG_INF, 0.0f};
     float m = own.m;
     for (int j = threadIdx.x + THREADS; j < split; j += THREADS) m = fmaxf(m, load_pair(pairs + j).m);
     const float M = block_max<THREADS>(m, red);
-    float l = own.m == M ? own.l : __fmul_rn(own.l, exp_shifted(own.m, M));
-    for (int j = threadIdx.x + THREADS; j < split; j += THREADS) {
-        const MaxSum p = load_pair(pairs + j);
-        l += p.m == M ? p.l : __fmul_rn(p.l, exp_shifted(p.m, M));
-    }
-    return MaxSum{M, block_sum<THREADS>(l, red + THREADS / 32)};
-}
-
-// The block's pair of its threads' pairs, max first as fold_row_max_first (one
-// exp a thread instead of two in each of the butterflies' ~9 merges). `red`
-// holds 2 * THREADS / 32 floats: the max's and the sum's partials apart, so a
-// thread still reading the max's cannot see the sum's written over them.
-__device__ __forceinline__ MaxSum block_pair_max_first(MaxSum th, float* red) {
-    const float M = block_max<THREADS>(th.m, red);
-    const float l = th.m == M ? th.l : __fmul_rn(th.l, exp_shifted(th.m, M));
+    float l = rescaled(own, M);
+    for (int j = threadIdx.x + THREADS; j < split; j += THREADS) l += rescaled(load_pair(pairs + j), M);
     return MaxSum{M, block_sum<THREADS>(l, red + THREADS / 32)};
 }
 
@@ -267,7 +261,7 @@ template <bool RESIDENT>
 __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t* __restrict__ y,
                                             long long row, int cols, long long ldx, long long ldy,
                                             MaxSum* row_pairs, unsigned* arrive, unsigned target,
-                                            int split, int chunk, MaxSum* part, MaxSum* fold_part) {
+                                            int split, int chunk, float* part, float* fold_part) {
     constexpr int N = ITEMS * WVEC;
     constexpr int SLICE = THREADS * (ITEMS + (RESIDENT ? SITEMS : 0));   // window vectors per chunk
     const RowWindow w = row_window(x, y, row, cols, ldx, ldy);
@@ -308,17 +302,14 @@ __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t
         th = merge<FAST_EXP>(th, slots_sum_fast(slots));
     }
 #endif
-    const MaxSum blk = MAX_FIRST_FOLD ? block_pair_max_first(th, reinterpret_cast<float*>(part))
-                                      : block_merge_butterfly<THREADS>(th, part);
+    const MaxSum blk = block_pair(th, part);
     if (threadIdx.x == 0) {
         row_pairs[chunk] = blk;
         arrive_release(arrive);                      // the pair before the count
         wait_count(arrive, target);
     }
     __syncthreads();                                 // thread 0's acquire, for everyone
-    const MaxSum r = MAX_FIRST_FOLD
-                         ? fold_row_max_first(row_pairs, split, reinterpret_cast<float*>(fold_part))
-                         : fold_row(row_pairs, split, fold_part);
+    const MaxSum r = fold_row(row_pairs, split, fold_part);
     if constexpr (RESIDENT) {
 #if PACKED
         window_store_packed<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v, th.m,
@@ -352,8 +343,8 @@ template <bool RESIDENT>
 __device__ __forceinline__ void split_rows(const elem_t* __restrict__ x, elem_t* __restrict__ y, int rows,
                                            int cols, long long ldx, long long ldy, MaxSum* __restrict__ ws,
                                            int split) {
-    __shared__ MaxSum part[THREADS / 32];
-    __shared__ MaxSum fold_part[THREADS / 32];
+    __shared__ float part[2 * THREADS / 32];        // block_pair's partials
+    __shared__ float fold_part[2 * THREADS / 32];   // fold_row's
     const int slots = gridDim.x / split;
     const int slot = blockIdx.x / split;
     const int chunk = blockIdx.x % split;
