@@ -122,52 +122,17 @@ constexpr bool EXP_AT_STORE = DTYPE == 0;
 // Pairs are reduced max first: the max of their maxes, then the sum of
 // l * exp(m - max), one exp a pair, where a butterfly of merges costs two exps
 // a merge and ~9 merges a thread in a chain (fp32 expf: ~20 instructions a
-// merge), once for the block's pair and once for the row's fold, both in the
-// row's critical path (every block waits for the slowest). Measured on the
+// merge), once for the block's pair (block_pair_max_first, softmax_window.cuh)
+// and once for the row's fold, both in the row's critical path (every block
+// waits for the slowest). Measured on the
 // H200, same runs, of copy: the fold (fifteenth round, fp32) 64 x 262144 59.0 ->
 // 52.7 us; the block's pair (twenty-sixth round, fp32, with EXP_AT_STORE) 3 x
 // 777777 0.776 -> 0.848, 4 x 1048576 0.747 -> 0.784, 1 x 1048576 0.607 -> 0.672;
 // both in the 16-bit builds 3 x 777777 0.769 -> 0.842, 4 x 1048576 0.690 ->
 // 0.706, 16 x 1048576 0.726 -> 0.734 (results/h200-softmax-split-max-first.json;
-// the fifteenth round had measured bf16 16 x 1048576 38.3 -> 41.8 us with both,
-// a build that also kept the held exps' registers through the barriers).
+// the fifteenth round's build of both had measured bf16 16 x 1048576 38.3 ->
+// 41.8 us, against 29.5 -> 29.2 now).
 //
-// Block-wide max, and block-wide sum, of one value a thread: a butterfly in
-// each warp, the warps' results through shared memory (kThreads / 32 floats),
-// then the same butterfly over them in every warp (an XOR butterfly leaves the
-// same bits in every lane, and every block adds in the same order).
-template <int kThreads>
-__device__ __forceinline__ float block_max(float m, float* red) {
-    m = shfl_max<32>(m);
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
-    __syncthreads();
-    const int lane = threadIdx.x & 31;
-    return shfl_max<32>(lane < kThreads / 32 ? red[lane] : NEG_INF);
-}
-
-template <int kThreads>
-__device__ __forceinline__ float block_sum(float l, float* red) {
-    l = shfl_sum<32>(l);
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = l;
-    __syncthreads();
-    const int lane = threadIdx.x & 31;
-    return shfl_sum<32>(lane < kThreads / 32 ? red[lane] : 0.0f);
-}
-
-// l scaled from its max m to M (M >= m): one exp, none when m is the max
-// (which also keeps -inf - -inf out: an empty pair stays (-inf, 0)).
-__device__ __forceinline__ float rescaled(MaxSum p, float M) {
-    return p.m == M ? p.l : __fmul_rn(p.l, exp_shifted(p.m, M));
-}
-
-// The block's pair of its threads' pairs. `red` holds 2 * THREADS / 32
-// floats: the max's and the sum's partials apart, so a thread still reading
-// the max's cannot see the sum's written over them.
-__device__ __forceinline__ MaxSum block_pair(MaxSum th, float* red) {
-    const float M = block_max<THREADS>(th.m, red);
-    return MaxSum{M, block_sum<THREADS>(rescaled(th, M), red + THREADS / 32)};
-}
-
 // All `split` pairs of a row, folded identically by every block: thread t
 // takes pairs t, t + THREADS, ... (one a thread: split <= THREADS on every
 // resident grid of an H200). Each pair is read once a block. (Were every warp
@@ -180,8 +145,9 @@ __device__ __forceinline__ MaxSum fold_row(const MaxSum* pairs, int split, float
     float m = own.m;
     for (int j = threadIdx.x + THREADS; j < split; j += THREADS) m = fmaxf(m, load_pair(pairs + j).m);
     const float M = block_max<THREADS>(m, red);
-    float l = rescaled(own, M);
-    for (int j = threadIdx.x + THREADS; j < split; j += THREADS) l += rescaled(load_pair(pairs + j), M);
+    float l = rescaled<FAST_EXP>(own, M);
+    for (int j = threadIdx.x + THREADS; j < split; j += THREADS)
+        l += rescaled<FAST_EXP>(load_pair(pairs + j), M);
     return MaxSum{M, block_sum<THREADS>(l, red + THREADS / 32)};
 }
 
@@ -302,7 +268,7 @@ __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t
         th = merge<FAST_EXP>(th, slots_sum_fast(slots));
     }
 #endif
-    const MaxSum blk = block_pair(th, part);
+    const MaxSum blk = block_pair_max_first<THREADS>(th, part);
     if (threadIdx.x == 0) {
         row_pairs[chunk] = blk;
         arrive_release(arrive);                      // the pair before the count
@@ -343,7 +309,7 @@ template <bool RESIDENT>
 __device__ __forceinline__ void split_rows(const elem_t* __restrict__ x, elem_t* __restrict__ y, int rows,
                                            int cols, long long ldx, long long ldy, MaxSum* __restrict__ ws,
                                            int split) {
-    __shared__ float part[2 * THREADS / 32];        // block_pair's partials
+    __shared__ float part[2 * THREADS / 32];        // block_pair_max_first's partials
     __shared__ float fold_part[2 * THREADS / 32];   // fold_row's
     const int slots = gridDim.x / split;
     const int slot = blockIdx.x / split;

@@ -296,7 +296,7 @@ softmax_11_any_row_pipelined(const elem_t* __restrict__ x, elem_t* __restrict__ 
 #else
         const MaxSum mine = window_exp<HELD>(v);
 #endif
-        const MaxSum wp = shfl_merge<32, FAST_EXP>(mine);
+        const MaxSum wp = shfl_max_first<32, FAST_EXP>(mine);
         if ((lane & 31) == 0) part[set][lane >> 5] = wp;
         __syncthreads();   // partials complete, and every thread is done with buffer `stage`
         if (threadIdx.x == 0) {
@@ -307,13 +307,13 @@ softmax_11_any_row_pipelined(const elem_t* __restrict__ x, elem_t* __restrict__ 
             stage = 0;
             phase ^= 1;
         }
-        MaxSum r = fold_pairs<WARPS, FAST_EXP>(part[set], lane & 31);
+        MaxSum r = fold_pairs_max_first<WARPS, FAST_EXP>(part[set], lane & 31);
 
         const unsigned bar = smem_addr(&pairs_in[set]);
         if (threadIdx.x == 0) mbar_arrive_expect_tx(bar, CLUSTER * sizeof(MaxSum));
         if (threadIdx.x < CLUSTER) st_async_peer_f32x2(threadIdx.x, smem_addr(&pairs[set][rank]), bar, r.m, r.l);
         mbar_wait_cluster_pairs(bar, (k >> 1) & 1);
-        r = fold_pairs<CLUSTER, FAST_EXP>(pairs[set], lane & 31);
+        r = fold_pairs_max_first<CLUSTER, FAST_EXP>(pairs[set], lane & 31);
         slice_write(w, sp, first, lane, v, mine.m, window_scale(mine.m, r));
     }
 

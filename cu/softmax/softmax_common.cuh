@@ -198,6 +198,24 @@ __device__ __forceinline__ float shfl_sum(float l) {
     return l;
 }
 
+// A pair's sum rescaled from its max to M >= its max: one exp, none where its
+// max is M (which keeps -inf - -inf out: an empty pair stays (-inf, 0)).
+template <bool kFast = false>
+__device__ __forceinline__ float rescaled(MaxSum p, float M) {
+    return p.m == M ? p.l : __fmul_rn(p.l, exp_diff<kFast>(p.m, M));
+}
+
+// shfl_merge's result taken max first: the group's max by a butterfly, each
+// lane's sum rescaled to it, the sums by a butterfly. One exp a lane where
+// shfl_merge's chain of log2(WIDTH) merges takes up to two each (fp32 expf:
+// ~20 instructions a merge, every one waiting on the last); the same bits in
+// every lane of a group.
+template <int WIDTH, bool kFast = false>
+__device__ __forceinline__ MaxSum shfl_max_first(MaxSum v) {
+    const float M = shfl_max<WIDTH>(v.m);
+    return MaxSum{M, shfl_sum<WIDTH>(rescaled<kFast>(v, M))};
+}
+
 // Whole-block merge for a block that owns one row: butterfly inside each warp,
 // one pair per warp through shared memory, then every thread folds the warps'
 // pairs in the same order (so all threads agree bit for bit). One barrier.
@@ -226,6 +244,15 @@ __device__ __forceinline__ MaxSum fold_pairs(const MaxSum* p, int lane) {
     const int j = lane & (W - 1);
     const MaxSum v = j < N ? p[j] : MaxSum{NEG_INF, 0.0f};
     return shfl_merge<W, kFast>(v);
+}
+
+// fold_pairs taken max first (shfl_max_first).
+template <int N, bool kFast = false>
+__device__ __forceinline__ MaxSum fold_pairs_max_first(const MaxSum* p, int lane) {
+    static_assert(N >= 1 && N <= 32, "N: 1..32");
+    constexpr int W = N <= 1 ? 1 : N <= 2 ? 2 : N <= 4 ? 4 : N <= 8 ? 8 : N <= 16 ? 16 : 32;
+    const int j = lane & (W - 1);
+    return shfl_max_first<W, kFast>(j < N ? p[j] : MaxSum{NEG_INF, 0.0f});
 }
 
 // ---------------------------------------------------------------------------

@@ -317,6 +317,39 @@ __device__ __forceinline__ MaxSum block_merge_butterfly(MaxSum v, MaxSum* part) 
     return fold_pairs<kThreads / 32, FAST_EXP>(part, threadIdx.x & 31);
 }
 
+// Block-wide max, and block-wide sum, of one value a thread: a butterfly in
+// each warp, the warps' results through shared memory (kThreads / 32 floats),
+// then the same butterfly over them in every warp (an XOR butterfly leaves the
+// same bits in every lane, and every block adds in the same order).
+template <int kThreads>
+__device__ __forceinline__ float block_max(float m, float* red) {
+    m = shfl_max<32>(m);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
+    __syncthreads();
+    const int lane = threadIdx.x & 31;
+    return shfl_max<32>(lane < kThreads / 32 ? red[lane] : NEG_INF);
+}
+
+template <int kThreads>
+__device__ __forceinline__ float block_sum(float l, float* red) {
+    l = shfl_sum<32>(l);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = l;
+    __syncthreads();
+    const int lane = threadIdx.x & 31;
+    return shfl_sum<32>(lane < kThreads / 32 ? red[lane] : 0.0f);
+}
+
+// block_merge_butterfly's result taken max first (as shfl_max_first): two
+// barriers instead of one, one exp a thread instead of a chain of merges.
+// `red` holds 2 * kThreads / 32 floats (the bytes of kThreads / 32 pairs):
+// the max's and the sum's partials apart, so a thread still reading the
+// max's cannot see the sum's written over them.
+template <int kThreads>
+__device__ __forceinline__ MaxSum block_pair_max_first(MaxSum v, float* red) {
+    const float M = block_max<kThreads>(v.m, red);
+    return MaxSum{M, block_sum<kThreads>(rescaled<FAST_EXP>(v, M), red + kThreads / 32)};
+}
+
 // slice_scale (softmax_common.cuh) with the window's exp. The division stays
 // IEEE (once a thread): a row with one finite entry must come out exactly 1.
 __device__ __forceinline__ float window_scale(float m_thread, MaxSum row) {
