@@ -227,7 +227,7 @@ softmax_06_pipelined(const elem_t* __restrict__ x, elem_t* __restrict__ y, int r
             slice_load<ITEMS, VEC, THREADS>(x + row * cols, first, cols, true, lane, v);
         }
         const MaxSum mine = slice_exp<ELEMS>(v);
-        const MaxSum w = shfl_merge<32>(mine);
+        const MaxSum w = shfl_max_first<32>(mine);
         if ((lane & 31) == 0) part[set][lane >> 5] = w;
         __syncthreads();   // partials complete, and every thread is done with buffer `stage`
         if constexpr (BULK) {
@@ -240,14 +240,14 @@ softmax_06_pipelined(const elem_t* __restrict__ x, elem_t* __restrict__ y, int r
                 phase ^= 1;
             }
         }
-        MaxSum r = fold_pairs<WARPS>(part[set], lane & 31);
+        MaxSum r = fold_pairs_max_first<WARPS>(part[set], lane & 31);
 
         if constexpr (CLUSTER > 1) {
             const unsigned bar = smem_addr(&pairs_in[set]);
             if (threadIdx.x == 0) mbar_arrive_expect_tx(bar, CLUSTER * sizeof(MaxSum));
             if (threadIdx.x < CLUSTER) send_pair(threadIdx.x, smem_addr(&pairs[set][rank]), bar, r);
             wait_phase_cluster(bar, (k >> 1) & 1);
-            r = fold_pairs<CLUSTER>(pairs[set], lane & 31);
+            r = fold_pairs_max_first<CLUSTER>(pairs[set], lane & 31);
         }
         slice_store<ITEMS, VEC, THREADS>(y + row * cols, first, cols, true, lane, v,
                                          slice_scale(mine.m, r));

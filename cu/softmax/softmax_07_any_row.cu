@@ -136,7 +136,8 @@ softmax_07_any_row(const elem_t* __restrict__ x, elem_t* __restrict__ y, int row
             tot = shfl_merge<ROW_THREADS, FAST_EXP>(mine);
         } else {
             __shared__ MaxSum part[THREADS / 32];
-            tot = block_merge_butterfly<THREADS>(mine, part);
+            tot = DTYPE == 0 ? block_pair_max_first<THREADS>(mine, reinterpret_cast<float*>(part))
+                             : block_merge_butterfly<THREADS>(mine, part);
         }
 #if PACKED
         window_store_packed<ITEMS, ROW_THREADS>(w[r], 0, lane, live[r], v[r], mine.m,
