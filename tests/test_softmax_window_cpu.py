@@ -2,7 +2,8 @@
 every registered instantiation compiles (sm_90; sm_80 where it has no
 cluster) with no spills inside its launch bounds (ptxas's figures from
 tests/data/resource_records.json where it holds that very compile), the SASS of the window
-path carries 128-bit loads and stores on odd rows, a missing define is a
+path carries 128-bit loads and stores on odd rows, fp32 rung 09 keeps expf
+out of the phase before its row's wait (its exps go with the stores), a missing define is a
 compile error in every softmax and memory kernel, the window map covers
 every element of a row exactly once at any offset, the split rung's
 workspace protocol holds across plans, and auto's choice for a committed
@@ -178,6 +179,33 @@ def test_cluster_rung_exchanges_through_dsmem_and_split_rung_through_global_atom
     arrive = re.findall(r"MEMBAR\.(\w+)\.GPU[^\n]*\n(?:[^\n]*\n){0,3}?[^\n]*\bREDG\.E\.ADD", text)
     assert arrive and set(arrive) == {"ALL"}, arrive
     assert len(re.findall(r"MEMBAR\.SC\.GPU", text)) <= 2
+
+
+def test_fp32_split_rung_exponentiates_at_the_store():
+    """fp32 rung 09's resident row step (EXP_AT_STORE): before the row's wait
+    only fast exps (MUFU.EX2 alone; expf's FFMA.RM rounding step at most for
+    the block pair's one rescale), after it an expf for every held value, the
+    exps of each 16-byte store issued between the stores, not all before the
+    first (the store drain hides them)."""
+    for shape in ((4, 1048576), (16, 1048576)):
+        cfg = sm.plan(*shape, "fp32").config
+        assert cfg.entry == "softmax_09_split_row", cfg.describe()
+        text = _function_sass(cfg, whole=True)
+        m = re.search(r"^\$softmax_09_split_row\$\S*split_row_stepILb1E\S*:\n(.*?)(?=^\$|\Z)", text,
+                      re.S | re.M)
+        assert m, "no resident row step"
+        body = m.group(1)
+        wait = body.rfind("NANOSLEEP")
+        assert wait > 0, "no wait on the row's counter"
+        before, after = body[:wait], body[wait:]
+        held = cfg.items * 4
+        assert len(re.findall(r"\bMUFU\.EX2\b", before)) >= held, cfg.describe()
+        assert len(re.findall(r"\bFFMA\.RM\b", before)) <= 4, "expf before the wait"
+        assert len(re.findall(r"\bFFMA\.RM\b", after)) >= held, "no expf at the store"
+        first_store = after.find("STG.E.128")
+        assert first_store > 0
+        assert len(re.findall(r"\bMUFU\.EX2\b", after[first_store:])) >= 4 * (cfg.items - 1), \
+            "every exp issued before the first store"
 
 
 # ---------------------------------------------------------------------------
