@@ -135,9 +135,11 @@ softmax_07_any_row(const elem_t* __restrict__ x, elem_t* __restrict__ y, int row
         if constexpr (ROW_THREADS <= 32) {
             tot = shfl_merge<ROW_THREADS, FAST_EXP>(mine);
         } else {
+            // A block a row: its threads' pairs max first (softmax_window.cuh), one
+            // exp a thread instead of a butterfly's chain of merges (same run, of
+            // copy: fp32 4096 x 4097 0.895 -> 0.979, bf16 8192 x 4096 0.977 -> 0.994).
             __shared__ MaxSum part[THREADS / 32];
-            tot = DTYPE == 0 ? block_pair_max_first<THREADS>(mine, reinterpret_cast<float*>(part))
-                             : block_merge_butterfly<THREADS>(mine, part);
+            tot = block_pair_max_first<THREADS>(mine, reinterpret_cast<float*>(part));
         }
 #if PACKED
         window_store_packed<ITEMS, ROW_THREADS>(w[r], 0, lane, live[r], v[r], mine.m,
