@@ -231,22 +231,12 @@ __device__ __forceinline__ MaxSum block_merge(MaxSum v, MaxSum* part) {
     return r;
 }
 
-// Merge N <= 32 pairs from shared memory into one, identically in every
-// thread: lane j takes pair j (lanes past N the empty pair, which merge
-// leaves bit for bit unchanged) and a butterfly combines them in log2 steps,
-// instead of a chain of N - 1 dependent merges. Every warp runs the same
-// butterfly on the same pairs, and merge is commutative bit for bit, so all
-// threads of all blocks of a cluster hold the same result.
-template <int N, bool kFast = false>
-__device__ __forceinline__ MaxSum fold_pairs(const MaxSum* p, int lane) {
-    static_assert(N >= 1 && N <= 32, "N: 1..32");
-    constexpr int W = N <= 1 ? 1 : N <= 2 ? 2 : N <= 4 ? 4 : N <= 8 ? 8 : N <= 16 ? 16 : 32;
-    const int j = lane & (W - 1);
-    const MaxSum v = j < N ? p[j] : MaxSum{NEG_INF, 0.0f};
-    return shfl_merge<W, kFast>(v);
-}
-
-// fold_pairs taken max first (shfl_max_first).
+// Fold N <= 32 pairs from shared memory into one, identically in every
+// thread: lane j takes pair j (lanes past N the empty pair (-inf, 0), which
+// changes neither the max nor the sum) and shfl_max_first combines them in
+// log2 steps, instead of a chain of N - 1 dependent merges. Every warp runs
+// the same butterflies on the same pairs, so all threads of all blocks of a
+// cluster hold the same bits.
 template <int N, bool kFast = false>
 __device__ __forceinline__ MaxSum fold_pairs_max_first(const MaxSum* p, int lane) {
     static_assert(N >= 1 && N <= 32, "N: 1..32");

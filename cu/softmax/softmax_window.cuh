@@ -306,17 +306,6 @@ __device__ __forceinline__ void window_store_packed(const RowWindow& w, int firs
 }
 #endif
 
-// Whole-block merge by butterflies: one per warp, one pair per warp in shared
-// memory, one barrier, then the same butterfly over the warps' pairs in every
-// thread (log2 steps instead of softmax_common's chain of merges).
-template <int kThreads>
-__device__ __forceinline__ MaxSum block_merge_butterfly(MaxSum v, MaxSum* part) {
-    v = shfl_merge<32, FAST_EXP>(v);
-    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
-    __syncthreads();
-    return fold_pairs<kThreads / 32, FAST_EXP>(part, threadIdx.x & 31);
-}
-
 // Block-wide max, and block-wide sum, of one value a thread: a butterfly in
 // each warp, the warps' results through shared memory (kThreads / 32 floats),
 // then the same butterfly over them in every warp (an XOR butterfly leaves the
@@ -339,8 +328,10 @@ __device__ __forceinline__ float block_sum(float l, float* red) {
     return shfl_sum<32>(lane < kThreads / 32 ? red[lane] : 0.0f);
 }
 
-// block_merge_butterfly's result taken max first (as shfl_max_first): two
-// barriers instead of one, one exp a thread instead of a chain of merges.
+// The (max, sum) pair of a whole block, max first (as shfl_max_first): the
+// block's max, each thread's sum rescaled to it (one exp a thread), the
+// block's sum; two barriers, where merging pairs by butterflies took one
+// barrier and a chain of up to two exps a step.
 // `red` holds 2 * kThreads / 32 floats (the bytes of kThreads / 32 pairs):
 // the max's and the sum's partials apart, so a thread still reading the
 // max's cannot see the sum's written over them.
