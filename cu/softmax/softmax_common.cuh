@@ -286,7 +286,8 @@ __device__ __forceinline__ void slice_load(const elem_t* __restrict__ row, int f
 // kFast: exp_diff's fast form (the window rungs' 16-bit builds).
 __device__ __forceinline__ float exp_ref(float m) { return (m == NEG_INF) ? 0.0f : m; }
 
-template <int N, bool kFast = false>
+// kKeep: the values stay as they are, only (m_thread, sum) comes back.
+template <int N, bool kFast = false, bool kKeep = false>
 __device__ __forceinline__ MaxSum slice_exp(float* v) {
     float m = NEG_INF;
 #pragma unroll
@@ -295,8 +296,9 @@ __device__ __forceinline__ MaxSum slice_exp(float* v) {
     float l = 0.0f;
 #pragma unroll
     for (int k = 0; k < N; ++k) {
-        v[k] = exp_diff<kFast>(v[k], ref);
-        l += v[k];
+        const float e = exp_diff<kFast>(v[k], ref);
+        if constexpr (!kKeep) v[k] = e;
+        l += e;
     }
     return MaxSum{m, l};
 }

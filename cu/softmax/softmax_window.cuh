@@ -83,16 +83,7 @@ __device__ __forceinline__ MaxSum window_exp(float* v) { return slice_exp<N, FAS
 // * 2^-24); each output keeps expf's rounding, one step instead of two
 // (expf(x - m_thread) * expf(m_thread - M) / L before). The values stay as loaded.
 template <int N>
-__device__ __forceinline__ MaxSum window_sum_fast(const float* v) {
-    float m = NEG_INF;
-#pragma unroll
-    for (int k = 0; k < N; ++k) m = fmaxf(m, v[k]);
-    const float ref = exp_ref(m);
-    float l = 0.0f;
-#pragma unroll
-    for (int k = 0; k < N; ++k) l += exp_diff<true>(v[k], ref);
-    return MaxSum{m, l};
-}
+__device__ __forceinline__ MaxSum window_sum_fast(float* v) { return slice_exp<N, true, true>(v); }
 
 // ---------------------------------------------------------------------------
 // A row in window coordinates.
@@ -175,21 +166,32 @@ __device__ __forceinline__ void window_store(const RowWindow& w, int first, int 
     }
 }
 
-// window_store for values held as loaded (window_sum_fast): expf(x - M) times
-// inv_sum = 1 / L. An all -inf row has M = -inf: -inf - -inf = NaN, as the
-// semantics require; a row holding +inf has a NaN L, so NaN everywhere.
-template <int kItems, int kStride>
-__device__ __forceinline__ void window_store_exp(const RowWindow& w, int first, int lane, bool live,
-                                                 const float* v, float row_max, float inv_sum) {
+// The window vectors of a slice that lie in the row, each stored from
+// value(it, k), the output of element k of item it (window_store's walk, for
+// outputs computed at the store).
+template <int kItems, int kStride, class Value>
+__device__ __forceinline__ void window_store_each(const RowWindow& w, int first, int lane, bool live,
+                                                  Value value) {
 #pragma unroll
     for (int it = 0; it < kItems; ++it) {
         const int e0 = (first + it * kStride + lane) * WVEC;
         if (!live || e0 >= w.hi || e0 + WVEC <= w.lo) continue;
         float o[WVEC];
 #pragma unroll
-        for (int k = 0; k < WVEC; ++k) o[k] = exp_diff<false>(v[it * WVEC + k], row_max) * inv_sum;
+        for (int k = 0; k < WVEC; ++k) o[k] = value(it, k);
         store_vector(w, e0, o);
     }
+}
+
+// window_store for values held as loaded (window_sum_fast): expf(x - M) times
+// inv_sum = 1 / L. An all -inf row has M = -inf: -inf - -inf = NaN, as the
+// semantics require; a row holding +inf has a NaN L, so NaN everywhere.
+template <int kItems, int kStride>
+__device__ __forceinline__ void window_store_exp(const RowWindow& w, int first, int lane, bool live,
+                                                 const float* v, float row_max, float inv_sum) {
+    window_store_each<kItems, kStride>(w, first, lane, live, [&](int it, int k) {
+        return exp_diff<false>(v[it * WVEC + k], row_max) * inv_sum;
+    });
 }
 
 // ---------------------------------------------------------------------------
@@ -294,39 +296,31 @@ __device__ __forceinline__ void window_store_packed(const RowWindow& w, int firs
                                                     uint4* r, float m_thread, float scale) {
     packed_fence<kItems>(r);
     const float ref = exp_ref(m_thread);
-#pragma unroll
-    for (int it = 0; it < kItems; ++it) {
-        const int e0 = (first + it * kStride + lane) * WVEC;
-        if (!live || e0 >= w.hi || e0 + WVEC <= w.lo) continue;
-        float o[WVEC];
-#pragma unroll
-        for (int k = 0; k < WVEC; ++k) o[k] = exp_shifted(held_f32(r[it], k), ref) * scale;
-        store_vector(w, e0, o);
-    }
+    window_store_each<kItems, kStride>(w, first, lane, live, [&](int it, int k) {
+        return exp_shifted(held_f32(r[it], k), ref) * scale;
+    });
 }
 #endif
 
-// Block-wide max, and block-wide sum, of one value a thread: a butterfly in
-// each warp, the warps' results through shared memory (kThreads / 32 floats),
-// then the same butterfly over them in every warp (an XOR butterfly leaves the
-// same bits in every lane, and every block adds in the same order).
-template <int kThreads>
-__device__ __forceinline__ float block_max(float m, float* red) {
-    m = shfl_max<32>(m);
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
+// Block-wide max (kMax) or sum of one value a thread: a butterfly in each
+// warp, the warps' results through shared memory (kThreads / 32 floats), then
+// the same butterfly over them in every warp (an XOR butterfly leaves the same
+// bits in every lane, and every block adds in the same order).
+template <int kThreads, bool kMax>
+__device__ __forceinline__ float block_reduce(float x, float* red) {
+    x = kMax ? shfl_max<32>(x) : shfl_sum<32>(x);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = x;
     __syncthreads();
     const int lane = threadIdx.x & 31;
-    return shfl_max<32>(lane < kThreads / 32 ? red[lane] : NEG_INF);
+    const float part = lane < kThreads / 32 ? red[lane] : (kMax ? NEG_INF : 0.0f);
+    return kMax ? shfl_max<32>(part) : shfl_sum<32>(part);
 }
 
 template <int kThreads>
-__device__ __forceinline__ float block_sum(float l, float* red) {
-    l = shfl_sum<32>(l);
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = l;
-    __syncthreads();
-    const int lane = threadIdx.x & 31;
-    return shfl_sum<32>(lane < kThreads / 32 ? red[lane] : 0.0f);
-}
+__device__ __forceinline__ float block_max(float m, float* red) { return block_reduce<kThreads, true>(m, red); }
+
+template <int kThreads>
+__device__ __forceinline__ float block_sum(float l, float* red) { return block_reduce<kThreads, false>(l, red); }
 
 // The (max, sum) pair of a whole block, max first (as shfl_max_first): the
 // block's max, each thread's sum rescaled to it (one exp a thread), the
