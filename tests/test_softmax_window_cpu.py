@@ -183,8 +183,8 @@ def test_cluster_rung_exchanges_through_dsmem_and_split_rung_through_global_atom
 
 def test_fp32_split_rung_exponentiates_at_the_store():
     """fp32 rung 09's resident row step (EXP_AT_STORE): before the row's wait
-    only fast exps (MUFU.EX2 alone; expf's FFMA.RM rounding step at most for
-    the block pair's one rescale), after it an expf for every held value, the
+    only fast exps (MUFU.EX2 alone; expf's FFMA.RM rounding step only in the
+    pairs' rescales: the block pair's, the shared part's merge), after it an expf for every held value, the
     exps of each 16-byte store issued between the stores, not all before the
     first (the store drain hides them)."""
     for shape in ((4, 1048576), (16, 1048576)):

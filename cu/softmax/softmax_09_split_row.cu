@@ -124,14 +124,14 @@ constexpr bool EXP_AT_STORE = DTYPE == 0;
 // a merge and ~9 merges a thread in a chain (fp32 expf: ~20 instructions a
 // merge), once for the block's pair (block_pair_max_first, softmax_window.cuh)
 // and once for the row's fold, both in the row's critical path (every block
-// waits for the slowest). Measured on the
-// H200, same runs, of copy: the fold (fifteenth round, fp32) 64 x 262144 59.0 ->
-// 52.7 us; the block's pair (twenty-sixth round, fp32, with EXP_AT_STORE) 3 x
-// 777777 0.776 -> 0.848, 4 x 1048576 0.747 -> 0.784, 1 x 1048576 0.607 -> 0.672;
-// both in the 16-bit builds 3 x 777777 0.769 -> 0.842, 4 x 1048576 0.690 ->
-// 0.706, 16 x 1048576 0.726 -> 0.734 (results/h200-softmax-split-max-first.json;
-// the fifteenth round's build of both had measured bf16 16 x 1048576 38.3 ->
-// 41.8 us, against 29.5 -> 29.2 now).
+// waits for the slowest). Measured on the H200, same runs, of copy: the fold
+// (fifteenth round, fp32) 64 x 262144 59.0 -> 52.7 us; the block's pair
+// (twenty-sixth round, fp32, with EXP_AT_STORE) 3 x 777777 0.776 -> 0.848, 4 x
+// 1048576 0.747 -> 0.784, 1 x 1048576 0.607 -> 0.672; both in the 16-bit builds
+// 3 x 777777 0.769 -> 0.842, 4 x 1048576 0.690 -> 0.706, 16 x 1048576 0.726 ->
+// 0.734 (results/h200-softmax-split-max-first.json; the fifteenth round's build
+// of both had measured bf16 16 x 1048576 38.3 -> 41.8 us, against 29.5 -> 29.2
+// now).
 //
 // All `split` pairs of a row, folded identically by every block: thread t
 // takes pairs t, t + THREADS, ... (one a thread: split <= THREADS on every
@@ -212,8 +212,10 @@ __device__ __forceinline__ void slots_store(const RowWindow& w, int first, const
         const int e0 = (first + s * THREADS + static_cast<int>(threadIdx.x)) * WVEC;
         if (e0 >= w.hi || e0 + WVEC <= w.lo) continue;
         const float4 q = slots[s * THREADS];
-        const float o[WVEC] = {exp_diff<false>(q.x, row_max) * inv_sum, exp_diff<false>(q.y, row_max) * inv_sum,
-                               exp_diff<false>(q.z, row_max) * inv_sum, exp_diff<false>(q.w, row_max) * inv_sum};
+        const float o[WVEC] = {exp_diff<false>(q.x, row_max) * inv_sum,
+                               exp_diff<false>(q.y, row_max) * inv_sum,
+                               exp_diff<false>(q.z, row_max) * inv_sum,
+                               exp_diff<false>(q.w, row_max) * inv_sum};
         store_vector(w, e0, o);
     }
 }

@@ -317,10 +317,14 @@ __device__ __forceinline__ float block_reduce(float x, float* red) {
 }
 
 template <int kThreads>
-__device__ __forceinline__ float block_max(float m, float* red) { return block_reduce<kThreads, true>(m, red); }
+__device__ __forceinline__ float block_max(float m, float* red) {
+    return block_reduce<kThreads, true>(m, red);
+}
 
 template <int kThreads>
-__device__ __forceinline__ float block_sum(float l, float* red) { return block_reduce<kThreads, false>(l, red); }
+__device__ __forceinline__ float block_sum(float l, float* red) {
+    return block_reduce<kThreads, false>(l, red);
+}
 
 // The (max, sum) pair of a whole block, max first (as shfl_max_first): the
 // block's max, each thread's sum rescaled to it (one exp a thread), the
