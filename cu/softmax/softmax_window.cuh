@@ -78,10 +78,12 @@ __device__ __forceinline__ MaxSum window_exp(float* v) { return slice_exp<N, FAS
 // DRAM idled; here that phase takes only the max and a sum of fast exps (two
 // instructions an element past the max), and each stored element is
 // expf(x - M) / L against the row's own max, computed as the stores drain.
-// The fast sum moves L by a few ulp (each term's error grows with x - max but
+// The fast sum moves L by some ulp (each term's error grows with x - max but
 // the term shrinks faster: sum |err| <= L * (4 + the terms' weighted mean gap)
-// * 2^-24); each output keeps expf's rounding, one step instead of two
-// (expf(x - m_thread) * expf(m_thread - M) / L before). The values stay as loaded.
+// * 2^-24; measured on the H200, the outputs' largest relative error against
+// float64 went from 1.2-2.1e-6 to 2.0-2.2e-6 on six split shapes); each output
+// keeps expf's rounding, one step instead of two (expf(x - m_thread) *
+// expf(m_thread - M) / L before). The values stay as loaded.
 template <int N>
 __device__ __forceinline__ MaxSum window_sum_fast(float* v) { return slice_exp<N, true, true>(v); }
 
