@@ -212,10 +212,8 @@ __device__ __forceinline__ void slots_store(const RowWindow& w, int first, const
         const int e0 = (first + s * THREADS + static_cast<int>(threadIdx.x)) * WVEC;
         if (e0 >= w.hi || e0 + WVEC <= w.lo) continue;
         const float4 q = slots[s * THREADS];
-        const float o[WVEC] = {exp_diff<false>(q.x, row_max) * inv_sum,
-                               exp_diff<false>(q.y, row_max) * inv_sum,
-                               exp_diff<false>(q.z, row_max) * inv_sum,
-                               exp_diff<false>(q.w, row_max) * inv_sum};
+        const float o[WVEC] = {exp_out(q.x, row_max, inv_sum), exp_out(q.y, row_max, inv_sum),
+                               exp_out(q.z, row_max, inv_sum), exp_out(q.w, row_max, inv_sum)};
         store_vector(w, e0, o);
     }
 }

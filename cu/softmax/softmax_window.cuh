@@ -185,14 +185,19 @@ __device__ __forceinline__ void window_store_each(const RowWindow& w, int first,
     }
 }
 
-// window_store for values held as loaded (window_sum_fast): expf(x - M) times
+// The output of a value held as loaded (window_sum_fast): expf(x - M) times
 // inv_sum = 1 / L. An all -inf row has M = -inf: -inf - -inf = NaN, as the
 // semantics require; a row holding +inf has a NaN L, so NaN everywhere.
+__device__ __forceinline__ float exp_out(float x, float row_max, float inv_sum) {
+    return exp_diff<false>(x, row_max) * inv_sum;
+}
+
+// window_store for values held as loaded: exp_out of each.
 template <int kItems, int kStride>
 __device__ __forceinline__ void window_store_exp(const RowWindow& w, int first, int lane, bool live,
                                                  const float* v, float row_max, float inv_sum) {
     window_store_each<kItems, kStride>(w, first, lane, live, [&](int it, int k) {
-        return exp_diff<false>(v[it * WVEC + k], row_max) * inv_sum;
+        return exp_out(v[it * WVEC + k], row_max, inv_sum);
     });
 }
 
