@@ -53,7 +53,10 @@ SOFTMAX_SHAPES = [(1, 1), (3, 1000), (5, 4099), (2, 33000), (1, 131072),
                   # split rows whose chunks are held packed (16-bit) or partly in shared
                   # memory (fp32)
                   (15, 300001)]
-SOFTMAX_16BIT_SHAPES = [(1000, 8), (15, 300001)]
+SOFTMAX_16BIT_SHAPES = [(1000, 8), (15, 300001),
+                        # rung 10's lane groups read 16-bit rows as 16-byte vectors of
+                        # the tile: rows at every phase, up to each config's longest
+                        (700, 127), (300, 129), (500, 105), (200, 137)]
 # (x offset, y offset, pitch pad) in elements: rows that start off 16 bytes, at a
 # pitch above the row, x and y of different phase
 SOFTMAX_VIEWS = [(1, 1, 0), (3, 3, 5), (2, 1, 3)]

@@ -7,6 +7,10 @@ compared, with the device copy of the same bytes:
     python3 benchmarks/softmax_before_after.py OLD_DIR
         [--shapes bf16:131072x127:softmax_10_row_tile fp32:65536x129 ...] [--json PATH]
 
+A shape's fourth field sets defines of the old build only, for a change that
+moves the plan too: ``bf16:131072x127:auto:ELEMS=32,ROTATE=1`` times the old
+source with the plan's defines but those (the grid and block stay the plan's).
+
 OLD_DIR holds earlier cu/softmax/*.cu files, made from the history and not
 committed (their #includes resolve in cu/softmax, as the tree's do); .gpu/ is
 git-ignored, so name it in the device tool's `carry` to send it along:
@@ -50,14 +54,16 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("old_dir", help="the folder of the earlier kernel sources")
     ap.add_argument("--shapes", nargs="*", default=list(SHAPES),
-                    help="PREC:ROWSxCOLS[:KERNEL] ... (auto's kernel where none is named)")
+                    help="PREC:ROWSxCOLS[:KERNEL[:NAME=V,...]] ... (auto's kernel where none is "
+                         "named; NAME=V: a define of the old build)")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     dev = driver.device()
     recs = []
     for spec in args.shapes:
-        prec, rc, kernel = (spec.split(":") + ["auto"])[:3]
+        prec, rc, kernel, old_set = (spec.split(":") + ["auto", ""])[:4]
+        old_defines = dict((kv.split("=")[0], int(kv.split("=")[1])) for kv in old_set.split(",") if kv)
         rows, cols = (int(v) for v in rc.lower().split("x"))
         x = softmax_inputs(rows, cols, prec, seed=cols)
         dx = driver.to_device(x)
@@ -69,7 +75,7 @@ def main(argv=None):
             continue
         k_new, p = sm.prepare(p, rows)
         # the old source's #includes resolve beside the tree's source of the kernel
-        k_old = drvgemm.compile(old, p.entry, defines=dict(p.defines),
+        k_old = drvgemm.compile(old, p.entry, defines={**dict(p.defines), **old_defines},
                                 options=[f"-I{os.path.dirname(sources.find_source(p.source))}"])
         if p.smem:
             k_old.set_max_dynamic_smem(p.smem)   # prepare() did it for k_new
@@ -95,7 +101,7 @@ def main(argv=None):
                 times[which].append(_one(call(which)))
         copy = measure_copy(x.nbytes, m=rows, n=cols, precision=prec)["median_ms"]
         med = {w: statistics.median(t) for w, t in times.items()}
-        rec = {"precision": prec, "m": rows, "n": cols, "config": p.describe(),
+        rec = {"precision": prec, "m": rows, "n": cols, "config": p.describe(), "old_defines": old_defines,
                "old_us": round(1e3 * med["old"], 2), "new_us": round(1e3 * med["new"], 2),
                "copy_us": round(1e3 * copy, 2), "old_of_copy": round(copy / med["old"], 3),
                "new_of_copy": round(copy / med["new"], 3), "bitwise_same": same,

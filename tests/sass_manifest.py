@@ -96,10 +96,10 @@ def instantiations():
                 for vec in sorted({c.vec(itemsize), 1}):
                     out.append((f"softmax/{c.describe(vec)}/{precision}/{arch}", r.source,
                                 c.entry, c.defines(precision, vec), arch))
-    for c in softmax.ROW_TILE_CONFIGS:    # rung 10's rotated slots (16-bit rows whose plain slots crowd)
-        for precision in ("bf16", "fp16"):
-            out.append((f"softmax/{c.describe(1)} rotated/{precision}/sm_90", "softmax_10_row_tile.cu",
-                        c.entry, {**c.defines(precision, 1), "ROTATE": 1}, "sm_90"))
+    for c in softmax.ROW_TILE_CONFIGS:    # rung 10's CROWDED builds (rows whose slots crowd the banks)
+        for precision in ("bf16", "fp16") + (("fp32",) if c.row_threads > 1 else ()):
+            out.append((f"softmax/{c.describe(1)} crowded/{precision}/sm_90", "softmax_10_row_tile.cu",
+                        c.entry, {**c.defines(precision, 1), "CROWDED": 1}, "sm_90"))
     for c in softmax.WINDOW_CONFIGS:
         for precision in softmax.window_precisions(c):
             out.append((f"softmax/{c.describe()}/{precision}/sm_90", c.source, c.entry,

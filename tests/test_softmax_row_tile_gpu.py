@@ -30,7 +30,10 @@ from test_softmax_gpu import check, make_input, masked_input
 pytestmark = pytest.mark.gpu
 
 RUNG = "softmax_10_row_tile"
-MAX_COLS = max(c.capacity for c in smr.rung(RUNG).configs)   # 1024 (16-bit rows: 1025)
+def _top(prec):
+    """The longest row of ``prec`` the rung takes (fp32 1024, 16-bit 1025:
+    registry.SoftmaxConfig.row_capacity)."""
+    return max(c.row_capacity(smr.numpy_dtype(prec).itemsize) for c in smr.rung(RUNG).configs)
 
 
 def _pick(cols, prec):
@@ -74,12 +77,14 @@ def _run(x, x_off, y_off):
 @st.composite
 def tile_case(draw):
     prec = draw(st.sampled_from(["fp32", "fp32", "bf16", "fp16"]))
-    # 16-bit rows one past a config's slots (17, 33, 65, ..., 1025) take that config
-    top = MAX_COLS + (prec != "fp32")
+    # 16-bit rows one past a config's slots (17, 33, 65, ..., 1025) take that config;
+    # crowded 16-bit rows on lane groups (66, 96, 97, 106, 127..131: 16-byte vectors)
+    top = _top(prec)
     cols = draw(st.one_of(st.integers(1, top),
-                          st.sampled_from([1, 2, 3, 7, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65,
-                                           127, 128, 129, 255, 256, 257, 511, 512, 513,
-                                           1000, 1023, 1024, top])))
+                          st.sampled_from([c for c in (1, 2, 3, 7, 9, 15, 16, 17, 31, 32, 33, 63,
+                                                       64, 65, 66, 96, 97, 106, 127, 128, 129, 131,
+                                                       255, 256, 257, 511, 512, 513, 1000, 1023,
+                                                       1024) if c <= top] + [top])))
     cfg = _pick(cols, prec)
     per_block = cfg.rows_per_block
     rows = draw(st.one_of(st.integers(1, 3 * per_block + 1),
@@ -107,17 +112,19 @@ def test_row_tile_matches_reference_at_any_offset(gpu, case):
         assert np.all(y[live, 0] == 1.0), "a row of one element is exactly 1"
 
 
-@pytest.mark.parametrize("cols", [17, 31, 32, 33, 37, 40, 41, 63, 64, 65, 127, 129, 1000, 1025])
+@pytest.mark.parametrize("cols", [17, 31, 32, 33, 37, 40, 41, 63, 64, 65, 96, 106, 127, 129, 1000,
+                                  1025])
 @pytest.mark.parametrize("prec", ["fp32", "bf16"])
 def test_row_tile_many_blocks(gpu, cols, prec):
     """Enough rows for thousands of blocks, the last one short, at an odd
-    offset: every block's run starts at another phase (32, 64, 127: rows whose
-    plain slots crowd a warp onto a few banks, so 16-bit builds rotate them;
+    offset: every block's run starts at another phase (32, 64: 16-bit rows on
+    one lane whose plain slots crowd a warp onto a few banks, so they rotate;
+    96, 106, 127, 129: crowded rows on four lanes, read as 16-byte vectors;
     17, 33, 65, 129, 1025: 16-bit rows one past a config's slots, whose
     tiles are a row longer; 37, 40: the one lane of 40 slots in 128-thread
     blocks, 41, 63, 64: of 64)."""
-    if cols > MAX_COLS and prec == "fp32":
-        pytest.skip("fp32 rows of rung 10 end at 1024")
+    if cols > _top(prec):
+        pytest.skip(f"{prec} rows of rung 10 end at {_top(prec)}")
     rows = 3 * 4096 * _pick(cols, prec).rows_per_block // 4 + 3
     x = make_input(rows, cols, prec, 3.0, cols)
     y = _run(x, 1, 1)

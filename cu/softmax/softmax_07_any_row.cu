@@ -133,7 +133,9 @@ softmax_07_any_row(const elem_t* __restrict__ x, elem_t* __restrict__ y, int row
 #endif
         MaxSum tot;
         if constexpr (ROW_THREADS <= 32) {
-            tot = shfl_merge<ROW_THREADS, FAST_EXP>(mine);
+            // the lanes' pairs max first (softmax_common.cuh): one exp a lane
+            // instead of a chain of two a butterfly step
+            tot = shfl_max_first<ROW_THREADS, FAST_EXP>(mine);
         } else {
             // A block a row: its threads' pairs max first (softmax_window.cuh), one
             // exp a thread instead of a butterfly's chain of merges (same run, of

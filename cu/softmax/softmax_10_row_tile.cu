@@ -9,7 +9,8 @@
 //      crosses an end of the array goes element by element);
 //   2. lets ROW_THREADS lanes per row reduce and scale the row from shared
 //      memory (each lane holds ELEMS values of it, lane-strided: a lane
-//      group reads consecutive words);
+//      group reads consecutive words; a row whose words would crowd the
+//      banks, CROWDED, is read by its lane group as 16-byte vectors);
 //   3. writes the run back: y's vectors that lie wholly inside the run as
 //      16-byte stores, the (at most two) partial ones element by element.
 // The grid walks the tiles (block b takes tiles b, b + grid, ...; the host
@@ -28,7 +29,7 @@
 //
 // Every constant is a define the registry always passes (a missing one is a
 // compile error): DTYPE, THREADS, ROW_THREADS (a power of two <= 32), ELEMS
-// (cols <= MAX_COLS below), MIN_BLOCKS (__launch_bounds__), BUFFERS, ROTATE.
+// (cols <= MAX_COLS below), MIN_BLOCKS (__launch_bounds__), BUFFERS, CROWDED.
 // Parameters: x, y are rows x cols, row-major, contiguous (y may start at
 // another 16-byte phase than x: its stores are then element-wise); any
 // rows, cols >= 1 that fit the config.
@@ -49,8 +50,8 @@
 #ifndef BUFFERS
 #error "BUFFERS must be defined (tile buffers per block: 1, or 2 to copy the next tile in during this one)"
 #endif
-#ifndef ROTATE
-#error "ROTATE must be defined (1: 16-bit rows take rotated slots, for row lengths whose plain slots crowd the banks)"
+#ifndef CROWDED
+#error "CROWDED must be defined (1: 16-bit rows whose plain word slots crowd the banks; see kRotateBuild, kVectors)"
 #endif
 
 static_assert(THREADS % 32 == 0 && THREADS <= 1024, "THREADS: a multiple of 32 up to 1024");
@@ -69,7 +70,9 @@ constexpr int VEC = 16 / SZ;                          // elements per 16-byte ve
 // and last elements, reduce_run_words: a row of ROW_THREADS * ELEMS + 1 has at
 // most ROW_THREADS * ELEMS / 2 whole words whichever half it starts on). So a
 // 16-bit row of 33 takes one lane of 32 slots, not two lanes of which half
-// the slots are empty. registry.SoftmaxConfig.row_capacity says the same.
+// the slots are empty. A crowded row on a lane group (kVectors below) fits
+// up to 7 elements fewer than its group's vectors hold, fewer than this.
+// registry.SoftmaxConfig.row_capacity says the same.
 constexpr int MAX_COLS = ROW_THREADS * ELEMS + (SZ == 2 ? 1 : 0);
 // The run (at most ROWS * MAX_COLS elements) lands at its byte offset inside
 // its first 16-byte vector (0..15) and may end one partial vector later: 32
@@ -201,15 +204,25 @@ struct Slots {
     }
 };
 
-// Rotated slots or plain ones: the planner's choice (ROTATE, from the same
-// bank arithmetic: plan.row_tile_crowded), made once for the launch, so each
-// build holds one walk. Measured in one run with the choice made here instead
-// (a warp's __match_any_sync on its first load, then the walk of each kind):
-// the plain rows lost 7% (bf16 524288 x 31 0.925 -> 0.865 of copy), the two
-// walks together spilled. 16-bit builds only: the fp32 builds' rotated slots
-// (32 values, two masks, two bases) spill at the 64 registers of four blocks
-// an SM, so fp32 keeps the plain slots (3.1 conflicts a load at 131072 x 127).
-constexpr bool kRotateBuild = ROTATE != 0 && SZ == 2;
+// CROWDED: the planner's verdict (analysis.banks.row_tile_crowded) that a
+// row's plain slots put three or more lanes of a warp on one bank, made once
+// for the launch so that each build holds one walk (deciding in the kernel, a
+// warp's __match_any_sync on its first load, lost 7% on the plain rows and
+// spilled with both walks). The remedy depends on the lanes a row:
+//  - a lane group (kVectors): the row read and written as 16-byte vectors
+//    (reduce_run_vectors), where rotated slots had gained nothing (bf16 131072
+//    x 127 0.704 -> 0.708 of copy). Measured against the rotated slots, same
+//    run, of copy: bf16 131072 x 66 0.524 -> 0.636, x 96 0.644 -> 0.769, x 106
+//    0.685 -> 0.830, x 127 0.711 -> 0.795, fp16 x 127 0.703 -> 0.801, 65536 x
+//    129 0.809 -> 0.803; on rows whose slots spread it lost (x 72 0.753 ->
+//    0.684, x 100 0.879 -> 0.795, x 120 0.940 -> 0.844), so those keep them;
+//  - one 16-bit lane a row (kRotateBuild): rotated slots (Slots above; bf16
+//    262144 x 32 0.522 -> 0.824, 131072 x 64 0.518 -> 0.785);
+//  - one fp32 lane a row: none (its rotated slots, 32 values, two masks, two
+//    bases, spill at the 64 registers of four blocks an SM).
+constexpr bool kRotateBuild = CROWDED != 0 && SZ == 2 && ROW_THREADS == 1;
+constexpr bool kVectors = CROWDED != 0 && ROW_THREADS > 1;
+static_assert(!kVectors || ELEMS % VEC == 0, "a crowded lane group holds whole 16-byte vectors");
 
 template <bool kRotate>
 __device__ __forceinline__ void reduce_row(elem_t* row, int cols, int held, int lane, int g) {
@@ -290,6 +303,74 @@ __device__ __forceinline__ void reduce_run_words(unsigned char* buf, const Run& 
     reduce_words<kRotateBuild>(whole, row, cols, nfull, held, lead, tail, lane, g);
 }
 
+// 2''. Crowded rows on lane groups (kVectors): the row's window in the tile
+// (softmax_window.cuh: the 16-byte vectors that cover it, the row being
+// window elements [lo, hi)). One LDS.128 / STS.128 for four fp32 or eight
+// 16-bit elements where a crowded row's slots wait on the banks: ncu counted
+// 0.57M shared loads meeting 3.7M bank conflicts at bf16 131072 x 127 (four
+// lanes of 32 slots), 26.6 instructions an element, the issue stalled on
+// shared memory (MIO throttle, short scoreboard); fp32 x 127, 3.1 conflicts
+// a load.
+// The window's first and last vectors (0 and nv - 1) are shared with the
+// neighbouring rows: lane 0 holds the first and lane 1 the last in an edge
+// slot, reading and writing only their elements inside the row (element
+// accesses; the others, -inf here, are a neighbour's, which its lanes may
+// be writing: racecheck flagged whole-vector reads of them). The vectors
+// between, 1 .. nv - 2, lie wholly inside the row: lane `lane` holds 1 +
+// lane + j * ROW_THREADS in slot j, loaded and stored whole. Those per-row
+// edges are what it costs: on rows whose slots spread, the slots are faster.
+constexpr int RVECS = ELEMS / VEC - 1;   // inner slots a lane holds
+// -inf in each element of a 32-bit word: what an empty inner slot holds
+constexpr unsigned NEG_INF_WORD = DTYPE == 0 ? 0xff800000u : DTYPE == 1 ? 0xff80ff80u : 0xfc00fc00u;
+
+__device__ __forceinline__ void reduce_run_vectors(unsigned char* buf, const Run& r, int cols) {
+    constexpr int EPW = ELEMS_PER_WORD;
+    const int g = threadIdx.x / ROW_THREADS, lane = threadIdx.x % ROW_THREADS;
+    const bool live = g < r.nrows;
+    const int s = r.shift + SZ * g * cols;          // the row's first byte in buf
+    unsigned char* win = buf + (s & ~15);           // its window (buf is 16-byte aligned)
+    const int lo = (s & 15) / SZ, hi = lo + cols;   // the row: window elements [lo, hi)
+    const int nv = (hi + VEC - 1) / VEC;            // window vectors
+    // the edge slot: lane 0 the first vector, lane 1 the last (when there are two)
+    const bool edge = live && (lane == 0 || (lane == 1 && nv > 1));
+    const int ev = lane == 0 ? 0 : nv - 1;
+    const int ea = max(lo - ev * VEC, 0), eb = min(hi - ev * VEC, VEC);   // its elements [ea, eb)
+    float f[(RVECS + 1) * VEC];
+#pragma unroll
+    for (int j = 0; j < RVECS; ++j) {
+        const int q = 1 + lane + j * ROW_THREADS;
+        const uint4 w = (live && q < nv - 1) ? *reinterpret_cast<const uint4*>(win + 16 * q)
+                                             : make_uint4(NEG_INF_WORD, NEG_INF_WORD, NEG_INF_WORD, NEG_INF_WORD);
+        float* o = f + j * VEC;
+        unpack_word(w.x, o);
+        unpack_word(w.y, o + EPW);
+        unpack_word(w.z, o + 2 * EPW);
+        unpack_word(w.w, o + 3 * EPW);
+    }
+    const elem_t* e = reinterpret_cast<const elem_t*>(win + 16 * ev);
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) f[RVECS * VEC + k] = (edge && k >= ea && k < eb) ? to_f32(e[k]) : NEG_INF;
+    const MaxSum mine = slice_exp<(RVECS + 1) * VEC, kFast>(f);
+    const float scale = slice_scale<kFast>(mine.m, shfl_max_first<ROW_THREADS, kFast>(mine));
+#pragma unroll
+    for (int j = 0; j <= RVECS; ++j) {
+        float* o = f + j * VEC;
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) o[k] *= scale;
+        if (j < RVECS) {
+            const int q = 1 + lane + j * ROW_THREADS;
+            if (live && q < nv - 1)
+                *reinterpret_cast<uint4*>(win + 16 * q) = make_uint4(
+                    pack_word(o), pack_word(o + EPW), pack_word(o + 2 * EPW), pack_word(o + 3 * EPW));
+        } else if (edge) {
+            elem_t* we = reinterpret_cast<elem_t*>(win + 16 * ev);
+#pragma unroll
+            for (int k = 0; k < VEC; ++k)
+                if (k >= ea && k < eb) we[k] = from_f32(o[k]);
+        }
+    }
+}
+
 // 3. y's vectors covering the run [b0, b0 + run_bytes). Where y has x's
 // phase (shift), a vector wholly inside the run is buffer bytes 16 w..:
 // one 16-byte store. Otherwise, and for the partial first and last
@@ -349,7 +430,9 @@ softmax_10_row_tile(const elem_t* __restrict__ x, elem_t* __restrict__ y, int ro
             asm volatile("cp.async.wait_group 0;" ::: "memory");
         }
         __syncthreads();                 // this tile's bytes, from every thread's copies
-        if constexpr (SZ == 2)
+        if constexpr (kVectors)
+            reduce_run_vectors(tiles[b], cur, cols);
+        else if constexpr (SZ == 2)
             reduce_run_words(tiles[b], cur, cols);
         else
             reduce_run(tiles[b], cur, cols);

@@ -63,6 +63,7 @@ import functools
 import math
 from dataclasses import dataclass
 
+from ...analysis.banks import row_tile_bank_load, row_tile_crowded
 from .registry import (CLUSTER_CONFIGS, DTYPE_CODES, HELD_VALUES, INT_MAX, MAX_WINDOW_COLS,
                        PACKED_CLUSTER_COLS, PIPELINED_CONFIGS, RESIDENT_CONFIGS, ROW_TILE_CONFIGS,
                        SOFTMAX_RUNGS, STREAM_CONFIG, WS_MAX_SLOTS, SoftmaxConfig, WindowConfig,
@@ -161,37 +162,6 @@ def _ladder_config(rows: int, cols: int, cc: tuple, bulk: bool) -> tuple[str, So
 # (so rung 10 takes 16-bit rows of 129 too; x 128, whole 16-byte vectors a
 # row, stays with rung 07 at 0.90).
 ROW_TILE_MIN_BYTES = 1 << 20
-
-
-@functools.lru_cache(maxsize=4096)
-def row_tile_bank_load(cols: int, row_threads: int) -> int:
-    """The most lanes of a warp on one shared-memory bank in rung 10's first
-    plain slot, for 16-bit rows of ``cols`` on ``row_threads`` lanes. The
-    kernel's layout (reduce_run_words): row g of a tile at byte shift + 2 g
-    cols, lane l of its group reading whole word l first; a warp holds 32 /
-    row_threads groups. Tried at every 16-byte phase of the tile's first
-    byte, as the tiles of a launch take them all."""
-    worst = 0
-    for shift in range(0, 16, 2):
-        words: dict = {}
-        for g in range(32 // row_threads):
-            s = shift + 2 * g * cols
-            o = (s >> 1) & 1
-            word0 = ((s & ~3) >> 2) + o
-            for lane in range(min(row_threads, (cols - o) >> 1)):
-                words.setdefault((word0 + lane) & 31, set()).add(word0 + lane)
-        worst = max([worst] + [len(w) for w in words.values()])
-    return worst
-
-
-def row_tile_crowded(cols: int, row_threads: int) -> bool:
-    """Whether rung 10's plain slots put three or more lanes of a warp on one
-    bank for 16-bit rows of ``cols`` (then its ROTATE build: each row group
-    starts its sweep at its own banks). bf16 rows of 32 / 64 / 127: 16 / 16 /
-    8 lanes a bank, rows of 31 / 33: 2 (measured rotated against plain, same
-    run, of copy: 262144 x 32 0.522 -> 0.824, 131072 x 64 0.518 -> 0.785,
-    131072 x 127 0.704 -> 0.708)."""
-    return row_tile_bank_load(cols, row_threads) > 2
 
 
 def one_lane_spreads(cols: int, itemsize: int) -> bool:
@@ -735,8 +705,9 @@ def config_plan(cfg, rows: int, cols: int, precision: str = "fp32", *,
     if vec > 1 and not (aligned and cols % vec == 0):
         vec = 1
     defines = cfg.defines(precision, vec)
-    if "ROTATE" in defines and itemsize == 2 and row_tile_crowded(cols, cfg.row_threads):
-        defines["ROTATE"] = 1
+    if "CROWDED" in defines and (itemsize == 2 or cfg.row_threads > 1) \
+            and row_tile_crowded(cols, cfg.row_threads, itemsize):
+        defines["CROWDED"] = 1     # one fp32 lane a row has no remedy (the kernel's kRotateBuild)
     defines = tuple(sorted(defines.items()))
     source = source_of(cfg.entry)
     name = rung_name or next(r.name for r in SOFTMAX_RUNGS if r.source == source)

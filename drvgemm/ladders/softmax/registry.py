@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...analysis.banks import row_tile_crowded
 from ...runtime import dtypes
 
 __all__ = ["kernels", "rung", "catalogue", "pipelined", "SoftmaxConfig", "SoftmaxRung",
@@ -36,7 +37,7 @@ SOURCE_DEFINES = {
     "softmax_06_pipelined.cu": ("DTYPE", "THREADS", "ELEMS", "VEC", "CLUSTER", "STAGES",
                                 "MIN_BLOCKS", "EVICT_FIRST"),
     "softmax_10_row_tile.cu": ("DTYPE", "THREADS", "ROW_THREADS", "ELEMS", "MIN_BLOCKS",
-                               "BUFFERS", "ROTATE"),
+                               "BUFFERS", "CROWDED"),
 }
 # Rung 04's file compiles both of its entries in one unit, and the label
 # numbers in one entry's SASS follow the other entry's code: a config passes
@@ -135,15 +136,22 @@ class SoftmaxConfig:
             return self.row_threads * self.elems * self.cluster
         return None
 
-    def row_capacity(self, itemsize: int) -> int | None:
+    def row_capacity(self, itemsize: int, crowded: bool = False) -> int | None:
         """Longest row of ``itemsize``-byte elements this config can take:
-        ``capacity``, except rung 10's 16-bit builds, whose lane groups also
-        hold a row's lone first and last elements beside their whole 32-bit
-        words, one more (softmax_10_row_tile.cu, MAX_COLS)."""
+        ``capacity``, except rung 10's (softmax_10_row_tile.cu, MAX_COLS):
+        its 16-bit word slots also hold a row's lone first and last elements,
+        one more; a ``crowded`` row on a lane group (its slots crowd the
+        banks: analysis.banks.row_tile_crowded) is held as 16-byte vectors of
+        its window instead, ``elems // vec - 1`` a lane between the first and
+        the last, which lanes 0 and 1 hold beside them, and a row starting
+        anywhere in a vector spans them up to vec - 1 elements short."""
         cap = self.capacity
-        if cap is not None and itemsize == 2 and self.entry == "softmax_10_row_tile":
-            return cap + 1
-        return cap
+        if cap is None or self.entry != "softmax_10_row_tile":
+            return cap
+        if crowded and self.row_threads > 1:
+            vec = 16 // itemsize
+            return (self.row_threads * (self.elems // vec - 1) + 2) * vec - (vec - 1)
+        return cap + 1 if itemsize == 2 else cap
 
     @property
     def limit(self) -> int | None:
@@ -172,7 +180,7 @@ class SoftmaxConfig:
                  "MIN_BLOCKS": self.min_blocks, "UNROLL": self.unroll, "CLUSTER": self.cluster,
                  "STAGES": self.stages, "EVICT_FIRST": int(self.evict_first),
                  "BUFFERS": self.tile_buffers(element_bytes(precision)),
-                 "ROTATE": 0}   # rung 10's rotated slots: the plan's choice (plan.row_tile_crowded)
+                 "CROWDED": 0}  # rung 10: the plan's verdict on the banks (banks.row_tile_crowded)
         source = source_of(self.entry)
         if source == "softmax_04_vectorized.cu":
             if not self.elems:        # a streaming config: the rows entry's constants
@@ -219,7 +227,9 @@ class SoftmaxConfig:
         return (rows * self.cluster, 1, 1)
 
     def fits(self, cols: int, cc: tuple, itemsize: int = 4) -> bool:
-        lim = self.row_capacity(itemsize) if self.elems else self.max_cols
+        crowded = (self.entry == "softmax_10_row_tile"
+                   and row_tile_crowded(cols, self.row_threads, itemsize))
+        lim = self.row_capacity(itemsize, crowded) if self.elems else self.max_cols
         return (lim is None or cols <= lim) and tuple(cc) >= _arch_cc(self.arch)
 
     def describe(self, vec: int | None = None) -> str:
@@ -262,7 +272,8 @@ class SoftmaxRung:
         if not caps:
             raise ValueError(f"{self.name} needs {self.configs[0].arch} or newer; the device "
                              f"is sm_{cc[0]}{cc[1]}")
-        raise ValueError(f"{self.name} takes rows of at most {caps[-1].limit} elements, "
+        longest = caps[-1].row_capacity(itemsize) if caps[-1].elems else caps[-1].limit
+        raise ValueError(f"{self.name} takes rows of at most {longest} elements, "
                          f"got {cols}; use kernel='auto' or softmax_04_vectorized")
 
     def supports(self, cols: int, cc: tuple = (9, 0), precision: str = "fp32") -> bool:
@@ -334,14 +345,17 @@ PIPELINED_CONFIGS = (pipelined(128, 8, 1, 4), pipelined(512, 32, 1, 3), pipeline
 # crowds the banks (fp32 x 48: 0.40 against rung 07's 0.94) the planner puts
 # the row on rung 07 (plan.one_lane_spreads). Two lanes of 32 slots, which
 # took rows of 33..64 before (bf16 x 33 0.70, x 65 0.77), are gone: the one
-# lane of 64 holds every row they held.
+# lane of 64 holds every row they held. Four lanes of 40 slots: the crowded
+# rows of 106..137 16-bit / 118..149 fp32 elements, which four lanes hold as
+# 16-byte vectors (row_capacity; twenty-seventh round: bf16 131072 x 127 0.72
+# -> 0.80 of copy, fp32 0.89 -> 0.94).
 ROW_TILE_CONFIGS = (
     SoftmaxConfig("softmax_10_row_tile", 256, 1, elems=16, min_blocks=4, walks=True),
     SoftmaxConfig("softmax_10_row_tile", 256, 1, elems=32, min_blocks=4, walks=True),
     SoftmaxConfig("softmax_10_row_tile", 128, 1, elems=40, min_blocks=8, walks=True),
     SoftmaxConfig("softmax_10_row_tile", 128, 1, elems=64, min_blocks=4, walks=True),
-) + tuple(SoftmaxConfig("softmax_10_row_tile", 256, rt, elems=32, min_blocks=4, walks=True)
-          for rt in (4, 8, 16, 32))
+) + tuple(SoftmaxConfig("softmax_10_row_tile", 256, rt, elems=e, min_blocks=4, walks=True)
+          for rt, e in ((4, 32), (4, 40), (8, 32), (16, 32), (32, 32)))
 
 SOFTMAX_RUNGS: list[SoftmaxRung] = [
     SoftmaxRung("softmax_01_naive", "softmax_01_naive.cu",
