@@ -51,7 +51,7 @@
 #error "BUFFERS must be defined (tile buffers per block: 1, or 2 to copy the next tile in during this one)"
 #endif
 #ifndef CROWDED
-#error "CROWDED must be defined (1: 16-bit rows whose plain word slots crowd the banks; see kRotateBuild, kVectors)"
+#error "CROWDED must be defined (1: rows whose plain slots crowd the banks; see kRotateBuild, kVectors)"
 #endif
 
 static_assert(THREADS % 32 == 0 && THREADS <= 1024, "THREADS: a multiple of 32 up to 1024");
@@ -70,8 +70,8 @@ constexpr int VEC = 16 / SZ;                          // elements per 16-byte ve
 // and last elements, reduce_run_words: a row of ROW_THREADS * ELEMS + 1 has at
 // most ROW_THREADS * ELEMS / 2 whole words whichever half it starts on). So a
 // 16-bit row of 33 takes one lane of 32 slots, not two lanes of which half
-// the slots are empty. A crowded row on a lane group (kVectors below) fits
-// up to 7 elements fewer than its group's vectors hold, fewer than this.
+// the slots are empty. A crowded row on a lane group (kVectors below) is
+// shorter: its group's vectors less up to VEC - 1 elements.
 // registry.SoftmaxConfig.row_capacity says the same.
 constexpr int MAX_COLS = ROW_THREADS * ELEMS + (SZ == 2 ? 1 : 0);
 // The run (at most ROWS * MAX_COLS elements) lands at its byte offset inside

@@ -1,6 +1,6 @@
 """The shared-memory bank model: how many wavefronts a warp-wide 4-byte
 access takes, and what that gives for the transposes of cu/mem_03_transpose.cu
-and the 16-bit row tiles of cu/softmax/softmax_10_row_tile.cu. Pure arithmetic."""
+and the row tiles of cu/softmax/softmax_10_row_tile.cu. Pure arithmetic."""
 from __future__ import annotations
 
 import functools

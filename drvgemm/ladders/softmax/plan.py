@@ -59,7 +59,6 @@ predictions: benchmarks/notes/softmax.md.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from dataclasses import dataclass
 
