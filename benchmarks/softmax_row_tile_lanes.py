@@ -49,8 +49,11 @@ def candidates(prec: str) -> dict:
     out = {}
     for rows, cols in SHAPES:
         tight = next(c for c in ROW_TILE_CONFIGS if c.fits(cols, (9, 0), 2))
+        # (a crowded row on the wider lanes needs their vectors' room: those that
+        # cannot hold it are left out, as the sweep would skip them)
         wider = [c for c in ROW_TILE_CONFIGS + (TWO_LANES,)
-                 if c.row_threads == 2 * tight.row_threads and c.elems == 32]
+                 if c.row_threads == 2 * tight.row_threads and c.elems == 32
+                 and c.fits(cols, (9, 0), 2)]
         if tight.elems == 16:   # rows of 17: the 32-slot single lane the rung took before
             wider = [_tile(1, 32)]
         window = smplan.plan(rows, cols, prec, kernel="softmax_07_any_row").config
