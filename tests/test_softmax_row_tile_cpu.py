@@ -481,7 +481,22 @@ def test_rows_the_plain_slots_spread_stay_plain(cols):
     assert max(_worst_bank_load(cols, rt, False, shift, 0) for shift in range(0, 16, 2)) <= 2
 
 
-def test_plan_marks_crowded_16_bit_rows_only():
+def test_fp32_bank_model_is_the_element_slots():
+    """fp32 rows: lane l of group g reads word shift / 4 + g * cols + l first
+    (reduce_run), so four lanes a row put the warp's eight rows cols words
+    apart: x 127 (-1 mod 32) crowds four lanes on a bank, x 96 eight, x 100
+    one (the words 100 g + l, g < 8, l < 4, fall on distinct banks)."""
+    for cols, lanes_a_bank in ((127, 4), (96, 8), (100, 1)):
+        assert smplan.row_tile_bank_load(cols, 4, 4) == lanes_a_bank
+        per_bank = {}
+        for g in range(8):
+            for lane in range(4):
+                per_bank.setdefault((g * cols + lane) % 32, set()).add(g * cols + lane)
+        assert max(len(w) for w in per_bank.values()) == lanes_a_bank   # at shift 0
+    assert smplan.row_tile_crowded(127, 4, 4) and not smplan.row_tile_crowded(100, 4, 4)
+
+
+def test_plan_marks_crowded_rows_only():
     """CROWDED: one 16-bit lane a row rotates its slots (64, 32), a lane group
     reads 16-byte vectors (127 on four lanes, 16-bit or fp32); rows whose
     slots spread (31, 33, 100) and fp32 rows on one lane keep the plain slots."""
