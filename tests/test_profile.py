@@ -228,3 +228,27 @@ def test_profile_child_runs_the_script_s_child_under_ncu(tmp_path, monkeypatch):
     assert ncu.calls(proc.stdout) == ["first 1", "second"]
     monkeypatch.setattr(ncu, "find_ncu", lambda explicit=None: None)
     assert ncu.profile_child("bench.py", [], []) is None
+
+
+def test_metric_rows_read_rows_that_end_at_their_value():
+    """ncu 2025's details page writes a metric's row only up to its value
+    (plus a trailing comma); a rule's row has every column. Both are read, a
+    row cut before its value is not (the H200's ncu_compare run printed an
+    empty table while every metric row was of the short kind)."""
+    header = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream",'
+              '"Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit",'
+              '"Metric Value","Rule Name","Rule Type","Rule Description","Estimated Speedup Type",'
+              '"Estimated Speedup"')
+    head = '"0","652","python3.12","127.0.0.1","k","1","7","(384, 1, 1)","(128, 1, 1)","0","9.0","SOL",'
+    text = "\n".join([
+        "==WARNING== Note: Running with unmodified GPU clocks.",
+        "CALL one",
+        header,
+        head + '"Duration","ns","28,800",',
+        head + '"","","","Rule","OPT","text","local","3.5"',
+        head + '"Cut",',
+    ])
+    rows = ncu.metric_rows(text)
+    assert [r["Metric Name"] for r in rows] == ["Duration", ""]
+    assert rows[0]["Metric Value"] == "28,800" and rows[0]["Rule Name"] == ""
+    assert rows[1]["Rule Name"] == "Rule" and rows[1]["Estimated Speedup"] == "3.5"

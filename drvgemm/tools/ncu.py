@@ -79,12 +79,16 @@ def table_rows(text: str) -> list[list[str]]:
 def metric_rows(text: str) -> list[dict]:
     """The details page (``ncu --csv`` without ``--page raw``): one dict per
     launch and metric, keyed by column ("Kernel Name", "Metric Name",
-    "Metric Unit", "Metric Value", ...)."""
+    "Metric Unit", "Metric Value", ...). ncu 2025 writes a metric's row only
+    up to its value (the rule columns, empty, left off): such rows are read
+    with those columns empty."""
     rows = table_rows(text)
     if not rows:
         return []
     header = rows[0]
-    return [dict(zip(header, r)) for r in rows[1:] if len(r) == len(header)]
+    need = header.index("Metric Value") + 1 if "Metric Value" in header else len(header)
+    return [dict(zip(header, r + [""] * (len(header) - len(r)))) for r in rows[1:]
+            if need <= len(r) <= len(header)]
 
 
 def _number(text: str):
