@@ -54,8 +54,8 @@ SOFTMAX_SHAPES = [(1, 1), (3, 1000), (5, 4099), (2, 33000), (1, 131072),
                   # memory (fp32)
                   (15, 300001)]
 SOFTMAX_16BIT_SHAPES = [(1000, 8), (15, 300001),
-                        # rung 10's lane groups read 16-bit rows as 16-byte vectors of
-                        # the tile: rows at every phase, up to each config's longest
+                        # rung 10's four lanes: crowded rows read as 16-byte vectors of
+                        # the tile (127, 129), rows beside them on word slots (105, 137)
                         (700, 127), (300, 129), (500, 105), (200, 137)]
 # (x offset, y offset, pitch pad) in elements: rows that start off 16 bytes, at a
 # pitch above the row, x and y of different phase

@@ -119,7 +119,8 @@ def test_row_tile_many_blocks(gpu, cols, prec):
     """Enough rows for thousands of blocks, the last one short, at an odd
     offset: every block's run starts at another phase (32, 64: 16-bit rows on
     one lane whose plain slots crowd a warp onto a few banks, so they rotate;
-    96, 106, 127, 129: crowded rows on four lanes, read as 16-byte vectors;
+    96, 106, 127, 129: crowded 16-bit rows on four lanes, read as 16-byte
+    vectors (fp32: 96, 127);
     17, 33, 65, 129, 1025: 16-bit rows one past a config's slots, whose
     tiles are a row longer; 37, 40: the one lane of 40 slots in 128-thread
     blocks, 41, 63, 64: of 64)."""

@@ -359,9 +359,7 @@ __device__ __forceinline__ void reduce_run_vectors(unsigned char* buf, const Run
         for (int k = 0; k < VEC; ++k) o[k] *= scale;
         if (j < RVECS) {
             const int q = 1 + lane + j * ROW_THREADS;
-            if (live && q < nv - 1)
-                *reinterpret_cast<uint4*>(win + 16 * q) = make_uint4(
-                    pack_word(o), pack_word(o + EPW), pack_word(o + 2 * EPW), pack_word(o + 3 * EPW));
+            if (live && q < nv - 1) store_vec<VEC>(reinterpret_cast<elem_t*>(win + 16 * q), o);
         } else if (edge) {
             elem_t* we = reinterpret_cast<elem_t*>(win + 16 * ev);
 #pragma unroll
