@@ -155,10 +155,11 @@ script_phase() {
     tail -"$lines" "$LOG/$name.log"; end "$name" $rc
   fi
 }
-# rung20: the flagships against an earlier build of their kernel, same run
-# (RUNG20_OLD_DIR holds that source; see benchmarks/rung20_before_after.py).
-script_phase rung20 "${RUNG20_TIMEOUT:-120}" 12 benchmarks/rung20_before_after.py \
-  --old-dir "${RUNG20_OLD_DIR:-.gpu/old20}" --rounds 3 --json "$LOG/rung20_before_after.json"
+# rung20: rung 20's members against an earlier source of theirs, same run (RUNG20_OLD_DIR
+# holds it, RUNG20_ARGS: --shapes PREC:MxNxK[:MEMBER[:SPLIT]] ...; see
+# benchmarks/rung20_before_after.py)
+script_phase rung20 "${RUNG20_TIMEOUT:-300}" 30 benchmarks/rung20_before_after.py \
+  "${RUNG20_OLD_DIR:-.gpu/old20}" ${RUNG20_ARGS:-} --json "$LOG/rung20_before_after.json"
 script_phase sweep "${SWEEP_TIMEOUT:-120}" 45 benchmarks/occupancy_sweep.py --plot "$LOG/occupancy_sweep.png" \
   --json "$LOG/occupancy_sweep.json"
 script_phase autotune "${AUTOTUNE_TIMEOUT:-400}" 30 benchmarks/autotune_warp_tiled.py \

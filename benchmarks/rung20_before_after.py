@@ -1,109 +1,168 @@
-"""Rung 20's flagship instantiations before and after a change to their
-machine code, side by side in one run: the same tensor maps, grid and
-arguments, results compared, times interleaved round by round.
+"""Rung 20's instantiations before and after a change to their source, side by
+side in one run: on each shape the member and split auto plans (or the ones
+named), built from the tree's source and from the copy in OLD_DIR with the
+same defines, launched with the same tensor maps, grid and arguments; C
+checked against float64, times interleaved batch by batch (L2 flushed before
+each batch), cuBLAS (torch.matmul) timed alongside where torch is installed:
 
-    python3 benchmarks/rung20_before_after.py --old-dir DIR [--sizes 4096,8192] [--json PATH]
+    python3 benchmarks/rung20_before_after.py OLD_DIR
+        [--shapes bf16:2048 bf16:4096x4096x4096 fp16:128x4096x4096:20_tma_wgmma_fp16_16x64:2 ...]
+        [--batch 10] [--reps 7] [--json PATH]
 
-DIR holds the earlier kernel source (``20_wgmma_tma_bf16.cu`` and the
-header it includes, as of commit d55b3e2: before the dynamic scheduler's
-leftovers were removed and split-K was added). That kernel takes one
-parameter fewer at the end (an unused scheduler pointer instead of
-partials, split_stride, splits) and 64 more bytes of shared memory.
-Make DIR from the history (it is not committed: an ignored folder that
-travels to the GPU machine with ``carry``):
+A shape is PRECISION:M[xNxK][:MEMBER[:SPLIT]]; C has the inputs' 16-bit type
+(as the shape suite calls gemm with), fp32 for tf32. The old build must take
+the tree's kernel arguments (a change inside the kernel, not of its signature).
 
-    mkdir -p .gpu/old20
-    git show d55b3e2:cu/20_wgmma_tma_bf16.cu > .gpu/old20/20_wgmma_tma_bf16.cu
-    git show d55b3e2:cu/wgmma_common.cuh > .gpu/old20/wgmma_common.cuh
+OLD_DIR holds the earlier cu/gemm/20_tma_wgmma.cu and, when they changed too,
+its 20_tma_wgmma/*.cuh (an #include finds OLD_DIR's copy first, then the
+tree's). Made from the history, not committed; .gpu/ is git-ignored, so name
+it in the device tool's `carry`:
+
+    mkdir -p .gpu/old20/20_tma_wgmma
+    git show HEAD~1:cu/gemm/20_tma_wgmma.cu > .gpu/old20/20_tma_wgmma.cu
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
-from pathlib import Path
 
-import numpy as np
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import drvgemm
-from drvgemm.ladders.gemm.hopper import wgmma_gemm_launch_config
-from drvgemm.ladders.gemm.registry import by_name, rung_kernel
-from drvgemm.runtime import driver
-from drvgemm.runtime.dtypes import numpy_dtype
-from drvgemm.runtime.launch import launch
-from drvgemm.runtime.timing import median_ms
+import numpy as np  # noqa: E402
 
-# The defines the old registry passed (commit d55b3e2, drvgemm/rungs.py).
-OLD_COMMON = {"WARP_SPECIALIZED": 1, "PERSISTENT": 1, "CLUSTER": 1, "STAGES": 4, "SCHED": 0,
-              "GROUP": 16, "RASTER": 0, "INFLIGHT": 1, "TF32_FRAG": 2, "ALIGNED": 1}
-CASES = [  # (rung, WGMMA_ELEM, EPILOGUE, BALANCE, 16-bit C)
-    ("20_tma_wgmma_bf16", 1, 2, 1, False), ("20_tma_wgmma_bf16", 1, 2, 1, True),
-    ("20_tma_wgmma_fp16", 2, 2, 1, True), ("20_tma_wgmma_tf32", 3, 0, 0, False)]
+import drvgemm  # noqa: E402
+from drvgemm.ladders.gemm import dispatch, hopper, registry  # noqa: E402
+from drvgemm.runtime import driver, sass, sources  # noqa: E402
+from drvgemm.runtime.launch import launch_config  # noqa: E402
+from drvgemm.runtime.timing import batch_median_ms  # noqa: E402
+from drvgemm.tools.bench import make_inputs, reference, rel_rmse, torch_cuda  # noqa: E402
+from drvgemm.tools.records import device_json  # noqa: E402
+
+SHAPES = ("bf16:2048", "bf16:3072", "bf16:4096", "bf16:8192", "bf16:512x4096x11008",
+          "bf16:16x4096x4096", "bf16:128x128x65536", "fp16:4096", "tf32:4096")
 
 
 def log(msg):
     print(msg, file=sys.stderr, flush=True)
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--old-dir", required=True)
-    ap.add_argument("--sizes", default="4096,8192")
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--reps", type=int, default=10)
+def parse_spec(spec):
+    """(precision, m, n, k, member or None, split or None) of PRECISION:MxNxK[:MEMBER[:SPLIT]]."""
+    fields = spec.split(":")
+    prec, dims = fields[0], [int(v) for v in fields[1].lower().split("x")]
+    m, n, k = dims * 3 if len(dims) == 1 else dims
+    member = fields[2] if len(fields) > 2 and fields[2] else None
+    split = int(fields[3]) if len(fields) > 3 else None
+    return prec, m, n, k, member, split
+
+
+def old_build(old_dir, r, narrow, split_k):
+    """The instantiation's build from OLD_DIR's source, with the registry's defines."""
+    tree = os.path.dirname(sources.find_source(r.source))
+    k = drvgemm.compile(os.path.join(old_dir, os.path.basename(r.source)), r.entry,
+                        defines=r.instantiation_defines(True, narrow, split_k), arch=r.arch,
+                        options=[*r.options, f"-I{old_dir}", f"-I{tree}"])
+    k.split_k = split_k     # split_k.split_kernel takes it as the split build
+    return k
+
+
+def torch_batch_ms(prec, a, b, narrow, batch):
+    """One batch of torch.matmul(out=) on the same inputs, ms a product (None without torch)."""
+    torch = torch_cuda()
+    if torch is None:
+        return None
+    dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32}[prec]
+    ta, tb = torch.from_numpy(a.astype(np.float32)).cuda().to(dt), \
+        torch.from_numpy(b.astype(np.float32)).cuda().to(dt)
+    out = torch.empty((a.shape[0], b.shape[1]), dtype=dt if narrow else torch.float32,
+                      device="cuda")
+    torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
+
+    def enqueue():
+        torch.matmul(ta, tb, out=out)
+    return lambda: batch_median_ms(enqueue, batch, 1, torch.cuda.synchronize)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("old_dir")
+    ap.add_argument("--shapes", nargs="+", default=list(SHAPES))
+    ap.add_argument("--batch", type=int, default=10)
+    ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--json")
-    args = ap.parse_args()
-    old_src = Path(args.old_dir) / "20_wgmma_tma_bf16.cu"
-    out = []
-    for name, elem, epi, bal, narrow in CASES:
-        r = by_name()[name]
-        new_k = rung_kernel(r, True, narrow_output=narrow)
-        d = dict(OLD_COMMON, WGMMA_ELEM=elem, EPILOGUE=epi, BALANCE=bal)
-        if narrow:
-            d["OUT_16"] = 1
-        old_k = drvgemm.compile(str(old_src), f"gemm_tma_wgmma_{r.precision}", defines=d,
-                                arch="sm_90a")
-        dt = numpy_dtype(r.precision)
-        for n in [int(s) for s in args.sizes.split(",")]:
-            rng = np.random.default_rng(n)
-            a = drvgemm.to_device(rng.uniform(-1, 1, (n, n)).astype(np.float32).astype(dt))
-            b = drvgemm.to_device(rng.uniform(-1, 1, (n, n)).astype(np.float32).astype(dt))
-            c_dt = dt if narrow else np.float32
-            c_new, c_old = drvgemm.empty((n, n), c_dt), drvgemm.empty((n, n), c_dt)
-            cfg = wgmma_gemm_launch_config(r, a, b, c_new, n, n, n, 1.0, 0.0,
-                                           narrow_output=narrow, kernel=new_k)
-            cfg_old = wgmma_gemm_launch_config(r, a, b, c_old, n, n, n, 1.0, 0.0,
-                                               narrow_output=narrow, kernel=new_k)
-            old_args = list(cfg_old["args"][:9]) + [0]
+    args = ap.parse_args(argv)
+    if not os.path.isfile(os.path.join(args.old_dir, "20_tma_wgmma.cu")):
+        raise SystemExit(f"{args.old_dir}: no 20_tma_wgmma.cu (see this script's docstring)")
+    dev = driver.device()
+    recs = []
+    for spec in args.shapes:
+        prec, m, n, k, member, split = parse_spec(spec)
+        narrow = prec != "tf32"
+        plan = dispatch.plan_shape(m, n, k, precision=prec, out_dtype=None if not narrow
+                                   else dispatch.input_dtype(prec),
+                                   kernel=member or "auto")
+        r = plan.rung
+        split = split or plan.split
+        if r.host != "tma":
+            log(f"{spec}: {r.name} is not a rung-20 member: skipped")
+            continue
+        a, b = make_inputs(prec, m, n, k, seed=m + n + k)
+        ref = reference(a, b)
+        A, B = driver.to_device(a), driver.to_device(b)
+        c_dt = a.dtype if narrow else np.float32
+        ws = driver.to_device(np.zeros(max(1, r.workspace_bytes(m, n, split) // 4), np.float32))
+        kernels = {"new": registry.rung_kernel(r, True, narrow_output=narrow, split_k=split > 1),
+                   "old": old_build(args.old_dir, r, narrow, split > 1)}
+        Cs, steps, err = {}, {}, {}
+        for which, kern in kernels.items():
+            Cs[which] = driver.to_device(np.full((m, n), np.nan, c_dt))
+            steps[which] = hopper.split_launches(r, kern, A, B, Cs[which], m, n, k, 1.0, 0.0,
+                                                 narrow_output=narrow, split=split,
+                                                 workspace=ws if split > 1 else 0)
 
-            def run_new():
-                launch(new_k, cfg["grid"], cfg["block"], cfg["args"], smem=cfg["smem"])
-
-            def run_old():
-                launch(old_k, cfg_old["grid"], cfg_old["block"], old_args,
-                       smem=cfg_old["smem"] + 64)
-
-            run_new(); run_old(); driver.synchronize()
-            same = np.array_equal(c_new.to_host().view(np.uint8), c_old.to_host().view(np.uint8))
-            times = {"new": [], "old": []}
-            for _ in range(args.rounds):
-                for label, fn in (("old", run_old), ("new", run_new)):
-                    times[label].append(median_ms(fn, reps=args.reps))
-            med = {k: statistics.median(v) for k, v in times.items()}
-            tf = {k: 2.0 * n ** 3 / (v * 1e-3) / 1e12 for k, v in med.items()}
-            rec = {"kernel": name, "c": str(np.dtype(c_dt)) if not narrow else r.precision,
-                   "m": n, "n": n, "k": n, "old_ms": med["old"], "new_ms": med["new"],
-                   "old_tflops": tf["old"], "new_tflops": tf["new"],
-                   "new_over_old": med["old"] / med["new"], "bitwise_equal": same}
-            log(f"{name} C {'16-bit' if narrow else 'fp32'} {n}^3: old {tf['old']:.1f} new "
-                f"{tf['new']:.1f} TFLOP/s ({rec['new_over_old']:.3f}x), results "
-                f"{'bitwise equal' if same else 'DIFFER'}")
-            out.append(rec)
+        def enqueue_of(which):
+            return lambda: [launch_config(kern, cfg) for kern, cfg in steps[which]]
+        for which in kernels:
+            enqueue_of(which)()
+            driver.synchronize()
+            err[which] = rel_rmse(Cs[which].to_host().astype(np.float32), ref)
+        same = bool(np.array_equal(Cs["new"].to_host().view(np.uint8),
+                                   Cs["old"].to_host().view(np.uint8)))
+        cublas = torch_batch_ms(prec, a, b, narrow, args.batch)
+        times = {"old": [], "new": [], "cublas": []}
+        for _ in range(args.reps):
+            for which in ("old", "new"):
+                times[which].append(batch_median_ms(enqueue_of(which), args.batch, 1))
+            if cublas:
+                times["cublas"].append(cublas())
+        med = {w: statistics.median(t) for w, t in times.items() if t}
+        flops = 2.0 * m * n * k
+        rec = {"precision": prec, "m": m, "n": n, "k": k, "kernel": r.name, "split": split,
+               "old_us": round(1e3 * med["old"], 2), "new_us": round(1e3 * med["new"], 2),
+               "new_tflops": round(flops / med["new"] / 1e9, 1),
+               "cublas_us": round(1e3 * med["cublas"], 2) if "cublas" in med else None,
+               "bitwise_same": same, "rel_rmse": err,
+               "sass_hash": {w: sass.kernel_sass_hash(kern)
+                             for w, kern in kernels.items()}}
+        if "cublas" in med:
+            rec["old_of_cublas"] = round(med["cublas"] / med["old"], 3)
+            rec["new_of_cublas"] = round(med["cublas"] / med["new"], 3)
+        recs.append(rec)
+        print(f"{spec:36s} {r.name} split {split}: old {rec['old_us']:9.2f} us  new "
+              f"{rec['new_us']:9.2f} us ({rec['new_tflops']} TFLOP/s)  cuBLAS "
+              f"{rec['cublas_us']} us  of cuBLAS old {rec.get('old_of_cublas')} new "
+              f"{rec.get('new_of_cublas')}  same bits {same}  rmse new {err['new']:.1e}",
+              flush=True)
+        for x in (A, B, ws, *Cs.values()):
+            x.free()
     if args.json:
-        Path(args.json).write_text(json.dumps({"device": str(drvgemm.device()), "records": out},
-                                              indent=1))
-    return 0 if all(r["bitwise_equal"] for r in out) else 1
+        with open(args.json, "w") as f:
+            json.dump({"device": device_json(dev), "old_dir": args.old_dir, "records": recs}, f,
+                      indent=1)
+    return 0
 
 
 if __name__ == "__main__":

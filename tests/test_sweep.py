@@ -294,3 +294,30 @@ def test_side_by_side_candidates_are_plans_within_the_h200(name, monkeypatch):
                     assert p.smem * getattr(cfg, "min_blocks", 1) <= 227 * 1024, p.describe()
                     n += 1
     assert n > 0
+
+
+def test_rung20_before_after_builds_the_old_source_with_the_trees_defines(tmp_path):
+    """benchmarks/rung20_before_after.py: the tree's own source copied to
+    OLD_DIR builds to the registered instantiation's machine code (same
+    defines, its headers found in the tree), a header in OLD_DIR is read
+    before the tree's, and a shape spec names precision, M x N x K, member
+    and split."""
+    from drvgemm.ladders.gemm.registry import by_name, rung_kernel
+    from drvgemm.runtime import sass, sources
+    from drvgemm.runtime.errors import CompileError
+    mod = _script("rung20_before_after")
+    assert mod.parse_spec("bf16:2048") == ("bf16", 2048, 2048, 2048, None, None)
+    assert mod.parse_spec("fp16:16x4096x1024:20_tma_wgmma_fp16_16x64:4") == \
+        ("fp16", 16, 4096, 1024, "20_tma_wgmma_fp16_16x64", 4)
+    r = by_name()["20_tma_wgmma_bf16_64x128"]
+    src = Path(sources.find_source(r.source))
+    (tmp_path / src.name).write_text(src.read_text())
+    for split_k in (False, True):
+        old = mod.old_build(str(tmp_path), r, True, split_k)
+        new = rung_kernel(r, True, narrow_output=True, split_k=split_k)
+        assert old.split_k is split_k
+        assert sass.kernel_sass_hash(old) == sass.kernel_sass_hash(new)
+    (tmp_path / "20_tma_wgmma").mkdir()
+    (tmp_path / "20_tma_wgmma" / "scheduler.cuh").write_text('#error "the old header"\n')
+    with pytest.raises(CompileError, match="the old header"):
+        mod.old_build(str(tmp_path), r, True, False)

@@ -321,14 +321,19 @@ __device__ __forceinline__ void fill_stage(const TmaMap* mapA, const TmaMap* map
 template <int ELEM, bool MN_A>
 __device__ __forceinline__ void mma_stage_16(float (&acc)[ACC], u32 k_major, u32 mn_major,
                                              u32 mn_lbo, bool first) {
+    // The first step's descriptors; step kk adds its offset to their address
+    // field (16-byte units, the low 14 bits: a block's shared addresses stay
+    // below 2^18 bytes, so the add never carries out of the field).
+    const u64 k0 = smem_desc_sw128(k_major, 16, 1024);
+    const u64 mn0 = smem_desc_sw128(mn_major, mn_lbo, 1024);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
+        const u64 dk = k0 + (kk * 32 >> 4);
+        const u64 dmn = mn0 + (kk * 16 * 128 >> 4);
         // wgmma's A descriptor, then its B
-        const u64 da = MN_A ? smem_desc_sw128(mn_major + kk * 16 * 128, mn_lbo, 1024)
-                            : smem_desc_sw128(k_major + kk * 32, 16, 1024);
-        const u64 db = MN_A ? smem_desc_sw128(k_major + kk * 32, 16, 1024)
-                            : smem_desc_sw128(mn_major + kk * 16 * 128, mn_lbo, 1024);
+        const u64 da = MN_A ? dmn : dk;
+        const u64 db = MN_A ? dk : dmn;
         const int scale_d = (first && kk == 0) ? 0 : 1;
         if constexpr (MN_A && ELEM == ELEM_BF16)
             wgmma_m64nNk16_bf16_mn_a<TILE_X>(acc, da, db, scale_d);
@@ -397,11 +402,13 @@ __device__ __forceinline__ void mma_stage(float (&acc)[ACC], u32 (&frag)[4][4], 
                 }
             }
         }
+        const u64 b0 = smem_desc_sw128(xbase, 16, 1024);
         wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < 4; ++ks) {
-            // k8 step: +32 bytes along A's 128-byte lines (wgmma's B, K-major).
-            const u64 db = smem_desc_sw128(xbase + ks * 32, 16, 1024);
+            // k8 step: +32 bytes along A's 128-byte lines (wgmma's B, K-major),
+            // added to the address field as in mma_stage_16.
+            const u64 db = b0 + (ks * 32 >> 4);
             const int scale_d = (first && ks == 0) ? 0 : 1;
             wgmma_m64nNk8_tf32_rs<TILE_X>(acc, frag[ks], db, scale_d);
         }
@@ -636,7 +643,11 @@ __device__ __forceinline__ void gemm_tma_wgmma(const TmaMap* mapA, const TmaMap*
     else
         __syncthreads();
 
-    const int wg = threadIdx.x / 128;
+    // Read back from lane 0, the warpgroup index is uniform to the compiler,
+    // and with it each consumer's stage addresses and wgmma descriptors: they
+    // stay in uniform registers, where HGMMA reads them (from threadIdx.x
+    // directly they were built in ordinary registers, four R2UR a wgmma).
+    const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
 #if WARP_SPECIALIZED
     if (wg == 0) {
         if constexpr (MOVE_REGS) setmaxnreg_dec<PRODUCER_REGS>();
