@@ -52,8 +52,11 @@ SOFTMAX_SHAPES = [(1, 1), (3, 1000), (5, 4099), (2, 33000), (1, 131072),
                   (300, 50257),
                   # split rows whose chunks are held packed (16-bit) or partly in shared
                   # memory (fp32)
-                  (15, 300001)]
-SOFTMAX_16BIT_SHAPES = [(1000, 8), (15, 300001),
+                  (15, 300001),
+                  # rung 04's packed rows (whole rows a 16-byte vector), ending in a
+                  # partial vector and a partial block
+                  (4099, 1), (2051, 2)]
+SOFTMAX_16BIT_SHAPES = [(1000, 8), (15, 300001), (1027, 4),
                         # rung 10's four lanes: crowded rows read as 16-byte vectors of
                         # the tile (127, 129), rows beside them on word slots (105, 137)
                         (700, 127), (300, 129), (500, 105), (200, 137)]

@@ -96,6 +96,12 @@ def instantiations():
                 for vec in sorted({c.vec(itemsize), 1}):
                     out.append((f"softmax/{c.describe(vec)}/{precision}/{arch}", r.source,
                                 c.entry, c.defines(precision, vec), arch))
+    for c in softmax.PACKED_CONFIGS:      # rung 04's packed rows: 16-byte vectors only
+        for precision, itemsize in (("fp32", 4), ("bf16", 2), ("fp16", 2)):
+            if c.packed_cols < 16 // itemsize:
+                vec = c.vec(itemsize)
+                out.append((f"softmax/{c.describe(vec)}/{precision}/sm_90", "softmax_04_vectorized.cu",
+                            c.entry, c.defines(precision, vec), "sm_90"))
     for c in softmax.ROW_TILE_CONFIGS:    # rung 10's CROWDED builds (rows whose slots crowd the banks)
         for precision in ("bf16", "fp16") + (("fp32",) if c.row_threads > 1 else ()):
             out.append((f"softmax/{c.describe(1)} crowded/{precision}/sm_90", "softmax_10_row_tile.cu",

@@ -414,7 +414,10 @@ def test_plans_cover_every_row_and_column(rows, cols, prec, aligned, kernel):
     assert d["DTYPE"] == smr.DTYPE_CODES[prec] and d.get("VEC", 1) == p.vec
     # every define the source needs, and only those (the kernels refuse a missing one)
     assert set(d) == set(smr.SOURCE_DEFINES[p.source])
-    if p.vec > 1:
+    if c.packed_cols:   # whole rows a vector: aligned rows of exactly that length
+        assert aligned and cols == c.packed_cols and p.vec % cols == 0 and p.vec > cols
+        assert p.vec * smr.numpy_dtype(prec).itemsize == 16
+    elif p.vec > 1:
         assert aligned and cols % p.vec == 0
         assert p.vec * smr.numpy_dtype(prec).itemsize <= 16
         if c.elems:
@@ -473,7 +476,7 @@ def test_catalogue_lists_every_config_and_memory_kernel_once():
     cat = smr.catalogue() + mem_registry.catalogue()
     labels = [c[0] for c in cat]
     assert len(labels) == len(set(labels))
-    assert sum(len(r.configs) for r in smr.SOFTMAX_RUNGS) + \
+    assert sum(len(r.configs) for r in smr.SOFTMAX_RUNGS) + len(smr.PACKED_CONFIGS) + \
         len(smr.window_catalogue_configs()) + len(mem_registry.MEM_KERNELS) == len(cat)
     # every window family once, at its register-tightest
     assert {(c.entry, c.threads, c.min_blocks, c.vec) for c in smr.WINDOW_CONFIGS} == \

@@ -244,6 +244,47 @@ def test_16_bit_rows_of_8_on_one_lane(gpu, prec):
     check(y, x, "auto")
 
 
+PACKED_CASES = [(prec, c.packed_cols) for prec in ("fp32", "bf16", "fp16")
+                for c in smr.PACKED_CONFIGS if c.packed_cols < smr.vec_of(prec)]
+
+
+@pytest.mark.parametrize("prec,cols", PACKED_CASES)
+@pytest.mark.parametrize("rows", [1, 3, 4095, 4097, 100003])
+def test_rows_packed_in_vectors(gpu, prec, cols, rows):
+    """Aligned rows of fewer elements than a 16-byte vector holds: auto's
+    packed entry (rung 04, whole rows a vector, a thread a run of vectors)
+    over row counts that end in a partial vector and a partial block, with
+    an all -inf row, a NaN, a lone survivor and the type's top values; the
+    same bits as a lane a row (the rows entry, the same arithmetic), and the
+    reference's bound. A misaligned view of the same rows takes a lane a row."""
+    p = sm.plan(rows, cols, prec, cc=gpu.cc, sm_count=gpu.sm_count)
+    assert p.entry == "softmax_04_vectorized_packed" and p.vec == smr.vec_of(prec), p.describe()
+    x = make_input(rows, cols, prec=prec, seed=rows + cols)
+    top = smr.numpy_dtype(prec).type(60000.0 if prec == "fp16" else 3e38)
+    for r, row in ((0, -np.inf), (rows // 2, top), (rows - 1, np.nan)):
+        x[r] = row
+    if cols > 1 and rows > 2:
+        x[1] = -np.inf
+        x[1, cols - 1] = 2.0
+    y = run(x, "auto")
+    lane_a_row = run(x, "softmax_04_vectorized")
+    assert np.array_equal(y.view(np.uint8), lane_a_row.view(np.uint8))
+    assert np.all(np.isnan(y[0].astype(np.float32))) and np.all(np.isnan(y[-1].astype(np.float32)))
+    if cols > 1 and rows > 2:
+        assert y[1, cols - 1] == 1.0 and np.count_nonzero(y[1].astype(np.float32)) == 1
+    check(y, x, "auto")
+    n = rows * cols
+    base = drvgemm.empty((n + 8,), x.dtype)
+    view = DeviceArray((rows, cols), x.dtype, ptr=base.ptr + x.dtype.itemsize, owner=False)
+    view.copy_from_host(x)
+    q = sm.plan(rows, cols, prec, aligned=False, cc=gpu.cc)
+    assert q.entry == "softmax_04_vectorized_rows", q.describe()
+    out = drvgemm.empty((rows, cols), x.dtype).fill_bytes(0xFF)
+    sm.softmax(view, out=out)
+    drvgemm.synchronize()
+    assert np.array_equal(out.to_host().view(np.uint8), y.view(np.uint8))
+
+
 def test_nan_poisons_its_row_only(gpu):
     x = make_input(3, 5000)
     x[1, 17] = np.nan

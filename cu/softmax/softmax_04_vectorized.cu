@@ -9,6 +9,13 @@
 // softmax_04_vectorized_stream: the general fallback for rows of any length:
 //   an online pass with UNROLL vectors in flight per thread, then a second
 //   pass that writes (2 reads + 1 write; the second read often hits L2).
+// softmax_04_vectorized_packed: contiguous rows of PACKED_COLS elements, fewer
+//   than a 16-byte vector holds and dividing it (rows of 1 or 2 fp32; 1, 2 or 4
+//   16-bit), both pointers 16-byte aligned: a vector holds VEC / PACKED_COLS
+//   whole rows, so each thread reads ELEMS / VEC vectors as a copy would
+//   (consecutive threads on consecutive vectors) and reduces each row within
+//   its own registers. The rows entry gives such a row a lane and reads it
+//   element by element: 4-byte loads, a quarter of a copy's bytes in flight.
 //
 // Every constant is a define the registry always passes (a missing one is a
 // compile error). Both entries are compiled together, so a config of one also
@@ -37,6 +44,9 @@
 #endif
 #ifndef UNROLL
 #error "UNROLL must be defined (vectors in flight per thread, stream entry)"
+#endif
+#ifndef PACKED_COLS
+#error "PACKED_COLS must be defined (the row length the packed entry is built for)"
 #endif
 
 static_assert(THREADS % 32 == 0 && THREADS <= 1024, "THREADS: a multiple of 32 up to 1024");
@@ -118,6 +128,52 @@ softmax_04_vectorized_stream(const elem_t* __restrict__ x, elem_t* __restrict__ 
                 for (int k = 0; k < VEC; ++k) v[k] = expf(v[k] - r.m) * inv;
                 store_vec<VEC>(yr + static_cast<size_t>(i) * VEC, v);
             }
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
+softmax_04_vectorized_packed(const elem_t* __restrict__ x, elem_t* __restrict__ y, int rows, int cols) {
+    static_assert(VEC % PACKED_COLS == 0, "PACKED_COLS must divide the vector");
+    constexpr int ITEMS = ELEMS / VEC;
+    (void)cols;  // == PACKED_COLS: the dispatcher checks it
+    // rows * cols elements in whole vectors, then a tail of whole rows
+    // (PACKED_COLS divides VEC) that a partial vector holds
+    const long long total = static_cast<long long>(rows) * PACKED_COLS;
+    const long long whole = total / VEC;
+    const int tail = static_cast<int>(total - whole * VEC);
+    const long long first = static_cast<long long>(blockIdx.x) * (THREADS * ITEMS) + threadIdx.x;
+
+    // Elements past the tail read as 0: whole padding rows, computed and never stored.
+    float v[ELEMS];
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+        const long long j = first + static_cast<long long>(i) * THREADS;
+        if (j < whole) {
+            load_vec<VEC>(x + j * VEC, v + i * VEC);
+        } else {
+#pragma unroll
+            for (int k = 0; k < VEC; ++k)
+                v[i * VEC + k] = (j == whole && k < tail) ? to_f32(x[j * VEC + k]) : 0.0f;
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < ELEMS / PACKED_COLS; ++r) {
+        float* row = v + r * PACKED_COLS;
+        const MaxSum s = slice_exp<PACKED_COLS>(row);
+        const float scale = slice_scale(s.m, s);
+#pragma unroll
+        for (int k = 0; k < PACKED_COLS; ++k) row[k] *= scale;
+    }
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+        const long long j = first + static_cast<long long>(i) * THREADS;
+        if (j < whole) {
+            store_vec<VEC>(y + j * VEC, v + i * VEC);
+        } else if (j == whole) {
+#pragma unroll
+            for (int k = 0; k < VEC; ++k)
+                if (k < tail) y[j * VEC + k] = from_f32(v[i * VEC + k]);
         }
     }
 }

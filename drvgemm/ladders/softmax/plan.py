@@ -64,8 +64,8 @@ from dataclasses import dataclass
 
 from ...analysis.banks import row_tile_bank_load, row_tile_crowded
 from .registry import (CLUSTER_CONFIGS, DTYPE_CODES, HELD_VALUES, INT_MAX, MAX_WINDOW_COLS,
-                       PACKED_CLUSTER_COLS, PIPELINED_CONFIGS, RESIDENT_CONFIGS, ROW_TILE_CONFIGS,
-                       SOFTMAX_RUNGS, STREAM_CONFIG, WS_MAX_SLOTS, SoftmaxConfig, WindowConfig,
+                       PACKED_CLUSTER_COLS, PACKED_CONFIGS, PIPELINED_CONFIGS, RESIDENT_CONFIGS,
+                       ROW_TILE_CONFIGS, SOFTMAX_RUNGS, STREAM_CONFIG, WS_MAX_SLOTS, SoftmaxConfig, WindowConfig,
                        WindowRung, element_bytes, rung, source_of, vec_of, window_configs)
 
 __all__ = ["plan", "config_plan", "window_plan", "SoftmaxPlan", "split_workspace_layout",
@@ -193,7 +193,7 @@ def _row_tile_wins(rows: int, cols: int, precision: str) -> bool:
     return 9 <= cols <= 127 or (itemsize == 2 and cols == 129)
 
 
-def _existing_route(rows, cols, precision, cc, contiguous, bulk, sm_count):
+def _existing_route(rows, cols, precision, cc, contiguous, aligned, bulk, sm_count):
     """Where ``auto`` takes rungs 04 / 06 / 10: the shapes at which they measured
     faster than the window rungs on the H200 (same run, fp32 unless said;
     copy-bandwidth ratios "existing vs window", benchmarks/notes/softmax.md).
@@ -205,7 +205,11 @@ def _existing_route(rows, cols, precision, cc, contiguous, bulk, sm_count):
       is a partial window vector, element-wise in rung 07. Misaligned and
       16-bit: predicted the same (rung 04 reads scalars there either way).
       Aligned 16-bit rows of 8 take one lane and one 16-byte vector (two
-      lanes of 8 bytes measured 0.76 of copy at bf16 1048576 x 8).
+      lanes of 8 bytes measured 0.76 of copy at bf16 1048576 x 8). Aligned
+      rows of fewer elements than a vector holds, dividing it (fp32 1, 2;
+      16-bit 1, 2, 4), take the packed entry: a lane a vector of whole rows
+      (a lane a row read element by element left fp32 1048576 x 1 at 0.71 of
+      copy and 1.2x torch's time, bf16 at 0.60).
     - contiguous rows of 9..127 elements (16-bit: and 129), at least 1 MiB
       (rung 10, the fewest lanes that hold the row; rows of 33..64 only where
       one lane a row spreads the banks): the figures at ``_row_tile_wins``
@@ -228,6 +232,11 @@ def _existing_route(rows, cols, precision, cc, contiguous, bulk, sm_count):
     - sm_80 (no clusters), aligned rows past a block, one row an SM: rung 04
       streamed as before rung 07 (not measured against rung 09 there)."""
     if contiguous and cols <= 8:
+        if aligned and cols < vec_of(precision) and vec_of(precision) % cols == 0:
+            return ("softmax_04_vectorized",
+                    next(c for c in PACKED_CONFIGS if c.packed_cols == cols),
+                    "aligned rows of fewer elements than a 16-byte vector holds: rung 04 "
+                    "packed, several whole rows a vector")
         if bulk and precision != "fp32" and cols > 4:
             return ("softmax_04_vectorized",
                     next(c for c in RESIDENT_CONFIGS if c.row_threads == 1 and c.fits(cols, cc)),
@@ -650,7 +659,7 @@ def plan(rows: int, cols: int, precision: str = "fp32", *, kernel: str = "auto",
             raise ValueError(f"{rows} rows x {cfg.cluster} blocks per row exceed the grid")
         return config_plan(cfg, rows, cols, precision, aligned=aligned, resident=resident,
                            rung_name=kernel)
-    route = _existing_route(rows, cols, precision, cc, contiguous, bulk, sm_count)
+    route = _existing_route(rows, cols, precision, cc, contiguous, aligned, bulk, sm_count)
     if route is not None:
         name, cfg, why = route
         p = config_plan(cfg, rows, cols, precision, aligned=aligned, resident=resident,
@@ -701,7 +710,12 @@ def config_plan(cfg, rows: int, cols: int, precision: str = "fp32", *,
         # tiles with nothing in flight measured 5% slower (fp32 x 31 / x 127)
         cfg = dataclasses.replace(cfg, walks=False)
     vec = cfg.vec(itemsize)
-    if vec > 1 and not (aligned and cols % vec == 0):
+    if cfg.packed_cols:
+        if not (aligned and cols == cfg.packed_cols and vec % cols == 0):
+            raise ValueError(f"{cfg.describe()} takes 16-byte aligned rows of exactly "
+                             f"{cfg.packed_cols} elements dividing a vector ({vec}), got "
+                             f"{cols}{'' if aligned else ', not aligned'}")
+    elif vec > 1 and not (aligned and cols % vec == 0):
         vec = 1
     defines = cfg.defines(precision, vec)
     if "CROWDED" in defines and (itemsize == 2 or cfg.row_threads > 1) \

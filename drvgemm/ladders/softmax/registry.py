@@ -14,7 +14,7 @@ from ...runtime import dtypes
 __all__ = ["kernels", "rung", "catalogue", "pipelined", "SoftmaxConfig", "SoftmaxRung",
            "SOFTMAX_RUNGS", "DTYPE_CODES", "INT_MAX", "dtype_name", "numpy_dtype", "source_of",
            "RESIDENT_CONFIGS", "STREAM_CONFIG", "CLUSTER_CONFIGS", "PIPELINED_CONFIGS",
-           "ROW_TILE_CONFIGS",
+           "ROW_TILE_CONFIGS", "PACKED_CONFIGS",
            "SOURCE_DEFINES", "WindowConfig", "WindowRung", "WINDOW_RUNGS", "WINDOW_CONFIGS",
            "HELD_VALUES", "PACKED_CLUSTER_COLS",
            "WINDOW_REGISTRY", "window_configs", "window_precisions", "vec_of", "WATCHDOG_NS",
@@ -32,7 +32,7 @@ SOURCE_DEFINES = {
     "softmax_02_online.cu": ("DTYPE", "THREADS"),
     "softmax_03_warp_shuffle.cu": ("DTYPE", "THREADS"),
     "softmax_04_vectorized.cu": ("DTYPE", "THREADS", "ROW_THREADS", "ELEMS", "VEC", "MIN_BLOCKS",
-                                 "UNROLL"),
+                                 "UNROLL", "PACKED_COLS"),
     "softmax_05_cluster.cu": ("DTYPE", "THREADS", "ELEMS", "VEC", "CLUSTER", "MIN_BLOCKS"),
     "softmax_06_pipelined.cu": ("DTYPE", "THREADS", "ELEMS", "VEC", "CLUSTER", "STAGES",
                                 "MIN_BLOCKS", "EVICT_FIRST"),
@@ -43,7 +43,7 @@ SOURCE_DEFINES = {
 # numbers in one entry's SASS follow the other entry's code: a config passes
 # the constants of the entry it does not launch too (these, fixed), so that
 # every instantiation's machine code stays what the SASS manifest recorded.
-RUNG04_COMPANION = {"ROW_THREADS": 32, "ELEMS": 32, "UNROLL": 4}
+RUNG04_COMPANION = {"ROW_THREADS": 32, "ELEMS": 32, "UNROLL": 4, "PACKED_COLS": 1}
 # entry -> source, for every entry of rungs 01..06 and 10
 ENTRY_SOURCES = {
     "softmax_01_naive": "softmax_01_naive.cu",
@@ -52,6 +52,7 @@ ENTRY_SOURCES = {
     "softmax_03_warp_shuffle_block": "softmax_03_warp_shuffle.cu",
     "softmax_04_vectorized_rows": "softmax_04_vectorized.cu",
     "softmax_04_vectorized_stream": "softmax_04_vectorized.cu",
+    "softmax_04_vectorized_packed": "softmax_04_vectorized.cu",
     "softmax_05_cluster": "softmax_05_cluster.cu",
     "softmax_06_pipelined": "softmax_06_pipelined.cu",
     "softmax_10_row_tile": "softmax_10_row_tile.cu",
@@ -112,6 +113,9 @@ class SoftmaxConfig:
     stages: int = 0           # persistent kernels: landing buffers per block
     evict_first: bool = False # persistent kernels: L2 evict-first hint on the bulk copies
     walks: bool = False       # rung 10: the blocks walk the tiles (as many as fit at once)
+    # rung 04's packed entry: contiguous 16-byte aligned rows of exactly this
+    # many elements, several whole rows a vector, elems // packed_cols rows a thread
+    packed_cols: int = 0
 
     def __post_init__(self):
         if self.row_threads != self.threads and not (
@@ -132,6 +136,8 @@ class SoftmaxConfig:
     @property
     def capacity(self) -> int | None:
         """Longest row this config can take (None: any)."""
+        if self.packed_cols:
+            return self.packed_cols
         if self.elems:
             return self.row_threads * self.elems * self.cluster
         return None
@@ -160,6 +166,8 @@ class SoftmaxConfig:
 
     @property
     def rows_per_block(self) -> int:
+        if self.packed_cols:
+            return self.threads * (self.elems // self.packed_cols)
         return self.threads // self.row_threads
 
     def vec(self, itemsize: int) -> int:
@@ -188,6 +196,7 @@ class SoftmaxConfig:
                              ELEMS=RUNG04_COMPANION["ELEMS"])
             if not self.unroll:       # a register-resident config: the stream entry's
                 every["UNROLL"] = RUNG04_COMPANION["UNROLL"]
+            every["PACKED_COLS"] = self.packed_cols or RUNG04_COMPANION["PACKED_COLS"]
         return {k: every[k] for k in SOURCE_DEFINES[source]}
 
     def tile_buffers(self, itemsize: int) -> int:
@@ -227,6 +236,8 @@ class SoftmaxConfig:
         return (rows * self.cluster, 1, 1)
 
     def fits(self, cols: int, cc: tuple, itemsize: int = 4) -> bool:
+        if self.packed_cols:
+            return cols == self.packed_cols and tuple(cc) >= _arch_cc(self.arch)
         crowded = (self.entry == "softmax_10_row_tile"
                    and row_tile_crowded(cols, self.row_threads, itemsize))
         lim = self.row_capacity(itemsize, crowded) if self.elems else self.max_cols
@@ -238,6 +249,8 @@ class SoftmaxConfig:
             parts.append(f"rows/block={self.rows_per_block}")
         if self.elems:
             parts.append(f"elems={self.elems}")
+        if self.packed_cols:
+            parts.append(f"packed_cols={self.packed_cols}")
         if self.cluster > 1:
             parts.append(f"cluster={self.cluster}")
         if self.stages:
@@ -302,6 +315,14 @@ RESIDENT_CONFIGS = (
     _resident(512, 32, min_blocks=2),
 )
 STREAM_CONFIG = SoftmaxConfig("softmax_04_vectorized_stream", 512, 512, unroll=4, vector=True)
+# Rung 04's packed entry, by row length: rows of 1, 2 or 4 elements, several
+# whole rows a 16-byte vector (fp32 takes 1 and 2; its rows of 4 are a vector
+# each in the rows entry), 16 elements a thread: four fp32 vectors or two
+# 16-bit ones, all loads of a thread issued before its first use. Only
+# auto's route takes them (aligned, contiguous rows of exactly that length),
+# so they are not among the rung's configs that ``pick`` walks.
+PACKED_CONFIGS = tuple(SoftmaxConfig("softmax_04_vectorized_packed", 256, 1, elems=16,
+                                     vector=True, packed_cols=c) for c in (1, 2, 4))
 CLUSTER_CONFIGS = tuple(
     SoftmaxConfig("softmax_05_cluster", 512, 512, elems=32, cluster=c, min_blocks=2,
                   vector=True, arch="sm_90")
@@ -728,6 +749,9 @@ def catalogue() -> list[tuple]:
             vec = c.vec(4)
             out.append((c.describe(vec), r.source, c.entry,
                         c.defines("fp32", vec), "sm_90" if c.arch == "sm_90" else None))
+    for c in PACKED_CONFIGS:
+        out.append((c.describe(c.vec(4)), source_of(c.entry), c.entry, c.defines("fp32", c.vec(4)),
+                    None))
     for c in window_catalogue_configs():
         prec = window_precisions(c)[0]
         out.append((f"{c.describe()} {prec}", c.source, c.entry, c.defines(prec),
