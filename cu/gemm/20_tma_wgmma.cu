@@ -474,10 +474,23 @@ __device__ __forceinline__ void producer_loop(const TmaMap* mapA, const TmaMap* 
 struct Output {
     void* C;
     float alpha, beta;
-    bool c_tma;
     float* partials;
     long long split_stride;
     u32* fold;
+
+    // The TMA store path: the host encodes mapC exactly when C allows it
+    // (rows of C a multiple of 16 bytes: 4 fp32 or 8 16-bit elements).
+    // Split-K units reduced by a second launch write raw partials and never
+    // store C; a folded split's last piece stores it like a whole tile.
+    // (Evaluated where it is used: kept in a register across the mainloop,
+    // the flag spilled in the two-consumer split-K builds.)
+    template <int ELEM>
+    __device__ __forceinline__ bool c_tma(const Problem& p) const {
+        return Elem<ELEM>::EPI == 2 && beta == 0.0f &&
+               (!SPLIT_K || p.splits == 1 || fold != nullptr) &&
+               (p.N & (Elem<ELEM>::NARROW ? 7 : 3)) == 0 &&
+               (reinterpret_cast<size_t>(C) & 15) == 0;
+    }
 };
 
 template <int ELEM>
@@ -498,7 +511,8 @@ __device__ __forceinline__ void store_unit(float (&acc)[ACC], const TmaMap* mapC
         }
         fold_partials(acc, out.partials, out.split_stride, p.splits, out.fold + block, block, c);
     }
-    epilogue<ELEM>(acc, mapC, out.C, ring, p, w.y0, w.x0, c, out.alpha, out.beta, out.c_tma);
+    epilogue<ELEM>(acc, mapC, out.C, ring, p, w.y0, w.x0, c, out.alpha, out.beta,
+                   out.template c_tma<ELEM>(p));
 }
 
 // One unit of a consumer warpgroup: the mainloop over its k-tiles, then the epilogue.
@@ -617,15 +631,7 @@ __device__ __forceinline__ void gemm_tma_wgmma(const TmaMap* mapA, const TmaMap*
         if (cluster_nctarank() != CLUSTER) __trap();
         rank = cluster_ctarank();
     }
-    // The TMA store path: the host encodes mapC exactly when C allows it.
-    // (rows of C a multiple of 16 bytes: 4 fp32 or 8 16-bit elements)
-    // (Split-K units reduced by a second launch write raw partials and never
-    // store C; a folded split's last piece stores it like a whole tile.)
-    const bool c_tma = Elem<ELEM>::EPI == 2 && beta == 0.0f &&
-                       (!SPLIT_K || splits == 1 || fold != nullptr) &&
-                       (N & (Elem<ELEM>::NARROW ? 7 : 3)) == 0 &&
-                       (reinterpret_cast<size_t>(C) & 15) == 0;
-    const Output out{C, alpha, beta, c_tma, partials, split_stride, fold};
+    const Output out{C, alpha, beta, partials, split_stride, fold};
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
@@ -635,7 +641,7 @@ __device__ __forceinline__ void gemm_tma_wgmma(const TmaMap* mapA, const TmaMap*
         fence_barrier_init();
         tma_prefetch_map(mapA);
         tma_prefetch_map(mapB);
-        if (c_tma) tma_prefetch_map(mapC);
+        if (out.template c_tma<ELEM>(p)) tma_prefetch_map(mapC);
     }
     // Every barrier of the cluster is initialised before anyone uses one.
     if constexpr (CLUSTER > 1)

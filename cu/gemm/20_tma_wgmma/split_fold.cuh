@@ -45,16 +45,21 @@ __device__ __forceinline__ void fold_arrive(u32* counter, int c) {
 __device__ __forceinline__ void fold_partials(float (&acc)[ACC], float* partials,
                                               long long stride, int splits, u32* counter,
                                               int block, int c) {
-    if ((threadIdx.x & 127) == 0) {
+    // The warpgroup's first warp waits, every lane on lane 0's reading: a
+    // wait the compiler sees as uniform keeps the mainloop's stage cursor
+    // and wgmma descriptors in uniform registers (a one-thread spin made
+    // them per-thread: four R2UR a wgmma).
+    if (__shfl_sync(0xffffffffu, threadIdx.x & 127, 0) < 32) {
         const u32 others = static_cast<u32>(splits - 1);
-        if (load_acquire(counter) < others) {
+        if (__shfl_sync(0xffffffffu, load_acquire(counter), 0) < others) {
             const u64 start = globaltimer_ns();
-            while (load_acquire(counter) < others) {
+            while (__shfl_sync(0xffffffffu, load_acquire(counter), 0) < others) {
                 __nanosleep(64);
                 if (MBAR_WATCHDOG_NS && globaltimer_ns() - start > MBAR_WATCHDOG_NS) __trap();
             }
         }
-        asm volatile("st.relaxed.gpu.global.u32 [%0], 0;" :: "l"(counter) : "memory");
+        if ((threadIdx.x & 127) == 0)
+            asm volatile("st.relaxed.gpu.global.u32 [%0], 0;" :: "l"(counter) : "memory");
     }
     named_barrier_sync(1 + c, 128);
     // Per slice, CHUNK float4 loads in flight a thread before their adds.
