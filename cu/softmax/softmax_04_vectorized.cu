@@ -18,8 +18,8 @@
 //   element by element: 4-byte loads, a quarter of a copy's bytes in flight.
 //
 // Every constant is a define the registry always passes (a missing one is a
-// compile error). Both entries are compiled together, so a config of one also
-// names the other's constants (ladders/softmax/registry.py: RUNG04_COMPANION).
+// compile error). The three entries are compiled together, so a config of one
+// also names the others' constants (ladders/softmax/registry.py: RUNG04_COMPANION).
 //
 // VEC elements per load: 16 bytes (float4, or 8 x bf16/fp16) when the
 // dispatcher has checked cols % VEC == 0 and both pointers are 16-byte

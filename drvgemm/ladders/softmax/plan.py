@@ -65,8 +65,9 @@ from dataclasses import dataclass
 from ...analysis.banks import row_tile_bank_load, row_tile_crowded
 from .registry import (CLUSTER_CONFIGS, DTYPE_CODES, HELD_VALUES, INT_MAX, MAX_WINDOW_COLS,
                        PACKED_CLUSTER_COLS, PACKED_CONFIGS, PIPELINED_CONFIGS, RESIDENT_CONFIGS,
-                       ROW_TILE_CONFIGS, SOFTMAX_RUNGS, STREAM_CONFIG, WS_MAX_SLOTS, SoftmaxConfig, WindowConfig,
-                       WindowRung, element_bytes, rung, source_of, vec_of, window_configs)
+                       ROW_TILE_CONFIGS, SOFTMAX_RUNGS, STREAM_CONFIG, WS_MAX_SLOTS, SoftmaxConfig,
+                       WindowConfig, WindowRung, element_bytes, rung, source_of, vec_of,
+                       window_configs)
 
 __all__ = ["plan", "config_plan", "window_plan", "SoftmaxPlan", "split_workspace_layout",
            "row_tile_bank_load", "row_tile_crowded", "one_lane_spreads", "predict_copy_ratio",

@@ -39,9 +39,9 @@ SOURCE_DEFINES = {
     "softmax_10_row_tile.cu": ("DTYPE", "THREADS", "ROW_THREADS", "ELEMS", "MIN_BLOCKS",
                                "BUFFERS", "CROWDED"),
 }
-# Rung 04's file compiles both of its entries in one unit, and the label
-# numbers in one entry's SASS follow the other entry's code: a config passes
-# the constants of the entry it does not launch too (these, fixed), so that
+# Rung 04's file compiles its three entries in one unit, and the label
+# numbers in one entry's SASS follow the others' code: a config passes the
+# constants of the entries it does not launch too (these, fixed), so that
 # every instantiation's machine code stays what the SASS manifest recorded.
 RUNG04_COMPANION = {"ROW_THREADS": 32, "ELEMS": 32, "UNROLL": 4, "PACKED_COLS": 1}
 # entry -> source, for every entry of rungs 01..06 and 10
