@@ -405,8 +405,15 @@ class StreamFigures:
     split counts (results/h200-rung30-sweep.json): one block per SM with its
     40 KB in flight already streams at full speed (128 strips of 8192 x 8192
     at split 1 ran as fast as split 6), and each split costs more than its
-    partials' two passes (8 x 128256 x 4096: split 8 294 us against 247)."""
-    stream_eff: float = 0.99          # of the copy bandwidth, for a read-only stream
+    partials' two passes (8 x 128256 x 4096: split 8 294 us against 247).
+    stream_eff and tail_frac were refitted in the twenty-eighth round (0.99 /
+    0.4 before): a read-only stream runs above the copy's rate (1 / 8 x
+    128256 x 4096 at split 1, five waves: 240-252 us in nine runs, 260
+    predicted), and a partial last wave costs its whole idle share (1 x 28672
+    x 8192 at split 1, 1.13 waves: 137-140 us, 127 predicted); squared log
+    error over the two rung30_sweep runs 0.315 / 0.301 -> 0.251 / 0.234
+    (benchmarks/fit_stream_model.py)."""
+    stream_eff: float = 1.02          # of the copy bandwidth, for a read-only stream
     in_flight_per_sm: int = 32 << 10  # bytes: Little's law with ~1 us of latency at full load
     l2_round_trip_s: float = 0.6e-6   # one dependent L2 access under load (reduction chain)
     ramp_s: float = 6.0e-6            # launch, first DRAM latency, last block's epilogue
@@ -454,9 +461,9 @@ class StreamFigures:
     wave_s: float = 0.6e-6
     # The share of a partial last wave's idle slots that costs time (the
     # tail in predict_stream): 1 x 28672 x 8192 ran 137 / 125 / 120 / 118 us
-    # at 1.13 / 2.26 / 3.39 / 4.5 waves (split 1..4); fitted with the others
-    # to both rung30_sweep runs.
-    tail_frac: float = 0.4
+    # at 1.13 / 2.26 / 3.39 / 4.5 waves (split 1..4): the whole share, with
+    # stream_eff above (see the class's docstring).
+    tail_frac: float = 1.0
 
     def mma_efficiency(self, rows: int) -> float:
         return dict(self.mma_eff).get(rows, min(e for _, e in self.mma_eff))
