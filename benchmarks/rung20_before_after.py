@@ -10,7 +10,7 @@ each batch), cuBLAS (torch.matmul) timed alongside where torch is installed:
         [--batch 10] [--reps 7] [--json PATH]
 
 A shape is PRECISION:M[xNxK][:MEMBER[:SPLIT]]; C has the inputs' 16-bit type
-(as the shape suite calls gemm with), fp32 for tf32. The old build must take
+(as the shape suite calls gemm with), fp32 for tf32; torch.matmul writes its own result. The old build must take
 the tree's kernel arguments (a change inside the kernel, not of its signature).
 
 OLD_DIR holds the earlier cu/gemm/20_tma_wgmma.cu and, when they changed too,
@@ -38,7 +38,8 @@ from drvgemm.ladders.gemm import dispatch, hopper, registry  # noqa: E402
 from drvgemm.runtime import driver, sass, sources  # noqa: E402
 from drvgemm.runtime.launch import launch_config  # noqa: E402
 from drvgemm.runtime.timing import batch_median_ms  # noqa: E402
-from drvgemm.tools.bench import make_inputs, reference, rel_rmse, torch_cuda  # noqa: E402
+from drvgemm.tools.bench import make_inputs, reference, rel_rmse  # noqa: E402
+from drvgemm.tools.cublas import torch_matmul_call  # noqa: E402
 from drvgemm.tools.records import device_json  # noqa: E402
 
 SHAPES = ("bf16:2048", "bf16:3072", "bf16:4096", "bf16:8192", "bf16:512x4096x11008",
@@ -69,21 +70,15 @@ def old_build(old_dir, r, narrow, split_k):
     return k
 
 
-def torch_batch_ms(prec, a, b, narrow, batch):
-    """One batch of torch.matmul(out=) on the same inputs, ms a product (None without torch)."""
-    torch = torch_cuda()
-    if torch is None:
+def cublas_batch(prec, a, b, batch):
+    """(one batch of torch.matmul on the same inputs, ms a product; restore), or
+    None without torch (drvgemm.tools.cublas.torch_matmul_call: C in the inputs'
+    type, TF32 on for tf32 only)."""
+    call = torch_matmul_call(prec, a, b)
+    if call is None:
         return None
-    dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32}[prec]
-    ta, tb = torch.from_numpy(a.astype(np.float32)).cuda().to(dt), \
-        torch.from_numpy(b.astype(np.float32)).cuda().to(dt)
-    out = torch.empty((a.shape[0], b.shape[1]), dtype=dt if narrow else torch.float32,
-                      device="cuda")
-    torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
-
-    def enqueue():
-        torch.matmul(ta, tb, out=out)
-    return lambda: batch_median_ms(enqueue, batch, 1, torch.cuda.synchronize)
+    enqueue, _, sync, restore = call
+    return (lambda: batch_median_ms(enqueue, batch, 1, sync)), restore
 
 
 def main(argv=None):
@@ -131,13 +126,15 @@ def main(argv=None):
             err[which] = rel_rmse(Cs[which].to_host().astype(np.float32), ref)
         same = bool(np.array_equal(Cs["new"].to_host().view(np.uint8),
                                    Cs["old"].to_host().view(np.uint8)))
-        cublas = torch_batch_ms(prec, a, b, narrow, args.batch)
+        cublas, restore = cublas_batch(prec, a, b, args.batch) or (None, None)
         times = {"old": [], "new": [], "cublas": []}
         for _ in range(args.reps):
             for which in ("old", "new"):
                 times[which].append(batch_median_ms(enqueue_of(which), args.batch, 1))
             if cublas:
                 times["cublas"].append(cublas())
+        if restore:
+            restore()
         med = {w: statistics.median(t) for w, t in times.items() if t}
         flops = 2.0 * m * n * k
         rec = {"precision": prec, "m": m, "n": n, "k": k, "kernel": r.name, "split": split,
