@@ -3,7 +3,7 @@
 #   bash benchmarks/h200.sh [PHASE ...]
 # Default phases, in this order:
 #   install tests sanitize overhead bench shapes memory
-# Extra phases: compile rung20 sweep autotune wgmma profile mma clock wgsweep shortrows packed pipelined splitprobe softncu rowlanes near128 splitheld rwphases tinyrows beforeafter rung30 power family ncu ktimes (each reads its
+# Extra phases: compile dependent rung20 sweep autotune wgmma profile mma clock wgsweep shortrows packed pipelined splitprobe softncu rowlanes near128 splitheld rwphases tinyrows beforeafter rung30 power family ncu ktimes (each reads its
 # *_ARGS); MEMORY_ARGS=--softmax-rows makes the memory phase the softmax row-length suite.
 #
 # What comes back through $OUT (at most 8 files): the committed results
@@ -155,6 +155,10 @@ script_phase() {
     tail -"$lines" "$LOG/$name.log"; end "$name" $rc
   fi
 }
+# dependent: gemm's kernels as dependent launches against plain launches of the same
+# code, same run (DEPENDENT_ARGS: --shapes ...; benchmarks/dependent_launch.py)
+script_phase dependent "${DEPENDENT_TIMEOUT:-300}" 30 benchmarks/dependent_launch.py \
+  ${DEPENDENT_ARGS:-} --json "$LOG/dependent_launch.json"
 # rung20: rung 20's members against an earlier source of theirs, same run (RUNG20_OLD_DIR
 # holds it, RUNG20_ARGS: --shapes PREC:MxNxK[:MEMBER[:SPLIT]] ...; see
 # benchmarks/rung20_before_after.py)

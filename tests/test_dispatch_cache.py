@@ -64,9 +64,9 @@ def gpu(monkeypatch):
     from runtime_fakes import H200
     from drvgemm.ladders.gemm import split_k
     monkeypatch.setattr(driver, "device", lambda *a: H200)
-    monkeypatch.setattr(split_k, "compile_once", lambda src, entry: f"fake:{entry}")
+    monkeypatch.setattr(split_k, "compile_once", lambda src, entry, **kw: f"fake:{entry}")
     from drvgemm.ladders.gemm import staging     # rung 20's staging copy, likewise
-    monkeypatch.setattr(staging, "compile_once", lambda src, entry: f"fake:{entry}")
+    monkeypatch.setattr(staging, "compile_once", lambda src, entry, **kw: f"fake:{entry}")
     dispatch.clear_plan_cache()
     yield launches
     dispatch.clear_plan_cache()

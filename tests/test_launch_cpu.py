@@ -402,3 +402,66 @@ def test_c_encoder_passes_every_field_and_the_address():
         enc(0x7000_0108)
     assert len(calls) == 2
 
+
+
+# ---------------------------------------------------------------------------
+# Dependent launches (Kernel.dependent_launch): the C path calls
+# cuLaunchKernelEx with programmatic stream serialization.
+# ---------------------------------------------------------------------------
+class _LaunchAttribute(ctypes.Structure):      # CUlaunchAttribute (cuda.h)
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_int),
+                ("rest", ctypes.c_char * 60)]
+
+
+class _LaunchConfig(ctypes.Structure):         # CUlaunchConfig (cuda.h)
+    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3),
+                ("smem", ctypes.c_uint), ("stream", ctypes.c_void_p),
+                ("attrs", ctypes.POINTER(_LaunchAttribute)), ("num_attrs", ctypes.c_uint)]
+
+
+_LAUNCH_EX_T = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_LaunchConfig), ctypes.c_void_p,
+                                ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)
+
+
+def test_ctypes_mirrors_have_the_driver_struct_sizes():
+    assert ctypes.sizeof(_LaunchAttribute) == 72 and ctypes.sizeof(_LaunchConfig) == 56
+
+
+def test_c_launcher_of_a_dependent_kernel_calls_launch_ex_with_the_attribute(saxpy):
+    """Given cuLaunchKernelEx's address, a Launcher passes the launch shape,
+    stream and parameters in a CUlaunchConfig with one attribute:
+    PROGRAMMATIC_STREAM_SERIALIZATION (6) = 1; cuLaunchKernel is not called."""
+    seen = []
+
+    def launch_ex(cfg, f, params, extra):
+        c = cfg.contents
+        attrs = [(c.attrs[i].id, c.attrs[i].value) for i in range(c.num_attrs)]
+        slot = lambda i, t: ctypes.cast(params[i], ctypes.POINTER(t)).contents.value  # noqa: E731
+        seen.append((f, tuple(c.grid), tuple(c.block), c.smem, c.stream, attrs,
+                     (slot(0, ctypes.c_float), slot(1, ctypes.c_uint64),
+                      slot(2, ctypes.c_uint64), slot(3, ctypes.c_int32))))
+        return 0
+    ex = _LAUNCH_EX_T(launch_ex)
+    plain = FakeDriver()
+    import sys
+    lm = sys.modules["drvgemm.runtime.launch"]
+    pk = _Packer(saxpy.params)
+    kinds = [lm._FAST_KINDS[p.ptx_type] for p in saxpy.params]
+    run = _fast().Launcher(plain.address, 0x1234, (3, 2, 1, 128, 1, 1), 4096, 0x55, kinds,
+                           pk.offsets, pk.fmt.size, DeviceArray, pk.packed, None,
+                           ctypes.cast(ex, ctypes.c_void_p).value)
+    assert run((0.5, fake_ptr(0x1000), 0x2000, -9)) == 0
+    assert seen == [(0x1234, (3, 2, 1), (128, 1, 1), 4096, 0x55, [(6, 1)],
+                     (0.5, 0x1000, 0x2000, -9))]
+    assert plain.calls == []
+
+
+def test_dependent_launch_is_a_bool_and_resets_the_launchers(saxpy):
+    saxpy.fast_launchers[(1,), (1,), 0, None] = object()
+    saxpy.runners[(1,), (1,), 0, 0, 0] = object()
+    with pytest.raises(TypeError, match="True or False"):
+        saxpy.dependent_launch = 1
+    assert saxpy.dependent_launch is False and saxpy.fast_launchers
+    saxpy.dependent_launch = True
+    assert saxpy.fast_launchers == {} and saxpy.runners == {}
+    saxpy.dependent_launch = False

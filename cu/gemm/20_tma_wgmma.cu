@@ -86,6 +86,7 @@
 // (mma_stage). The experiments these replaced are in
 // benchmarks/notes/removed-knobs.md.
 #include "cluster.cuh"
+#include "grid_dependency.cuh"
 #include "grid_flags.cuh"
 #include "half_bits.cuh"
 #include "ld_st.cuh"
@@ -654,6 +655,9 @@ __device__ __forceinline__ void gemm_tma_wgmma(const TmaMap* mapA, const TmaMap*
     // stay in uniform registers, where HGMMA reads them (from threadIdx.x
     // directly they were built in ordinary registers, four R2UR a wgmma).
     const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
+    // Barriers set up, maps prefetched: from here on global memory is read
+    // and written, after the grid before has completed (grid_dependency.cuh).
+    grid_dependency_wait();
 #if WARP_SPECIALIZED
     if (wg == 0) {
         if constexpr (MOVE_REGS) setmaxnreg_dec<PRODUCER_REGS>();

@@ -819,6 +819,12 @@ small_m_gemm(const Elem* __restrict__ A, const Elem* __restrict__ B, OutT* __res
     unsigned char* smem = dynamic_smem();
     const unsigned ring = smem_u32(smem) + warp * STAGES * WARP_STAGE;
     const unsigned long long policy = evict_first_policy();
+    // Programmatic dependent launch (cu/include/grid_dependency.cuh, written
+    // out here as this file includes no header): the grid before this one in
+    // the stream has completed before the first global-memory access.
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
 
     Acc acc;
     zero(acc);

@@ -20,6 +20,8 @@
 // src + r * width); pitch: bytes of one destination row, a multiple of 16
 // and >= width; dst 16-byte aligned. The suffix is the element size in bytes.
 
+#include "grid_dependency.cuh"
+
 template <typename T>
 __device__ __forceinline__ void pad_rows(const T* __restrict__ src, uint4* __restrict__ dst,
                                          long long rows, long long width, long long pitch) {
@@ -52,6 +54,7 @@ __device__ __forceinline__ void pad_rows(const T* __restrict__ src, uint4* __res
                                     long long width0, long long pitch0, const void* src1,   \
                                     void* dst1, long long rows1, long long width1,          \
                                     long long pitch1) {                                     \
+        grid_dependency_wait();   /* the operands' writer has completed */                  \
         if (blockIdx.y == 0)                                                                \
             pad_rows<T>(static_cast<const T*>(src0), static_cast<uint4*>(dst0), rows0,      \
                         width0, pitch0);                                                    \

@@ -16,6 +16,7 @@
 // four consecutive elements of a slice with one 16-byte load; C is stored
 // with one 16-byte (fp32) or 8-byte (16-bit) store where it is aligned for
 // it, element by element otherwise and in the last, partial group.
+#include "grid_dependency.cuh"
 #include "half_bits.cuh"
 
 // C's element type
@@ -49,6 +50,7 @@ template <int OUT, bool DEEP>
 __device__ __forceinline__ void split_reduce(const float* __restrict__ P, void* C,
                                              long long count, long long stride, int splits,
                                              float alpha, float beta) {
+    grid_dependency_wait();   // the partials' writer has completed
     constexpr size_t C_VEC = OUT == OUT_F32 ? 16 : 8;   // bytes of four elements of C
     const bool c_vec = (reinterpret_cast<size_t>(C) & (C_VEC - 1)) == 0;
     const long long groups = (count + 3) / 4;

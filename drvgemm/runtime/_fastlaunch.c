@@ -6,7 +6,9 @@
  * integer handle: look up the launcher built for (grid, block, smem, stream)
  * in kernel.fast_launchers, pack the arguments into its parameter block and call the
  * driver's cuLaunchKernel (whose address cuda.bindings' cuGetProcAddress
- * gave drvgemm/runtime/launch.py). Anything else -- a first launch of a shape, a
+ * gave drvgemm/runtime/launch.py), or for a kernel that waits for the grid
+ * before it (Kernel.dependent_launch) cuLaunchKernelEx with programmatic
+ * stream serialization. Anything else -- a first launch of a shape, a
  * foreign array, a value that does not fit its slot, a failed launch, a
  * cluster launch -- goes to the Python functions in drvgemm/runtime/launch.py, which
  * check everything and say what is wrong. This file only makes the path that
@@ -35,6 +37,26 @@
 typedef int (*cu_launch_fn)(void *, unsigned, unsigned, unsigned, unsigned, unsigned,
                             unsigned, unsigned, void *, void **, void **);
 
+/* cuLaunchKernelEx's CUlaunchConfig and CUlaunchAttribute (cuda.h, CUDA 12
+ * and 13), for the one attribute this path sets: a kernel whose blocks wait
+ * for the grid ahead of them (Kernel.dependent_launch) is launched with
+ * programmatic stream serialization. */
+enum { CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6 };
+typedef struct {
+    int id;
+    char pad[4];
+    union { char bytes[64]; int value; void *align; } value;
+} cu_launch_attribute;
+typedef struct {
+    unsigned grid[3], block[3], smem;
+    void *stream;
+    cu_launch_attribute *attrs;
+    unsigned num_attrs;
+} cu_launch_config;
+typedef int (*cu_launch_ex_fn)(const cu_launch_config *, void *, void **, void **);
+_Static_assert(sizeof(cu_launch_attribute) == 72, "CUlaunchAttribute is 72 bytes");
+_Static_assert(sizeof(cu_launch_config) == 56, "CUlaunchConfig is 56 bytes");
+
 /* Slot kinds (drvgemm/runtime/launch.py: _FAST_KINDS). K_BYTES: a by-value
  * block of bytes (a 128-byte CUtensorMap), given as bytes of exactly its size
  * or an object whose .param_bytes are. */
@@ -43,6 +65,7 @@ enum { K_ADDR = 0, K_S32 = 1, K_U32 = 2, K_F32 = 3, K_F64 = 4, K_BYTES = 5 };
 typedef struct {
     PyObject_HEAD
     cu_launch_fn fn;
+    cu_launch_ex_fn fn_ex;  /* set: cuLaunchKernelEx with programmatic serialization */
     void *function;
     unsigned dims[6];
     unsigned smem;
@@ -208,10 +231,12 @@ static void launcher_dealloc(PyObject *self) {
 }
 
 /* Launcher(fn_address, function_handle, (gx, gy, gz, bx, by, bz), smem,
- *          stream_handle, kinds, offsets, size, DeviceArray, slow_pack[, sizes])
- * sizes: the bytes of each slot, needed for K_BYTES slots only. */
+ *          stream_handle, kinds, offsets, size, DeviceArray, slow_pack[, sizes
+ *          [, ex_address]])
+ * sizes: the bytes of each slot, needed for K_BYTES slots only (None: none);
+ * ex_address: cuLaunchKernelEx, for a dependent launch (0: cuLaunchKernel). */
 static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    unsigned long long fn, function, stream;
+    unsigned long long fn, function, stream, fn_ex = 0;
     unsigned g0, g1, g2, b0, b1, b2, smem;
     PyObject *kinds, *offsets, *devarray, *slow_pack, *sizes = Py_None;
     Py_ssize_t size;
@@ -219,9 +244,9 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwds
         PyErr_SetString(PyExc_TypeError, "Launcher takes positional arguments only");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "KK(IIIIII)IKOOnOO|O", &fn, &function, &g0, &g1, &g2, &b0,
+    if (!PyArg_ParseTuple(args, "KK(IIIIII)IKOOnOO|OK", &fn, &function, &g0, &g1, &g2, &b0,
                           &b1, &b2, &smem, &stream, &kinds, &offsets, &size, &devarray,
-                          &slow_pack, &sizes))
+                          &slow_pack, &sizes, &fn_ex))
         return NULL;
     PyObject *kt = PySequence_Tuple(kinds), *ot = PySequence_Tuple(offsets);
     PyObject *st = sizes == Py_None ? NULL : PySequence_Tuple(sizes);
@@ -239,6 +264,7 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwds
     Launcher *L = (Launcher *)alloc(type, 0);
     if (L == NULL) { Py_DECREF(kt); Py_DECREF(ot); Py_XDECREF(st); return NULL; }
     L->fn = (cu_launch_fn)(uintptr_t)fn;
+    L->fn_ex = (cu_launch_ex_fn)(uintptr_t)fn_ex;
     L->function = (void *)(uintptr_t)function;
     L->dims[0] = g0; L->dims[1] = g1; L->dims[2] = g2;
     L->dims[3] = b0; L->dims[4] = b1; L->dims[5] = b2;
@@ -293,10 +319,23 @@ static long pack_and_launch(Launcher *L, PyObject *args) {
         return -1;
     }
     int err;
-    Py_BEGIN_ALLOW_THREADS
-    err = L->fn(L->function, L->dims[0], L->dims[1], L->dims[2], L->dims[3], L->dims[4],
-                L->dims[5], L->smem, L->stream, L->params, NULL);
-    Py_END_ALLOW_THREADS
+    if (L->fn_ex != NULL) {
+        cu_launch_attribute attr;
+        memset(&attr, 0, sizeof attr);
+        attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.value = 1;
+        cu_launch_config cfg = {{L->dims[0], L->dims[1], L->dims[2]},
+                                {L->dims[3], L->dims[4], L->dims[5]},
+                                L->smem, L->stream, &attr, 1};
+        Py_BEGIN_ALLOW_THREADS
+        err = L->fn_ex(&cfg, L->function, L->params, NULL);
+        Py_END_ALLOW_THREADS
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        err = L->fn(L->function, L->dims[0], L->dims[1], L->dims[2], L->dims[3], L->dims[4],
+                    L->dims[5], L->smem, L->stream, L->params, NULL);
+        Py_END_ALLOW_THREADS
+    }
     L->busy = 0;
     return err;
 }
@@ -559,7 +598,8 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
     if (str_ptr == NULL || str_param_bytes == NULL || str_fast == NULL ||
         launcher_type == NULL || encoder_type == NULL ||
         PyModule_AddObject(m, "Launcher", Py_NewRef(launcher_type)) < 0 ||
-        PyModule_AddObject(m, "Encoder", encoder_type) < 0) {
+        PyModule_AddObject(m, "Encoder", encoder_type) < 0 ||
+        PyModule_AddIntConstant(m, "DEPENDENT_LAUNCH", 1) < 0) {
         Py_DECREF(m);
         return NULL;
     }

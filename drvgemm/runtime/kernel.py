@@ -241,7 +241,16 @@ class Kernel:
     of a ``with`` block, ``allow_non_portable_cluster`` lifts the cluster-size
     cap. ``runners``, ``packers`` and ``fast_launchers`` are the caches of
     drvgemm.runtime.launch (launchers per launch shape), kept here so that
-    they live and die with the kernel."""
+    they live and die with the kernel.
+
+    ``dependent_launch`` (default False): every thread of the kernel runs
+    ``griddepcontrol.wait`` (cu/include/grid_dependency.cuh,
+    ``cudaGridDependencySynchronize()``) before its first global-memory
+    access, so drvgemm.launch may start it with programmatic stream
+    serialization: its blocks are scheduled, and run their set-up, while the
+    grid ahead of it in the stream finishes (sm_90 on). Set it only for such
+    a kernel: one that reads or writes global memory before the wait would
+    race with that grid."""
 
     def __init__(self, binary: CompiledBinary, name: str, source_text=None, module=None):
         self.binary = binary
@@ -276,6 +285,22 @@ class Kernel:
         self.runners = {}         # (grid, block, smem, stream handle, thread) -> launcher
         self.packers = {}         # thread -> argument buffer and packer
         self.fast_launchers = {}  # (grid, block, smem, stream) -> C launcher (runtime._fastlaunch)
+        self._dependent_launch = False
+
+    @property
+    def dependent_launch(self) -> bool:
+        return self._dependent_launch
+
+    @dependent_launch.setter
+    def dependent_launch(self, value: bool):
+        if not isinstance(value, bool):
+            raise TypeError(f"{self.name}: dependent_launch is True or False, not {value!r}")
+        with self._lock:
+            if value != self._dependent_launch:
+                self._dependent_launch = value
+                # the launchers built so far launch the other way
+                self.runners.clear()
+                self.fast_launchers.clear()
 
     @property
     def resources(self) -> Resources | None:
@@ -649,11 +674,20 @@ def compile(path_or_source, name, *, defines=None, arch=None, options=()) -> Ker
 _once: dict = {}
 
 
-def compile_once(source: str, entry: str) -> Kernel:
+def compile_once(source: str, entry: str, *, dependent_launch: bool = False) -> Kernel:
     """``compile(source, entry)`` once per process, with no defines, for the
     current device (sm_90 with none): the fixed helper kernels a host side
-    launches beside a GEMM (split-K reduction, staging copy, C scaling)."""
+    launches beside a GEMM (split-K reduction, staging copy, C scaling).
+    ``dependent_launch``: the entry waits for the grid before it
+    (Kernel.dependent_launch), which takes effect on sm_90 and later."""
     k = _once.get((source, entry))
     if k is None:
         k = _once[(source, entry)] = compile(source, entry)
+        k.dependent_launch = dependent_launch and dependent_launch_arch(k.arch)
     return k
+
+
+def dependent_launch_arch(arch: str) -> bool:
+    """Whether kernels built for ``arch`` can be launched as dependent
+    launches (programmatic stream serialization: sm_90 and later)."""
+    return compiler.arch_number(arch) >= 90

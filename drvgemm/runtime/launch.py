@@ -380,6 +380,8 @@ def launch_py(kernel: Kernel, grid, block, args, *, smem=0, stream=None, cluster
     else:
         handle = driver.stream_handle(stream)
     thread = _get_ident()
+    if kernel_waits_for_prior_grid(kernel):
+        attributes = (*attributes, _dependent_attribute())
     if cluster is None and not attributes:
         # A cooperative launch is checked against the resident blocks on the
         # first launch of its shape, then launched like any other.
@@ -443,12 +445,13 @@ def _driver_launch_address() -> int:
 
 
 _fast_address = None
+_fast_ex_address = None
 
 
 def _fast_launcher(kernel: Kernel, grid, block, smem, stream):
     """A C Launcher for a shape that has just launched through launch_py, or
     None where the C path cannot serve it."""
-    global _fast_address
+    global _fast_address, _fast_ex_address
     if _fastlaunch is None:
         return None
     kinds = [_BYTES_KIND if p.is_bytes else _FAST_KINDS.get(slot_type(p))
@@ -459,6 +462,13 @@ def _fast_launcher(kernel: Kernel, grid, block, smem, stream):
         _fast_address = _driver_launch_address()
     if not _fast_address:
         return None
+    ex = 0
+    if kernel_waits_for_prior_grid(kernel):
+        if _fast_ex_address is None:
+            _fast_ex_address = driver.proc_address("cuLaunchKernelEx", per_thread_stream=None)
+        ex = _fast_ex_address
+        if not ex:
+            return None
     handle = 0 if stream is None else int(stream)
     cfg = _check_config(kernel, grid, block, smem)
     # This thread's packer (launch_py just used it): its layout and its checked
@@ -466,7 +476,30 @@ def _fast_launcher(kernel: Kernel, grid, block, smem, stream):
     packer = _packer(kernel, _get_ident())
     return _fastlaunch.Launcher(_fast_address, kernel.handle, cfg[:6], cfg[6], handle,
                                 kinds, packer.offsets, packer.fmt.size, DeviceArray, packer.packed,
-                                tuple(p.size for p in kernel.params))
+                                tuple(p.size for p in kernel.params), ex)
+
+
+def kernel_waits_for_prior_grid(kernel) -> bool:
+    """Whether ``kernel`` is launched with programmatic stream serialization
+    (``Kernel.dependent_launch``: its threads wait for the grid ahead of it
+    in the stream before touching global memory)."""
+    return getattr(kernel, "dependent_launch", False) is True
+
+
+_dependent_attr = None
+
+
+def _dependent_attribute():
+    """The launch attribute of a dependent launch (cuda.bindings' object,
+    built once)."""
+    global _dependent_attr
+    if _dependent_attr is None:
+        d = driver.bindings()
+        a = d.CUlaunchAttribute()
+        a.id = d.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+        a.value.programmaticStreamSerializationAllowed = 1
+        _dependent_attr = a
+    return _dependent_attr
 
 
 def _first_launch(kernel, grid, block, args, *, smem=0, stream=None, cluster=None,
@@ -502,10 +535,11 @@ try:
     if os.environ.get("DRVGEMM_NO_FASTLAUNCH"):
         raise ImportError("disabled by DRVGEMM_NO_FASTLAUNCH")
     from . import _fastlaunch
-    if not all(hasattr(_fastlaunch, a) for a in ("set_capturing", "Encoder")):
+    if not all(hasattr(_fastlaunch, a) for a in ("set_capturing", "Encoder",
+                                                  "DEPENDENT_LAUNCH")):
         # Built from an older _fastlaunch.c: it would send stream=None launches
-        # past a graph capture, or lack the tensor-map encoder. Rebuild it
-        # (pip install -e .) to get it back.
+        # past a graph capture, or lack the tensor-map encoder or dependent
+        # launches. Rebuild it (pip install -e .) to get it back.
         raise ImportError("drvgemm.runtime._fastlaunch is out of date")
 except ImportError:
     _fastlaunch = None

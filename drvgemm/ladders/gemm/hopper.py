@@ -554,6 +554,7 @@ class TmaWgmmaHost(PlainHost):
     name = "tma"
     unaligned = False      # no ALIGNED=0 instantiation
     takes_empty_k = False
+    dependent_launch = True   # cu/gemm/20_tma_wgmma.cu: grid_dependency_wait()
 
     def aligned(self, rung, m, n, k, pa, pb, pc) -> bool:
         return True

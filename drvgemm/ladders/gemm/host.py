@@ -90,6 +90,9 @@ class PlainHost:
     name = ""
     unaligned = True       # an ALIGNED=0 instantiation exists
     takes_empty_k = True   # the kernel itself writes beta * C for K = 0
+    # The kernels wait for the grid before them (Kernel.dependent_launch): rung
+    # 20's and 30's do; the SIMT and mma.sync rungs were left as they are.
+    dependent_launch = False
 
     def instantiation_defines(self, rung, aligned: bool) -> dict:
         """-D defines that depend on the instantiation beyond ALIGNED (none

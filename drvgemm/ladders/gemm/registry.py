@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...runtime.kernel import Kernel, compile
+from ...runtime.kernel import Kernel, compile, dependent_launch_arch
 from ...runtime.launch import LaunchConfig
 from . import hopper, small_m, split_k
 from .host import PlainHost
@@ -160,6 +160,7 @@ def rung_kernel(r: Rung, aligned: bool, arch=None, *, narrow_output=False,
                                                                     split_k),
                                     arch=arch, options=r.options)
         k.split_k = bool(split_k)   # split_k.split_kernel checks which build it was given
+        k.dependent_launch = r.host_side.dependent_launch and dependent_launch_arch(k.arch)
     return k
 
 

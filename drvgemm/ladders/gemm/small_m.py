@@ -208,6 +208,7 @@ class SmallMHost(PlainHost):
     name = "small_m"
     unaligned = True
     takes_empty_k = True   # an empty K loop: the kernel writes beta * C itself
+    dependent_launch = True   # cu/gemm/30_small_m.cu waits for the grid before it
 
     def instantiation_defines(self, rung, aligned: bool) -> dict:
         """The kernel checks the shared memory of its own build."""

@@ -58,7 +58,7 @@ def reduce_kernel(out: str = "fp32", deep: bool = False):
     entry = (DEEP_REDUCE_ENTRIES if deep else REDUCE_ENTRIES).get(out)
     if entry is None:
         raise ValueError(f"the split-K reduction writes fp32, bf16 or fp16, not {out!r}")
-    return compile_once("split_reduce.cu", entry)
+    return compile_once("split_reduce.cu", entry, dependent_launch=True)
 
 
 def deep_reduce(m, n, splits, sm_count) -> bool:

@@ -30,7 +30,7 @@ def pad_kernel(elem_size: int):
     entry = PAD_ENTRIES.get(int(elem_size))
     if entry is None:
         raise ValueError(f"pad_rows copies 2- or 4-byte elements, not {elem_size!r}-byte ones")
-    return compile_once("pad_rows.cu", entry)
+    return compile_once("pad_rows.cu", entry, dependent_launch=True)
 
 
 def pad_launch_config(copies, sm_count: int | None = None) -> LaunchConfig:
