@@ -6,7 +6,7 @@ machine code launched plainly, back to back, side by side in one run:
         [--batch 20] [--reps 7] [--json PATH]
 
 A shape is PRECISION:M[xNxK][:MEMBER[:SPLIT]] (benchmarks/rung20_before_after.py's
-form); the plan's launches for it (rung 20 or rung 30, a split's reduction
+form), or softmax:PRECISION:ROWSxCOLS for auto's softmax plan; the plan's launches for it (rung 20 or rung 30, a split's reduction
 included), through drvgemm.launch as gemm() makes them: "dependent" with the
 registry's kernels, "plain" with a second compile of the same instantiation
 whose dependent_launch is False. Device events around a batch of products /
@@ -97,6 +97,47 @@ def _plain_twin(kern):
     return t
 
 
+def softmax_record(spec, batch, reps):
+    """softmax:PRECISION:ROWSxCOLS: auto's plan launched as a dependent launch
+    and plainly (a second compile), torch.softmax and torch's copy of the same
+    bytes alongside; the two outputs compared bit for bit."""
+    import torch
+
+    from drvgemm.ladders.softmax import dispatch as sdisp
+    _, prec, dims = spec.split(":")
+    rows, cols = (int(v) for v in dims.lower().split("x"))
+    tdt = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[prec]
+    x = torch.randn(rows, cols, device="cuda", dtype=tdt) * 4
+    ys = {w: torch.empty_like(x) for w in (*MODES, "copy")}
+    p = sdisp.plan(rows, cols, prec, sm_count=driver.device().sm_count)
+    k, p = sdisp.prepare(p, rows)
+    kern = {"dependent": k,
+            "plain": compile(p.source, p.entry, defines=dict(p.defines), arch=k.arch)}
+    assert not kern["plain"].dependent_launch
+    enq = {w: (lambda kk, y: lambda: sdisp.run_plan(kk, p, x.data_ptr(), y.data_ptr(), rows,
+                                                    cols, cols, cols))(kern[w], ys[w])
+           for w in MODES}
+    enq["copy"] = lambda: ys["copy"].copy_(x)
+    enq["torch"] = lambda: torch.softmax(x, dim=1)
+    for f in enq.values():
+        f()
+    torch.cuda.synchronize()
+    times = {w: [] for w in enq}
+    for _ in range(reps):
+        for w, f in enq.items():
+            times[w].append(batch_median_ms(f, batch, 1, torch.cuda.synchronize))
+    med = {w: round(1e3 * statistics.median(t), 2) for w, t in times.items()}
+    same = bool(torch.equal(ys["plain"], ys["dependent"]))
+    rec = {"softmax": True, "precision": prec, "rows": rows, "cols": cols,
+           "kernel": p.describe(), "dependent_launch": k.dependent_launch, "us": med,
+           "of_copy": {w: round(med["copy"] / med[w], 3) for w in MODES},
+           "bitwise_same": same, "sass_hash": sass.kernel_sass_hash(k)}
+    print(f"{spec:32s} {p.describe()[:50]}: " + "  ".join(f"{w} {med[w]:.2f}" for w in med)
+          + f"  of copy plain {rec['of_copy']['plain']} dependent "
+          f"{rec['of_copy']['dependent']}  same {same}", flush=True)
+    return rec
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", nargs="+", default=list(SHAPES))
@@ -107,6 +148,9 @@ def main(argv=None):
     dev = driver.device()
     recs = []
     for spec in args.shapes:
+        if spec.startswith("softmax:"):
+            recs.append(softmax_record(spec, args.batch, args.reps))
+            continue
         prec, m, n, k, member, split = parse_spec(spec)
         narrow = prec != "tf32"
         plan = dispatch.plan_shape(m, n, k, precision=prec,

@@ -56,3 +56,29 @@ def test_plain_rungs_are_not_dependent_launches():
     k = registry.rung_kernel(r, True)
     assert k.dependent_launch is False
     assert "ACQBULK" not in {op.split(".")[0] for op in sass.opcodes(sass.disassemble(k.cubin))}
+
+
+def _softmax_entries():
+    """One catalogue config per softmax entry (label, source, entry, defines, arch)."""
+    from drvgemm.ladders.softmax import registry as sreg
+    seen = {}
+    for label, source, entry, defines, arch in sreg.catalogue():
+        seen.setdefault(entry, (label, source, entry, defines, arch))
+    return list(seen.values())
+
+
+@pytest.mark.parametrize("label, source, entry, defines, arch", _softmax_entries(),
+                         ids=lambda v: v if isinstance(v, str) and v.startswith("softmax_") else "")
+def test_softmax_kernels_wait_where_the_registry_says(label, source, entry, defines, arch):
+    """Kernels of DEPENDENT_LAUNCH_SOURCES are dependent launches and wait
+    before their first global-memory instruction; the others (rung 09's
+    cooperative launch, the teaching rungs) have no wait."""
+    from drvgemm.ladders.softmax import dispatch as sdisp
+    from drvgemm.ladders.softmax.registry import DEPENDENT_LAUNCH_SOURCES
+    k = sdisp.compiled(source, entry, tuple(sorted(defines.items())), arch or "sm_90")
+    ops = {op.split(".")[0] for op in sass.opcodes(sass.disassemble(k.cubin))}
+    if source in DEPENDENT_LAUNCH_SOURCES:
+        assert k.dependent_launch is True
+        assert _wait_comes_first(k), label
+    else:
+        assert k.dependent_launch is False and "ACQBULK" not in ops, label

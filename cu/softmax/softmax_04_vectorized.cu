@@ -25,6 +25,7 @@
 // dispatcher has checked cols % VEC == 0 and both pointers are 16-byte
 // aligned; VEC = 1 otherwise, which is correct for any shape.
 // Parameters: x, y are rows x cols, row-major, contiguous; any rows, cols >= 1.
+#include "grid_dependency.cuh"
 #include "softmax_common.cuh"
 
 #ifndef THREADS
@@ -56,6 +57,7 @@ static_assert(ELEMS % VEC == 0, "ELEMS must be a multiple of VEC");
 
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 softmax_04_vectorized_rows(const elem_t* __restrict__ x, elem_t* __restrict__ y, int rows, int cols) {
+    grid_dependency_wait();   // the grid before has completed (grid_dependency.cuh)
     constexpr int ROWS_PER_BLOCK = THREADS / ROW_THREADS;
     constexpr int ITEMS = ELEMS / VEC;
     const int lane = threadIdx.x % ROW_THREADS;
@@ -80,6 +82,7 @@ softmax_04_vectorized_rows(const elem_t* __restrict__ x, elem_t* __restrict__ y,
 
 extern "C" __global__ void __launch_bounds__(THREADS)
 softmax_04_vectorized_stream(const elem_t* __restrict__ x, elem_t* __restrict__ y, int rows, int cols) {
+    grid_dependency_wait();   // the grid before has completed (grid_dependency.cuh)
     __shared__ MaxSum part[THREADS / 32];
     const long long row = blockIdx.x;
     if (row >= rows) return;
@@ -134,6 +137,7 @@ softmax_04_vectorized_stream(const elem_t* __restrict__ x, elem_t* __restrict__ 
 
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 softmax_04_vectorized_packed(const elem_t* __restrict__ x, elem_t* __restrict__ y, int rows, int cols) {
+    grid_dependency_wait();   // the grid before has completed (grid_dependency.cuh)
     static_assert(VEC % PACKED_COLS == 0, "PACKED_COLS must divide the vector");
     constexpr int ITEMS = ELEMS / VEC;
     (void)cols;  // == PACKED_COLS: the dispatcher checks it

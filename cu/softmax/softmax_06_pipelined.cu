@@ -40,6 +40,7 @@
 // Parameters: x, y are rows x cols, row-major, contiguous; any rows >= 1,
 // 1 <= cols <= CLUSTER * THREADS * ELEMS; grid = nclusters * CLUSTER blocks
 // for any nclusters >= 1 (the dispatcher uses the number that fit at once).
+#include "grid_dependency.cuh"
 #include "cluster.cuh"
 #include "ld_st.cuh"
 #include "mbarrier.cuh"
@@ -158,6 +159,7 @@ __device__ __forceinline__ void buffer_load(const elem_t* buf, int count, int la
 
 extern "C" __global__ void CLUSTER_SHAPE __launch_bounds__(THREADS, MIN_BLOCKS)
 softmax_06_pipelined(const elem_t* __restrict__ x, elem_t* __restrict__ y, int rows, int cols) {
+    grid_dependency_wait();   // the grid before has completed (grid_dependency.cuh)
     extern __shared__ __align__(128) unsigned char landing[];   // STAGES slices (BULK only)
     __shared__ __align__(8) unsigned long long full[STAGES];    // one per landing buffer
     __shared__ __align__(8) unsigned long long pairs_in[2];     // peers' pairs, by row parity

@@ -25,6 +25,7 @@
 // PACKED=1 (16-bit only): the values held as loaded, two a register
 // (softmax_window.cuh), so a thread holds twice the elements.
 // Grid: ceil(rows / (THREADS / ROW_THREADS * RPT)) blocks.
+#include "grid_dependency.cuh"
 #include "softmax_window.cuh"
 
 #ifndef THREADS
@@ -90,6 +91,7 @@ __device__ __forceinline__ void group_max_first(const RowWindow& w, int lane, bo
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 softmax_07_any_row(const elem_t* __restrict__ x, elem_t* __restrict__ y, int rows, int cols,
                    long long ldx, long long ldy) {
+    grid_dependency_wait();   // the grid before has completed (grid_dependency.cuh)
     constexpr int GROUPS = THREADS / ROW_THREADS;        // row groups per block
     constexpr int N = ITEMS * WVEC;                       // values per thread per row
     const int lane = threadIdx.x % ROW_THREADS;

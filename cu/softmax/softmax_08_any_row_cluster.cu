@@ -25,6 +25,7 @@
 // non-portable-size attribute set on the function first).
 // Parameters: x, y rows x cols with row pitches ldx, ldy (elements);
 // rows >= 1, 1 <= cols, cols + WVEC - 1 <= CLUSTER * THREADS * ITEMS * WVEC.
+#include "grid_dependency.cuh"
 #include "cluster.cuh"
 #include "ld_st.cuh"
 #include "softmax_window.cuh"
@@ -58,6 +59,7 @@ __device__ __forceinline__ MaxSum load_remote_pair(const MaxSum* local, unsigned
 extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, MIN_BLOCKS)
 softmax_08_any_row_cluster(const elem_t* __restrict__ x, elem_t* __restrict__ y, int rows, int cols,
                            long long ldx, long long ldy) {
+    grid_dependency_wait();   // the grid before has completed (grid_dependency.cuh)
     constexpr int N = ITEMS * WVEC;
     constexpr int SLICE = THREADS * ITEMS;   // window vectors per block
     __shared__ MaxSum part[THREADS / 32];

@@ -33,6 +33,7 @@
 // Parameters: x, y are rows x cols, row-major, contiguous (y may start at
 // another 16-byte phase than x: its stores are then element-wise); any
 // rows, cols >= 1 that fit the config.
+#include "grid_dependency.cuh"
 #include "softmax_common.cuh"
 
 #ifndef THREADS
@@ -403,6 +404,7 @@ __device__ __forceinline__ void store_run(const unsigned char* buf, const Run& r
 
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 softmax_10_row_tile(const elem_t* __restrict__ x, elem_t* __restrict__ y, int rows, int cols) {
+    grid_dependency_wait();   // the grid before has completed (grid_dependency.cuh)
     __shared__ __align__(16) unsigned char tiles[BUFFERS][TILE_STRIDE];
     const long long ntiles = (static_cast<long long>(rows) + ROWS - 1) / ROWS;
     long long t = blockIdx.x;

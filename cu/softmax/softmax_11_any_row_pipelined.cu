@@ -38,6 +38,7 @@
 // grid = nclusters * CLUSTER blocks for any nclusters >= 1 (the dispatcher
 // launches as many as fit at once). Dynamic shared memory: STAGES * SLICE *
 // 16 bytes.
+#include "grid_dependency.cuh"
 #include "cluster.cuh"
 #include "ld_st.cuh"
 #include "mbarrier.cuh"
@@ -239,6 +240,7 @@ __device__ __forceinline__ void mbar_wait_cluster_pairs(unsigned bar, unsigned p
 extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, MIN_BLOCKS)
 softmax_11_any_row_pipelined(const elem_t* __restrict__ x, elem_t* __restrict__ y, int rows, int cols,
                              long long ldx, long long ldy) {
+    grid_dependency_wait();   // the grid before has completed (grid_dependency.cuh)
     extern __shared__ __align__(128) uint4 landing[];            // STAGES x SLICE vectors
     __shared__ __align__(8) unsigned long long full[STAGES];      // one per landing buffer
     __shared__ __align__(8) unsigned long long pairs_in[2];       // peers' pairs, by row parity

@@ -30,10 +30,12 @@ import numpy as np
 
 from ...runtime import driver, dtypes, interop
 from ...runtime.kernel import compile as compile_kernel
+from ...runtime.kernel import dependent_launch_arch
 from ...runtime.launch import launch
 from .plan import (H200_SM_COUNT, SoftmaxPlan, config_plan, plan, predict_copy_ratio,
                    split_workspace_layout, window_plan, window_vectors)
-from .registry import INT_MAX, WS_MAX_SLOTS, dtype_name, element_bytes, rung, vec_of
+from .registry import (DEPENDENT_LAUNCH_SOURCES, INT_MAX, WS_MAX_SLOTS, dtype_name,
+                       element_bytes, rung, vec_of)
 
 __all__ = ["softmax", "reference", "plan", "config_plan", "window_plan", "compiled",
            "compiled_kernel", "prepare", "resident_clusters", "SoftmaxPlan",
@@ -46,8 +48,11 @@ __all__ = ["softmax", "reference", "plan", "config_plan", "window_plan", "compil
 # ---------------------------------------------------------------------------
 @functools.lru_cache(maxsize=None)
 def compiled(source: str, entry: str, defines: tuple, arch=None):
-    """A softmax or memory kernel, compiled once per process (disk-cached across)."""
-    return compile_kernel(source, entry, defines=dict(defines), arch=arch)
+    """A softmax or memory kernel, compiled once per process (disk-cached across);
+    a dependent launch where its source waits for the grid before it."""
+    k = compile_kernel(source, entry, defines=dict(defines), arch=arch)
+    k.dependent_launch = source in DEPENDENT_LAUNCH_SOURCES and dependent_launch_arch(k.arch)
+    return k
 
 
 def compiled_kernel(p: SoftmaxPlan, arch=None):
