@@ -10,7 +10,8 @@ form), or softmax:PRECISION:ROWSxCOLS for auto's softmax plan; the plan's launch
 included), through drvgemm.launch as gemm() makes them: "dependent" with the
 registry's kernels, "plain" with a second compile of the same instantiation
 whose dependent_launch is False. Device events around a batch of products /
-batch (L2 flushed before each batch), the two interleaved batch by batch,
+batch (L2 flushed before each batch), the two interleaved batch by batch in
+turns forwards and backwards (a first column can read ~1 us slow),
 torch.matmul alongside; each C checked bit for bit against the plain one's,
 and the host's enqueue time per product recorded (a batch whose enqueue
 outruns the GPU would time the host).
@@ -36,6 +37,7 @@ from drvgemm.runtime.timing import batch_median_ms  # noqa: E402
 from drvgemm.tools.bench import make_inputs  # noqa: E402
 from drvgemm.tools.cublas import torch_matmul_call  # noqa: E402
 from drvgemm.tools.records import device_json  # noqa: E402
+from rung20_before_after import parse_spec  # noqa: E402  (this script's folder)
 
 SHAPES = ("bf16:1024", "bf16:1536", "bf16:2048", "bf16:3072", "bf16:4096",
           "bf16:1x4096x4096", "bf16:16x8192x8192", "bf16:4x14336x4096", "bf16:1x28672x8192",
@@ -46,15 +48,6 @@ MODES = ("plain", "dependent")
 
 def log(msg):
     print(msg, file=sys.stderr, flush=True)
-
-
-def parse_spec(spec):
-    fields = spec.split(":")
-    prec, dims = fields[0], [int(v) for v in fields[1].lower().split("x")]
-    m, n, k = dims * 3 if len(dims) == 1 else dims
-    member = fields[2] if len(fields) > 2 and fields[2] else None
-    split = int(fields[3]) if len(fields) > 3 else None
-    return prec, m, n, k, member, split
 
 
 def launches(r, dependent, A, B, C, m, n, k, narrow, split, ws):
@@ -123,9 +116,10 @@ def softmax_record(spec, batch, reps):
         f()
     torch.cuda.synchronize()
     times = {w: [] for w in enq}
-    for _ in range(reps):
-        for w, f in enq.items():
-            times[w].append(batch_median_ms(f, batch, 1, torch.cuda.synchronize))
+    for rep in range(reps):
+        # the columns in turn forwards and backwards: a first column can read slow
+        for w in (list(enq) if rep % 2 == 0 else list(enq)[::-1]):
+            times[w].append(batch_median_ms(enq[w], batch, 1, torch.cuda.synchronize))
     med = {w: round(1e3 * statistics.median(t), 2) for w, t in times.items()}
     same = bool(torch.equal(ys["plain"], ys["dependent"]))
     rec = {"softmax": True, "precision": prec, "rows": rows, "cols": cols,
@@ -179,8 +173,8 @@ def main(argv=None):
         times = {mode: [] for mode in MODES}
         times["cublas"] = []
         host = {mode: [] for mode in MODES}
-        for _ in range(args.reps):
-            for mode in MODES:
+        for rep in range(args.reps):
+            for mode in (MODES if rep % 2 == 0 else MODES[::-1]):
                 times[mode].append(batch_median_ms(enq[mode], args.batch, 1))
                 t0 = time.perf_counter()
                 for _ in range(args.batch):

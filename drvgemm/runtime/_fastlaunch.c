@@ -573,7 +573,8 @@ static PyMethodDef methods[] = {
      "Launch ``kernel`` on ``grid`` x ``block`` with ``args`` (a sequence matching the\n"
      "kernel's parameters) and ``smem`` bytes of dynamic shared memory, on ``stream``\n"
      "(default: the legacy default stream). ``cluster`` (x, y, z) launches thread-block\n"
-     "clusters through cuLaunchKernelEx.\n\n"
+     "clusters through cuLaunchKernelEx. A kernel whose dependent_launch is True is\n"
+     "launched with programmatic stream serialization (it waits for the grid before it).\n\n"
      "C fast path (drvgemm.runtime._fastlaunch): a shape seen before, with stream None or an\n"
      "integer handle, is packed and launched from C; everything else, and every error,\n"
      "goes through drvgemm.launch.launch_py."},

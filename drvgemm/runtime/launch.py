@@ -365,7 +365,9 @@ def _runner(kernel: Kernel, grid, block, smem, handle, thread, cooperative=False
 _LAUNCH_DOC = """Launch ``kernel`` on ``grid`` x ``block`` with ``args`` (a sequence
     matching the kernel's parameters) and ``smem`` bytes of dynamic shared
     memory, on ``stream`` (default: the legacy default stream). ``cluster``
-    (x, y, z) launches thread-block clusters through cuLaunchKernelEx."""
+    (x, y, z) launches thread-block clusters through cuLaunchKernelEx. A
+    kernel whose ``dependent_launch`` is True is launched with programmatic
+    stream serialization (it waits for the grid before it itself)."""
 
 
 def launch_py(kernel: Kernel, grid, block, args, *, smem=0, stream=None, cluster=None,
