@@ -456,12 +456,26 @@ def test_c_launcher_of_a_dependent_kernel_calls_launch_ex_with_the_attribute(sax
     assert plain.calls == []
 
 
-def test_dependent_launch_is_a_bool_and_resets_the_launchers(saxpy):
-    saxpy.fast_launchers[(1,), (1,), 0, None] = object()
-    saxpy.runners[(1,), (1,), 0, 0, 0] = object()
+WAITS_FIRST = r'''
+extern "C" __global__ void waits_first(float* y) {
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    y[threadIdx.x] = 1.0f;
+}
+extern "C" __global__ void never_waits(float* y) { y[threadIdx.x] = 2.0f; }
+'''
+
+
+def test_dependent_launch_is_a_bool_and_resets_the_launchers():
+    mod = drvgemm.compile_module(WAITS_FIRST, ["waits_first", "never_waits"], arch="sm_90")
+    k = mod["waits_first"]
+    k.fast_launchers[(1,), (1,), 0, None] = object()
+    k.runners[(1,), (1,), 0, 0, 0] = object()
     with pytest.raises(TypeError, match="True or False"):
-        saxpy.dependent_launch = 1
-    assert saxpy.dependent_launch is False and saxpy.fast_launchers
-    saxpy.dependent_launch = True
-    assert saxpy.fast_launchers == {} and saxpy.runners == {}
-    saxpy.dependent_launch = False
+        k.dependent_launch = 1
+    assert k.dependent_launch is False and k.fast_launchers
+    k.dependent_launch = True
+    assert k.fast_launchers == {} and k.runners == {}
+    # the other entry of the same module does not wait: refused, by name
+    with pytest.raises(ValueError, match="never_waits.*no griddepcontrol.wait"):
+        mod["never_waits"].dependent_launch = True
+    assert mod["never_waits"].dependent_launch is False

@@ -295,6 +295,11 @@ class Kernel:
     def dependent_launch(self, value: bool):
         if not isinstance(value, bool):
             raise TypeError(f"{self.name}: dependent_launch is True or False, not {value!r}")
+        if value and not entry_waits_for_prior_grid(self.ptx, self.entry):
+            raise ValueError(
+                f"{self.name}: dependent_launch = True, but its PTX has no griddepcontrol.wait "
+                "(cudaGridDependencySynchronize()): launched that way it would race with the "
+                "grid before it; wait first thing in the kernel, or leave it a plain launch")
         with self._lock:
             if value != self._dependent_launch:
                 self._dependent_launch = value
@@ -672,6 +677,24 @@ def compile(path_or_source, name, *, defines=None, arch=None, options=()) -> Ker
 
 
 _once: dict = {}
+
+
+_ENTRY_OR_FUNC = re.compile(r"^\s*(?:\.visible\s+|\.weak\s+|\.extern\s+)*\.(?:entry|func)\b",
+                            re.M)
+
+
+def entry_waits_for_prior_grid(ptx: str | None, entry: str) -> bool:
+    """Whether the PTX body of ``entry`` holds a ``griddepcontrol.wait`` (what
+    cudaGridDependencySynchronize() compiles to): a kernel may be a dependent
+    launch only then. The body runs from the entry's name to the next entry or
+    function (device functions are inlined into NVRTC's kernels)."""
+    if not ptx:
+        return False
+    m = re.search(r"\.entry\s+" + re.escape(entry) + r"\s*\(", ptx)
+    if m is None:
+        return False
+    nxt = _ENTRY_OR_FUNC.search(ptx, m.end())
+    return "griddepcontrol.wait" in ptx[m.end():nxt.start() if nxt else len(ptx)]
 
 
 def compile_once(source: str, entry: str, *, dependent_launch: bool = False) -> Kernel:
