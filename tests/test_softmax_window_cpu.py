@@ -637,6 +637,79 @@ def test_row_suite_summary_against_the_targets():
     assert "WRONG RESULT" in text and "below 0.85: 8192x50257" in text
 
 
+def test_row_suite_summary_of_the_back_to_back_column():
+    import io
+    from drvgemm.tools import memory_bench as mb
+
+    def rec(m, n, frac, b2b, vs2, cls="large"):
+        return {"kernel": "softmax_07_any_row", "precision": "bf16", "m": m, "n": n,
+                "median_ms": 1.0, "gbps": 1.0, "copy_fraction": frac, "vs_torch": 1.5,
+                "copy_fraction_b2b": b2b, "vs_torch_b2b": vs2, "call_us": 5, "torch_call_us": 9,
+                "shape_class": cls, "auto": True, "correct": True, "config": "cfg"}
+    recs = [rec(4096, 4097, 0.88, 0.93, 1.6), rec(64, 262144, 0.71, 0.80, 2.0),
+            rec(100000, 128, 0.95, 0.99, 0.97), rec(1, 8, 0.5, 0.4, 0.9, "small")]
+    s = mb.softmax_rows_summary(recs)["bf16"]
+    assert s["min_copy_ratio_large_b2b"] == 0.80
+    assert s["geomean_copy_ratio_large_b2b"] == pytest.approx((0.93 * 0.80 * 0.99) ** (1 / 3),
+                                                              abs=1e-4)
+    assert s["large_below_0.85_of_copy_b2b"] == ["64x262144"]
+    assert s["large_not_faster_than_torch_b2b"] == ["100000x128"]
+    assert s["min_vs_torch_large_b2b"] == 0.97
+    assert s["min_copy_ratio_large"] == 0.71            # the isolated column as before
+    buf = io.StringIO()
+    mb.print_softmax_rows_report(recs, file=buf)
+    assert "bf16 back to back: large shapes min 0.8" in buf.getvalue()
+    # records without the column (older files) summarise as before
+    plain = [{k: v for k, v in r.items() if not k.endswith("_b2b")} for r in recs]
+    assert "min_copy_ratio_large_b2b" not in mb.softmax_rows_summary(plain)["bf16"]
+
+
+def test_back_to_back_calls_cycle_through_their_own_buffers(monkeypatch):
+    """_b2b_ms: each call of a batch takes the next (x_i, y_i) of the rotation,
+    the copies of x start as x, and every buffer it made is freed."""
+    from drvgemm.tools import memory_bench as mb
+
+    class Buf:
+        made = []
+
+        def __init__(self, shape, dtype):
+            self.shape, self.dtype, self.freed, self.data = shape, dtype, False, None
+            Buf.made.append(self)
+
+        def free(self):
+            self.freed = True
+    x = Buf((4, 8), np.float32)
+    x.data = "x"
+    Buf.made.clear()
+    seen = {"softmax": [], "copy": []}
+    monkeypatch.setattr(mb.driver, "empty", lambda shape, dtype: Buf(shape, dtype))
+
+    def memcpy(dst, src, n):
+        if src is x and dst.data is None:
+            dst.data = "x"                       # the set's copy of x
+        else:
+            seen["copy"].append((src, dst))
+    monkeypatch.setattr(mb.driver, "memcpy_dtod", memcpy)
+    monkeypatch.setattr(mb.sm, "softmax", lambda xi, out: seen["softmax"].append((xi, out)))
+
+    def batch(enqueue, n, reps, sync=None):
+        for _ in range(n):
+            enqueue()
+        return 1.0
+    monkeypatch.setattr(mb, "batch_median_ms", batch)
+    l2 = 60 << 20
+    nbytes = 8 << 20
+    got = mb._b2b_ms(x, nbytes, None, l2, batch=20, reps=2)
+    sets = got["sets"]
+    assert sets == mb.rotation_sets(2 * nbytes, l2, 20) > 1
+    assert got["softmax"] == got["copy"] == 1.0 and "torch" not in got
+    xs = {id(a) for a, _ in seen["softmax"]}
+    ys = {id(b) for _, b in seen["softmax"]}
+    assert len(xs) == len(ys) == sets               # every set used, x among them
+    assert all(a is x or a.data == "x" for a, _ in seen["softmax"])
+    assert all(a.freed for a in Buf.made) and not x.freed
+
+
 def test_torch_baseline_sees_the_rows():
     """torch.softmax(dim=-1) must get the rows x cols tensor: a bf16 view of
     the device buffer that came out 1-D made the baseline one row of

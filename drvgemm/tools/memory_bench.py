@@ -32,10 +32,11 @@ from ..ladders.softmax import registry as sm_registry
 from ..runtime import driver
 from ..runtime.launch import launch
 from ..runtime.sass import kernel_sass_hash
-from ..runtime.timing import median_ms
+from ..runtime.timing import batch_median_ms, median_ms
 from . import ncu
 from .optional import torch_cuda
 from .records import memory_record
+from .shape_suite import rotation_sets
 
 __all__ = ["run_memory_bench", "bench_softmax", "bench_mem_kernels", "measure_copy",
            "print_memory_report", "softmax_summary", "ncu_bank_conflicts", "softmax_inputs",
@@ -341,6 +342,57 @@ def _rows_rel_err(y_rows, pattern, sample):
 ERR_BOUND = {"fp32": 1e-5, "bf16": 2.0 ** -7, "fp16": 2.0 ** -9}
 
 
+# Back-to-back columns of the row suite: calls in batches of B2B_BATCH between two
+# events (L2 flushed before each batch), cycling through copies of x and y so that
+# a call's bytes are not in L2 from the call before; B2B_REPS batches of each,
+# interleaved.
+B2B_BATCH = 20
+B2B_REPS = 5
+
+
+def _b2b_ms(x, nbytes, torch, l2_bytes, batch=B2B_BATCH, reps=B2B_REPS) -> dict:
+    """{"softmax", "copy", "torch"}: ms a call of ``drvgemm.softmax(x_i,
+    out=y_i)``, of the device copy x_i -> y_i and of torch.softmax(x_i),
+    back to back as above; "sets": how many (x_i, y_i) the calls cycle through."""
+    sets = rotation_sets(2 * nbytes, l2_bytes, batch)
+    xs = [x] + [driver.empty(x.shape, x.dtype) for _ in range(sets - 1)]
+    for xi in xs[1:]:
+        driver.memcpy_dtod(xi, x, nbytes)
+    ys = [driver.empty(x.shape, x.dtype) for _ in range(sets)]
+    turn = [0]
+
+    def nxt():
+        turn[0] = (turn[0] + 1) % sets
+        return turn[0]
+
+    def soft():
+        i = nxt()
+        sm.softmax(xs[i], out=ys[i])
+
+    def copy():
+        i = nxt()
+        driver.memcpy_dtod(ys[i], xs[i], nbytes)
+    calls = {"softmax": soft, "copy": copy}
+    if torch is not None:
+        ts = [_torch_view(torch, xi) for xi in xs]
+
+        def tsoft():
+            torch.softmax(ts[nxt()], dim=-1)
+        calls["torch"] = tsoft
+    times = {name: [] for name in calls}
+    try:
+        for rep in range(reps):
+            names = list(calls) if rep % 2 == 0 else list(calls)[::-1]
+            for name in names:
+                times[name].append(batch_median_ms(calls[name], batch, 1))
+    finally:
+        for a in xs[1:] + ys:
+            a.free()
+    out = {name: sorted(t)[len(t) // 2] for name, t in times.items()}
+    out["sets"] = sets
+    return out
+
+
 def bench_softmax_rows(shapes=SOFTMAX_ROW_SUITE, precisions=("fp32", "bf16"), *, reps=20,
                        calls=200, torch_baseline=True, seed=0) -> list[dict]:
     """drvgemm.softmax(kernel="auto") at every shape and precision, as a user
@@ -352,9 +404,13 @@ def bench_softmax_rows(shapes=SOFTMAX_ROW_SUITE, precisions=("fp32", "bf16"), *,
     "small"), ``copy_fraction``, ``vs_torch`` (torch's time over auto's),
     ``call_us`` (wall-clock per call of back-to-back calls, auto and torch),
     ``max_rel_err`` on sampled rows, ``correct`` and ``sass_hash`` (the
-    kernel's SASS digest, as in tests/data/sass_manifest.json)."""
+    kernel's SASS digest, as in tests/data/sass_manifest.json). Each shape also
+    back to back (``_b2b_ms``: the issue's "calls back to back", where a call's
+    launch may overlap the one before): ``b2b_ms`` on the auto, copy and
+    torch records, ``copy_fraction_b2b`` and ``vs_torch_b2b`` on auto's."""
     torch = torch_cuda() if torch_baseline else None
     dev = driver.device()
+    l2 = int(getattr(dev, "l2_size", 0) or 60 << 20)
     out = []
     for precision in precisions:
         for rows, cols in shapes:
@@ -401,6 +457,14 @@ def bench_softmax_rows(shapes=SOFTMAX_ROW_SUITE, precisions=("fp32", "bf16"), *,
                 rec["vs_torch"] = round(tms / ms, 3)
                 rec["torch_call_us"] = round(tus, 2)
                 del t
+                torch.cuda.empty_cache()
+            b2b = _b2b_ms(x, nbytes, torch, l2)
+            rec.update(b2b_ms=round(b2b["softmax"], 5), rotation_sets=b2b["sets"],
+                       copy_fraction_b2b=round(b2b["copy"] / b2b["softmax"], 4))
+            copy["b2b_ms"] = round(b2b["copy"], 5)
+            if "torch" in b2b:
+                recs[1]["b2b_ms"] = round(b2b["torch"], 5)
+                rec["vs_torch_b2b"] = round(b2b["torch"] / b2b["softmax"], 3)
                 torch.cuda.empty_cache()
             x.free()
             y.free()
@@ -470,13 +534,25 @@ def softmax_rows_summary(records) -> dict:
                                                  and r["call_us"] > r["torch_call_us"]],
             "wrong": [f"{r['m']}x{r['n']}" for r in mine if not r.get("correct")],
         }
+        b2b = [r["copy_fraction_b2b"] for r in large if "copy_fraction_b2b" in r]
+        if b2b:
+            vs2 = [r["vs_torch_b2b"] for r in large if "vs_torch_b2b" in r]
+            out[prec].update({
+                "min_copy_ratio_large_b2b": min(b2b),
+                "geomean_copy_ratio_large_b2b": round(_geomean(b2b), 4),
+                "large_below_0.85_of_copy_b2b": [f"{r['m']}x{r['n']}" for r in large
+                                                 if r.get("copy_fraction_b2b", 1) < 0.85],
+                "large_not_faster_than_torch_b2b": [f"{r['m']}x{r['n']}" for r in large
+                                                    if r.get("vs_torch_b2b", 2) <= 1.0],
+                "min_vs_torch_large_b2b": min(vs2) if vs2 else None,
+            })
     return out
 
 
 def print_softmax_rows_report(records, summary=None, file=None):
     file = file or sys.stdout
     head = (f"{'shape':>14s} {'prec':4s} {'class':5s} {'of copy':>7s} {'vs torch':>8s} "
-            f"{'us/call':>8s} {'torch':>8s}  config")
+            f"{'b2b':>6s} {'us/call':>8s} {'torch':>8s}  config")
     print(head, file=file)
     print("-" * len(head), file=file)
     for r in records:
@@ -484,8 +560,10 @@ def print_softmax_rows_report(records, summary=None, file=None):
             continue
         vs = f"{r['vs_torch']:.2f}" if "vs_torch" in r else "-"
         tu = f"{r['torch_call_us']:.1f}" if "torch_call_us" in r else "-"
+        b2 = f"{r['copy_fraction_b2b']:.3f}" if "copy_fraction_b2b" in r else "-"
         print(f"{r['m']:>7d}x{r['n']:<6d} {r['precision']:4s} {r['shape_class']:5s} "
-              f"{r['copy_fraction']:7.3f} {vs:>8s} {r['call_us']:8.1f} {tu:>8s}  {r['config']}"
+              f"{r['copy_fraction']:7.3f} {vs:>8s} {b2:>6s} {r['call_us']:8.1f} {tu:>8s}  "
+              f"{r['config']}"
               + ("" if r.get("correct") else "  WRONG RESULT"), file=file)
     summary = softmax_rows_summary(records) if summary is None else summary
     for prec, s in summary.items():
@@ -494,6 +572,11 @@ def print_softmax_rows_report(records, summary=None, file=None):
               f"below 0.85: {', '.join(s['large_below_0.85_of_copy']) or 'none'}; "
               f"small shapes slower per call than torch: "
               f"{', '.join(s['small_slower_per_call_than_torch']) or 'none'}", file=file)
+        if "geomean_copy_ratio_large_b2b" in s:
+            print(f"{prec} back to back: large shapes min {s['min_copy_ratio_large_b2b']} / "
+                  f"geomean {s['geomean_copy_ratio_large_b2b']} of copy, vs torch min "
+                  f"{s['min_vs_torch_large_b2b']}; below 0.85: "
+                  f"{', '.join(s['large_below_0.85_of_copy_b2b']) or 'none'}", file=file)
 
 
 def run_softmax_rows(*, reps=20, torch_baseline=True) -> dict:
