@@ -382,7 +382,7 @@ def launch_py(kernel: Kernel, grid, block, args, *, smem=0, stream=None, cluster
     else:
         handle = driver.stream_handle(stream)
     thread = _get_ident()
-    if kernel_waits_for_prior_grid(kernel):
+    if _dependent(kernel):
         attributes = (*attributes, _dependent_attribute())
     if cluster is None and not attributes:
         # A cooperative launch is checked against the resident blocks on the
@@ -465,7 +465,7 @@ def _fast_launcher(kernel: Kernel, grid, block, smem, stream):
     if not _fast_address:
         return None
     ex = 0
-    if kernel_waits_for_prior_grid(kernel):
+    if _dependent(kernel):
         if _fast_ex_address is None:
             _fast_ex_address = driver.proc_address("cuLaunchKernelEx", per_thread_stream=None)
         ex = _fast_ex_address
@@ -481,10 +481,9 @@ def _fast_launcher(kernel: Kernel, grid, block, smem, stream):
                                 tuple(p.size for p in kernel.params), ex)
 
 
-def kernel_waits_for_prior_grid(kernel) -> bool:
+def _dependent(kernel) -> bool:
     """Whether ``kernel`` is launched with programmatic stream serialization
-    (``Kernel.dependent_launch``: its threads wait for the grid ahead of it
-    in the stream before touching global memory)."""
+    (``Kernel.dependent_launch``; objects that are not Kernels never are)."""
     return getattr(kernel, "dependent_launch", False) is True
 
 

@@ -18,6 +18,7 @@ below: shared-memory wavefronts per warp-wide access, 1 = conflict-free).
 """
 from __future__ import annotations
 
+import itertools
 import math
 import subprocess
 import sys
@@ -359,11 +360,8 @@ def _b2b_ms(x, nbytes, torch, l2_bytes, batch=B2B_BATCH, reps=B2B_REPS) -> dict:
     for xi in xs[1:]:
         driver.memcpy_dtod(xi, x, nbytes)
     ys = [driver.empty(x.shape, x.dtype) for _ in range(sets)]
-    turn = [0]
-
-    def nxt():
-        turn[0] = (turn[0] + 1) % sets
-        return turn[0]
+    turns = itertools.cycle(range(sets))
+    nxt = turns.__next__
 
     def soft():
         i = nxt()
