@@ -71,8 +71,8 @@ def _softmax_entries():
                          ids=lambda v: v if isinstance(v, str) and v.startswith("softmax_") else "")
 def test_softmax_kernels_wait_where_the_registry_says(label, source, entry, defines, arch):
     """Kernels of DEPENDENT_LAUNCH_SOURCES are dependent launches and wait
-    before their first global-memory instruction; the others (rung 09's
-    cooperative launch, the teaching rungs) have no wait."""
+    before their first global-memory instruction (rung 09's split rows too,
+    a cooperative launch); the others (the teaching rungs) have no wait."""
     from drvgemm.ladders.softmax import dispatch as sdisp
     from drvgemm.ladders.softmax.registry import DEPENDENT_LAUNCH_SOURCES
     k = sdisp.compiled(source, entry, tuple(sorted(defines.items())), arch or "sm_90")

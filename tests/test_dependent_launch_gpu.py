@@ -76,6 +76,7 @@ def test_gemm_reads_what_the_kernel_before_wrote(writer, m, n, k, kernel):
     (4096, 127),       # rung 10
     (65536, 2),        # rung 04, packed rows
     (64, 50257),       # rung 08, a cluster a row
+    (4, 1048576),      # rung 09, split rows: cooperative and dependent
 ])
 def test_softmax_reads_what_the_kernel_before_wrote(writer, rows, cols):
     """x = 1 in column 0 and 0 elsewhere, written late: each row's softmax is
@@ -95,6 +96,26 @@ def test_softmax_reads_what_the_kernel_before_wrote(writer, rows, cols):
         got = y.to_host().astype(np.float32)
         np.testing.assert_allclose(got[:, 0], np.e / denom, rtol=2e-2)
         np.testing.assert_allclose(got[:, 1:], 1.0 / denom, rtol=2e-2)
+
+
+def test_split_rows_back_to_back_share_their_counters_in_order(gpu):
+    """Rung 09's launches on one stream share the workspace's counters, which
+    the last block of a launch resets: eight split-row softmaxes back to back
+    (each may start its blocks while the one before finishes) each give
+    their own rows' softmax."""
+    from drvgemm.ladders.softmax.dispatch import reference
+    rng = np.random.default_rng(9)
+    rows, cols = 3, 777_777
+    xs = [rng.standard_normal((rows, cols), np.float32) * (i + 1) for i in range(8)]
+    dx = [drvgemm.to_device(x) for x in xs]
+    dy = [drvgemm.to_device(np.full((rows, cols), np.nan, np.float32)) for _ in xs]
+    from drvgemm.ladders.softmax.plan import plan
+    assert plan(rows, cols).split > 1, "the shape must take rung 09's split rows"
+    for _ in range(2):
+        for x, y in zip(dx, dy):
+            drvgemm.softmax(x, out=y)
+        for x, y in zip(xs, dy):
+            np.testing.assert_allclose(y.to_host(), reference(x), rtol=1e-5, atol=1e-12)
 
 
 def test_a_captured_graph_keeps_the_order(writer):

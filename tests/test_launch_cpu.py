@@ -447,13 +447,75 @@ def test_c_launcher_of_a_dependent_kernel_calls_launch_ex_with_the_attribute(sax
     lm = sys.modules["drvgemm.runtime.launch"]
     pk = _Packer(saxpy.params)
     kinds = [lm._FAST_KINDS[p.ptx_type] for p in saxpy.params]
-    run = _fast().Launcher(plain.address, 0x1234, (3, 2, 1, 128, 1, 1), 4096, 0x55, kinds,
-                           pk.offsets, pk.fmt.size, DeviceArray, pk.packed, None,
-                           ctypes.cast(ex, ctypes.c_void_p).value)
-    assert run((0.5, fake_ptr(0x1000), 0x2000, -9)) == 0
+    fl = _fast()
+    launcher = lambda attributes: fl.Launcher(  # noqa: E731
+        plain.address, 0x1234, (3, 2, 1, 128, 1, 1), 4096, 0x55, kinds, pk.offsets,
+        pk.fmt.size, DeviceArray, pk.packed, None, ctypes.cast(ex, ctypes.c_void_p).value,
+        attributes)
+    assert launcher(fl.EX_DEPENDENT)((0.5, fake_ptr(0x1000), 0x2000, -9)) == 0
     assert seen == [(0x1234, (3, 2, 1), (128, 1, 1), 4096, 0x55, [(6, 1)],
                      (0.5, 0x1000, 0x2000, -9))]
+    # a cooperative launch: COOPERATIVE (2) = 1, after the serialization when both
+    seen.clear()
+    assert launcher(fl.EX_COOPERATIVE)((1.0, 0x10, 0x20, 3)) == 0
+    assert launcher(fl.EX_DEPENDENT | fl.EX_COOPERATIVE)((1.0, 0x10, 0x20, 3)) == 0
+    assert [s[5] for s in seen] == [[(2, 1)], [(6, 1), (2, 1)]]
     assert plain.calls == []
+    # cuLaunchKernelEx without attributes to set, or an unknown one: refused
+    for bad in (0, 4):
+        with pytest.raises(ValueError, match="ex_attributes"):
+            launcher(bad)
+
+
+def test_c_path_keeps_cooperative_launchers_apart(saxpy, monkeypatch):
+    """A cooperative launch goes through the C path too, under its own key:
+    the first launch of a shape through Python (the grid checked against the
+    resident blocks), the next from C with the cooperative attribute; a plain
+    launch of the same shape is a different launcher."""
+    import sys
+    lm = sys.modules["drvgemm.runtime.launch"]
+    fl = _fast()
+    seen = []
+
+    def launch_ex(cfg, f, params, extra):
+        c = cfg.contents
+        seen.append((tuple(c.grid), [(c.attrs[i].id, c.attrs[i].value)
+                                     for i in range(c.num_attrs)]))
+        return 0
+    ex = _LAUNCH_EX_T(launch_ex)
+    plain = FakeDriver()
+    monkeypatch.setattr(lm, "_fast_address", plain.address)
+    monkeypatch.setattr(lm, "_fast_ex_address", ctypes.cast(ex, ctypes.c_void_p).value)
+    first = []
+
+    def checked_first_launch(kernel, grid, block, args, **kw):
+        first.append(kw.get("cooperative", False))
+        key = (grid, block, kw.get("smem", 0), kw.get("stream")) + \
+            (("cooperative",) if kw.get("cooperative") else ())
+        kernel.fast_launchers[key] = lm._fast_launcher(kernel, grid, block, kw.get("smem", 0),
+                                                       kw.get("stream"),
+                                                       kw.get("cooperative", False))
+    monkeypatch.setattr(lm, "_check_config",
+                        lambda k, g, b, s: (4, 1, 1, 128, 1, 1, s))
+
+    class K:  # what the C path and _fast_launcher read
+        params, handle, name, dependent_launch = saxpy.params, 0x1234, "saxpy", False
+        fast_launchers: dict = {}
+        packers: dict = {}
+    kern = K()
+    args = (0.5, fake_ptr(0x1000), 0x2000, 9)
+    try:
+        fl.bind(lm.launch_py, checked_first_launch, lm._fast_failed)
+        for _ in range(3):
+            fl.launch(kern, 4, 128, args, cooperative=True)
+        fl.launch(kern, 4, 128, args, cooperative=False)
+        fl.launch(kern, 4, 128, args)
+    finally:
+        fl.bind(lm.launch_py, lm._first_launch, lm._fast_failed)
+    assert first == [True, False]
+    assert set(kern.fast_launchers) == {(4, 128, 0, None, "cooperative"), (4, 128, 0, None)}
+    assert seen == [((4, 1, 1), [(2, 1)])] * 2
+    assert len(plain.calls) == 1       # the plain shape's second launch: cuLaunchKernel
 
 
 WAITS_FIRST = r'''

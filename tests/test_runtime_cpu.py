@@ -177,8 +177,9 @@ def test_cooperative_launch_checks_the_grid_against_co_resident_blocks(fake, sax
         launch_mod.launch_py(saxpy, 265, 128, args, cooperative=True)
     assert not coop
     for _ in range(3):
-        drvgemm.launch(saxpy, (132, 2), 128, args, cooperative=True)   # the C path hands it over
+        launch_mod.launch_py(saxpy, (132, 2), 128, args, cooperative=True)
     # cuLaunchCooperativeKernel each time; the grid checked on the first launch only
+    # (the C path's cooperative launcher: test_launch_cpu.py)
     assert coop == [((132, 2, 1), (128, 1, 1), 0, None)] * 3 and len(occupancy) == 2
     # the refused grid was never cached: it is refused again
     with pytest.raises(ValueError, match="265 blocks"):

@@ -55,6 +55,7 @@
 // Parameters: x, y rows x cols with row pitches ldx, ldy (elements);
 // grid = slots * split (slots >= 1); split >= 1.
 #include "cp_async.cuh"
+#include "grid_dependency.cuh"
 #include "grid_flags.cuh"
 #include "ld_st.cuh"
 #include "softmax_window.cuh"
@@ -311,6 +312,9 @@ __device__ __forceinline__ void split_rows(const elem_t* __restrict__ x, elem_t*
                                            int split) {
     __shared__ float part[2 * THREADS / 32];        // block_pair_max_first's partials
     __shared__ float fold_part[2 * THREADS / 32];   // fold_row's
+    // The grid before has completed (grid_dependency.cuh): its writes to x and,
+    // a split launch before this one on the stream, to the workspace's counters.
+    grid_dependency_wait();
     const int slots = gridDim.x / split;
     const int slot = blockIdx.x / split;
     const int chunk = blockIdx.x % split;

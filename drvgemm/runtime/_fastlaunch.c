@@ -2,13 +2,15 @@
  * drvgemm.runtime._fastlaunch: the common case of drvgemm.launch() in C.
  *
  * launch(kernel, grid, block, args, *, smem=0, stream=None, cluster=None,
- *        attributes=()) with no cluster, no attributes and stream None or an
- * integer handle: look up the launcher built for (grid, block, smem, stream)
- * in kernel.fast_launchers, pack the arguments into its parameter block and call the
- * driver's cuLaunchKernel (whose address cuda.bindings' cuGetProcAddress
- * gave drvgemm/runtime/launch.py), or for a kernel that waits for the grid
- * before it (Kernel.dependent_launch) cuLaunchKernelEx with programmatic
- * stream serialization. Anything else -- a first launch of a shape, a
+ *        attributes=(), cooperative=False) with no cluster, no attributes and
+ * stream None or an integer handle: look up the launcher built for (grid,
+ * block, smem, stream) -- (grid, block, smem, stream, "cooperative") for a
+ * cooperative launch -- in kernel.fast_launchers, pack the arguments into its
+ * parameter block and call the driver's cuLaunchKernel (whose address
+ * cuda.bindings' cuGetProcAddress gave drvgemm/runtime/launch.py), or
+ * cuLaunchKernelEx with its attributes: programmatic stream serialization for
+ * a kernel that waits for the grid before it (Kernel.dependent_launch), the
+ * cooperative attribute for a cooperative launch. Anything else -- a first launch of a shape, a
  * foreign array, a value that does not fit its slot, a failed launch, a
  * cluster launch -- goes to the Python functions in drvgemm/runtime/launch.py, which
  * check everything and say what is wrong. This file only makes the path that
@@ -38,10 +40,15 @@ typedef int (*cu_launch_fn)(void *, unsigned, unsigned, unsigned, unsigned, unsi
                             unsigned, unsigned, void *, void **, void **);
 
 /* cuLaunchKernelEx's CUlaunchConfig and CUlaunchAttribute (cuda.h, CUDA 12
- * and 13), for the one attribute this path sets: a kernel whose blocks wait
+ * and 13), for the two attributes this path sets: a kernel whose blocks wait
  * for the grid ahead of them (Kernel.dependent_launch) is launched with
- * programmatic stream serialization. */
-enum { CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6 };
+ * programmatic stream serialization, a cooperative launch with the
+ * cooperative attribute (its grid was checked against the resident blocks
+ * when Python built the launcher). */
+enum { CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2,
+       CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6 };
+/* A Launcher's ex_attributes: which of the two it sets (launch.py mirrors them). */
+enum { EX_DEPENDENT = 1, EX_COOPERATIVE = 2 };
 typedef struct {
     int id;
     char pad[4];
@@ -65,7 +72,8 @@ enum { K_ADDR = 0, K_S32 = 1, K_U32 = 2, K_F32 = 3, K_F64 = 4, K_BYTES = 5 };
 typedef struct {
     PyObject_HEAD
     cu_launch_fn fn;
-    cu_launch_ex_fn fn_ex;  /* set: cuLaunchKernelEx with programmatic serialization */
+    cu_launch_ex_fn fn_ex;  /* set: cuLaunchKernelEx with the attributes of ex_attributes */
+    int ex_attributes;      /* EX_DEPENDENT | EX_COOPERATIVE */
     void *function;
     unsigned dims[6];
     unsigned smem;
@@ -82,7 +90,7 @@ typedef struct {
     PyObject *slow_pack;    /* args -> bytes of the block, or raises naming the argument */
 } Launcher;
 
-static PyObject *str_ptr, *str_param_bytes, *str_fast, *py_slow_launch, *py_first_launch, *py_failed;
+static PyObject *str_ptr, *str_param_bytes, *str_fast, *str_cooperative, *py_slow_launch, *py_first_launch, *py_failed;
 /* Threads capturing a graph (drvgemm.graph): while any does, stream=None may
  * mean its capture stream, which only the Python path knows. */
 static long capturing = 0;
@@ -232,11 +240,14 @@ static void launcher_dealloc(PyObject *self) {
 
 /* Launcher(fn_address, function_handle, (gx, gy, gz, bx, by, bz), smem,
  *          stream_handle, kinds, offsets, size, DeviceArray, slow_pack[, sizes
- *          [, ex_address]])
+ *          [, ex_address, ex_attributes]])
  * sizes: the bytes of each slot, needed for K_BYTES slots only (None: none);
- * ex_address: cuLaunchKernelEx, for a dependent launch (0: cuLaunchKernel). */
+ * ex_address: cuLaunchKernelEx, for a dependent or cooperative launch (0:
+ * cuLaunchKernel), with ex_attributes saying which (EX_DEPENDENT,
+ * EX_COOPERATIVE; not 0 when ex_address is given). */
 static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     unsigned long long fn, function, stream, fn_ex = 0;
+    int ex_attributes = 0;
     unsigned g0, g1, g2, b0, b1, b2, smem;
     PyObject *kinds, *offsets, *devarray, *slow_pack, *sizes = Py_None;
     Py_ssize_t size;
@@ -244,10 +255,16 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwds
         PyErr_SetString(PyExc_TypeError, "Launcher takes positional arguments only");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "KK(IIIIII)IKOOnOO|OK", &fn, &function, &g0, &g1, &g2, &b0,
+    if (!PyArg_ParseTuple(args, "KK(IIIIII)IKOOnOO|OKi", &fn, &function, &g0, &g1, &g2, &b0,
                           &b1, &b2, &smem, &stream, &kinds, &offsets, &size, &devarray,
-                          &slow_pack, &sizes, &fn_ex))
+                          &slow_pack, &sizes, &fn_ex, &ex_attributes))
         return NULL;
+    if ((fn_ex != 0) != (ex_attributes != 0) ||
+        (ex_attributes & ~(EX_DEPENDENT | EX_COOPERATIVE)) != 0) {
+        PyErr_SetString(PyExc_ValueError,
+                        "Launcher: ex_attributes (1 dependent, 2 cooperative) go with ex_address");
+        return NULL;
+    }
     PyObject *kt = PySequence_Tuple(kinds), *ot = PySequence_Tuple(offsets);
     PyObject *st = sizes == Py_None ? NULL : PySequence_Tuple(sizes);
     if (kt == NULL || ot == NULL || (sizes != Py_None && st == NULL)) {
@@ -265,6 +282,7 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwds
     if (L == NULL) { Py_DECREF(kt); Py_DECREF(ot); Py_XDECREF(st); return NULL; }
     L->fn = (cu_launch_fn)(uintptr_t)fn;
     L->fn_ex = (cu_launch_ex_fn)(uintptr_t)fn_ex;
+    L->ex_attributes = ex_attributes;
     L->function = (void *)(uintptr_t)function;
     L->dims[0] = g0; L->dims[1] = g1; L->dims[2] = g2;
     L->dims[3] = b0; L->dims[4] = b1; L->dims[5] = b2;
@@ -320,13 +338,20 @@ static long pack_and_launch(Launcher *L, PyObject *args) {
     }
     int err;
     if (L->fn_ex != NULL) {
-        cu_launch_attribute attr;
-        memset(&attr, 0, sizeof attr);
-        attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-        attr.value.value = 1;
+        cu_launch_attribute attrs[2];
+        unsigned n = 0;
+        memset(attrs, 0, sizeof attrs);
+        if (L->ex_attributes & EX_DEPENDENT) {
+            attrs[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+            attrs[n++].value.value = 1;
+        }
+        if (L->ex_attributes & EX_COOPERATIVE) {
+            attrs[n].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+            attrs[n++].value.value = 1;
+        }
         cu_launch_config cfg = {{L->dims[0], L->dims[1], L->dims[2]},
                                 {L->dims[3], L->dims[4], L->dims[5]},
-                                L->smem, L->stream, &attr, 1};
+                                L->smem, L->stream, attrs, n};
         Py_BEGIN_ALLOW_THREADS
         err = L->fn_ex(&cfg, L->function, L->params, NULL);
         Py_END_ALLOW_THREADS
@@ -472,11 +497,11 @@ static PyType_Spec encoder_spec = {
 
 /* ------------------------------------------------------------------------ */
 /* launch(kernel, grid, block, args, *, smem=0, stream=None, cluster=None,
- *        attributes=()) */
+ *        attributes=(), cooperative=False) */
 static PyObject *fast_launch(PyObject *module, PyObject *const *argv, Py_ssize_t nargs,
                              PyObject *kwnames) {
     PyObject *kernel, *grid, *block, *args, *smem = NULL, *stream = Py_None;
-    int plain = nargs == 4;
+    int plain = nargs == 4, cooperative = 0;
     if (plain && kwnames != NULL) {
         Py_ssize_t nk = PyTuple_Size(kwnames);
         for (Py_ssize_t i = 0; i < nk && plain; ++i) {
@@ -489,7 +514,13 @@ static PyObject *fast_launch(PyObject *module, PyObject *const *argv, Py_ssize_t
                 plain = v == Py_None;
             else if (PyUnicode_CompareWithASCIIString(name, "attributes") == 0)
                 plain = PyObject_IsTrue(v) == 0;
-            else
+            else if (PyUnicode_CompareWithASCIIString(name, "cooperative") == 0) {
+                cooperative = PyObject_IsTrue(v);
+                if (cooperative < 0) {   /* no truth value: Python says what is wrong */
+                    PyErr_Clear();
+                    plain = cooperative = 0;
+                }
+            } else
                 plain = 0;
         }
     }
@@ -508,7 +539,8 @@ static PyObject *fast_launch(PyObject *module, PyObject *const *argv, Py_ssize_t
     }
     PyObject *table = PyObject_GetAttr(kernel, str_fast);
     if (table == NULL) { Py_XDECREF(zero); PyErr_Clear(); goto slow; }
-    PyObject *key = PyTuple_Pack(4, grid, block, smem, stream);
+    PyObject *key = cooperative ? PyTuple_Pack(5, grid, block, smem, stream, str_cooperative)
+                                : PyTuple_Pack(4, grid, block, smem, stream);
     Py_XDECREF(zero);
     if (key == NULL) { Py_DECREF(table); return NULL; }
     PyObject *L = PyDict_Check(table) ? PyDict_GetItemWithError(table, key) : NULL;
@@ -569,12 +601,13 @@ static PyObject *set_capturing(PyObject *module, PyObject *arg) {
 static PyMethodDef methods[] = {
     {"launch", (PyCFunction)(void (*)(void))fast_launch, METH_FASTCALL | METH_KEYWORDS,
      "launch($module, kernel, grid, block, args, *, smem=0, stream=None, cluster=None,"
-     " attributes=())\n--\n\n"
+     " attributes=(), cooperative=False)\n--\n\n"
      "Launch ``kernel`` on ``grid`` x ``block`` with ``args`` (a sequence matching the\n"
      "kernel's parameters) and ``smem`` bytes of dynamic shared memory, on ``stream``\n"
      "(default: the legacy default stream). ``cluster`` (x, y, z) launches thread-block\n"
      "clusters through cuLaunchKernelEx. A kernel whose dependent_launch is True is\n"
-     "launched with programmatic stream serialization (it waits for the grid before it).\n\n"
+     "launched with programmatic stream serialization (it waits for the grid before it).\n"
+     "``cooperative=True`` launches cooperatively (every block resident at once).\n\n"
      "C fast path (drvgemm.runtime._fastlaunch): a shape seen before, with stream None or an\n"
      "integer handle, is packed and launched from C; everything else, and every error,\n"
      "goes through drvgemm.launch.launch_py."},
@@ -594,13 +627,15 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
     str_ptr = PyUnicode_InternFromString("ptr");
     str_param_bytes = PyUnicode_InternFromString("param_bytes");
     str_fast = PyUnicode_InternFromString("fast_launchers");
+    str_cooperative = PyUnicode_InternFromString("cooperative");
     launcher_type = PyType_FromSpec(&launcher_spec);
     PyObject *encoder_type = PyType_FromSpec(&encoder_spec);
-    if (str_ptr == NULL || str_param_bytes == NULL || str_fast == NULL ||
+    if (str_ptr == NULL || str_param_bytes == NULL || str_fast == NULL || str_cooperative == NULL ||
         launcher_type == NULL || encoder_type == NULL ||
         PyModule_AddObject(m, "Launcher", Py_NewRef(launcher_type)) < 0 ||
         PyModule_AddObject(m, "Encoder", encoder_type) < 0 ||
-        PyModule_AddIntConstant(m, "DEPENDENT_LAUNCH", 1) < 0) {
+        PyModule_AddIntConstant(m, "EX_DEPENDENT", EX_DEPENDENT) < 0 ||
+        PyModule_AddIntConstant(m, "EX_COOPERATIVE", EX_COOPERATIVE) < 0) {
         Py_DECREF(m);
         return NULL;
     }

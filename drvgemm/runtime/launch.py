@@ -9,10 +9,11 @@ to say which one is wrong and why.
 
 Launch kinds: plain (cuLaunchKernel, the C fast path when built), clusters
 and other launch attributes (cuLaunchKernelEx), cooperative launches
-(``cooperative=True``: cuLaunchCooperativeKernel through a launcher like the
-plain ones, or with a cluster or attributes cuLaunchKernelEx with the
-cooperative attribute; the first launch of a shape checks that the whole grid
-can be resident at once, which a grid-wide sync needs). Inside a ``drvgemm.graph()`` block, ``stream=None`` is the graph's
+(``cooperative=True``: a launcher like the plain ones -- the C path's
+cuLaunchKernelEx with the cooperative attribute, or the Python path's
+cuLaunchCooperativeKernel -- or with a cluster or attributes cuLaunchKernelEx
+with the cooperative attribute; the first launch of a shape checks that the
+whole grid can be resident at once, which a grid-wide sync needs). Inside a ``drvgemm.graph()`` block, ``stream=None`` is the graph's
 capture stream on the thread that opened it (driver.stream_handle).
 """
 from __future__ import annotations
@@ -450,9 +451,9 @@ _fast_address = None
 _fast_ex_address = None
 
 
-def _fast_launcher(kernel: Kernel, grid, block, smem, stream):
-    """A C Launcher for a shape that has just launched through launch_py, or
-    None where the C path cannot serve it."""
+def _fast_launcher(kernel: Kernel, grid, block, smem, stream, cooperative=False):
+    """A C Launcher for a shape that has just launched through launch_py (a
+    cooperative grid checked there), or None where the C path cannot serve it."""
     global _fast_address, _fast_ex_address
     if _fastlaunch is None:
         return None
@@ -465,7 +466,9 @@ def _fast_launcher(kernel: Kernel, grid, block, smem, stream):
     if not _fast_address:
         return None
     ex = 0
-    if _dependent(kernel):
+    ex_attributes = ((_fastlaunch.EX_DEPENDENT if _dependent(kernel) else 0) |
+                     (_fastlaunch.EX_COOPERATIVE if cooperative else 0))
+    if ex_attributes:
         if _fast_ex_address is None:
             _fast_ex_address = driver.proc_address("cuLaunchKernelEx", per_thread_stream=None)
         ex = _fast_ex_address
@@ -478,7 +481,7 @@ def _fast_launcher(kernel: Kernel, grid, block, smem, stream):
     packer = _packer(kernel, _get_ident())
     return _fastlaunch.Launcher(_fast_address, kernel.handle, cfg[:6], cfg[6], handle,
                                 kinds, packer.offsets, packer.fmt.size, DeviceArray, packer.packed,
-                                tuple(p.size for p in kernel.params), ex)
+                                tuple(p.size for p in kernel.params), ex, ex_attributes)
 
 
 def _dependent(kernel) -> bool:
@@ -511,16 +514,17 @@ def _first_launch(kernel, grid, block, args, *, smem=0, stream=None, cluster=Non
               attributes=attributes, cooperative=cooperative)
     if stream is None and driver.capturing_graph() is not None:
         return   # stream=None was the capture stream: not what None means later
-    if cluster is None and not attributes and not cooperative and \
-            (stream is None or type(stream) is int):
+    if cluster is None and not attributes and (stream is None or type(stream) is int):
+        # The C path's key; a cooperative launcher has its own.
+        key = (grid, block, smem, stream) + ((_COOPERATIVE,) if cooperative else ())
         try:
-            hash((grid, block, smem, stream))
+            hash(key)
         except TypeError:
             return
         fast = kernel.fast_launchers
         if len(fast) >= _MAX_RUNNERS:
             fast.clear()
-        fast[grid, block, smem, stream] = _fast_launcher(kernel, grid, block, smem, stream)
+        fast[key] = _fast_launcher(kernel, grid, block, smem, stream, bool(cooperative))
 
 
 def _fast_failed(err, kernel, grid, block, smem):
@@ -537,10 +541,10 @@ try:
         raise ImportError("disabled by DRVGEMM_NO_FASTLAUNCH")
     from . import _fastlaunch
     if not all(hasattr(_fastlaunch, a) for a in ("set_capturing", "Encoder",
-                                                  "DEPENDENT_LAUNCH")):
+                                                  "EX_COOPERATIVE")):
         # Built from an older _fastlaunch.c: it would send stream=None launches
-        # past a graph capture, or lack the tensor-map encoder or dependent
-        # launches. Rebuild it (pip install -e .) to get it back.
+        # past a graph capture, or lack the tensor-map encoder, dependent or
+        # cooperative launches. Rebuild it (pip install -e .) to get it back.
         raise ImportError("drvgemm.runtime._fastlaunch is out of date")
 except ImportError:
     _fastlaunch = None

@@ -42,11 +42,11 @@ SOURCE_DEFINES = {
 # The sources whose kernels wait for the grid before them (griddepcontrol.wait,
 # cu/include/grid_dependency.cuh) ahead of their first global-memory access, so
 # that they are launched as dependent launches (Kernel.dependent_launch): the
-# rungs auto takes but rung 09, whose launch is cooperative. The teaching rungs
-# 01-03 and 05 stay as written.
+# rungs auto takes (rung 09's split rows with the cooperative attribute too).
+# The teaching rungs 01-03 and 05 stay as written.
 DEPENDENT_LAUNCH_SOURCES = frozenset({
     "softmax_04_vectorized.cu", "softmax_06_pipelined.cu", "softmax_07_any_row.cu",
-    "softmax_08_any_row_cluster.cu", "softmax_10_row_tile.cu",
+    "softmax_08_any_row_cluster.cu", "softmax_09_split_row.cu", "softmax_10_row_tile.cu",
     "softmax_11_any_row_pipelined.cu"})
 # Rung 04's file compiles its three entries in one unit, and the label
 # numbers in one entry's SASS follow the others' code: a config passes the
