@@ -460,10 +460,21 @@ class StreamFigures:
     # drain, the fences and counter of the split reduction.
     wave_s: float = 0.6e-6
     # The share of a partial last wave's idle slots that costs time (the
-    # tail in predict_stream): 1 x 28672 x 8192 ran 137 / 125 / 120 / 118 us
-    # at 1.13 / 2.26 / 3.39 / 4.5 waves (split 1..4): the whole share, with
-    # stream_eff above (see the class's docstring).
-    tail_frac: float = 1.0
+    # tail in predict_stream): tail_frac of the idle share over
+    # waves^tail_power. 1 x 28672 x 8192 ran 137 / 125 / 120 / 118 us at 1.13
+    # / 2.26 / 3.39 / 4.5 waves (split 1..4): at about one wave the blocks
+    # start and end together and the last partial wave runs alone. Over many
+    # waves they have drifted apart and the tail all but vanishes: 1 x N x
+    # 4096 at split 1 ran 235.8 / 236.8 / 240.1 us at N = 126720 / 128256 /
+    # 129024 (5.00 / 5.06 / 5.09 waves; the time follows the bytes), where a
+    # power of 2 charged 6 us and picked split 2 (243.0 us;
+    # results/h200-rung30-sweep-tail.json). Fitted over the three rung-30
+    # sweeps (benchmarks/fit_stream_model.py, thirtieth round): squared log
+    # error 0.811 -> 0.797, choice loss 0.174 -> 0.094 (1.0 / 2.0 before);
+    # of the pairs with that loss, the one that separates 1 x 128256 x 4096's
+    # splits 1 and 2 most (split 2 predicted 0.6% slower; measured 2-3%).
+    tail_frac: float = 2.0
+    tail_power: float = 2.75
 
     def mma_efficiency(self, rows: int) -> float:
         return dict(self.mma_eff).get(rows, min(e for _, e in self.mma_eff))
@@ -524,10 +535,11 @@ def predict_stream(c: StreamCandidate, m: int, n: int, k: int, *, in_bytes: int,
     # A last wave that leaves block slots empty: its blocks do not start
     # together with the full waves' (the GPU's block scheduler fills slots as
     # they free), so part of its idle capacity is lost whatever the bytes in
-    # flight: tail_frac of the empty share of one wave's time.
+    # flight: tail_frac of the empty share of one wave's time, less the more
+    # waves went before (StreamFigures.tail_power).
     w = waves(blocks, capacity)
     if w > 1:
-        stream += fig.tail_frac * stream * (w - blocks / capacity) / (w * w)
+        stream += fig.tail_frac * stream * (w - blocks / capacity) / w ** fig.tail_power
     if c.precision == "fp32":
         rate = dev.rate("ffma") * fig.ffma_eff
     else:
