@@ -1,5 +1,6 @@
 """Host overhead per launch of an empty kernel, side by side in one process:
-drvgemm.launch (C and Python paths), a CUDA graph of captured launches
+drvgemm.launch (C and Python paths; plain, cooperative and dependent
+launches), a CUDA graph of captured launches
 replayed (drvgemm.graph: the replay's cost divided by the launches in it),
 cuda.bindings' cuLaunchKernel (two argument styles), cuda.core's launch()
 and CuPy's RawKernel.
@@ -175,8 +176,42 @@ def path_drvgemm_runner():
     return loop
 
 
+WAITING_SOURCE = r'''
+extern "C" __global__ void waiting_kernel(float* p, int n) {
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+'''
+
+
+def path_drvgemm_kind(kind, python=False):
+    """drvgemm.launch of the empty kernel as a cooperative launch
+    (cuLaunchKernelEx with the cooperative attribute from C; the Python path's
+    cuLaunchCooperativeKernel) or as a dependent launch (a kernel that waits
+    for the grid before it, with programmatic stream serialization)."""
+    from drvgemm.runtime.launch import launch_py
+    launch = launch_py if python else drvgemm.launch
+    x = drvgemm.empty(16, np.float32)
+    if kind == "dependent":
+        k = drvgemm.compile(WAITING_SOURCE, "waiting_kernel")
+        k.dependent_launch = True
+        kw = {}
+    else:
+        k = drvgemm.compile("saxpy.cu", "empty_kernel")
+        kw = {"cooperative": True}
+
+    def run(n):
+        for _ in range(n):
+            launch(k, 1, 32, (x, 16), **kw)
+    run.once = lambda: launch(k, 1, 32, (x, 16), **kw)
+    return run
+
+
 PATHS = [("drvgemm.launch", path_drvgemm),
          ("drvgemm.launch, Python path (launch_py)", path_drvgemm_python),
+         ("drvgemm.launch, cooperative", lambda: path_drvgemm_kind("cooperative")),
+         ("drvgemm.launch_py, cooperative", lambda: path_drvgemm_kind("cooperative", True)),
+         ("drvgemm.launch, dependent", lambda: path_drvgemm_kind("dependent")),
+         ("drvgemm.launch_py, dependent", lambda: path_drvgemm_kind("dependent", True)),
          (f"drvgemm.graph replay of {GRAPH_LAUNCHES} launches, per launch",
           path_graph_replay),
          ("drvgemm launch_py's launcher called directly", path_drvgemm_runner),
