@@ -107,18 +107,26 @@ def test_cupy_or_torch_array_passed_straight_to_launch(kernels):
                                   err_msg=lib)
 
 
-def test_no_device_memory_growth_over_10000_launches(kernels):
+def test_no_device_memory_growth_in_rounds_of_10000_launches(kernels):
+    """Rounds of 10,000 launches: a leak of more than ~200 bytes a launch
+    loses over 2 MiB in every round. The free memory is the device's, which
+    other processes (the suite's other workers) take and give back at any
+    time -- one of them once took 10 MiB during a round -- so the test asks
+    that some round lose none, not the first."""
     from drvgemm.runtime import driver
     x = drvgemm.empty(1024, np.float32)
     y = drvgemm.to_device(np.zeros(1024, np.float32))
     for _ in range(100):  # warm up allocations the driver makes once
         drvgemm.launch(kernels["cu"], 4, 256, [0.0, x, y, 1024])
     drvgemm.synchronize()
-    free_before = driver.memory_info()[0]
-    for _ in range(10_000):
-        drvgemm.launch(kernels["cu"], 4, 256, [0.0, x, y, 1024])
-    drvgemm.synchronize()
-    assert driver.memory_info()[0] >= free_before - (2 << 20)
+    free = [driver.memory_info()[0]]
+    for _ in range(4):
+        for _ in range(10_000):
+            drvgemm.launch(kernels["cu"], 4, 256, [0.0, x, y, 1024])
+        drvgemm.synchronize()
+        free.append(driver.memory_info()[0])
+    losses = [before - after for before, after in zip(free, free[1:])]
+    assert min(losses) <= 2 << 20, f"device memory lost in every round of 10,000 launches: {losses}"
 
 
 def test_device_arrays_free_deterministically(gpu):
