@@ -10,12 +10,12 @@
  * cuda.bindings' cuGetProcAddress gave drvgemm/runtime/launch.py), or
  * cuLaunchKernelEx with its attributes: programmatic stream serialization for
  * a kernel that waits for the grid before it (Kernel.dependent_launch), the
- * cooperative attribute for a cooperative launch. Anything else -- a first launch of a shape, a
- * foreign array, a value that does not fit its slot, a failed launch, a
- * cluster launch -- goes to the Python functions in drvgemm/runtime/launch.py, which
- * check everything and say what is wrong. This file only makes the path that
- * has already been checked once cheaper: one C call instead of two Python
- * calls, a dict lookup and a struct.pack_into.
+ * cooperative attribute for a cooperative launch. Anything else -- a first
+ * launch of a shape, a foreign array, a value that does not fit its slot, a
+ * failed launch, a cluster launch -- goes to the Python functions in
+ * drvgemm/runtime/launch.py, which check everything and say what is wrong.
+ * This file only makes the path that has already been checked once cheaper:
+ * one C call instead of two Python calls, a dict lookup and a struct.pack_into.
  *
  * Encoder: cuTensorMapEncodeTiled for a map whose every field but the
  * address Python has validated (drvgemm/runtime/tensormap.py: MapEncoder),
@@ -90,7 +90,8 @@ typedef struct {
     PyObject *slow_pack;    /* args -> bytes of the block, or raises naming the argument */
 } Launcher;
 
-static PyObject *str_ptr, *str_param_bytes, *str_fast, *str_cooperative, *py_slow_launch, *py_first_launch, *py_failed;
+static PyObject *str_ptr, *str_param_bytes, *str_fast, *str_cooperative;
+static PyObject *py_slow_launch, *py_first_launch, *py_failed;
 /* Threads capturing a graph (drvgemm.graph): while any does, stream=None may
  * mean its capture stream, which only the Python path knows. */
 static long capturing = 0;
@@ -630,8 +631,8 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
     str_cooperative = PyUnicode_InternFromString("cooperative");
     launcher_type = PyType_FromSpec(&launcher_spec);
     PyObject *encoder_type = PyType_FromSpec(&encoder_spec);
-    if (str_ptr == NULL || str_param_bytes == NULL || str_fast == NULL || str_cooperative == NULL ||
-        launcher_type == NULL || encoder_type == NULL ||
+    if (str_ptr == NULL || str_param_bytes == NULL || str_fast == NULL ||
+        str_cooperative == NULL || launcher_type == NULL || encoder_type == NULL ||
         PyModule_AddObject(m, "Launcher", Py_NewRef(launcher_type)) < 0 ||
         PyModule_AddObject(m, "Encoder", encoder_type) < 0 ||
         PyModule_AddIntConstant(m, "EX_DEPENDENT", EX_DEPENDENT) < 0 ||

@@ -13,8 +13,9 @@ and other launch attributes (cuLaunchKernelEx), cooperative launches
 cuLaunchKernelEx with the cooperative attribute, or the Python path's
 cuLaunchCooperativeKernel -- or with a cluster or attributes cuLaunchKernelEx
 with the cooperative attribute; the first launch of a shape checks that the
-whole grid can be resident at once, which a grid-wide sync needs). Inside a ``drvgemm.graph()`` block, ``stream=None`` is the graph's
-capture stream on the thread that opened it (driver.stream_handle).
+whole grid can be resident at once, which a grid-wide sync needs). Inside a
+``drvgemm.graph()`` block, ``stream=None`` is the graph's capture stream on the
+thread that opened it (driver.stream_handle).
 """
 from __future__ import annotations
 
