@@ -708,6 +708,57 @@ def test_back_to_back_calls_cycle_through_their_own_buffers(monkeypatch):
     assert len(xs) == len(ys) == sets               # every set used, x among them
     assert all(a is x or a.data == "x" for a, _ in seen["softmax"])
     assert all(a.freed for a in Buf.made) and not x.freed
+    # no GPU here: the copies could not be captured, and the column says why
+    assert "copy_graph" not in got and got["copy_graph_error"]
+
+
+def test_back_to_back_copy_from_a_captured_graph(monkeypatch):
+    """_b2b_ms times the copy a second way, as one replay of a captured
+    graph of a batch of copies (on the legacy stream, 0), reported per copy;
+    the graph is closed and the buffers freed."""
+    from drvgemm.tools import memory_bench as mb
+
+    class Buf:
+        def __init__(self, shape, dtype):
+            self.shape, self.dtype = shape, dtype
+
+        def free(self):
+            pass
+    monkeypatch.setattr(mb.driver, "empty", lambda shape, dtype: Buf(shape, dtype))
+    copies = []
+    monkeypatch.setattr(mb.driver, "memcpy_dtod", lambda dst, src, n: copies.append(dst))
+    monkeypatch.setattr(mb.sm, "softmax", lambda xi, out: None)
+    events = []
+
+    class Graph:
+        def __init__(self, calls):
+            self.calls, self.closed = calls, False
+
+        def replay(self, stream=None):
+            events.append(("replay", stream, self.calls))
+
+        def close(self):
+            self.closed = True
+    made = []
+
+    def captured(call, n):
+        for _ in range(n):
+            call()
+        made.append(Graph(n))
+        return made[-1]
+    monkeypatch.setattr(mb, "_captured", captured)
+
+    def batch(enqueue, n, reps, sync=None):
+        events.append(("batch", n))
+        for _ in range(n):
+            enqueue()
+        return 8.0           # ms an enqueue() (batch_median_ms divides by n)
+    monkeypatch.setattr(mb, "batch_median_ms", batch)
+    got = mb._b2b_ms(Buf((4, 8), np.float32), 8 << 20, None, 60 << 20, batch=20, reps=2)
+    assert got["copy"] == 8.0 and got["softmax"] == 8.0
+    assert got["copy_graph"] == 8.0 / 20                      # one replay: 20 copies
+    assert ("batch", 1) in events and ("replay", 0, 20) in events
+    assert made[0].closed and "copy_graph_error" not in got
 
 
 def test_torch_baseline_sees_the_rows():
