@@ -656,9 +656,22 @@ def test_row_suite_summary_of_the_back_to_back_column():
     assert s["large_not_faster_than_torch_b2b"] == ["100000x128"]
     assert s["min_vs_torch_large_b2b"] == 0.97
     assert s["min_copy_ratio_large"] == 0.71            # the isolated column as before
+    assert "geomean_copy_ratio_large_b2b_graph" not in s
     buf = io.StringIO()
     mb.print_softmax_rows_report(recs, file=buf)
     assert "bf16 back to back: large shapes min 0.8" in buf.getvalue()
+    assert "graph" not in buf.getvalue()
+    # against a captured graph's copies too, where the records have it
+    for r, g in zip(recs, (0.9, 0.7, 0.8, 0.3)):
+        r["copy_fraction_b2b_graph"] = g
+    s = mb.softmax_rows_summary(recs)["bf16"]
+    assert s["geomean_copy_ratio_large_b2b_graph"] == pytest.approx((0.9 * 0.7 * 0.8) ** (1 / 3),
+                                                                   abs=1e-4)
+    assert s["geomean_copy_ratio_large_b2b"] == pytest.approx((0.93 * 0.80 * 0.99) ** (1 / 3),
+                                                              abs=1e-4)
+    buf = io.StringIO()
+    mb.print_softmax_rows_report(recs, file=buf)
+    assert "against a graph's copies: geomean 0.79" in buf.getvalue()
     # records without the column (older files) summarise as before
     plain = [{k: v for k, v in r.items() if not k.endswith("_b2b")} for r in recs]
     assert "min_copy_ratio_large_b2b" not in mb.softmax_rows_summary(plain)["bf16"]
