@@ -31,6 +31,7 @@ from ..ladders.memory.registry import MEM_KERNELS, MemKernel, copy_grid, mem_ker
 from ..ladders.softmax import dispatch as sm
 from ..ladders.softmax import registry as sm_registry
 from ..runtime import driver
+from ..runtime.graph import graph
 from ..runtime.launch import launch
 from ..runtime.sass import kernel_sass_hash
 from ..runtime.timing import batch_median_ms, median_ms
@@ -385,16 +386,16 @@ def _b2b_ms(x, nbytes, torch, l2_bytes, batch=B2B_BATCH, reps=B2B_REPS) -> dict:
             torch.softmax(ts[nxt()], dim=-1)
         calls["torch"] = tsoft
     out = {}
-    graph = None
+    captured = None
     try:
-        graph = _captured(copy, batch)
+        captured = _captured(copy, batch)
     except Exception as e:   # a driver that cannot capture the copies: the column without it
         out["copy_graph_error"] = f"{type(e).__name__}: {e}"
-    if graph is not None:
+    if captured is not None:
         # one replay is a batch of copies: timed as a batch of one, per copy
-        calls["copy_graph"] = lambda: graph.replay(0)
+        calls["copy_graph"] = lambda: captured.replay(0)
     per_call = {name: batch for name in calls}
-    if graph is not None:
+    if captured is not None:
         per_call["copy_graph"] = 1
     times = {name: [] for name in calls}
     try:
@@ -404,8 +405,8 @@ def _b2b_ms(x, nbytes, torch, l2_bytes, batch=B2B_BATCH, reps=B2B_REPS) -> dict:
                 ms = batch_median_ms(calls[name], per_call[name], 1)
                 times[name].append(ms if per_call[name] == batch else ms / batch)
     finally:
-        if graph is not None:
-            graph.close()
+        if captured is not None:
+            captured.close()
         for a in xs[1:] + ys:
             a.free()
     out.update({name: sorted(t)[len(t) // 2] for name, t in times.items()})
@@ -416,7 +417,6 @@ def _b2b_ms(x, nbytes, torch, l2_bytes, batch=B2B_BATCH, reps=B2B_REPS) -> dict:
 def _captured(call, n):
     """A drvgemm graph of ``n`` calls of ``call`` (captured on the graph's own
     stream, which ``stream=None`` means while it captures)."""
-    from ..runtime.graph import graph
     with graph() as g:
         for _ in range(n):
             call()
