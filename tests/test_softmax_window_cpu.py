@@ -671,7 +671,7 @@ def test_row_suite_summary_of_the_back_to_back_column():
                                                               abs=1e-4)
     buf = io.StringIO()
     mb.print_softmax_rows_report(recs, file=buf)
-    assert "against a graph's copies: geomean 0.79" in buf.getvalue()
+    assert "both from graphs: geomean 0.79" in buf.getvalue()
     # records without the column (older files) summarise as before
     plain = [{k: v for k, v in r.items() if not k.endswith("_b2b")} for r in recs]
     assert "min_copy_ratio_large_b2b" not in mb.softmax_rows_summary(plain)["bf16"]
@@ -704,6 +704,7 @@ def test_back_to_back_calls_cycle_through_their_own_buffers(monkeypatch):
             seen["copy"].append((src, dst))
     monkeypatch.setattr(mb.driver, "memcpy_dtod", memcpy)
     monkeypatch.setattr(mb.sm, "softmax", lambda xi, out: seen["softmax"].append((xi, out)))
+    monkeypatch.setattr(mb.driver, "synchronize", lambda: None)
 
     def batch(enqueue, n, reps, sync=None):
         for _ in range(n):
@@ -721,14 +722,16 @@ def test_back_to_back_calls_cycle_through_their_own_buffers(monkeypatch):
     assert len(xs) == len(ys) == sets               # every set used, x among them
     assert all(a is x or a.data == "x" for a, _ in seen["softmax"])
     assert all(a.freed for a in Buf.made) and not x.freed
-    # no GPU here: the copies could not be captured, and the column says why
+    # no GPU here: nothing could be captured, and the columns say why
     assert "copy_graph" not in got and got["copy_graph_error"]
+    assert "softmax_graph" not in got and got["softmax_graph_error"]
 
 
-def test_back_to_back_copy_from_a_captured_graph(monkeypatch):
-    """_b2b_ms times the copy a second way, as one replay of a captured
-    graph of a batch of copies (on the legacy stream, 0), reported per copy;
-    the graph is closed and the buffers freed."""
+def test_back_to_back_calls_from_captured_graphs(monkeypatch):
+    """_b2b_ms times softmax and the copy a second way, each as one replay of
+    a captured graph of a batch of its calls (on the legacy stream, 0),
+    reported per call; softmax runs once before its capture (its plan and
+    workspace made outside the graph); the graphs are closed."""
     from drvgemm.tools import memory_bench as mb
 
     class Buf:
@@ -740,8 +743,9 @@ def test_back_to_back_copy_from_a_captured_graph(monkeypatch):
     monkeypatch.setattr(mb.driver, "empty", lambda shape, dtype: Buf(shape, dtype))
     copies = []
     monkeypatch.setattr(mb.driver, "memcpy_dtod", lambda dst, src, n: copies.append(dst))
-    monkeypatch.setattr(mb.sm, "softmax", lambda xi, out: None)
     events = []
+    monkeypatch.setattr(mb.sm, "softmax", lambda xi, out: events.append("softmax"))
+    monkeypatch.setattr(mb.driver, "synchronize", lambda: events.append("sync"))
 
     class Graph:
         def __init__(self, calls):
@@ -755,6 +759,7 @@ def test_back_to_back_copy_from_a_captured_graph(monkeypatch):
     made = []
 
     def captured(call, n):
+        events.append("capture")
         for _ in range(n):
             call()
         made.append(Graph(n))
@@ -769,9 +774,11 @@ def test_back_to_back_copy_from_a_captured_graph(monkeypatch):
     monkeypatch.setattr(mb, "batch_median_ms", batch)
     got = mb._b2b_ms(Buf((4, 8), np.float32), 8 << 20, None, 60 << 20, batch=20, reps=2)
     assert got["copy"] == 8.0 and got["softmax"] == 8.0
-    assert got["copy_graph"] == 8.0 / 20                      # one replay: 20 copies
-    assert ("batch", 1) in events and ("replay", 0, 20) in events
-    assert made[0].closed and "copy_graph_error" not in got
+    assert got["copy_graph"] == got["softmax_graph"] == 8.0 / 20   # one replay: 20 calls
+    assert events[:3] == ["softmax", "sync", "capture"]
+    assert events.count(("replay", 0, 20)) >= 2 and ("batch", 1) in events
+    assert len(made) == 2 and all(g.closed for g in made)
+    assert "copy_graph_error" not in got and "softmax_graph_error" not in got
 
 
 def test_torch_baseline_sees_the_rows():

@@ -347,22 +347,23 @@ ERR_BOUND = {"fp32": 1e-5, "bf16": 2.0 ** -7, "fp16": 2.0 ** -9}
 # Back-to-back columns of the row suite: calls in batches of B2B_BATCH between two
 # events (L2 flushed before each batch), cycling through copies of x and y so that
 # a call's bytes are not in L2 from the call before; B2B_REPS batches of each,
-# interleaved. The copy is timed twice: called from Python like the others (the
-# copy ratio: like against like), and as a captured graph of a batch of the same
-# copies replayed -- the device's copy rate back to back, which a copy of 8-16 MiB
-# called from Python does not reach (its call's host time is longer than its GPU
-# time: bf16 4 x 1048576 read 6.7 and 9.1 us a call in two runs, 5.7 from a graph).
+# interleaved. softmax and the copy are timed twice each: called from Python (the
+# copy ratio: like against like), and as one replay of a captured graph of a batch
+# of the same calls -- their GPU rates back to back with no host call between,
+# which a call of 8-16 MiB from Python does not reach (its host time is longer than
+# its GPU time: bf16 4 x 1048576's copy read 6.7 and 9.1 us a call in two runs, 5.7
+# from a graph).
 B2B_BATCH = 20
 B2B_REPS = 5
 
 
 def _b2b_ms(x, nbytes, torch, l2_bytes, batch=B2B_BATCH, reps=B2B_REPS) -> dict:
-    """{"softmax", "copy", "copy_graph", "torch"}: ms a call of
-    ``drvgemm.softmax(x_i, out=y_i)``, of the device copy x_i -> y_i (called
-    from Python; replayed from a graph of a batch of them) and of
-    torch.softmax(x_i), back to back as above; "sets": how many (x_i, y_i) the
-    calls cycle through. "copy_graph" is missing where the copies could not be
-    captured ("copy_graph_error" says why)."""
+    """{"softmax", "copy", "torch"}: ms a call of ``drvgemm.softmax(x_i,
+    out=y_i)``, of the device copy x_i -> y_i and of torch.softmax(x_i), back
+    to back as above; "softmax_graph", "copy_graph": the same calls replayed
+    from a captured graph of a batch of them (missing where they could not be
+    captured: "softmax_graph_error", "copy_graph_error" say why); "sets": how
+    many (x_i, y_i) the calls cycle through."""
     sets = rotation_sets(2 * nbytes, l2_bytes, batch)
     xs = [x] + [driver.empty(x.shape, x.dtype) for _ in range(sets - 1)]
     for xi in xs[1:]:
@@ -386,17 +387,20 @@ def _b2b_ms(x, nbytes, torch, l2_bytes, batch=B2B_BATCH, reps=B2B_REPS) -> dict:
             torch.softmax(ts[nxt()], dim=-1)
         calls["torch"] = tsoft
     out = {}
-    captured = None
-    try:
-        captured = _captured(copy, batch)
-    except Exception as e:   # a driver that cannot capture the copies: the column without it
-        out["copy_graph_error"] = f"{type(e).__name__}: {e}"
-    if captured is not None:
-        # one replay is a batch of copies: timed as a batch of one, per copy
-        calls["copy_graph"] = lambda: captured.replay(0)
+    soft()                   # the plan and the split rung's workspace exist before a capture
+    driver.synchronize()
     per_call = {name: batch for name in calls}
-    if captured is not None:
-        per_call["copy_graph"] = 1
+    captured = []
+    for name, call in (("softmax", soft), ("copy", copy)):
+        try:
+            g = _captured(call, batch)
+        except Exception as e:   # what cannot be captured: the column without it
+            out[f"{name}_graph_error"] = f"{type(e).__name__}: {e}"
+            continue
+        captured.append(g)
+        # one replay is a batch of calls: timed as a batch of one, per call
+        calls[f"{name}_graph"] = lambda g=g: g.replay(0)   # on the legacy stream, as the events
+        per_call[f"{name}_graph"] = 1
     times = {name: [] for name in calls}
     try:
         for rep in range(reps):
@@ -405,8 +409,8 @@ def _b2b_ms(x, nbytes, torch, l2_bytes, batch=B2B_BATCH, reps=B2B_REPS) -> dict:
                 ms = batch_median_ms(calls[name], per_call[name], 1)
                 times[name].append(ms if per_call[name] == batch else ms / batch)
     finally:
-        if captured is not None:
-            captured.close()
+        for g in captured:
+            g.close()
         for a in xs[1:] + ys:
             a.free()
     out.update({name: sorted(t)[len(t) // 2] for name, t in times.items()})
@@ -416,10 +420,16 @@ def _b2b_ms(x, nbytes, torch, l2_bytes, batch=B2B_BATCH, reps=B2B_REPS) -> dict:
 
 def _captured(call, n):
     """A drvgemm graph of ``n`` calls of ``call`` (captured on the graph's own
-    stream, which ``stream=None`` means while it captures)."""
-    with graph() as g:
-        for _ in range(n):
-            call()
+    stream, which ``stream=None`` means while it captures); closed (its stream
+    too) when the capture fails."""
+    g = graph()
+    try:
+        with g:
+            for _ in range(n):
+                call()
+    except BaseException:
+        g.close()
+        raise
     return g
 
 
@@ -437,9 +447,9 @@ def bench_softmax_rows(shapes=SOFTMAX_ROW_SUITE, precisions=("fp32", "bf16"), *,
     kernel's SASS digest, as in tests/data/sass_manifest.json). Each shape also
     back to back (``_b2b_ms``: the issue's "calls back to back", where a call's
     launch may overlap the one before): ``b2b_ms`` on the auto, copy and
-    torch records (``b2b_graph_ms`` on the copy's: the copies replayed from a
-    captured graph), ``copy_fraction_b2b`` (against the copy called the same
-    way), ``copy_fraction_b2b_graph`` (against the graph's copies) and
+    torch records (``b2b_graph_ms`` on auto's and the copy's: the calls
+    replayed from a captured graph), ``copy_fraction_b2b`` (both called from
+    Python), ``copy_fraction_b2b_graph`` (both from graphs) and
     ``vs_torch_b2b`` on auto's."""
     torch = torch_cuda() if torch_baseline else None
     dev = driver.device()
@@ -495,13 +505,15 @@ def bench_softmax_rows(shapes=SOFTMAX_ROW_SUITE, precisions=("fp32", "bf16"), *,
             rec.update(b2b_ms=round(b2b["softmax"], 5), rotation_sets=b2b["sets"],
                        copy_fraction_b2b=round(b2b["copy"] / b2b["softmax"], 4))
             copy["b2b_ms"] = round(b2b["copy"], 5)
-            if "copy_graph" in b2b:
-                copy["b2b_graph_ms"] = round(b2b["copy_graph"], 5)
-                rec["copy_fraction_b2b_graph"] = round(b2b["copy_graph"] / b2b["softmax"], 4)
-            else:
-                copy["b2b_graph_error"] = b2b["copy_graph_error"]
-                print(f"  ({rows}x{cols} {precision}: the copies were not captured, "
-                      f"{b2b['copy_graph_error']})", file=sys.stderr)
+            for r, name in ((rec, "softmax"), (copy, "copy")):
+                if f"{name}_graph" in b2b:
+                    r["b2b_graph_ms"] = round(b2b[f"{name}_graph"], 5)
+                else:
+                    r["b2b_graph_error"] = b2b[f"{name}_graph_error"]
+                    print(f"  ({rows}x{cols} {precision}: {name} not captured, "
+                          f"{b2b[f'{name}_graph_error']})", file=sys.stderr)
+            if "softmax_graph" in b2b and "copy_graph" in b2b:
+                rec["copy_fraction_b2b_graph"] = round(b2b["copy_graph"] / b2b["softmax_graph"], 4)
             if "torch" in b2b:
                 recs[1]["b2b_ms"] = round(b2b["torch"], 5)
                 rec["vs_torch_b2b"] = round(b2b["torch"] / b2b["softmax"], 3)
@@ -588,7 +600,7 @@ def softmax_rows_summary(records) -> dict:
             })
         graph = [r["copy_fraction_b2b_graph"] for r in large if "copy_fraction_b2b_graph" in r]
         if graph:
-            # against the device's copy rate back to back (a graph's copies), for reference
+            # softmax and the copy both replayed from graphs: no host call between
             out[prec]["geomean_copy_ratio_large_b2b_graph"] = round(_geomean(graph), 4)
     return out
 
@@ -621,7 +633,7 @@ def print_softmax_rows_report(records, summary=None, file=None):
                   f"geomean {s['geomean_copy_ratio_large_b2b']} of copy, vs torch min "
                   f"{s['min_vs_torch_large_b2b']}; below 0.85: "
                   f"{', '.join(s['large_below_0.85_of_copy_b2b']) or 'none'}"
-                  + (f"; against a graph's copies: geomean "
+                  + (f"; both from graphs: geomean "
                      f"{s['geomean_copy_ratio_large_b2b_graph']}"
                      if "geomean_copy_ratio_large_b2b_graph" in s else ""), file=file)
 
