@@ -779,6 +779,12 @@ def test_back_to_back_calls_from_captured_graphs(monkeypatch):
     assert events.count(("replay", 0, 20)) >= 2 and ("batch", 1) in events
     assert len(made) == 2 and all(g.closed for g in made)
     assert "copy_graph_error" not in got and "softmax_graph_error" not in got
+    # a replay the driver refuses leaves that column out, with the reason
+    monkeypatch.setattr(Graph, "replay", lambda self, stream=None: (_ for _ in ()).throw(
+        RuntimeError("refused")))
+    got = mb._b2b_ms(Buf((4, 8), np.float32), 8 << 20, None, 60 << 20, batch=20, reps=2)
+    assert got["softmax"] == got["copy"] == 8.0 and "copy_graph" not in got
+    assert got["softmax_graph_error"] == got["copy_graph_error"] == "RuntimeError: refused"
 
 
 def test_torch_baseline_sees_the_rows():
