@@ -17,10 +17,11 @@
 # Time: every phase has a timeout (env *_TIMEOUT); LIMIT (default 570 s, one device call
 # is 600 s at most) bounds the whole run: a phase starts only with its minimum time left
 # and its timeout is cut to what remains -- a skipped phase is named at the end.
-# Expected on the H200 (warm disk cache after the first phases; seventh round, tests and sanitize twentieth):
-#   install ~6 s, tests ~235 s on 6 xdist workers (<= 480; 1,707 tests), sanitize ~450 s (<= 3 x (75 + 35) + 120 + 150),
-#   overhead ~15 s (<= 2 x 90), bench ~150 s (<= 240), shapes ~105 s (<= 300, its own
-#   budget 250), memory ~20 s (<= 120): ~17 min in all, so three calls:
+# Expected on the H200 (warm disk cache after the first phases; thirtieth round, sanitize twentieth):
+#   install ~6 s, tests 265-340 s on 6 xdist workers (<= 480; 1,827 tests), sanitize ~450 s (<= 3 x (75 + 35) + 120 + 150),
+#   overhead ~18 s (<= 2 x 90), bench ~95 s (<= 240), shapes 85-105 s (<= 300, its own
+#   budget 250), memory ~60 s (<= 120; with MEMORY_ARGS=--softmax-rows 40-60 s): ~17 min
+#   in all, so three calls:
 #     bash benchmarks/h200.sh install tests
 #     bash benchmarks/h200.sh install sanitize
 #     bash benchmarks/h200.sh install overhead bench shapes memory
