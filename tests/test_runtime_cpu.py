@@ -191,6 +191,44 @@ def test_cooperative_launch_checks_the_grid_against_co_resident_blocks(fake, sax
     assert a[1] == (132, 1, 1) and a[2] == (128, 1, 1) and k["cooperative"] is True
 
 
+WAITS_FIRST = r'''
+extern "C" __global__ void waits_first(float a, const float* x, float* y, int n) {
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    if (threadIdx.x < n) y[threadIdx.x] = a * x[threadIdx.x];
+}
+'''
+
+
+def test_python_path_keeps_a_dependent_launchs_configuration(fake, monkeypatch):
+    """launch_py's launcher for a dependent kernel calls cuLaunchKernelEx with
+    programmatic serialization (and the cooperative attribute for a
+    cooperative launch), its configuration built on the first launch of the
+    shape and reused after, not rebuilt each call."""
+    k = loaded(drvgemm.compile(WAITS_FIRST, "waits_first", arch="sm_90"))
+    k.dependent_launch = True
+    monkeypatch.setattr(driver, "occupancy_max_active_blocks", lambda fn, t, s: 2)
+    monkeypatch.setattr(launch_mod, "_cu_stream", lambda h: h)
+    built = []
+    real = driver.launch_config_ex
+    monkeypatch.setattr(driver, "launch_config_ex",
+                        lambda *a, **kw: built.append((a, kw)) or real(*a, **kw))
+    args = (1.0, 0x1000, 0x2000, 8)
+    for _ in range(3):
+        launch_mod.launch_py(k, 4, 128, args)
+    for _ in range(2):
+        launch_mod.launch_py(k, 4, 128, args, cooperative=True)
+    ex = [c for c in fake.calls if c[0] == "cuLaunchKernelEx"]
+    assert len(ex) == 5 and len(built) == 2 and "cuLaunchKernel" not in fake.names()
+    A = fake.CUlaunchAttributeID
+    plain_cfg, coop_cfg = ex[0][1], ex[3][1]
+    assert ex[1][1] is ex[2][1] is plain_cfg and ex[4][1] is coop_cfg
+    assert [a.id for a in plain_cfg.attrs] == \
+        [A.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION]
+    assert [a.id for a in coop_cfg.attrs] == \
+        [A.CU_LAUNCH_ATTRIBUTE_COOPERATIVE, A.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION]
+    assert plain_cfg.gridDimX == 4 and plain_cfg.blockDimX == 128
+
+
 def test_launch_kernel_ex_sets_the_cooperative_attribute(fake, monkeypatch):
     monkeypatch.setattr(driver, "bindings", lambda: fake)
     assert driver.launch_kernel_ex("fn", (4, 1, 1), (64, 1, 1), 0, 0, 0, cooperative=True) == 0

@@ -1211,6 +1211,16 @@ def launch_kernel_ex(function, grid, block, smem, stream, params_addr, cluster=N
                      attributes=(), cooperative=False):
     """cuLaunchKernelEx for launches with a cluster shape, a cooperative
     launch (grid-wide sync) or other launch attributes (not the hot path)."""
+    cfg = launch_config_ex(grid, block, smem, stream, cluster=cluster, attributes=attributes,
+                           cooperative=cooperative)
+    (err,) = bindings().cuLaunchKernelEx(cfg, function, params_addr, 0)
+    return err
+
+
+def launch_config_ex(grid, block, smem, stream, cluster=None, attributes=(), cooperative=False):
+    """cuLaunchKernelEx's CUlaunchConfig: the shape, the stream (a CUstream or
+    an integer handle) and the attributes (a cluster shape, cooperative, then
+    ``attributes`` as given)."""
     d = bindings()
     cfg = d.CUlaunchConfig()
     cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = grid
@@ -1231,5 +1241,4 @@ def launch_kernel_ex(function, grid, block, smem, stream, params_addr, cluster=N
     attrs.extend(attributes)
     cfg.attrs = attrs
     cfg.numAttrs = len(attrs)
-    (err,) = d.cuLaunchKernelEx(cfg, function, params_addr, 0)
-    return err
+    return cfg
