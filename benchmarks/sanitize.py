@@ -108,11 +108,11 @@ def main_softmax(names):
                 bad += 1
                 print(f"MISMATCH softmax {name} {rows}x{cols} bf16", flush=True)
         print(f"ran softmax {name}", flush=True)
-    # the rungs that take offset views: the window rungs (any pitch) and rungs 10
-    # and 12 (contiguous rows at any element offset; they skip the pitched views)
+    # the rungs that take offset views: the window rungs (any pitch) and rung 10
+    # (contiguous rows at any element offset; it skips the pitched views)
     window = [n for n in names if n == "auto" or n.startswith(("softmax_07", "softmax_08",
                                                               "softmax_09", "softmax_10",
-                                                              "softmax_11", "softmax_12"))]
+                                                              "softmax_11"))]
     for name in window:
         for rows, cols in SOFTMAX_SHAPES:
             for xoff, yoff, pad in SOFTMAX_VIEWS:
@@ -122,7 +122,10 @@ def main_softmax(names):
                     n = (rows - 1) * ld + cols + 8
                     x = np.random.default_rng(cols).standard_normal((rows, cols)).astype(dt)
                     xb = drvgemm.empty((n,), dt)
-                    yb = drvgemm.empty((n,), dt)
+                    # zeroed: the copy back reads the padding between the rows too,
+                    # which initcheck would report as uninitialised (an element the
+                    # kernel forgot stays 0 and its row does not sum to 1)
+                    yb = drvgemm.empty((n,), dt).fill_bytes(0)
                     host = np.zeros(n, dt)
                     for r in range(rows):
                         host[xoff + r * ld:xoff + r * ld + cols] = x[r]

@@ -93,8 +93,7 @@ def instantiations():
         for c in r.configs:
             arch = "sm_90"
             for precision, itemsize in (("fp32", 4), ("bf16", 2), ("fp16", 2)):
-                # rung 12 reads 16-byte vectors at any alignment: one build a type
-                for vec in ((c.vec(itemsize),) if c.items else sorted({c.vec(itemsize), 1})):
+                for vec in sorted({c.vec(itemsize), 1}):
                     out.append((f"softmax/{c.describe(vec)}/{precision}/{arch}", r.source,
                                 c.entry, c.defines(precision, vec), arch))
     for c in softmax.PACKED_CONFIGS:      # rung 04's packed rows: 16-byte vectors only

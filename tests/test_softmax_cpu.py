@@ -83,9 +83,7 @@ def _tight_cases():
              or c.entry.endswith("_stream")]
     for cfg in tight:
         for prec in smr.DTYPE_CODES:
-            itemsize = smr.numpy_dtype(prec).itemsize
-            # rung 12 reads 16-byte vectors at any alignment: one build a type
-            for vec in ((cfg.vec(itemsize),) if cfg.items else sorted({cfg.vec(itemsize), 1})):
+            for vec in sorted({cfg.vec(smr.numpy_dtype(prec).itemsize), 1}):
                 for arch in ARCHS:
                     if _arch_ok(cfg, arch):
                         out.append(pytest.param(cfg, prec, vec, arch,
@@ -400,15 +398,6 @@ def test_plans_cover_every_row_and_column(rows, cols, prec, aligned, kernel):
         vec = 16 // smr.numpy_dtype(prec).itemsize
         assert isinstance(c, smr.WindowConfig) and c.fits(cols, aligned=aligned and cols % vec == 0)
         return
-    itemsize = smr.numpy_dtype(prec).itemsize
-    if c.items:   # rung 12: runs of tile_rows rows at any alignment, 16-byte vectors always
-        vec = 16 // itemsize
-        assert p.tile_rows == c.tile_rows(cols, itemsize) >= 1 and p.vec == vec
-        assert p.tile_rows * cols + vec - 1 <= c.threads * c.items * vec
-        assert p.grid[0] * p.tile_rows >= rows > (p.grid[0] - 1) * p.tile_rows
-        assert p.args(1, 2, rows, cols) == (1, 2, rows, cols, p.tile_rows) and p.smem == 0
-        assert set(dict(p.defines)) == set(smr.SOURCE_DEFINES[p.source])
-        return
     if c.row_threads < c.threads:
         assert p.grid[0] * c.rows_per_block >= rows > (p.grid[0] - 1) * c.rows_per_block
     elif c.persistent:
@@ -416,6 +405,7 @@ def test_plans_cover_every_row_and_column(rows, cols, prec, aligned, kernel):
         assert p.grid[0] % c.cluster == 0 and p.grid[0] // c.cluster <= rows
     else:
         assert p.grid[0] == rows * c.cluster
+    itemsize = smr.numpy_dtype(prec).itemsize
     assert p.smem == (c.stages * c.threads * c.elems * itemsize if p.vec * itemsize == 16 else 0)
     assert p.smem <= 227 * 1024
     if c.capacity is not None:
@@ -469,7 +459,7 @@ def test_registry_names_and_sources():
                             "softmax_04_vectorized", "softmax_05_cluster", "softmax_06_pipelined",
                             "softmax_07_any_row", "softmax_08_any_row_cluster",
                             "softmax_09_split_row", "softmax_10_row_tile",
-                            "softmax_11_any_row_pipelined", "softmax_12_flat_rows"]
+                            "softmax_11_any_row_pipelined"]
     for r in smr.WINDOW_RUNGS:
         assert r.source.startswith(r.name) and r.summary and r.configs
         assert {c.entry for c in r.configs} == set(r.entries)

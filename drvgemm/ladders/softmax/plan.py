@@ -100,7 +100,6 @@ class SoftmaxPlan:
     slots: int = 0          # rung 09: rows in flight
     workspace_bytes: int = 0
     cooperative: bool = False
-    tile_rows: int = 0      # rung 12: rows a block's run holds
     note: str = ""
     predicted: float | None = None
 
@@ -118,8 +117,6 @@ class SoftmaxPlan:
 
     def args(self, x, y, rows, cols, ldx=None, ldy=None, workspace=None) -> tuple:
         """The kernel's argument list (x, y: pointers or device arrays)."""
-        if self.tile_rows:
-            return (x, y, rows, cols, self.tile_rows)
         if not self.pitched:
             return (x, y, rows, cols)
         a = (x, y, rows, cols, cols if ldx is None else ldx, cols if ldy is None else ldy)
@@ -709,18 +706,6 @@ def config_plan(cfg, rows: int, cols: int, precision: str = "fp32", *,
         return _window_plan_of(cfg, precision, rows, nv, sm_count, aligned, same_phase,
                                "an explicit config")
     itemsize = element_bytes(precision)
-    if cfg.items:
-        # rung 12: 16-byte vectors at any alignment of x (its phase is the
-        # kernel's), as many blocks as runs of rows
-        if not cfg.fits(cols, (9, 0), itemsize):
-            raise ValueError(f"{cfg.describe()} takes rows of at least {16 // itemsize} and "
-                             f"at most {cfg.row_capacity(itemsize)} elements, got {cols}")
-        tile = cfg.tile_rows(cols, itemsize)
-        source = source_of(cfg.entry)
-        return SoftmaxPlan(rung_name or "softmax_12_flat_rows", cfg, source, cfg.entry,
-                           tuple(sorted(cfg.defines(precision, 16 // itemsize).items())),
-                           (-(-rows // tile), 1, 1), (cfg.threads, 1, 1), 16 // itemsize,
-                           tile_rows=tile)
     if cfg.walks and cfg.tile_buffers(itemsize) == 1:
         # a row-tile build of one buffer keeps a block a tile: walking its
         # tiles with nothing in flight measured 5% slower (fp32 x 31 / x 127)

@@ -38,7 +38,6 @@ SOURCE_DEFINES = {
                                 "MIN_BLOCKS", "EVICT_FIRST"),
     "softmax_10_row_tile.cu": ("DTYPE", "THREADS", "ROW_THREADS", "ELEMS", "MIN_BLOCKS",
                                "BUFFERS", "CROWDED"),
-    "softmax_12_flat_rows.cu": ("DTYPE", "THREADS", "ITEMS", "FOLD", "MIN_BLOCKS"),
 }
 # The sources whose kernels wait for the grid before them (griddepcontrol.wait,
 # cu/include/grid_dependency.cuh) ahead of their first global-memory access, so
@@ -48,13 +47,13 @@ SOURCE_DEFINES = {
 DEPENDENT_LAUNCH_SOURCES = frozenset({
     "softmax_04_vectorized.cu", "softmax_06_pipelined.cu", "softmax_07_any_row.cu",
     "softmax_08_any_row_cluster.cu", "softmax_09_split_row.cu", "softmax_10_row_tile.cu",
-    "softmax_11_any_row_pipelined.cu", "softmax_12_flat_rows.cu"})
+    "softmax_11_any_row_pipelined.cu"})
 # Rung 04's file compiles its three entries in one unit, and the label
 # numbers in one entry's SASS follow the others' code: a config passes the
 # constants of the entries it does not launch too (these, fixed), so that
 # every instantiation's machine code stays what the SASS manifest recorded.
 RUNG04_COMPANION = {"ROW_THREADS": 32, "ELEMS": 32, "UNROLL": 4, "PACKED_COLS": 1}
-# entry -> source, for every entry of rungs 01..06, 10 and 12
+# entry -> source, for every entry of rungs 01..06 and 10
 ENTRY_SOURCES = {
     "softmax_01_naive": "softmax_01_naive.cu",
     "softmax_02_online": "softmax_02_online.cu",
@@ -66,7 +65,6 @@ ENTRY_SOURCES = {
     "softmax_05_cluster": "softmax_05_cluster.cu",
     "softmax_06_pipelined": "softmax_06_pipelined.cu",
     "softmax_10_row_tile": "softmax_10_row_tile.cu",
-    "softmax_12_flat_rows": "softmax_12_flat_rows.cu",
 }
 
 
@@ -127,11 +125,6 @@ class SoftmaxConfig:
     # rung 04's packed entry: contiguous 16-byte aligned rows of exactly this
     # many elements, several whole rows a vector, elems // packed_cols rows a thread
     packed_cols: int = 0
-    # rung 12: 16-byte vectors a thread holds of the block's flat run of rows
-    # (the block is the run's threads, row_threads == threads), and the lanes
-    # that fold a row's pairs
-    items: int = 0
-    fold: int = 0
 
     def __post_init__(self):
         if self.row_threads != self.threads and not (
@@ -151,12 +144,9 @@ class SoftmaxConfig:
 
     @property
     def capacity(self) -> int | None:
-        """Longest row this config can take (None: any); rung 12's in fp32
-        elements (row_capacity gives it for any element size)."""
+        """Longest row this config can take (None: any)."""
         if self.packed_cols:
             return self.packed_cols
-        if self.items:
-            return self.row_capacity(4)
         if self.elems:
             return self.row_threads * self.elems * self.cluster
         return None
@@ -170,9 +160,6 @@ class SoftmaxConfig:
         its window instead, ``elems // vec - 1`` a lane between the first and
         the last, which lanes 0 and 1 hold beside them, and a row starting
         anywhere in a vector spans them up to vec - 1 elements short."""
-        if self.items:   # rung 12: the block's vectors hold the row at any misalignment
-            vec = 16 // itemsize
-            return self.threads * self.items * vec - (vec - 1)
         cap = self.capacity
         if cap is None or self.entry != "softmax_10_row_tile":
             return cap
@@ -210,8 +197,7 @@ class SoftmaxConfig:
                  "MIN_BLOCKS": self.min_blocks, "UNROLL": self.unroll, "CLUSTER": self.cluster,
                  "STAGES": self.stages, "EVICT_FIRST": int(self.evict_first),
                  "BUFFERS": self.tile_buffers(element_bytes(precision)),
-                 "CROWDED": 0,  # rung 10: the plan's verdict on the banks (banks.row_tile_crowded)
-                 "ITEMS": self.items, "FOLD": self.fold}
+                 "CROWDED": 0}  # rung 10: the plan's verdict on the banks (banks.row_tile_crowded)
         source = source_of(self.entry)
         if source == "softmax_04_vectorized.cu":
             if not self.elems:        # a streaming config: the rows entry's constants
@@ -258,16 +244,7 @@ class SoftmaxConfig:
             return (max(1, n) * self.cluster, 1, 1)
         return (rows * self.cluster, 1, 1)
 
-    def tile_rows(self, cols: int, itemsize: int) -> int:
-        """Rung 12: rows a block's run holds (at any misalignment of its first
-        element inside a vector)."""
-        vec = 16 // itemsize
-        return (self.threads * self.items * vec - (vec - 1)) // cols
-
     def fits(self, cols: int, cc: tuple, itemsize: int = 4) -> bool:
-        if self.items:   # rung 12: a vector lies in at most two rows
-            return (16 // itemsize <= cols <= self.row_capacity(itemsize)
-                    and tuple(cc) >= _arch_cc(self.arch))
         if self.packed_cols:
             return cols == self.packed_cols and tuple(cc) >= _arch_cc(self.arch)
         crowded = (self.entry == "softmax_10_row_tile"
@@ -281,8 +258,6 @@ class SoftmaxConfig:
             parts.append(f"rows/block={self.rows_per_block}")
         if self.elems:
             parts.append(f"elems={self.elems}")
-        if self.items:
-            parts.append(f"items={self.items} fold={self.fold} min_blocks={self.min_blocks}")
         if self.packed_cols:
             parts.append(f"packed_cols={self.packed_cols}")
         if self.cluster > 1:
@@ -319,10 +294,6 @@ class SoftmaxRung:
         if not caps:
             raise ValueError(f"{self.name} needs {self.configs[0].arch} or newer; the device "
                              f"is sm_{cc[0]}{cc[1]}")
-        if caps[-1].items:
-            raise ValueError(f"{self.name} takes rows of at least {16 // itemsize} and at most "
-                             f"{caps[-1].row_capacity(itemsize)} elements, got {cols}; use "
-                             "kernel='auto'")
         longest = caps[-1].row_capacity(itemsize) if caps[-1].elems else caps[-1].limit
         raise ValueError(f"{self.name} takes rows of at most {longest} elements, "
                          f"got {cols}; use kernel='auto' or softmax_04_vectorized")
@@ -416,13 +387,6 @@ ROW_TILE_CONFIGS = (
 ) + tuple(SoftmaxConfig("softmax_10_row_tile", 256, rt, elems=e, min_blocks=4, walks=True)
           for rt, e in ((4, 32), (4, 40), (8, 32), (16, 32), (32, 32)))
 
-# Rung 12, the flat rows: a 256-thread block's run of short contiguous rows
-# held as 4 x 16-byte vectors a thread, 4 lanes folding a row's pairs, three
-# blocks an SM (80 registers: at four, 64, the 16-bit build spills).
-FLAT_ROWS_CONFIGS = (
-    SoftmaxConfig("softmax_12_flat_rows", 256, 256, min_blocks=3, vector=True, items=4, fold=4),
-)
-
 SOFTMAX_RUNGS: list[SoftmaxRung] = [
     SoftmaxRung("softmax_01_naive", "softmax_01_naive.cu",
                 "three passes over the row (max, sum, write), shared-memory tree reductions",
@@ -449,10 +413,6 @@ SOFTMAX_RUNGS: list[SoftmaxRung] = [
                 "short contiguous rows: a block's run of rows copied to shared memory in "
                 "16-byte vectors whatever the row length, reduced there, written back",
                 reads=1, configs=ROW_TILE_CONFIGS),
-    SoftmaxRung("softmax_12_flat_rows", "softmax_12_flat_rows.cu",
-                "short contiguous rows: a block's run held in registers as loaded (16-byte "
-                "vectors), only each vector's two rows' (max, sum) pairs through shared memory",
-                reads=1, configs=FLAT_ROWS_CONFIGS),
 ]
 
 
@@ -771,7 +731,7 @@ def kernels() -> list[str]:
 
 
 def rung(name: str):
-    """The SoftmaxRung (01..06, 10, 12) or WindowRung (07..09, 11) of that name."""
+    """The SoftmaxRung (01..06, 10) or WindowRung (07..09, 11) of that name."""
     for r in list(SOFTMAX_RUNGS) + list(WINDOW_RUNGS):
         if r.name == name:
             return r
