@@ -106,10 +106,6 @@ def instantiations():
         for precision in ("bf16", "fp16") + (("fp32",) if c.row_threads > 1 else ()):
             out.append((f"softmax/{c.describe(1)} crowded/{precision}/sm_90", "softmax_10_row_tile.cu",
                         c.entry, {**c.defines(precision, 1), "CROWDED": 1}, "sm_90"))
-            for step in softmax.row_tile_rotations(c, precision):   # 16-bit lane groups' slot rotations
-                out.append((f"softmax/{c.describe(1)} crowded rot={step}/{precision}/sm_90",
-                            "softmax_10_row_tile.cu", c.entry,
-                            {**c.defines(precision, 1), "CROWDED": 1, "ROT_STEP": step}, "sm_90"))
     for c in softmax.WINDOW_CONFIGS:
         for precision in softmax.window_precisions(c):
             out.append((f"softmax/{c.describe()}/{precision}/sm_90", c.source, c.entry,

@@ -15,7 +15,6 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from drvgemm.analysis import banks
 from drvgemm.ladders.softmax import dispatch as sm
 from drvgemm.ladders.softmax import plan as smplan
 from drvgemm.ladders.softmax import registry as smr
@@ -300,7 +299,7 @@ def test_16_bit_word_path_bound_is_tight():
             row_words(0, rt * elems + 2, 0, rt, elems)
 
 
-def row_vectors(s, cols, lane, row_threads, elems, size=2, rot=0):
+def row_vectors(s, cols, lane, row_threads, elems, size=2):
     """What lane ``lane`` of a lane group takes of its crowded row in the
     vector path (reduce_run_vectors), for elements of ``size`` bytes, the row
     starting at byte s of the tile buffer (a multiple of size): (element
@@ -309,8 +308,7 @@ def row_vectors(s, cols, lane, row_threads, elems, size=2, rot=0):
     row is window elements [lo, hi) of the 16-byte vectors from s & ~15;
     vectors 1 .. nv - 2 go to the lanes in turn, lane 0 takes vector 0 and
     lane 1 vector nv - 1, reading and writing only their elements inside the
-    row. ``rot``: the group's slot rotation (inner slot j holds the vectors of
-    slot (j + rot) mod inner: the same vectors in another order)."""
+    row."""
     vec = 16 // size
     win, lo = s & ~15, (s & 15) // size
     hi = lo + cols
@@ -319,7 +317,7 @@ def row_vectors(s, cols, lane, row_threads, elems, size=2, rot=0):
     assert nv - 2 <= row_threads * inner, "more inner vectors than a group has slots"
     elements, read, written, single = [], [], [], []
     for j in range(inner):
-        q = 1 + lane + ((j + rot) % inner) * row_threads
+        q = 1 + lane + j * row_threads
         if q < nv - 1:
             elements += [vec * q + k - lo for k in range(vec)]
             read.append((win + 16 * q, win + 16 * q + 16))
@@ -375,10 +373,7 @@ def test_vector_path_model_is_the_kernel_s():
                 "const bool edge = live && (lane == 0 || (lane == 1 && nv > 1));",
                 "const int ev = lane == 0 ? 0 : nv - 1;",
                 "const int ea = max(lo - ev * VEC, 0), eb = min(hi - ev * VEC, VEC);",
-                "const int q = 1 + lane + slot_of(j, rot) * ROW_THREADS;",
-                "const int rot = ROT_STEP == 0 ? 0 : (g % GROUPS_PER_QUARTER) * ROT_STEP % RVECS;",
-                "constexpr int GROUPS_PER_QUARTER = ROW_THREADS >= 8 ? 1 : 8 / ROW_THREADS;",
-                "return k >= RVECS ? k - RVECS : k;",
+                "const int q = 1 + lane + j * ROW_THREADS;",
                 "if (live && q < nv - 1)",
                 "if (k >= ea && k < eb) we[k] = from_f32(o[k]);",
                 "constexpr int RVECS = ELEMS / VEC - 1;",
@@ -534,45 +529,3 @@ def test_one_lane_spreads_is_the_fp32_bank_count():
     # 16-bit: the word path's bank model, at most four lanes a bank
     assert [c for c in range(34, 66) if not smplan.one_lane_spreads(c, 2)] == [48, 64]
     assert smplan.row_tile_bank_load(40, 1) == 4 and smplan.row_tile_bank_load(64, 1) == 32
-
-
-def test_rotated_slots_take_the_same_vectors():
-    """A rotation only reorders a lane's inner slots: the elements, reads and
-    writes of each lane are those of the plain order."""
-    for cfg in LANE_GROUPS:
-        inner = cfg.elems // 8 - 1
-        for cols in (66, 96, 106, 127, 129):
-            if cols > cfg.row_capacity(2, True):
-                continue
-            for s in range(0, 16, 2):
-                for lane in range(cfg.row_threads):
-                    plain = row_vectors(s, cols, lane, cfg.row_threads, cfg.elems)
-                    for rot in range(1, max(1, inner)):
-                        got = row_vectors(s, cols, lane, cfg.row_threads, cfg.elems, rot=rot)
-                        assert [sorted(a) for a in got] == [sorted(a) for a in plain]
-
-
-def test_vector_rotation_model():
-    """The quarter-warp wavefronts of the crowded 16-bit lane groups' 16-byte
-    reads: rows of 127 / 129 on four lanes of 40 slots put two groups on the
-    same banks at every slot (2.0 a quarter), rotated by one vector 1.09; rows
-    of 96 read conflict-free (1.0), so they keep the plain order; fp32 is
-    left as it is (its rotated build spills)."""
-    wf = banks.row_tile_vector_wavefronts
-    assert wf(127, 4, 40, 2, 0) == 2.0 and round(wf(127, 4, 40, 2, 1), 2) == 1.09
-    assert wf(129, 4, 40, 2, 0) == 2.0 and wf(96, 4, 32, 2, 0) == 1.0
-    assert banks.row_tile_vector_rotation(127, 4, 40, 2) == 1
-    assert banks.row_tile_vector_rotation(96, 4, 32, 2) == 0
-    assert banks.row_tile_vector_rotation(127, 8, 32, 2) == 0   # a quarter inside a group
-    for prec, cols, step in (("bf16", 127, 1), ("fp16", 129, 1), ("bf16", 66, 1), ("bf16", 96, 0),
-                             ("fp32", 127, 0), ("bf16", 64, 0), ("bf16", 33, 0)):
-        p = sm.plan(262144, cols, prec, kernel="softmax_10_row_tile")
-        assert dict(p.defines)["ROT_STEP"] == step, (prec, cols)
-    # every step a plan can ask for is a registered build (the SASS manifest's)
-    for cfg in LANE_GROUPS:
-        for prec in ("bf16", "fp16"):
-            steps = smr.row_tile_rotations(cfg, prec)
-            for cols in range(2, cfg.row_capacity(2, True) + 1):
-                if smplan.row_tile_crowded(cols, cfg.row_threads, 2):
-                    got = banks.row_tile_vector_rotation(cols, cfg.row_threads, cfg.elems, 2)
-                    assert got == 0 or got in steps

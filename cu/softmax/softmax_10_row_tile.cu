@@ -29,8 +29,7 @@
 //
 // Every constant is a define the registry always passes (a missing one is a
 // compile error): DTYPE, THREADS, ROW_THREADS (a power of two <= 32), ELEMS
-// (cols <= MAX_COLS below), MIN_BLOCKS (__launch_bounds__), BUFFERS, CROWDED,
-// ROT_STEP (the crowded lane groups' slot rotation; 0 elsewhere).
+// (cols <= MAX_COLS below), MIN_BLOCKS (__launch_bounds__), BUFFERS, CROWDED.
 // Parameters: x, y are rows x cols, row-major, contiguous (y may start at
 // another 16-byte phase than x: its stores are then element-wise); any
 // rows, cols >= 1 that fit the config.
@@ -54,9 +53,6 @@
 #endif
 #ifndef CROWDED
 #error "CROWDED must be defined (1: rows whose plain slots crowd the banks; see kRotateBuild, kVectors)"
-#endif
-#ifndef ROT_STEP
-#error "ROT_STEP must be defined (crowded lane groups: vectors a group's slots rotate by; see kVectors)"
 #endif
 
 static_assert(THREADS % 32 == 0 && THREADS <= 1024, "THREADS: a multiple of 32 up to 1024");
@@ -325,28 +321,8 @@ __device__ __forceinline__ void reduce_run_words(unsigned char* buf, const Run& 
 // lane + j * ROW_THREADS in slot j, loaded and stored whole. Those per-row
 // edges are what it costs: on rows whose slots spread, the slots are faster.
 constexpr int RVECS = ELEMS / VEC - 1;   // inner slots a lane holds
-// The groups of a quarter-warp (the 8 lanes one 128-bit shared access serves
-// at a time) read their rows' windows at the same slot offsets, and rows whose
-// windows lie a multiple of 128 bytes apart (bf16 x 127 / 129: 256 bytes, 7
-// rows of 8) then put both groups' vectors on the same banks: two wavefronts
-// where one would do. ROT_STEP (the planner's, analysis.banks
-// row_tile_vector_rotation) rotates group g's inner slots by (g mod groups a
-// quarter) * ROT_STEP vectors, so that slot j of the two groups lands on other
-// banks (bf16 x 127: 2.0 -> 1.09 wavefronts a quarter in the model). A row's
-// rotation is a function of its place in its tile, fixed by the config, so
-// its sum's order (and its bits) does not depend on the grid.
-constexpr int GROUPS_PER_QUARTER = ROW_THREADS >= 8 ? 1 : 8 / ROW_THREADS;
-static_assert(ROT_STEP == 0 || (kVectors && ROT_STEP > 0 && ROT_STEP < RVECS),
-              "ROT_STEP: 1 .. inner slots - 1, crowded lane groups only");
 // -inf in each element of a 32-bit word: what an empty inner slot holds
 constexpr unsigned NEG_INF_WORD = DTYPE == 0 ? 0xff800000u : DTYPE == 1 ? 0xff80ff80u : 0xfc00fc00u;
-
-// Inner slot j of a group rotated by rot (both < RVECS): the window vector
-// index it holds, less one, over lane and ROW_THREADS.
-__device__ __forceinline__ int slot_of(int j, int rot) {
-    const int k = j + rot;
-    return k >= RVECS ? k - RVECS : k;
-}
 
 __device__ __forceinline__ void reduce_run_vectors(unsigned char* buf, const Run& r, int cols) {
     constexpr int EPW = ELEMS_PER_WORD;
@@ -360,11 +336,10 @@ __device__ __forceinline__ void reduce_run_vectors(unsigned char* buf, const Run
     const bool edge = live && (lane == 0 || (lane == 1 && nv > 1));
     const int ev = lane == 0 ? 0 : nv - 1;
     const int ea = max(lo - ev * VEC, 0), eb = min(hi - ev * VEC, VEC);   // its elements [ea, eb)
-    const int rot = ROT_STEP == 0 ? 0 : (g % GROUPS_PER_QUARTER) * ROT_STEP % RVECS;
     float f[(RVECS + 1) * VEC];
 #pragma unroll
     for (int j = 0; j < RVECS; ++j) {
-        const int q = 1 + lane + slot_of(j, rot) * ROW_THREADS;
+        const int q = 1 + lane + j * ROW_THREADS;
         const uint4 w = (live && q < nv - 1) ? *reinterpret_cast<const uint4*>(win + 16 * q)
                                              : make_uint4(NEG_INF_WORD, NEG_INF_WORD, NEG_INF_WORD, NEG_INF_WORD);
         float* o = f + j * VEC;
@@ -384,7 +359,7 @@ __device__ __forceinline__ void reduce_run_vectors(unsigned char* buf, const Run
 #pragma unroll
         for (int k = 0; k < VEC; ++k) o[k] *= scale;
         if (j < RVECS) {
-            const int q = 1 + lane + slot_of(j, rot) * ROW_THREADS;
+            const int q = 1 + lane + j * ROW_THREADS;
             if (live && q < nv - 1) store_vec<VEC>(reinterpret_cast<elem_t*>(win + 16 * q), o);
         } else if (edge) {
             elem_t* we = reinterpret_cast<elem_t*>(win + 16 * ev);

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import functools
 
-__all__ = ["smem_wavefronts", "transpose_wavefronts", "row_tile_bank_load", "row_tile_crowded",
-           "row_tile_vector_wavefronts", "row_tile_vector_rotation"]
+__all__ = ["smem_wavefronts", "transpose_wavefronts", "row_tile_bank_load", "row_tile_crowded"]
 
 
 def smem_wavefronts(word_addresses, banks: int = 32) -> int:
@@ -69,60 +68,3 @@ def row_tile_crowded(cols: int, row_threads: int, itemsize: int = 2) -> bool:
     the kernel's CROWDED build (softmax_10_row_tile.cu): a lane group reads
     16-byte vectors, one 16-bit lane a row rotates its slots."""
     return row_tile_bank_load(cols, row_threads, itemsize) > 2
-
-
-def _vector_wavefronts(words_of_lanes, banks: int = 32) -> int:
-    """Wavefronts of one quarter-warp's 128-bit shared access: the most
-    distinct words a bank must deliver, each lane's 16 bytes being 4 words."""
-    per_bank: dict = {}
-    for w0 in words_of_lanes:
-        for w in range(w0, w0 + 4):
-            per_bank.setdefault(w % banks, set()).add(w)
-    return max(len(s) for s in per_bank.values())
-
-
-@functools.lru_cache(maxsize=4096)
-def row_tile_vector_wavefronts(cols: int, row_threads: int, elems: int, itemsize: int,
-                               rot_step: int, threads: int = 256) -> float:
-    """Mean wavefronts a quarter-warp's inner-slot access takes in rung 10's
-    crowded lane groups (softmax_10_row_tile.cu, reduce_run_vectors: group g
-    of a tile reads its row's window vectors 1 + lane + slot * row_threads,
-    slot = (j + (g mod groups a quarter) * rot_step) mod inner slots), over
-    every phase of the tile's first byte and every warp of a block. 1 is
-    conflict-free."""
-    vec = 16 // itemsize
-    inner = elems // vec - 1
-    per_quarter = max(1, 8 // row_threads)
-    total = count = 0
-    for shift in range(0, 16, itemsize):
-        for first in range(0, threads // row_threads, 32 // row_threads):   # each warp's groups
-            for j in range(inner):
-                for quarter in range(4):
-                    words = []
-                    for lw in range(8 * quarter, 8 * quarter + 8):
-                        g, lane = first + lw // row_threads, lw % row_threads
-                        s = shift + itemsize * g * cols
-                        nv = ((s & 15) // itemsize + cols + vec - 1) // vec
-                        q = 1 + lane + row_threads * ((j + (g % per_quarter) * rot_step) % inner)
-                        if q < nv - 1:
-                            words.append(((s & ~15) + 16 * q) >> 2)
-                    if words:
-                        total += _vector_wavefronts(words)
-                        count += 1
-    return total / count if count else 1.0
-
-
-@functools.lru_cache(maxsize=4096)
-def row_tile_vector_rotation(cols: int, row_threads: int, elems: int, itemsize: int,
-                             threads: int = 256) -> int:
-    """The slot rotation (ROT_STEP) of rung 10's crowded lane groups that
-    the model (row_tile_vector_wavefronts) gives the fewest wavefronts, the
-    smaller step on a tie (0: none): bf16 rows of 127 / 129 on four lanes of
-    40 slots 2.0 -> 1.09 at step 1, rows of 96 and 106 none better than 0."""
-    inner = elems // (16 // itemsize) - 1
-    if row_threads >= 8 or inner < 2:
-        return 0     # a quarter-warp inside one group reads 128 contiguous bytes
-    costs = [row_tile_vector_wavefronts(cols, row_threads, elems, itemsize, r, threads)
-             for r in range(inner)]
-    best = min(costs)
-    return next(r for r, c in enumerate(costs) if c <= best + 1e-9)

@@ -62,7 +62,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from ...analysis.banks import row_tile_bank_load, row_tile_crowded, row_tile_vector_rotation
+from ...analysis.banks import row_tile_bank_load, row_tile_crowded
 from .registry import (CLUSTER_CONFIGS, DTYPE_CODES, HELD_VALUES, INT_MAX, MAX_WINDOW_COLS,
                        PACKED_CLUSTER_COLS, PACKED_CONFIGS, PIPELINED_CONFIGS, RESIDENT_CONFIGS,
                        ROW_TILE_CONFIGS, SOFTMAX_RUNGS, STREAM_CONFIG, WS_MAX_SLOTS, SoftmaxConfig,
@@ -722,11 +722,6 @@ def config_plan(cfg, rows: int, cols: int, precision: str = "fp32", *,
     if "CROWDED" in defines and (itemsize == 2 or cfg.row_threads > 1) \
             and row_tile_crowded(cols, cfg.row_threads, itemsize):
         defines["CROWDED"] = 1     # one fp32 lane a row has no remedy (the kernel's kRotateBuild)
-        if cfg.row_threads > 1 and itemsize == 2:
-            # 16-bit lane groups read 16-byte vectors: rotate their slots (fp32's
-            # rows of 127 on four lanes of 40 slots spill with the rotation)
-            defines["ROT_STEP"] = row_tile_vector_rotation(cols, cfg.row_threads, cfg.elems,
-                                                           itemsize, cfg.threads)
     defines = tuple(sorted(defines.items()))
     source = source_of(cfg.entry)
     name = rung_name or next(r.name for r in SOFTMAX_RUNGS if r.source == source)

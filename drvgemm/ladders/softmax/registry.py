@@ -8,13 +8,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...analysis.banks import row_tile_crowded, row_tile_vector_rotation
+from ...analysis.banks import row_tile_crowded
 from ...runtime import dtypes
 
 __all__ = ["kernels", "rung", "catalogue", "pipelined", "SoftmaxConfig", "SoftmaxRung",
            "SOFTMAX_RUNGS", "DTYPE_CODES", "INT_MAX", "dtype_name", "numpy_dtype", "source_of",
            "RESIDENT_CONFIGS", "STREAM_CONFIG", "CLUSTER_CONFIGS", "PIPELINED_CONFIGS",
-           "ROW_TILE_CONFIGS", "PACKED_CONFIGS", "row_tile_rotations",
+           "ROW_TILE_CONFIGS", "PACKED_CONFIGS",
            "SOURCE_DEFINES", "WindowConfig", "WindowRung", "WINDOW_RUNGS", "WINDOW_CONFIGS",
            "HELD_VALUES", "PACKED_CLUSTER_COLS",
            "WINDOW_REGISTRY", "window_configs", "window_precisions", "vec_of", "WATCHDOG_NS",
@@ -37,7 +37,7 @@ SOURCE_DEFINES = {
     "softmax_06_pipelined.cu": ("DTYPE", "THREADS", "ELEMS", "VEC", "CLUSTER", "STAGES",
                                 "MIN_BLOCKS", "EVICT_FIRST"),
     "softmax_10_row_tile.cu": ("DTYPE", "THREADS", "ROW_THREADS", "ELEMS", "MIN_BLOCKS",
-                               "BUFFERS", "CROWDED", "ROT_STEP"),
+                               "BUFFERS", "CROWDED"),
 }
 # The sources whose kernels wait for the grid before them (griddepcontrol.wait,
 # cu/include/grid_dependency.cuh) ahead of their first global-memory access, so
@@ -197,8 +197,7 @@ class SoftmaxConfig:
                  "MIN_BLOCKS": self.min_blocks, "UNROLL": self.unroll, "CLUSTER": self.cluster,
                  "STAGES": self.stages, "EVICT_FIRST": int(self.evict_first),
                  "BUFFERS": self.tile_buffers(element_bytes(precision)),
-                 "CROWDED": 0,  # rung 10: the plan's verdict on the banks (banks.row_tile_crowded)
-                 "ROT_STEP": 0}  # rung 10, crowded lane groups: banks.row_tile_vector_rotation
+                 "CROWDED": 0}  # rung 10: the plan's verdict on the banks (banks.row_tile_crowded)
         source = source_of(self.entry)
         if source == "softmax_04_vectorized.cu":
             if not self.elems:        # a streaming config: the rows entry's constants
@@ -387,19 +386,6 @@ ROW_TILE_CONFIGS = (
     SoftmaxConfig("softmax_10_row_tile", 128, 1, elems=64, min_blocks=4, walks=True),
 ) + tuple(SoftmaxConfig("softmax_10_row_tile", 256, rt, elems=e, min_blocks=4, walks=True)
           for rt, e in ((4, 32), (4, 40), (8, 32), (16, 32), (32, 32)))
-
-def row_tile_rotations(cfg: SoftmaxConfig, precision: str) -> list[int]:
-    """The slot rotations (ROT_STEP > 0) the planner gives ``cfg``'s crowded
-    rows of ``precision`` (plan.config_plan: 16-bit lane groups only), over
-    every row length the config takes: the builds a launch can ask for."""
-    itemsize = element_bytes(precision)
-    if cfg.entry != "softmax_10_row_tile" or cfg.row_threads < 2 or itemsize != 2:
-        return []
-    steps = {row_tile_vector_rotation(cols, cfg.row_threads, cfg.elems, itemsize, cfg.threads)
-             for cols in range(1, cfg.row_capacity(itemsize, True) + 1)
-             if row_tile_crowded(cols, cfg.row_threads, itemsize)}
-    return sorted(steps - {0})
-
 
 SOFTMAX_RUNGS: list[SoftmaxRung] = [
     SoftmaxRung("softmax_01_naive", "softmax_01_naive.cu",
