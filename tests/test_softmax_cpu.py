@@ -803,3 +803,17 @@ def test_a_void_typed_view_runs_as_its_numpy_dtype(stub_gpu, prec):
               out=VoidTypedView((64, 1000), dt, 0x2000_0000))
     d.softmax(_dev((64, 1000), dt, 0x1000_0000), out=_dev((64, 1000), dt, 0x2000_0000))
     assert len(launches) == 2 and launches[0] == launches[1]
+
+
+def test_max_rel_err_skips_what_the_output_type_cannot_hold():
+    """The benchmarks' error figure: relative to the float64 reference over
+    entries the output type holds as normal numbers. An fp16 output flushes
+    a probability under 2^-14 to a subnormal or 0 (a relative error up to 1
+    that is the type's, not the kernel's); bf16 and fp32 keep fp32's range."""
+    ref = np.array([[0.5, 0.4999, 1e-9]])
+    y16 = np.array([[0.5, 0.4999, 0.0]], np.float16)
+    assert membench._max_rel_err(y16, ref) < 1e-3
+    y32 = np.array([[0.5, 0.4999, 0.0]], np.float32)
+    assert membench._max_rel_err(y32, ref) == 1.0
+    assert membench._max_rel_err(np.array([[0.25, 0.5, 1e-9]], np.float16), ref) == 0.5
+    assert math.isnan(membench._max_rel_err(np.array([[np.nan, 0.5, 0.0]], np.float32), ref))
