@@ -445,3 +445,20 @@ def test_suite_budget_and_errors_are_records(monkeypatch):
     res = shape_bench.run_shape_bench(["bf16"], shapes=shapes, budget_s=-1,
                                       progress=lambda m: None)
     assert calls == [] and all("time budget" in r["error"] for r in res["records"])
+
+
+def test_results_name_the_toolchain_of_their_sass_hashes():
+    """A record's sass_hash is the digest of the machine code the measuring
+    machine's NVRTC produced: the results' device object says which NVRTC and
+    nvJitLink that was, beside the device's own properties."""
+    from drvgemm.runtime import compiler
+    from drvgemm.runtime.driver import DeviceProperties
+    from drvgemm.tools.records import device_json, results_json
+    dev = DeviceProperties("NVIDIA H200", (9, 0), 132, 1 << 37, 233472, 49152, 232448, 1024,
+                           65536, 65536, 2048, 1024, 32, 32, 60 << 20, 1980000, 3201000, 6016,
+                           (1024, 1024, 64), (2**31 - 1, 65535, 65535), "13.0")
+    d = device_json(dev)
+    assert d["name"] == "NVIDIA H200" and d["cc"] == "9.0" and d["max_block_dims"] == [1024, 1024, 64]
+    assert d["toolchain"] == {"nvrtc": "%d.%d" % compiler.nvrtc_version(),
+                              "nvjitlink": "%d.%d" % compiler.nvjitlink_version()[:2]}
+    assert results_json(dev, [])["device"] == d

@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from ..runtime import compiler
+
 __all__ = ["record", "gemm_record", "memory_record", "device_json", "write_json"]
 
 
@@ -54,11 +56,17 @@ def memory_record(kernel, precision, m, n, ms, nbytes, *, baseline=False, **extr
 
 
 def device_json(dev) -> dict:
-    """drvgemm.device()'s properties as the results' "device" object."""
+    """drvgemm.device()'s properties as the results' "device" object, with
+    the toolchain that compiled the measured kernels: a record's
+    ``sass_hash`` is the digest of that compiler's machine code, so it
+    matches tests/data/sass_manifest.json only where the manifest was written
+    with the same NVRTC (the H200 machine's is its own)."""
     d = dataclasses.asdict(dev)
     d["cc"] = f"{dev.cc[0]}.{dev.cc[1]}"
     for key in ("max_block_dims", "max_grid_dims"):
         d[key] = list(d[key])
+    d["toolchain"] = {"nvrtc": "%d.%d" % compiler.nvrtc_version(),
+                      "nvjitlink": "%d.%d" % compiler.nvjitlink_version()[:2]}
     return d
 
 
