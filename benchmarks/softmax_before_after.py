@@ -12,10 +12,12 @@ moves the plan too: ``bf16:131072x127:auto:ELEMS=32,ROTATE=1`` times the old
 source with the plan's defines but those (the grid and block stay the plan's).
 
 OLD_DIR holds earlier cu/softmax/*.cu files, made from the history and not
-committed (their #includes resolve in cu/softmax, as the tree's do); .gpu/ is
-git-ignored, so name it in the device tool's `carry` to send it along:
+committed, and the earlier headers where a change is theirs: the old build's
+#includes resolve in OLD_DIR first, then in cu/softmax as the tree's do. .gpu/
+is git-ignored, so name it in the device tool's `carry` to send it along:
 
     mkdir -p .gpu/old && git show HEAD~1:cu/softmax/softmax_10_row_tile.cu > .gpu/old/softmax_10_row_tile.cu
+    git show HEAD~1:cu/softmax/softmax_common.cuh > .gpu/old/softmax_common.cuh   # a header's change
 """
 from __future__ import annotations
 
@@ -74,9 +76,10 @@ def main(argv=None):
             print(f"{spec:18s} no earlier {os.path.basename(p.source)} in {args.old_dir}: skipped")
             continue
         k_new, p = sm.prepare(p, rows)
-        # the old source's #includes resolve beside the tree's source of the kernel
+        # the old source's #includes resolve in OLD_DIR, then beside the tree's source
         k_old = drvgemm.compile(old, p.entry, defines={**dict(p.defines), **old_defines},
-                                options=[f"-I{os.path.dirname(sources.find_source(p.source))}"])
+                                options=[f"-I{os.path.abspath(args.old_dir)}",
+                                         f"-I{os.path.dirname(sources.find_source(p.source))}"])
         if p.smem:
             k_old.set_max_dynamic_smem(p.smem)   # prepare() did it for k_new
         ws = sm.workspace(p.workspace_bytes) if p.split else None
