@@ -4,8 +4,9 @@
  * launch(kernel, grid, block, args, *, smem=0, stream=None, cluster=None,
  *        attributes=(), cooperative=False) with no cluster, no attributes and
  * stream None or an integer handle: look up the launcher built for (grid,
- * block, smem, stream) -- (grid, block, smem, stream, "cooperative") for a
- * cooperative launch -- in kernel.fast_launchers, pack the arguments into its
+ * block, smem, stream) -- (grid, block, smem, stream, COOPERATIVE_KEY) for a
+ * cooperative launch, the module's string that launch.py keys it with too --
+ * in kernel.fast_launchers, pack the arguments into its
  * parameter block and call the driver's cuLaunchKernel (whose address
  * cuda.bindings' cuGetProcAddress gave drvgemm/runtime/launch.py), or
  * cuLaunchKernelEx with its attributes: programmatic stream serialization for
@@ -635,6 +636,7 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
         str_cooperative == NULL || launcher_type == NULL || encoder_type == NULL ||
         PyModule_AddObject(m, "Launcher", Py_NewRef(launcher_type)) < 0 ||
         PyModule_AddObject(m, "Encoder", encoder_type) < 0 ||
+        PyModule_AddObject(m, "COOPERATIVE_KEY", Py_NewRef(str_cooperative)) < 0 ||
         PyModule_AddIntConstant(m, "EX_DEPENDENT", EX_DEPENDENT) < 0 ||
         PyModule_AddIntConstant(m, "EX_COOPERATIVE", EX_COOPERATIVE) < 0) {
         Py_DECREF(m);

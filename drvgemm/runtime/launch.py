@@ -519,8 +519,9 @@ def _first_launch(kernel, grid, block, args, *, smem=0, stream=None, cluster=Non
     if stream is None and driver.capturing_graph() is not None:
         return   # stream=None was the capture stream: not what None means later
     if cluster is None and not attributes and (stream is None or type(stream) is int):
-        # The C path's key; a cooperative launcher has its own.
-        key = (grid, block, smem, stream) + ((_COOPERATIVE,) if cooperative else ())
+        # The C path's key; a cooperative launcher has its own (the part the C
+        # module names: it builds the same key to look the launcher up).
+        key = (grid, block, smem, stream) + ((_fastlaunch.COOPERATIVE_KEY,) if cooperative else ())
         try:
             hash(key)
         except TypeError:
@@ -545,7 +546,7 @@ try:
         raise ImportError("disabled by DRVGEMM_NO_FASTLAUNCH")
     from . import _fastlaunch
     if not all(hasattr(_fastlaunch, a) for a in ("set_capturing", "Encoder",
-                                                  "EX_COOPERATIVE")):
+                                                  "EX_COOPERATIVE", "COOPERATIVE_KEY")):
         # Built from an older _fastlaunch.c: it would send stream=None launches
         # past a graph capture, or lack the tensor-map encoder, dependent or
         # cooperative launches. Rebuild it (pip install -e .) to get it back.
@@ -606,7 +607,9 @@ def _cuLaunchKernel():
     return _launch_fn
 
 
-# The key part that sets a cooperative launcher apart in Kernel.runners.
+# The key part that sets a cooperative launcher apart in Kernel.runners (the
+# Python path's cache; the C path's, Kernel.fast_launchers, uses
+# _fastlaunch.COOPERATIVE_KEY).
 _COOPERATIVE = "cooperative"
 
 
