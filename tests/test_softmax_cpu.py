@@ -817,3 +817,37 @@ def test_max_rel_err_skips_what_the_output_type_cannot_hold():
     assert membench._max_rel_err(y32, ref) == 1.0
     assert membench._max_rel_err(np.array([[0.25, 0.5, 1e-9]], np.float16), ref) == 0.5
     assert math.isnan(membench._max_rel_err(np.array([[np.nan, 0.5, 0.0]], np.float32), ref))
+
+
+def test_back_to_back_columns_are_per_call_plain_or_replayed(stub_gpu, monkeypatch):
+    """memory_bench._b2b_ms: every column a call's time, whether a timed
+    batch enqueues the calls one by one or replays a graph of a batch of
+    them. On a stand-in device where each softmax launch and each copy costs
+    one unit, every column reads 1."""
+    from drvgemm.runtime import driver
+    d, launches = stub_gpu
+    copies = []
+    monkeypatch.setattr(driver, "memcpy_dtod", lambda dst, src, n: copies.append(n))
+    monkeypatch.setattr(driver, "synchronize", lambda: None)
+
+    class Replayed:
+        def __init__(self, call, n):
+            self.call, self.n = call, n
+
+        def replay(self, stream):
+            for _ in range(self.n):
+                self.call()
+
+        def close(self):
+            pass
+    monkeypatch.setattr(membench, "_captured", Replayed)
+
+    def units_per_enqueue(enqueue, n, reps):
+        before = len(launches) + len(copies)
+        for _ in range(n):
+            enqueue()
+        return (len(launches) + len(copies) - before) / n
+    monkeypatch.setattr(membench, "batch_median_ms", units_per_enqueue)
+    out = membench._b2b_ms(_dev((64, 4096)), 64 * 4096 * 4, None, l2_bytes=1 << 20, batch=8, reps=3)
+    assert {k: out[k] for k in ("softmax", "copy", "softmax_graph", "copy_graph")} == \
+        {"softmax": 1.0, "copy": 1.0, "softmax_graph": 1.0, "copy_graph": 1.0}
