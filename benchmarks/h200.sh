@@ -3,7 +3,7 @@
 #   bash benchmarks/h200.sh [PHASE ...]
 # Default phases, in this order:
 #   install tests sanitize overhead bench shapes memory
-# Extra phases: compile dependent rung20 sweep autotune wgmma profile mma clock wgsweep shortrows packed pipelined splitprobe softncu rowlanes near128 splitheld rwphases tinyrows beforeafter rung30 power family ncu ktimes (each reads its
+# Extra phases: compile dependent rung20 sweep autotune wgmma profile mma clock wgsweep shortrows packed pipelined splitprobe softncu rowlanes near128 splitheld rwphases tinyrows splittimeline beforeafter rung30 power family ncu ktimes (each reads its
 # *_ARGS); MEMORY_ARGS=--softmax-rows makes the memory phase the softmax row-length suite.
 #
 # What comes back through $OUT (at most 8 files): the committed results
@@ -220,6 +220,10 @@ script_phase rwphases "${RWPHASES_TIMEOUT:-90}" 20 benchmarks/read_write_phases.
 # tinyrows: rows of 1..3 on rung 04 (auto) against rung 10's row tile (TINYROWS_ARGS: --torch ...)
 script_phase tinyrows "${TINYROWS_TIMEOUT:-120}" 60 benchmarks/softmax_tiny_rows.py \
   --json "$LOG/softmax_tiny_rows.json" ${TINYROWS_ARGS:-}
+# splittimeline: when each block of the split-row rung reaches each phase of a row, stamped
+# inside the kernel (SPLITTIMELINE_ARGS: [--shapes PREC:RxC ...] [--reps N])
+script_phase splittimeline "${SPLITTIMELINE_TIMEOUT:-150}" 80 benchmarks/softmax_split_timeline.py \
+  --json "$LOG/softmax_split_timeline.json" ${SPLITTIMELINE_ARGS:-}
 # beforeafter: a softmax kernel from the tree against an earlier source of it (BEFOREAFTER_ARGS:
 # OLD_DIR [--shapes PREC:RxC[:KERNEL] ...]; see benchmarks/softmax_before_after.py; an OLD_DIR
 # under the ignored .gpu/ travels only when the device call carries it)

@@ -1,0 +1,157 @@
+"""When each block of the split-row rung (softmax_09) reaches each phase of a
+row: a timeline from inside the kernel, where the probes before could only
+time whole launches.
+
+    python benchmarks/softmax_split_timeline.py [--shapes fp32:4x1048576 bf16:16x1048576 ...]
+        [--reps 7] [--json PATH]
+
+For each shape, auto's split plan (prepare()'s grid, cooperative, its
+workspace) is built a second time with PHASE_CLOCKS: thread 0 of every block
+stamps %globaltimer as the row's step begins, when the block's pair is
+reduced (its loads have landed), when it sees the row complete, when the
+row's pairs are folded, when its own stores are issued, and as the block
+leaves (softmax_09_split_row.cu says where). Launched --reps times, L2
+flushed before each; the launch with the median event time is reported:
+per pass (the rows a slot's blocks take together) the first / median / last
+block at each mark, in us from the first block's start, with the bytes the
+pass reads and writes and what they imply as a rate; and the event time of
+the unstamped kernel in the same run, so the stamps' own cost shows. The
+mark that a block reaches last, less the one before it, is where a pass
+waits; a long "first -> last" spread at a mark is blocks out of step.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import numpy as np  # noqa: E402
+
+import drvgemm  # noqa: E402
+from drvgemm.ladders.softmax import dispatch as sm  # noqa: E402
+from drvgemm.runtime import driver  # noqa: E402
+from drvgemm.runtime.timing import flush_l2  # noqa: E402
+from drvgemm.tools.memory_bench import _max_rel_err, measure_copy, softmax_inputs  # noqa: E402
+from drvgemm.tools.records import device_json  # noqa: E402
+
+SHAPES = ("fp32:4x1048576", "fp32:16x1048576", "fp32:64x262144", "bf16:4x1048576",
+          "bf16:16x1048576", "bf16:3x777777")
+MARKS = ("begin", "pair reduced", "row complete", "pairs folded", "stores issued")
+ROWS_STAMPED = 8          # PHASE_CLOCKS: rows a slot stamps
+MAX_BLOCKS = 2048         # PHASE_MAX_BLOCKS
+
+
+def stamped_build(p):
+    """Plan ``p``'s kernel with the phase clocks on."""
+    return drvgemm.compile(p.source, p.entry, defines={**dict(p.defines), "PHASE_CLOCKS": ROWS_STAMPED,
+                                                        "PHASE_MAX_BLOCKS": MAX_BLOCKS})
+
+
+def passes(stamps, grid, slots, split, rows):
+    """[(pass, {mark: (first, median, last) us})] from the stamps
+    (blocks x rows x 6, ns), relative to the first block's begin; a pass is
+    the k-th row of every slot."""
+    blocks = min(grid, MAX_BLOCKS)
+    s = stamps[:blocks].astype(np.int64)
+    t0 = s[:, 0, 0].min()
+    out = []
+    for k in range(min(ROWS_STAMPED, -(-rows // slots))):
+        live = [b for b in range(blocks) if b // split + k * slots < rows]
+        row = {}
+        for m, name in enumerate(MARKS):
+            v = (s[live, k, m] - t0) / 1000.0
+            row[name] = (round(float(v.min()), 2), round(float(np.median(v)), 2), round(float(v.max()), 2))
+        out.append((k, row))
+    leave = (s[:, 0, 5] - t0) / 1000.0
+    return out, (round(float(leave.min()), 2), round(float(np.median(leave)), 2), round(float(leave.max()), 2))
+
+
+def _event_ms(enqueue, before=None):
+    flush_l2()
+    if before:
+        before()
+    s, e = driver.Event(), driver.Event()
+    s.record()
+    enqueue()
+    e.record()
+    e.synchronize()
+    return s.elapsed_ms(e)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shapes", nargs="*", default=list(SHAPES), help="PREC:ROWSxCOLS ...")
+    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    dev = driver.device()
+    recs = []
+    for spec in args.shapes:
+        prec, rc = spec.split(":")
+        rows, cols = (int(v) for v in rc.lower().split("x"))
+        p = sm.plan(rows, cols, prec, cc=dev.cc, sm_count=dev.sm_count)
+        if not p.split:
+            print(f"{spec}: auto takes {p.describe()}, not the split rung: skipped", flush=True)
+            continue
+        k, p = sm.prepare(p, rows)
+        if p.grid[0] > MAX_BLOCKS:
+            print(f"{spec}: {p.grid[0]} blocks, more than the {MAX_BLOCKS} that stamp: skipped", flush=True)
+            continue
+        ks = stamped_build(p)
+        if p.smem:
+            ks.set_max_dynamic_smem(p.smem)
+        clocks = ks.variable("phase_clock", np.uint64, (MAX_BLOCKS, ROWS_STAMPED, 6))
+        x = softmax_inputs(rows, cols, prec, seed=cols)
+        dx, dy = driver.to_device(x), driver.empty((rows, cols), x.dtype)
+        ws = sm.workspace(p.workspace_bytes)
+        a = p.args(dx, dy, rows, cols, None, None, ws.ptr)
+
+        def run(kernel):
+            return lambda: drvgemm.launch(kernel, p.grid, p.block, a, smem=p.smem, cooperative=True)
+        zero = np.zeros((MAX_BLOCKS, ROWS_STAMPED, 6), np.uint64)
+        for kernel in (k, ks, k, ks):   # warm both
+            run(kernel)()
+        driver.synchronize()
+        plain, stamped = [], []
+        for _ in range(args.reps):
+            plain.append(_event_ms(run(k)))
+            ms = _event_ms(run(ks), before=lambda: clocks.copy_from_host(zero))
+            stamped.append((ms, clocks.to_host().copy()))
+        dy.fill_bytes(0xFF)
+        run(k)()
+        driver.synchronize()
+        sample = sorted({0, rows // 2, rows - 1})
+        err = _max_rel_err(dy.to_host()[sample], sm.reference(x[sample]))
+        stamped.sort(key=lambda t: t[0])
+        ms, st = stamped[len(stamped) // 2]
+        table, leave = passes(st, p.grid[0], p.slots, p.split, rows)
+        copy_us = 1000 * measure_copy(x.nbytes, m=rows, n=cols, precision=prec)["median_ms"]
+        pass_bytes = min(p.slots, rows) * cols * x.dtype.itemsize
+        print(f"\n{spec}: {p.describe()}, grid {p.grid[0]}; event {1000 * statistics.median(plain):.2f} us "
+              f"unstamped, {1000 * ms:.2f} stamped; copy {copy_us:.2f} us; err {err:.1e}", flush=True)
+        print(f"  {'pass':>4s}  " + "  ".join(f"{m:>22s}" for m in MARKS), flush=True)
+        for kk, row in table:
+            print(f"  {kk:4d}  " + "  ".join(f"{a_:6.2f} {b_:6.2f} {c_:6.2f}" + " " * 1
+                                             for a_, b_, c_ in row.values()), flush=True)
+        print(f"  blocks leave {leave[0]:.2f} / {leave[1]:.2f} / {leave[2]:.2f} us; a pass reads and writes "
+              f"{pass_bytes / 2**20:.1f} MiB each way", flush=True)
+        recs.append({"precision": prec, "m": rows, "n": cols, "config": p.describe(), "grid": p.grid[0],
+                     "slots": p.slots, "split": p.split, "event_us_unstamped": round(1000 * statistics.median(plain), 2),
+                     "event_us_stamped": round(1000 * ms, 2), "copy_us": round(copy_us, 2),
+                     "pass_bytes_each_way": pass_bytes, "max_rel_err": err,
+                     "passes": [{"pass": kk, **{m: list(v) for m, v in row.items()}} for kk, row in table],
+                     "leave": list(leave), "marks": "first / median / last block, us from the first begin"})
+        for arr in (dx, dy):
+            arr.free()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": device_json(dev), "records": recs}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""benchmarks/softmax_split_timeline.py without a GPU: the split rung's
+phase-clock build compiles for every split plan auto makes, stamps
+%globaltimer into its phase_clock array and stays within its launch bounds
+(a cooperative grid sized for the plain build must still fit), and the
+pass table reads the stamps as the kernel writes them. That the plain
+builds carry none of it, the SASS manifest says."""
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import drvgemm
+
+from drvgemm.ladders.softmax import plan as smplan
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "softmax_split_timeline.py"
+spec = importlib.util.spec_from_file_location("softmax_split_timeline", BENCH)
+timeline = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(timeline)
+
+
+@pytest.mark.parametrize("shape", timeline.SHAPES)
+def test_stamped_build_of_each_split_plan(shape):
+    prec, rc = shape.split(":")
+    rows, cols = (int(v) for v in rc.split("x"))
+    p = smplan.plan(rows, cols, prec, cc=(9, 0))
+    assert p.split, p.describe()
+    k = timeline.stamped_build(p)
+    r = k.resources
+    assert r.spill_stores == 0 and r.spill_loads == 0 and r.stack == 0, r
+    assert r.registers * p.block[0] * p.config.min_blocks <= 65536, r
+    size = timeline.MAX_BLOCKS * timeline.ROWS_STAMPED * 6 * 8
+    assert f".global .align 8 .b8 phase_clock[{size}];" in k.ptx
+    plain = drvgemm.compile(p.source, p.entry, defines=dict(p.defines))
+    assert "phase_clock" not in plain.ptx
+    # the six marks, at least once each (the watchdog reads the timer in both)
+    assert k.ptx.count("%globaltimer") >= plain.ptx.count("%globaltimer") + 6
+
+
+def test_pass_table_reads_the_stamps_by_slot_and_row():
+    """Two slots of three blocks, five rows (passes of two, two, one row):
+    block b of slot s stamps mark m of its k-th row at 100 k + 10 m + b us
+    past a start of 1 ms; the table gives first / median / last over the
+    blocks that have that row."""
+    slots, split, rows, grid = 2, 3, 5, 6
+    st = np.zeros((timeline.MAX_BLOCKS, timeline.ROWS_STAMPED, 6), np.uint64)
+    for b in range(grid):
+        for k in range(3):
+            for m in range(6):
+                st[b, k, m] = 1_000_000 + 1000 * (100 * k + 10 * m + b)
+    table, leave = timeline.passes(st, grid, slots, split, rows)
+    assert [k for k, _ in table] == [0, 1, 2]
+    assert table[0][1]["begin"] == (0.0, 2.5, 5.0)
+    assert table[1][1]["stores issued"] == (140.0, 142.5, 145.0)
+    # the third pass: slot 0's row 4 only (blocks 0..2)
+    assert table[2][1]["pair reduced"] == (210.0, 211.0, 212.0)
+    assert leave == (50.0, 52.5, 55.0)
