@@ -34,22 +34,11 @@ import numpy as np  # noqa: E402
 import drvgemm  # noqa: E402
 from drvgemm.ladders.softmax import dispatch as sm  # noqa: E402
 from drvgemm.runtime import driver, sources  # noqa: E402
-from drvgemm.runtime.timing import flush_l2  # noqa: E402
+from drvgemm.runtime.timing import time_ms  # noqa: E402
 from drvgemm.tools.memory_bench import _max_rel_err, measure_copy, softmax_inputs  # noqa: E402
 from drvgemm.tools.records import device_json  # noqa: E402
 
 SHAPES = ("bf16:262144x33", "bf16:131072x127", "bf16:524288x31", "fp32:131072x127")
-
-
-def _one(enqueue):
-    """ms of one call between events, L2 flushed before it."""
-    flush_l2()
-    s, e = driver.Event(), driver.Event()
-    s.record()
-    enqueue()
-    e.record()
-    e.synchronize()
-    return s.elapsed_ms(e)
 
 
 def main(argv=None):
@@ -101,7 +90,7 @@ def main(argv=None):
         times = {"new": [], "old": []}
         for _ in range(args.reps):
             for which in ("old", "new"):
-                times[which].append(_one(call(which)))
+                times[which].append(time_ms(call(which), warmup=0, reps=1)[0])   # L2 flushed first
         copy = measure_copy(x.nbytes, m=rows, n=cols, precision=prec)["median_ms"]
         med = {w: statistics.median(t) for w, t in times.items()}
         rec = {"precision": prec, "m": rows, "n": cols, "config": p.describe(), "old_defines": old_defines,

@@ -34,7 +34,7 @@ import numpy as np  # noqa: E402
 import drvgemm  # noqa: E402
 from drvgemm.ladders.softmax import dispatch as sm  # noqa: E402
 from drvgemm.runtime import driver  # noqa: E402
-from drvgemm.runtime.timing import flush_l2  # noqa: E402
+from drvgemm.runtime.timing import time_ms  # noqa: E402
 from drvgemm.tools.memory_bench import _max_rel_err, measure_copy, softmax_inputs  # noqa: E402
 from drvgemm.tools.records import device_json  # noqa: E402
 
@@ -68,18 +68,6 @@ def passes(stamps, grid, slots, split, rows):
         out.append((k, row))
     leave = (s[:, 0, 5] - t0) / 1000.0
     return out, (round(float(leave.min()), 2), round(float(np.median(leave)), 2), round(float(leave.max()), 2))
-
-
-def _event_ms(enqueue, before=None):
-    flush_l2()
-    if before:
-        before()
-    s, e = driver.Event(), driver.Event()
-    s.record()
-    enqueue()
-    e.record()
-    e.synchronize()
-    return s.elapsed_ms(e)
 
 
 def main(argv=None):
@@ -117,9 +105,10 @@ def main(argv=None):
             run(kernel)()
         driver.synchronize()
         plain, stamped = [], []
-        for _ in range(args.reps):
-            plain.append(_event_ms(run(k)))
-            ms = _event_ms(run(ks), before=lambda: clocks.copy_from_host(zero))
+        for _ in range(args.reps):   # one call between events, L2 flushed before it
+            plain.append(time_ms(run(k), warmup=0, reps=1)[0])
+            clocks.copy_from_host(zero)
+            ms = time_ms(run(ks), warmup=0, reps=1)[0]
             stamped.append((ms, clocks.to_host().copy()))
         dy.fill_bytes(0xFF)
         run(k)()
