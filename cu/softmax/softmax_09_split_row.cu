@@ -97,24 +97,30 @@ constexpr int WS_PAIRS_OFFSET = 2 * WS_MAX_SLOTS * 4;
 // into phase_clock[block][row][mark]: 0 the row's step begins (its loads
 // next), 1 the block's pair is reduced (every thread's loads landed), 2 thread
 // 0 saw the row complete, 3 the row's pairs are folded, 4 thread 0's stores
-// are issued; and [block][0][5] as the block leaves. Every registered build
-// leaves PHASE_CLOCKS undefined: the marks are nothing, and the SASS manifest
-// holds them to that.
+// are issued; and [block][0][5] as the block leaves. The row's number reaches
+// the step through shared memory (phase_row), so a mark holds no register
+// across it.
+// Every registered build leaves PHASE_CLOCKS undefined: the marks are
+// nothing, and the SASS manifest holds them to that.
 #ifdef PHASE_CLOCKS
 #ifndef PHASE_MAX_BLOCKS
 #error "PHASE_MAX_BLOCKS must be defined with PHASE_CLOCKS (blocks that stamp)"
 #endif
 __device__ unsigned long long phase_clock[PHASE_MAX_BLOCKS][PHASE_CLOCKS][6];
-__device__ __forceinline__ void phase_mark(unsigned row, int mark) {
+__shared__ unsigned phase_row;
+__device__ __forceinline__ void phase_mark(int mark) {
+    const unsigned row = mark == 5 ? 0u : phase_row;
     if (threadIdx.x == 0 && row < PHASE_CLOCKS && blockIdx.x < PHASE_MAX_BLOCKS) {
         unsigned long long t;
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t) :: "memory");
         phase_clock[blockIdx.x][row][mark] = t;
     }
 }
-#define PHASE_MARK(row, mark) phase_mark((row), (mark))
+#define PHASE_ROW(k) do { if (threadIdx.x == 0) phase_row = (k); } while (0)
+#define PHASE_MARK(mark) phase_mark(mark)
 #else
-#define PHASE_MARK(row, mark) ((void)0)
+#define PHASE_ROW(k) ((void)0)
+#define PHASE_MARK(mark) ((void)0)
 #endif
 
 // Peers' pairs come from L2 (relaxed at GPU scope: never a stale L1 line).
@@ -258,7 +264,7 @@ __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t
     constexpr int N = ITEMS * WVEC;
     constexpr int SLICE = THREADS * (ITEMS + (RESIDENT ? SITEMS : 0));   // window vectors per chunk
     const RowWindow w = row_window(x, y, row, cols, ldx, ldy);
-    PHASE_MARK(target / split - 1, 0);
+    PHASE_MARK(0);
 #if PACKED
     uint4 v[ITEMS];                                  // the chunk as loaded
 #else
@@ -297,16 +303,16 @@ __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t
     }
 #endif
     const MaxSum blk = block_pair_max_first<THREADS>(th, part);
-    PHASE_MARK(target / split - 1, 1);
+    PHASE_MARK(1);
     if (threadIdx.x == 0) {
         row_pairs[chunk] = blk;
         arrive_release(arrive);                      // the pair before the count
         wait_count(arrive, target);
     }
-    PHASE_MARK(target / split - 1, 2);
+    PHASE_MARK(2);
     __syncthreads();                                 // thread 0's acquire, for everyone
     const MaxSum r = fold_row(row_pairs, split, fold_part);
-    PHASE_MARK(target / split - 1, 3);
+    PHASE_MARK(3);
     if constexpr (RESIDENT) {
 #if PACKED
         window_store_packed<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v, th.m,
@@ -334,7 +340,7 @@ __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t
         }
 #endif
     }
-    PHASE_MARK(target / split - 1, 4);
+    PHASE_MARK(4);
 }
 
 template <bool RESIDENT>
@@ -361,6 +367,7 @@ __device__ __forceinline__ void split_rows(const elem_t* __restrict__ x, elem_t*
     // after every thread passed the next row's.
     unsigned k = 0;
     for (long long row = slot; row < rows; row += slots, ++k) {
+        PHASE_ROW(k);
         split_row_step<RESIDENT>(x, y, row, cols, ldx, ldy, pairs + (k & 1) * split, arrive + slot,
                                  (k + 1) * static_cast<unsigned>(split), split, chunk, part, fold_part);
     }
@@ -373,7 +380,7 @@ __device__ __forceinline__ void split_rows(const elem_t* __restrict__ x, elem_t*
             __threadfence();
         }
     }
-    PHASE_MARK(0, 5);
+    PHASE_MARK(5);
 }
 
 // Rows of at most split * THREADS * ITEMS window vectors.
