@@ -149,10 +149,16 @@ ptxas info    : Compiling entry function 'gemm_b' for 'sm_90'
 ptxas info    : Function properties for gemm_b
 ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 ptxas info    : Used 32 registers, used 0 barriers
+ptxas info    : Compiling entry function 'tile_c' for 'sm_90'
+ptxas info    : Function properties for tile_c
+ptxas         .     64 bytes stack frame, 92 bytes spill stores, 100 bytes spill loads
+ptxas info    : Used 64 registers, used 1 barriers, 64 bytes cumulative stack size, 41088 bytes smem
 """
     r = parse_resources(log)
     assert r["gemm_a"] == Resources(168, 16, 12, 24, 8192, 1)
     assert r["gemm_b"] == Resources(32, 0, 0, 0, 0, 0)
+    # a call stack's line (a __noinline__ callee) still gives the smem
+    assert r["tile_c"] == Resources(64, 92, 100, 64, 41088, 1)
 
 
 # One worker runs the tests that compile the whole kernel set, one after the

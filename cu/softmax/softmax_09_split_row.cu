@@ -109,8 +109,9 @@ constexpr int WS_PAIRS_OFFSET = 2 * WS_MAX_SLOTS * 4;
 __device__ unsigned long long phase_clock[PHASE_MAX_BLOCKS][PHASE_CLOCKS][6];
 __shared__ unsigned phase_row;
 __device__ __forceinline__ void phase_mark(int mark) {
+    if (threadIdx.x != 0) return;                    // phase_row is thread 0's alone
     const unsigned row = mark == 5 ? 0u : phase_row;
-    if (threadIdx.x == 0 && row < PHASE_CLOCKS && blockIdx.x < PHASE_MAX_BLOCKS) {
+    if (row < PHASE_CLOCKS && blockIdx.x < PHASE_MAX_BLOCKS) {
         unsigned long long t;
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t) :: "memory");
         phase_clock[blockIdx.x][row][mark] = t;

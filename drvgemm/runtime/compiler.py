@@ -87,7 +87,9 @@ class Resources:
 _FN_PROPS = re.compile(r"Function properties for '?([\w$.]+)'?:?")
 _COMPILING = re.compile(r"Compiling entry function '([\w$.]+)'")
 _FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
-_USED = re.compile(r"Used (\d+) registers(?:, used (\d+) barriers)?(?:, (\d+) bytes smem)?")
+# A function with a call stack has its cumulative stack between the barriers and the smem.
+_USED = re.compile(r"Used (\d+) registers(?:, used (\d+) barriers)?"
+                   r"(?:, \d+ bytes cumulative stack size)?(?:, (\d+) bytes smem)?")
 # nvJitLink's own summary, which (unlike ptxas's line for hand-written PTX with
 # module-scope .shared variables) always carries the static shared memory.
 _JITLINK_PROPS = re.compile(r"^info\s+: Function properties for '([\w$.]+)':")
