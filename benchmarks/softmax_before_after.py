@@ -18,6 +18,9 @@ is git-ignored, so name it in the device tool's `carry` to send it along:
 
     mkdir -p .gpu/old && git show HEAD~1:cu/softmax/softmax_10_row_tile.cu > .gpu/old/softmax_10_row_tile.cu
     git show HEAD~1:cu/softmax/softmax_common.cuh > .gpu/old/softmax_common.cuh   # a header's change
+
+--also DIR ...: folders of intermediate sources (a change in steps), each its own column
+in the same interleaved loop, so each step's share shows in one run.
 """
 from __future__ import annotations
 
@@ -47,6 +50,9 @@ def main(argv=None):
     ap.add_argument("--shapes", nargs="*", default=list(SHAPES),
                     help="PREC:ROWSxCOLS[:KERNEL[:NAME=V,...]] ... (auto's kernel where none is "
                          "named; NAME=V: a define of the old build)")
+    ap.add_argument("--also", nargs="*", default=[],
+                    help="more folders of earlier sources (steps between OLD_DIR and the tree), "
+                         "each timed as a column of its own in the same interleaved loop")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
@@ -56,23 +62,28 @@ def main(argv=None):
         prec, rc, kernel, old_set = (spec.split(":") + ["auto", ""])[:4]
         old_defines = dict((kv.split("=")[0], int(kv.split("=")[1])) for kv in old_set.split(",") if kv)
         rows, cols = (int(v) for v in rc.lower().split("x"))
+        p = sm.plan(rows, cols, prec, kernel=kernel, cc=dev.cc, sm_count=dev.sm_count)
+        dirs = {"old": args.old_dir, **{os.path.basename(os.path.normpath(d)): d for d in args.also}}
+        missing = [d for d in dirs.values() if not os.path.isfile(os.path.join(d, os.path.basename(p.source)))]
+        if missing:
+            print(f"{spec:18s} no earlier {os.path.basename(p.source)} in {', '.join(missing)}: skipped")
+            continue
         x = softmax_inputs(rows, cols, prec, seed=cols)
         dx = driver.to_device(x)
-        outs = {"new": driver.empty((rows, cols), x.dtype), "old": driver.empty((rows, cols), x.dtype)}
-        p = sm.plan(rows, cols, prec, kernel=kernel, cc=dev.cc, sm_count=dev.sm_count)
-        old = os.path.join(args.old_dir, os.path.basename(p.source))
-        if not os.path.isfile(old):
-            print(f"{spec:18s} no earlier {os.path.basename(p.source)} in {args.old_dir}: skipped")
-            continue
         k_new, p = sm.prepare(p, rows)
-        # the old source's #includes resolve in OLD_DIR, then beside the tree's source
-        k_old = drvgemm.compile(old, p.entry, defines={**dict(p.defines), **old_defines},
-                                options=[f"-I{os.path.abspath(args.old_dir)}",
+        kernels = {}
+        for name, d in dirs.items():
+            # an earlier source's #includes resolve in its folder, then beside the tree's source
+            k = drvgemm.compile(os.path.join(d, os.path.basename(p.source)), p.entry,
+                                defines={**dict(p.defines), **(old_defines if name == "old" else {})},
+                                options=[f"-I{os.path.abspath(d)}",
                                          f"-I{os.path.dirname(sources.find_source(p.source))}"])
-        if p.smem:
-            k_old.set_max_dynamic_smem(p.smem)   # prepare() did it for k_new
+            if p.smem:
+                k.set_max_dynamic_smem(p.smem)   # prepare() did it for k_new
+            kernels[name] = k
+        kernels["new"] = k_new
+        outs = {w: driver.empty((rows, cols), x.dtype) for w in kernels}
         ws = sm.workspace(p.workspace_bytes) if p.split else None
-        kernels = {"new": k_new, "old": k_old}
 
         def call(which):
             a = p.args(dx, outs[which], rows, cols, None, None, ws.ptr if ws else None)
@@ -87,9 +98,9 @@ def main(argv=None):
         ref = sm.reference(x[sample])
         err = {w: _max_rel_err(outs[w].to_host()[sample], ref) for w in kernels}
         same = np.array_equal(outs["new"].to_host().view(np.uint8), outs["old"].to_host().view(np.uint8))
-        times = {"new": [], "old": []}
+        times = {w: [] for w in kernels}
         for _ in range(args.reps):
-            for which in ("old", "new"):
+            for which in kernels:
                 times[which].append(time_ms(call(which), warmup=0, reps=1)[0])   # L2 flushed first
         copy = measure_copy(x.nbytes, m=rows, n=cols, precision=prec)["median_ms"]
         med = {w: statistics.median(t) for w, t in times.items()}
@@ -98,8 +109,12 @@ def main(argv=None):
                "copy_us": round(1e3 * copy, 2), "old_of_copy": round(copy / med["old"], 3),
                "new_of_copy": round(copy / med["new"], 3), "bitwise_same": same,
                "max_rel_err": {w: float(e) for w, e in err.items()}}
+        also = [w for w in kernels if w not in ("old", "new")]
+        if also:
+            rec["also"] = {w: {"us": round(1e3 * med[w], 2), "of_copy": round(copy / med[w], 3)} for w in also}
         recs.append(rec)
-        print(f"{spec:18s} old {rec['old_us']:8.2f} us ({rec['old_of_copy']:.3f} of copy)  new "
+        steps = "".join(f"  {w} {1e3 * med[w]:8.2f} us ({copy / med[w]:.3f})" for w in also)
+        print(f"{spec:18s} old {rec['old_us']:8.2f} us ({rec['old_of_copy']:.3f} of copy){steps}  new "
               f"{rec['new_us']:8.2f} us ({rec['new_of_copy']:.3f})  same bits {same}  err old "
               f"{err['old']:.1e} new {err['new']:.1e}  {p.describe()}", flush=True)
         dx.free()
