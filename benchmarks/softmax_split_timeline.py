@@ -70,6 +70,20 @@ def passes(stamps, grid, slots, split, rows):
     return out, (round(float(leave.min()), 2), round(float(np.median(leave)), 2), round(float(leave.max()), 2))
 
 
+STEPS = ("loads", "wait", "fold", "stores")   # the spans between consecutive marks
+
+
+def step_medians(table):
+    """[(pass, {step: us})]: the median block's time from each mark to the
+    next (loads: begin -> pair reduced, wait: -> row complete, fold: -> pairs
+    folded, stores: -> stores issued)."""
+    out = []
+    for k, row in table:
+        med = [row[m][1] for m in MARKS]
+        out.append((k, {s_: round(b - a, 2) for s_, a, b in zip(STEPS, med, med[1:])}))
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", nargs="*", default=list(SHAPES), help="PREC:ROWSxCOLS ...")
@@ -126,6 +140,9 @@ def main(argv=None):
         for kk, row in table:
             print(f"  {kk:4d}  " + "  ".join(f"{a_:6.2f} {b_:6.2f} {c_:6.2f}" + " " * 1
                                              for a_, b_, c_ in row.values()), flush=True)
+        for kk, st_ in step_medians(table):
+            print(f"  pass {kk}, the median block's steps (us): " +
+                  ", ".join(f"{name} {v:.2f}" for name, v in st_.items()), flush=True)
         print(f"  blocks leave {leave[0]:.2f} / {leave[1]:.2f} / {leave[2]:.2f} us; a pass reads and writes "
               f"{pass_bytes / 2**20:.1f} MiB each way", flush=True)
         recs.append({"precision": prec, "m": rows, "n": cols, "config": p.describe(), "grid": p.grid[0],
@@ -133,6 +150,7 @@ def main(argv=None):
                      "event_us_stamped": round(1000 * ms, 2), "copy_us": round(copy_us, 2),
                      "pass_bytes_each_way": pass_bytes, "max_rel_err": err,
                      "passes": [{"pass": kk, **{m: list(v) for m, v in row.items()}} for kk, row in table],
+                     "steps": [{"pass": kk, **st_} for kk, st_ in step_medians(table)],
                      "leave": list(leave), "marks": "first / median / last block, us from the first begin"})
         for arr in (dx, dy):
             arr.free()

@@ -57,3 +57,5 @@ def test_pass_table_reads_the_stamps_by_slot_and_row():
     # the third pass: slot 0's row 4 only (blocks 0..2)
     assert table[2][1]["pair reduced"] == (210.0, 211.0, 212.0)
     assert leave == (50.0, 52.5, 55.0)
+    # the median block's steps: 10 us from each mark to the next
+    assert timeline.step_medians(table)[0] == (0, {"loads": 10.0, "wait": 10.0, "fold": 10.0, "stores": 10.0})
