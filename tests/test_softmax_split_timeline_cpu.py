@@ -59,3 +59,80 @@ def test_pass_table_reads_the_stamps_by_slot_and_row():
     assert leave == (50.0, 52.5, 55.0)
     # the median block's steps: 10 us from each mark to the next
     assert timeline.step_medians(table)[0] == (0, {"loads": 10.0, "wait": 10.0, "fold": 10.0, "stores": 10.0})
+
+
+def test_main_on_a_stand_in_device(tmp_path, monkeypatch):
+    """The script end to end on a stand-in device: auto's split plan as
+    prepare() fits it for 132 SMs, the stamped build's clocks zeroed before
+    each timed launch and read after it (here a launch writes stamps 10 us
+    apart), the table and the JSON with each pass's steps."""
+    import json
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from runtime_fakes import H200
+    shape = (timeline.MAX_BLOCKS, timeline.ROWS_STAMPED, 6)
+    clock = np.zeros(shape, np.uint64)
+
+    class Arr:
+        def __init__(self, shape, dtype=np.uint8):
+            self.shape, self.dtype, self.ptr, self.nbytes = shape, np.dtype(dtype), 0x1000, 0
+
+        def fill_bytes(self, v):
+            return self
+
+        def to_host(self):
+            return np.zeros(self.shape, self.dtype)
+
+        def free(self):
+            pass
+
+    class Clocks(Arr):
+        def copy_from_host(self, a):
+            clock[...] = a
+
+        def to_host(self):
+            return clock
+
+    class Stamped:
+        def set_max_dynamic_smem(self, n):
+            pass
+
+        def variable(self, name, dtype, shp):
+            assert (name, np.dtype(dtype), shp) == ("phase_clock", np.dtype(np.uint64), shape)
+            return Clocks(shp, dtype)
+
+    plain, stamped = object(), Stamped()
+    launches = []
+
+    def launch(kernel, grid, block, args, smem=0, cooperative=False):
+        assert cooperative
+        launches.append(kernel)
+        if kernel is stamped:
+            for b in range(grid[0]):
+                for k in range(timeline.ROWS_STAMPED):
+                    for m in range(6):
+                        clock[b, k, m] = 5_000_000 + 1000 * (100 * k + 10 * m)
+    dev = H200
+    monkeypatch.setattr(timeline.driver, "device", lambda *a: dev)
+    monkeypatch.setattr(timeline.driver, "to_device", lambda x: Arr(x.shape, x.dtype))
+    monkeypatch.setattr(timeline.driver, "empty", lambda shp, dtype: Arr(shp, dtype))
+    monkeypatch.setattr(timeline.driver, "synchronize", lambda: None)
+    def prepare(p, rows):   # the grid fitted to two blocks an SM, as the driver would say
+        from drvgemm.ladders.softmax import dispatch
+        return plain, dispatch._fit_split(p, 2 * dev.sm_count)
+    monkeypatch.setattr(timeline.sm, "prepare", prepare)
+    monkeypatch.setattr(timeline.sm, "workspace", lambda n: Arr((n,)))
+    monkeypatch.setattr(timeline, "stamped_build", lambda p: stamped)
+    monkeypatch.setattr(timeline.drvgemm, "launch", launch)
+    monkeypatch.setattr(timeline, "time_ms", lambda fn, warmup, reps: (fn(), [0.02])[1])
+    monkeypatch.setattr(timeline, "measure_copy", lambda nbytes, **kw: {"median_ms": 0.015})
+    monkeypatch.setattr(timeline, "_max_rel_err", lambda y, ref: 0.0)
+    monkeypatch.setattr(timeline, "softmax_inputs", lambda r, c, prec, seed: np.zeros((r, c), np.float32))
+    monkeypatch.setattr(timeline.sm, "reference", lambda x: np.zeros(x.shape))
+    out = tmp_path / "t.json"
+    assert timeline.main(["--shapes", "fp32:4x1048576", "--reps", "3", "--json", str(out)]) == 0
+    rec = json.loads(out.read_text())["records"][0]
+    assert rec["event_us_stamped"] == rec["event_us_unstamped"] == 20.0
+    assert rec["steps"][0] == {"pass": 0, "loads": 10.0, "wait": 10.0, "fold": 10.0, "stores": 10.0}
+    assert rec["passes"][0]["begin"] == [0.0, 0.0, 0.0] and rec["leave"] == [50.0, 50.0, 50.0]
+    assert launches.count(stamped) == 3 + 2 and launches.count(plain) == 3 + 2 + 1
