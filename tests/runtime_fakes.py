@@ -16,6 +16,25 @@ H200 = DeviceProperties(
     driver_version="13.0")
 
 
+class StandInArray:
+    """A device array for benchmark scripts run on a stand-in device: its
+    shape and dtype, no bytes (reads come back as zeros, writes and frees
+    do nothing)."""
+    def __init__(self, shape, dtype="uint8"):
+        import numpy as np
+        self.shape, self.dtype, self.ptr, self.nbytes = shape, np.dtype(dtype), 0x1000, 0
+
+    def fill_bytes(self, v):
+        return self
+
+    def to_host(self):
+        import numpy as np
+        return np.zeros(self.shape, self.dtype)
+
+    def free(self):
+        pass
+
+
 class FakeDriver:
     def __init__(self):
         from cuda.bindings import driver as real

@@ -13,26 +13,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from runtime_fakes import H200  # noqa: E402
+from runtime_fakes import H200, StandInArray  # noqa: E402
 
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "softmax_before_after.py"
 spec = importlib.util.spec_from_file_location("softmax_before_after", BENCH)
 ba = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(ba)
-
-
-class _Array:
-    def __init__(self, shape, dtype):
-        self.shape, self.dtype, self.ptr = shape, np.dtype(dtype), 0x1000
-
-    def fill_bytes(self, v):
-        return self
-
-    def to_host(self):
-        return np.zeros(self.shape, self.dtype)
-
-    def free(self):
-        pass
 
 
 def test_each_source_folder_is_a_column_of_its_own(tmp_path, monkeypatch):
@@ -55,26 +41,18 @@ def test_each_source_folder_is_a_column_of_its_own(tmp_path, monkeypatch):
     new = Built.__new__(Built)
     new.us = 20.0
     monkeypatch.setattr(ba.driver, "device", lambda *a: H200)
-    monkeypatch.setattr(ba.driver, "to_device", lambda x: _Array(x.shape, x.dtype))
-    monkeypatch.setattr(ba.driver, "empty", lambda shape, dtype: _Array(shape, dtype))
+    monkeypatch.setattr(ba.driver, "to_device", lambda x: StandInArray(x.shape, x.dtype))
+    monkeypatch.setattr(ba.driver, "empty", lambda shape, dtype: StandInArray(shape, dtype))
     monkeypatch.setattr(ba.driver, "synchronize", lambda: None)
     monkeypatch.setattr(ba.sm, "prepare", lambda p, rows: (new, p))
     monkeypatch.setattr(ba.drvgemm, "compile", lambda path, entry, defines, options: Built(path, options))
-    monkeypatch.setattr(ba.drvgemm, "launch", lambda k, *a, **kw: None)
+    launched = []   # each timed call's kernel: its stand-in time is that kernel's figure
+    monkeypatch.setattr(ba.drvgemm, "launch", lambda k, *a, **kw: launched.append(k))
     monkeypatch.setattr(ba, "measure_copy", lambda nbytes, **kw: {"median_ms": 0.015})
     monkeypatch.setattr(ba, "_max_rel_err", lambda y, ref: 0.0)
     monkeypatch.setattr(ba, "softmax_inputs", lambda r, c, prec, seed: np.zeros((r, c), np.float32))
     monkeypatch.setattr(ba.sm, "reference", lambda x: np.zeros(x.shape))
-    # each timed call carries its kernel, so the stand-in time is that kernel's figure
-    real_launch_call = ba.drvgemm.launch
-
-    def tagging_time(fn, warmup, reps):
-        seen = []
-        monkeypatch.setattr(ba.drvgemm, "launch", lambda k, *a, **kw: seen.append(k))
-        fn()
-        monkeypatch.setattr(ba.drvgemm, "launch", real_launch_call)
-        return [seen[0].us / 1000]
-    monkeypatch.setattr(ba, "time_ms", tagging_time)
+    monkeypatch.setattr(ba, "time_ms", lambda fn, warmup, reps: (fn(), [launched[-1].us / 1000])[1])
     out = tmp_path / "out.json"
     assert ba.main([str(folders["old"][0]), "--also", str(folders["step1"][0]), "--reps", "3",
                     "--shapes", "bf16:131072x127", "--json", str(out)]) == 0

@@ -69,22 +69,9 @@ def test_main_on_a_stand_in_device(tmp_path, monkeypatch):
     import json
     import sys
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from runtime_fakes import H200
+    from runtime_fakes import H200, StandInArray as Arr
     shape = (timeline.MAX_BLOCKS, timeline.ROWS_STAMPED, 6)
     clock = np.zeros(shape, np.uint64)
-
-    class Arr:
-        def __init__(self, shape, dtype=np.uint8):
-            self.shape, self.dtype, self.ptr, self.nbytes = shape, np.dtype(dtype), 0x1000, 0
-
-        def fill_bytes(self, v):
-            return self
-
-        def to_host(self):
-            return np.zeros(self.shape, self.dtype)
-
-        def free(self):
-            pass
 
     class Clocks(Arr):
         def copy_from_host(self, a):
