@@ -11,12 +11,12 @@ split the model picks / the fastest measured)). Default input: the committed
 results/h200-rung30-sweep*.json."""
 from __future__ import annotations
 
+import argparse
 import collections
 import glob
 import json
 import math
 import os
-import sys
 
 from drvgemm.analysis import gemm_model as gm
 from drvgemm.ladders.gemm import plan as planning, registry, small_m
@@ -57,4 +57,7 @@ def main(paths):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or sorted(glob.glob(os.path.join(HERE, "results", "h200-rung30-sweep*.json"))))
+    ap = argparse.ArgumentParser(description="rung 30's streaming model against measured sweeps (no GPU)")
+    ap.add_argument("sweeps", nargs="*", metavar="SWEEP.json",
+                    help="rung30_sweep.py results (default: the committed results/h200-rung30-sweep*.json)")
+    main(ap.parse_args().sweeps or sorted(glob.glob(os.path.join(HERE, "results", "h200-rung30-sweep*.json"))))

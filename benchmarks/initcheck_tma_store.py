@@ -9,6 +9,7 @@ If initcheck reports the copy-back as reading uninitialised memory for
 EPILOGUE=2 but not for EPILOGUE=0, while the result is exact, the report is
 about the tool (writes by the copy engine are not tracked), not the kernel.
 """
+import argparse
 import dataclasses
 import sys
 
@@ -46,4 +47,8 @@ def main(epilogue: int) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(int(sys.argv[1]) if len(sys.argv) > 1 else 2))
+    ap = argparse.ArgumentParser(description="the bf16 Hopper rung once into fresh device memory, "
+                                             "for compute-sanitizer's initcheck")
+    ap.add_argument("epilogue", nargs="?", type=int, choices=(0, 2), default=2,
+                    help="0: the threads store C; 2: TMA stores from shared memory (default)")
+    sys.exit(main(ap.parse_args().epilogue))

@@ -10,6 +10,7 @@ their host side's launches() (partials into a workspace, then the reduction).
 Rung 20 also runs through gemm()'s cached path on rotating device buffers
 (its rebinding of maps and staging copies). Exits non-zero if a result is
 wrong."""
+import argparse
 import sys
 
 import numpy as np
@@ -150,8 +151,6 @@ def main_softmax(names):
 
 
 def main(names):
-    if names and names[0] == "--softmax":
-        return main_softmax(names[1:])
     names = names or drvgemm.kernels()
     bad = 0
     for name in names:
@@ -255,4 +254,10 @@ def run_rebound(r):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    ap = argparse.ArgumentParser(description="every registered rung once at odd shapes, "
+                                             "for compute-sanitizer; non-zero exit if a result is wrong")
+    ap.add_argument("--softmax", action="store_true",
+                    help="the softmax rungs (names: softmax rungs or auto) instead of the GEMM rungs")
+    ap.add_argument("names", nargs="*", metavar="RUNG", help="only these (default: all)")
+    args = ap.parse_args()
+    sys.exit(main_softmax(args.names) if args.softmax else main(args.names))

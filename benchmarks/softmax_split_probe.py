@@ -18,7 +18,6 @@ fixed costs can be told from the streaming."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import statistics

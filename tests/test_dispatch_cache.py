@@ -265,7 +265,6 @@ def test_torch_tensors_use_data_ptr_and_their_contiguity_is_checked(tma):
 @pytest.fixture
 def tma(gpu, monkeypatch):
     import struct
-    from runtime_fakes import H200
     from drvgemm.ladders.gemm import hopper
     from drvgemm.runtime import tensormap
 

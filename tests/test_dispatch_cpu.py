@@ -19,7 +19,7 @@ import drvgemm
 from drvgemm.analysis import gemm_model as gm
 from drvgemm.cli import main as cli_main
 from drvgemm.ladders.gemm import dispatch, plan as planning
-from drvgemm.ladders.gemm.registry import RUNGS, by_name
+from drvgemm.ladders.gemm.registry import by_name
 
 TABLE = Path(__file__).resolve().parent / "data" / "dispatch_choices.json"
 RESULTS = Path(__file__).resolve().parent.parent / "benchmarks" / "results"

@@ -7,7 +7,6 @@ The few rungs NVRTC does not reproduce are listed, with the evidence, in
 tests/data/sass_manifest_nondeterministic.json (see sass_manifest.py)."""
 import json
 import os
-from pathlib import Path
 
 import pytest
 

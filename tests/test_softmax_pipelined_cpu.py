@@ -69,7 +69,6 @@ def row_accesses(row, rows, cols, ld, size, xb, rank, slice_vectors, *, mutant=N
 
 
 def check_row(row, rows, cols, ld, size, xb, cluster, slice_vectors, mutant=None):
-    w = 16 // size
     x_end = xb + ((rows - 1) * ld + cols) * size
     xr = xb + row * ld * size
     covered = []
