@@ -851,3 +851,55 @@ def test_back_to_back_columns_are_per_call_plain_or_replayed(stub_gpu, monkeypat
     out = membench._b2b_ms(_dev((64, 4096)), 64 * 4096 * 4, None, l2_bytes=1 << 20, batch=8, reps=3)
     assert {k: out[k] for k in ("softmax", "copy", "softmax_graph", "copy_graph")} == \
         {"softmax": 1.0, "copy": 1.0, "softmax_graph": 1.0, "copy_graph": 1.0}
+
+
+# -- the planner's copy-ratio model against the committed row suite ------------
+def test_the_planners_copy_ratio_stays_within_its_tolerance_of_the_h200():
+    """predict_copy_ratio is what ``drvgemm plan --softmax`` and the suite's
+    records show a user; held to the last committed H200 run, one call at a
+    time: on every shape of MODEL_MIN_BYTES and more where the measured kernel
+    is the one the planner picks today, within MODEL_TOLERANCE. (Before this
+    calibration it said 0.93 for the split rows, measured 0.63-0.77.)"""
+    import json
+    path = Path(__file__).resolve().parent.parent / "benchmarks/results/h200-softmax-shapes.json"
+    recs = json.loads(path.read_text())["records"]
+    copies = {(r["precision"], r["m"], r["n"]): r["median_ms"] for r in recs
+              if r["kernel"].startswith("copy")}
+    compared, misses = 0, []
+    for r in recs:
+        if not r["kernel"].startswith("softmax") or r["bytes"] < smplan.MODEL_MIN_BYTES:
+            continue
+        p = smplan.plan(r["m"], r["n"], r["precision"])
+        if p.predicted is None or p.describe() != r["config"]:
+            continue
+        compared += 1
+        measured = copies[(r["precision"], r["m"], r["n"])] / r["median_ms"]
+        if abs(p.predicted - measured) > smplan.MODEL_TOLERANCE:
+            misses.append(f"{r['precision']} {r['m']}x{r['n']} {p.rung}: predicted "
+                          f"{p.predicted:.3f}, measured {measured:.3f}")
+    assert compared >= 20, f"only {compared} suite shapes still run the planned kernel"
+    assert not misses, misses
+
+
+def test_cli_plans_a_softmax(capsys):
+    from drvgemm.cli import main as cli_main
+    assert cli_main(["plan", "--softmax", "16", "1048576", "--precision", "bf16"]) == 0
+    out = capsys.readouterr().out
+    assert "softmax_09_split_row" in out and "cooperative" in out and "0.74 of the device copy" in out
+    assert cli_main(["plan", "--softmax", "65536", "129", "--precision", "fp32", "--json"]) == 0
+    import json
+    d = json.loads(capsys.readouterr().out)
+    assert d["rung"] == "softmax_07_any_row" and d["bytes_each_way"] == 65536 * 129 * 4
+    assert d["device"] == "H200" and d["predicted_copy_ratio"] == smplan.plan(65536, 129).predicted
+    # small: no bandwidth figure; another device; the errors
+    assert cli_main(["plan", "--softmax", "8", "4096", "--precision", "fp32"]) == 0
+    assert "launch" in capsys.readouterr().out
+    assert cli_main(["plan", "--softmax", "8192", "50257", "--precision", "fp32", "--gpu", "A100"]) == 0
+    assert "A100 (sm_80, 108 SMs)" in capsys.readouterr().out
+    for argv, why in ((["plan", "--softmax", "4", "5", "6"], "ROWS COLS"),
+                      (["plan", "4", "5"], "M N K"),
+                      (["plan", "--softmax", "4", "5", "--precision", "tf32"], "precision"),
+                      (["plan", "--softmax", "4", "5", "--beta", "1"], "gemm"),
+                      (["plan", "--softmax", "4", "5", "--gpu", "seed"], "catalogue")):
+        assert cli_main(argv) == 2, argv
+        assert why in capsys.readouterr().err, argv

@@ -28,6 +28,7 @@ import functools
 
 import numpy as np
 
+from ...analysis.devices import CATALOGUE as DEVICE_CATALOGUE, find as find_device
 from ...runtime import driver, dtypes, interop
 from ...runtime.kernel import compile as compile_kernel
 from ...runtime.kernel import dependent_launch_arch
@@ -37,10 +38,30 @@ from .plan import (H200_SM_COUNT, SoftmaxPlan, config_plan, plan, predict_copy_r
 from .registry import (DEPENDENT_LAUNCH_SOURCES, INT_MAX, WS_MAX_SLOTS, dtype_name,
                        element_bytes, rung, vec_of)
 
-__all__ = ["softmax", "reference", "plan", "config_plan", "window_plan", "compiled",
+__all__ = ["softmax", "reference", "plan", "plan_device", "config_plan", "window_plan", "compiled",
            "compiled_kernel", "prepare", "resident_clusters", "SoftmaxPlan",
            "split_workspace_layout", "workspace", "reset_workspace", "run_plan",
            "predict_copy_ratio", "window_vectors", "H200_SM_COUNT"]
+
+
+# ---------------------------------------------------------------------------
+# the device a plan is made for, with no array (``drvgemm plan --softmax``)
+# ---------------------------------------------------------------------------
+def plan_device(name: str | None = None) -> tuple[str, tuple, int]:
+    """(name, compute capability, SM count) to plan for: the catalogue
+    device ``name`` ("H100", "a100"), else the live GPU, else the H200 --
+    what ``plan(..., cc=, sm_count=)`` takes."""
+    if name:
+        entry = find_device(name)
+        known = [d.name for d in DEVICE_CATALOGUE if d.resources is not None and d.resources.cc]
+        if entry is None or entry.name not in known:
+            raise ValueError(f"device {name!r}: softmax plans for a catalogue device with "
+                             f"known resources: {', '.join(known)}")
+        return entry.name, tuple(entry.resources.cc), entry.resources.sm_count
+    if driver.has_gpu():
+        d = driver.device()
+        return d.name, tuple(d.cc), d.sm_count
+    return "H200", (9, 0), H200_SM_COUNT
 
 
 # ---------------------------------------------------------------------------

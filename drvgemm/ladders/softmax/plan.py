@@ -71,7 +71,7 @@ from .registry import (CLUSTER_CONFIGS, DTYPE_CODES, HELD_VALUES, INT_MAX, MAX_W
 
 __all__ = ["plan", "config_plan", "window_plan", "SoftmaxPlan", "split_workspace_layout",
            "row_tile_bank_load", "row_tile_crowded", "one_lane_spreads", "predict_copy_ratio",
-           "window_vectors", "H200_SM_COUNT"]
+           "window_vectors", "H200_SM_COUNT", "ROUTE_EFFICIENCY", "MODEL_MIN_BYTES", "MODEL_TOLERANCE"]
 
 H200_SM_COUNT = 132
 SPLIT_MIN_BYTES = 4 << 20   # below this a few long rows are launch-bound: no grid-wide sync
@@ -297,15 +297,18 @@ def split_workspace_layout(slots: int, split: int) -> dict:
             "bytes": head + slots * 2 * split * 8}
 
 
-def _waves_efficiency(blocks: int, resident: int) -> float:
-    """Fraction of the GPU's block slots doing work, averaged over the waves
-    (one partial last wave costs the rest of its slots)."""
+def _fill(blocks: int, resident: int, sm_count: int) -> float:
+    """The share of DRAM's bandwidth a grid of ``blocks`` can pull, waves
+    counted: the hardware deals a wave's blocks over the SMs one an SM first,
+    and an SM pulls at most ~2x its share of the bandwidth, so a wave (the
+    last, partial one above all) on fewer than half the SMs runs slower;
+    each wave moves its blocks' share of the bytes."""
     if blocks <= 0:
         return 0.0
-    if blocks <= resident:
-        return 1.0          # one partial wave: the fill term counts it
-    waves = -(-blocks // resident)
-    return blocks / (waves * resident)
+    full, last = divmod(blocks, resident)
+    rate = lambda n: min(1.0, 2.0 * min(n, sm_count) / sm_count)   # noqa: E731
+    time = full * resident / rate(resident) + (last / rate(last) if last else 0.0)
+    return blocks / time
 
 
 def cluster_packing(c: WindowConfig) -> float:
@@ -315,38 +318,55 @@ def cluster_packing(c: WindowConfig) -> float:
     return (slots // c.cluster) * c.cluster / slots
 
 
+# What the load -> reduce -> store structure of each window route reaches of
+# the device copy's bandwidth where DRAM is the limit, measured (the row suite,
+# results/h200-softmax-shapes.json, thirty-first round, one call at a time,
+# shapes of 8 MiB and more): a block or lane group a row (rung 07) 0.86-1.01,
+# and its idle lanes and element-wise peels cost nothing measurable there (fp32
+# 100000 x 128 on lanes two thirds full: 0.98; 65536 x 129, rows off their 16
+# bytes: 0.90); a cluster a row held in registers (rung 08) with nothing of the
+# next row in flight 0.71 (bf16 64 x 262144; the vocabulary rows measured
+# 0.73-0.80 there before rung 11, notes/softmax.md "Sixteenth round"); rows
+# split across the GPU (rung 09: read all, wait for the row, write all) 0.63-0.85,
+# 0.70-0.77 on the multi-pass shapes; the pipelined clusters (rung 11) by the
+# lanes / fill / packing terms below from the 0.93 of rung 06's pipeline
+# (0.85-0.96 measured).
+ROUTE_EFFICIENCY = {"rows": 0.95, "cluster": 0.72, "split": 0.74, "split_stream": 0.74,
+                    "pipelined": 0.93}
+# Where predict_copy_ratio speaks (bytes read and written), and how close to
+# the committed row suite it stays there (largest miss 0.09: bf16 4096 x 4097).
+MODEL_MIN_BYTES = 32 << 20
+MODEL_TOLERANCE = 0.10
+
+
 def predict_copy_ratio(cfg: WindowConfig, nv: int, blocks: int, sm_count: int, aligned: bool,
                        same_phase: bool, reads: int = 1) -> float:
-    """Copy-bandwidth ratio the model expects of a window plan. Factors (each
-    <= 1): lane use (nv over the window the threads cover: idle lanes still
-    cost issue slots and, for a block, barrier time), the fill of the GPU (an
-    SM pulls at most ~2x its share of DRAM bandwidth, so fewer than half the
-    SMs busy cannot reach copy speed; partial last waves idle slots), the
-    scalar peel/tail (2 partial vectors a row, ~vec times the cost of one
-    vector), element-wise stores when y's phase differs from x's (0.6,
-    unmeasured), a 2nd read for streamed rows, the packing of clusters into
-    GPCs, and a fixed 0.93 for what a register-resident softmax loses to its
-    load -> reduce -> store phases (rung 06 measured 0.89-0.94 with a
-    prefetching pipeline; 0.93 is the optimistic end). Measured against it
-    on the H200 (new/copy, predicted): 100000 x 128 0.95 / 0.93, 8192 x 4096
-    0.99 / 0.93, 4096 x 4097 0.88 / 0.93, 8192 x 50257 0.74 / 0.92, 4 x 1M
-    0.66 / 0.93: the model is right about short rows and blind to what costs
-    the cluster and split paths (barrier waits, one block an SM)."""
+    """Copy-bandwidth ratio the model expects of a window plan where DRAM is
+    the limit (MODEL_MIN_BYTES and more read and written; below that the
+    copy's own launch and ramp weigh in too, and the measured ratios run
+    off it either way: fp32 32 x 50257, 12 MiB on rung 08, measured 1.00 against
+    0.66). The route's measured
+    efficiency (ROUTE_EFFICIENCY) times factors <= 1: for the clusters, the
+    lanes a row leaves idle (a cluster's window over the row); the fill of the
+    GPU (an SM pulls at most ~2x its share of DRAM bandwidth, so fewer than
+    half the SMs busy cannot reach copy speed; partial last waves idle slots);
+    element-wise stores when y's phase differs from x's (0.6, unmeasured); a
+    2nd read for streamed rows; the packing of clusters into GPCs. Held to the
+    committed row suite by tests/test_softmax_cpu.py (within MODEL_TOLERANCE
+    on every shape of MODEL_MIN_BYTES and more that a window route runs);
+    the choice between routes does not read it."""
     per_sm = cfg.blocks_per_sm
     resident = max(1, per_sm * sm_count)
-    window = cfg.window
-    if cfg.kind == "rows":
-        lanes = min(1.0, nv / (window * (-(-nv // window))))
-    else:
-        per_block = min(window, nv) if cfg.kind in ("split", "split_stream") else window
-        lanes = min(1.0, nv / (per_block * (-(-nv // per_block))))
-    busy_sms = min(blocks, resident) / per_sm
-    fill = min(1.0, 2.0 * busy_sms / sm_count) * _waves_efficiency(blocks, resident) ** 0.5
-    edge_vectors = 0 if aligned else 2
+    lanes = 1.0
+    if cfg.kind in ("cluster", "pipelined"):
+        lanes = min(1.0, nv / (cfg.window * (-(-nv // cfg.window))))
+    fill = _fill(blocks, resident, sm_count)
+    edge_vectors = 0 if aligned or cfg.kind == "rows" else 2
     peel = nv / (nv + edge_vectors * (cfg.vec - 1))
     store = 1.0 if same_phase else 0.6
     pack = cluster_packing(cfg) if cfg.kind == "cluster" else 1.0
-    return round(0.93 * max(0.3, lanes) ** 0.5 * fill * peel * store * pack * 2 / (reads + 1), 3)
+    return round(ROUTE_EFFICIENCY[cfg.kind] * max(0.3, lanes) ** 0.5 * fill * peel * store * pack
+                 * 2 / (reads + 1), 3)
 
 
 # Lane groups that measured faster than _pick_rows's rule, by (vector
