@@ -183,6 +183,10 @@ def test_compile_reports_a_source_of_ones_own(capsys, tmp_path):
     (["--memory", "--kernels", "01_naive"], "--kernels goes with the rung bench"),
     (["--memory", "--plot", "x.png"], "--memory has no plot"),
     (["--shapes", "--memory"], "run one at a time"),
+    (["--memory", "--precisions", "bf16"], "--precisions goes with --shapes"),
+    (["--memory", "--softmax-rows", "--precisions", "tf32"], "not tf32"),
+    (["--memory", "--softmax-rows", "8x"], "ROWSxCOLS"),
+    (["--memory", "--softmax-rows", "0x5"], ">= 1"),
 ])
 def test_bench_refuses_an_option_of_another_suite(no_gpu, capsys, argv, message):
     """``bench --softmax-rows`` without --memory, ``--quick`` without --shapes
@@ -190,6 +194,30 @@ def test_bench_refuses_an_option_of_another_suite(no_gpu, capsys, argv, message)
     with the option ignored; each is now an error that names its suite."""
     rc, _, err = _main(["bench", *argv], capsys)
     assert rc == 2 and message in err, err
+
+
+def test_bench_softmax_rows_measures_the_shapes_and_types_given(monkeypatch, capsys):
+    """``bench --memory --softmax-rows 8x50257,4x1048576 --precisions bf16``
+    runs the suite's measurement on those shapes and element types only
+    (a stand-in device and suite: what reaches the suite is the point)."""
+    from drvgemm.tools import memory_bench
+    seen = []
+
+    def suite(**kw):
+        seen.append(kw)
+        return {"records": [], "summary": {}}
+    monkeypatch.setattr(driver, "no_gpu_reason", lambda: None)
+    monkeypatch.setattr(driver, "device", lambda: "stand-in H200")
+    monkeypatch.setattr(memory_bench, "run_softmax_rows", suite)
+    monkeypatch.setattr(memory_bench, "print_softmax_rows_report", lambda *a, **k: None)
+    monkeypatch.setattr(cli.bench.records, "device_json", lambda d: {"name": d})
+    rc, _, err = _main(["bench", "--memory", "--softmax-rows", "8x50257,4X1048576",
+                        "--precisions", "bf16", "--reps", "3"], capsys)
+    assert rc == 0, err
+    rc, _, err = _main(["bench", "--memory", "--softmax-rows"], capsys)
+    assert rc == 0, err
+    assert seen == [{"reps": 3, "shapes": ((8, 50257), (4, 1048576)), "precisions": ("bf16",)},
+                    {"reps": 20, "shapes": None, "precisions": ("fp32", "bf16")}]
 
 
 def test_occupancy_with_more_shared_memory_than_a_block_may_have(no_gpu, capsys):

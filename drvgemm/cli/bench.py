@@ -30,6 +30,23 @@ def names(text):
     return [s.strip() for s in text.split(",") if s.strip()]
 
 
+def row_shapes(text):
+    """``--softmax-rows 8x50257,4x1048576``: (rows, cols) pairs."""
+    out = []
+    for part in names(text):
+        try:
+            rows, cols = (int(v) for v in part.lower().split("x"))
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"shapes must be ROWSxCOLS separated by commas (e.g. 8x50257,4x1048576): {text!r}")
+        if rows < 1 or cols < 1:
+            raise argparse.ArgumentTypeError(f"rows and columns must be >= 1: {part!r}")
+        out.append((rows, cols))
+    if not out:
+        raise argparse.ArgumentTypeError(f"no shape given: {text!r}")
+    return out
+
+
 def precisions(text):
     got = names(text)
     bad = [p for p in got if p not in shape_suite.PRECISIONS]
@@ -57,14 +74,17 @@ def add(sub) -> None:
                    help="gemm(kernel='auto') over the shape suite (decode, prefill, squares, "
                         "long K, tall/wide, odd sizes) against the best cuBLAS call")
     b.add_argument("--precisions", type=precisions, default=None,
-                   help="with --shapes: comma separated (default bf16,fp16,tf32,fp32)")
+                   help="with --shapes: comma separated (default bf16,fp16,tf32,fp32); with "
+                        "--memory --softmax-rows: the element types (default fp32,bf16)")
     b.add_argument("--quick", action="store_true", help="with --shapes: the reduced suite")
     b.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                    help="with --shapes: skip the shapes left after this many seconds "
                         "(default 330, 120 with --quick)")
-    b.add_argument("--softmax-rows", action="store_true",
+    b.add_argument("--softmax-rows", nargs="?", const=True, default=False, type=row_shapes,
+                   metavar="ROWSxCOLS,...",
                    help="with --memory: only the softmax row-length suite (softmax auto from 1 "
-                        "to 1M columns, fp32 and bf16, against the copy and torch.softmax)")
+                        "to 1M columns, fp32 and bf16, against the copy and torch.softmax), or "
+                        "the same measurement on the shapes given (e.g. 8x50257,4x1048576)")
     b.add_argument("--no-baseline", action="store_true", help="skip cuBLAS")
     b.add_argument("--reps", type=int, default=None, help="timed repetitions per point")
     b.add_argument("--arch", default="sm_90", help=argparse.SUPPRESS)
@@ -106,6 +126,8 @@ _TIMING_OPTIONS = ("sizes", "kernels", "json", "plot", "memory", "reps")
 _MODE_OPTIONS = {"--shapes": ("precisions", "quick", "budget"),
                  "--memory": ("softmax_rows",),
                  "the rung bench": ("sizes", "kernels", "no_baseline")}
+# The row suite's element types (--memory --softmax-rows --precisions).
+ROW_SUITE_PRECISIONS = ("fp32", "bf16", "fp16")
 
 
 def _mode(args) -> str:
@@ -117,12 +139,19 @@ def _validate(args) -> None:
     if args.shapes and args.memory:
         raise ValueError("--shapes and --memory are two different suites: run one at a time")
     mode = _mode(args)
+    row_suite = args.memory and args.softmax_rows
     for owner, options in _MODE_OPTIONS.items():
-        given = [o for o in options if getattr(args, o) not in (None, False)]
+        given = [o for o in options if getattr(args, o) not in (None, False)
+                 and not (o == "precisions" and row_suite)]
         if owner != mode and given:
             flags = ", ".join("--" + o.replace("_", "-") for o in given)
             verb = "goes" if len(given) == 1 else "go"
             raise ValueError(f"{flags} {verb} with {owner}, not with {mode}")
+    if row_suite and args.precisions is not None:
+        bad = [p for p in args.precisions if p not in ROW_SUITE_PRECISIONS]
+        if bad:
+            raise ValueError(f"--softmax-rows takes --precisions among "
+                             f"{','.join(ROW_SUITE_PRECISIONS)}, not {','.join(bad)}")
     if args.memory and args.plot:
         raise ValueError("--plot draws the GEMM roofline or the shape ratios; --memory has no plot")
     if args.kernels is not None:
@@ -154,7 +183,10 @@ def run(args) -> int:
         return 0
     print(f"device: {driver.device()}", flush=True)
     if args.memory and args.softmax_rows:
-        suite = memory_bench.run_softmax_rows(reps=args.reps or 20)
+        suite = memory_bench.run_softmax_rows(
+            reps=args.reps or 20,
+            shapes=None if args.softmax_rows is True else tuple(args.softmax_rows),
+            precisions=tuple(args.precisions or ("fp32", "bf16")))
         memory_bench.print_softmax_rows_report(suite["records"], suite["summary"])
         results = {"device": records.device_json(driver.device()), **suite}
     elif args.memory:

@@ -655,9 +655,12 @@ def print_softmax_rows_report(records, summary=None, file=None):
                      if "geomean_copy_ratio_large_b2b_graph" in s else ""), file=file)
 
 
-def run_softmax_rows(*, reps=20, torch_baseline=True) -> dict:
-    """The suite's results object: device, records, summary."""
-    recs = bench_softmax_rows(reps=reps, torch_baseline=torch_baseline)
+def run_softmax_rows(*, reps=20, torch_baseline=True, shapes=None,
+                     precisions=("fp32", "bf16")) -> dict:
+    """The suite's results object: device, records, summary (``shapes``:
+    (rows, cols) pairs to measure instead of SOFTMAX_ROW_SUITE)."""
+    recs = bench_softmax_rows(SOFTMAX_ROW_SUITE if shapes is None else shapes, precisions,
+                              reps=reps, torch_baseline=torch_baseline)
     return {"records": recs, "summary": softmax_rows_summary(recs)}
 
 
