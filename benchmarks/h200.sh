@@ -3,7 +3,7 @@
 #   bash benchmarks/h200.sh [PHASE ...]
 # Default phases, in this order:
 #   install tests sanitize overhead bench shapes memory
-# Extra phases: compile dependent rung20 sweep autotune wgmma profile mma clock wgsweep shortrows packed pipelined splitprobe softncu rowlanes near128 splitheld rwphases tinyrows splittimeline beforeafter rung30 power family ncu ktimes (each reads its
+# Extra phases: compile dependent rung20 sweep autotune wgmma profile mma clock wgsweep shortrows packed pipelined splitprobe softncu rowlanes near128 splitheld rwphases tinyrows routegaps splittimeline beforeafter rung30 power family ncu ktimes (each reads its
 # *_ARGS); MEMORY_ARGS=--softmax-rows makes the memory phase the softmax row-length suite.
 #
 # What comes back through $OUT (at most 8 files): the committed results
@@ -220,6 +220,11 @@ script_phase rwphases "${RWPHASES_TIMEOUT:-90}" 20 benchmarks/read_write_phases.
 # tinyrows: rows of 1..3 on rung 04 (auto) against rung 10's row tile (TINYROWS_ARGS: --torch ...)
 script_phase tinyrows "${TINYROWS_TIMEOUT:-120}" 60 benchmarks/softmax_tiny_rows.py \
   --json "$LOG/softmax_tiny_rows.json" ${TINYROWS_ARGS:-}
+# routegaps: row lengths outside the suite where auto's route may be weak (16-bit rows of
+# 64000 / 65536 on rung 08, fp32 rows past 128K on rung 04's stream) against rung 11 / rung 09
+# candidates (ROUTEGAPS_ARGS: --shapes / --precisions / --torch)
+script_phase routegaps "${ROUTEGAPS_TIMEOUT:-200}" 80 benchmarks/softmax_route_gaps.py \
+  --json "$LOG/softmax_route_gaps.json" ${ROUTEGAPS_ARGS:-}
 # splittimeline: when each block of the split-row rung reaches each phase of a row, stamped
 # inside the kernel (SPLITTIMELINE_ARGS: [--shapes PREC:RxC ...] [--reps N])
 script_phase splittimeline "${SPLITTIMELINE_TIMEOUT:-150}" 80 benchmarks/softmax_split_timeline.py \

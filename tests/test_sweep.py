@@ -265,7 +265,8 @@ def test_kernel_times_counts_the_staging_copy_as_gemms():
 # the softmax side-by-side scripts: every candidate they would time is a plan
 # ---------------------------------------------------------------------------
 SIDE_BY_SIDE_SCRIPTS = ["softmax_packed", "softmax_pipelined", "softmax_row_tile_lanes",
-                        "softmax_rows_near_128", "softmax_split_held", "softmax_tiny_rows"]
+                        "softmax_rows_near_128", "softmax_split_held", "softmax_tiny_rows",
+                        "softmax_route_gaps"]
 
 
 @pytest.mark.parametrize("name", SIDE_BY_SIDE_SCRIPTS)
