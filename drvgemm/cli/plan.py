@@ -103,6 +103,7 @@ def run_softmax(args) -> int:
         lines.append("  predicted  no model for this route: it was chosen by measurement")
     else:
         lines.append(f"  predicted  {p.predicted:.2f} of the device copy's bandwidth (the planner's "
-                     f"model: within {MODEL_TOLERANCE:.2f} of the H200's row suite at this size)")
+                     f"model, held within {MODEL_TOLERANCE:.2f} of the H200's row suite at this "
+                     "size; another GPU's figures may differ)")
     print("\n".join(lines))
     return 0
