@@ -19,7 +19,6 @@ outruns the GPU would time the host).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -36,7 +35,7 @@ from drvgemm.runtime.launch import launch_config  # noqa: E402
 from drvgemm.runtime.timing import batch_median_ms  # noqa: E402
 from drvgemm.tools.bench import make_inputs  # noqa: E402
 from drvgemm.tools.cublas import torch_matmul_call  # noqa: E402
-from drvgemm.tools.records import device_json  # noqa: E402
+from drvgemm.tools.records import device_json, write_json  # noqa: E402
 from rung20_before_after import parse_spec  # noqa: E402  (this script's folder)
 
 SHAPES = ("bf16:1024", "bf16:1536", "bf16:2048", "bf16:3072", "bf16:4096",
@@ -203,8 +202,7 @@ def main(argv=None):
         for x in (A, B, ws, *Cs.values()):
             x.free()
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"device": device_json(dev), "records": recs}, f, indent=1)
+        write_json({"device": device_json(dev), "records": recs}, args.json)
     return 0
 
 

@@ -24,7 +24,6 @@ it in the device tool's `carry`:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -40,7 +39,7 @@ from drvgemm.runtime.launch import launch_config  # noqa: E402
 from drvgemm.runtime.timing import batch_median_ms  # noqa: E402
 from drvgemm.tools.bench import make_inputs, reference, rel_rmse  # noqa: E402
 from drvgemm.tools.cublas import torch_matmul_call  # noqa: E402
-from drvgemm.tools.records import device_json  # noqa: E402
+from drvgemm.tools.records import device_json, write_json  # noqa: E402
 
 SHAPES = ("bf16:2048", "bf16:3072", "bf16:4096", "bf16:8192", "bf16:512x4096x11008",
           "bf16:16x4096x4096", "bf16:128x128x65536", "fp16:4096", "tf32:4096")
@@ -156,9 +155,7 @@ def main(argv=None):
         for x in (A, B, ws, *Cs.values()):
             x.free()
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"device": device_json(dev), "old_dir": args.old_dir, "records": recs}, f,
-                      indent=1)
+        write_json({"device": device_json(dev), "old_dir": args.old_dir, "records": recs}, args.json)
     return 0
 
 

@@ -25,7 +25,6 @@ in the same interleaved loop, so each step's share shows in one run.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -39,7 +38,7 @@ from drvgemm.ladders.softmax import dispatch as sm  # noqa: E402
 from drvgemm.runtime import driver, sources  # noqa: E402
 from drvgemm.runtime.timing import time_ms  # noqa: E402
 from drvgemm.tools.memory_bench import _max_rel_err, measure_copy, softmax_inputs  # noqa: E402
-from drvgemm.tools.records import device_json  # noqa: E402
+from drvgemm.tools.records import device_json, write_json  # noqa: E402
 
 SHAPES = ("bf16:262144x33", "bf16:131072x127", "bf16:524288x31", "fp32:131072x127")
 
@@ -121,8 +120,7 @@ def main(argv=None):
         for o in outs.values():
             o.free()
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"device": device_json(dev), "old_dir": args.old_dir, "records": recs}, f, indent=1)
+        write_json({"device": device_json(dev), "old_dir": args.old_dir, "records": recs}, args.json)
     return 0
 
 

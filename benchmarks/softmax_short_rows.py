@@ -10,7 +10,6 @@ torch's; every output is checked on sampled rows (max_rel_err)."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
@@ -18,7 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from drvgemm.runtime import driver  # noqa: E402
 from drvgemm.tools.memory_bench import bench_softmax  # noqa: E402
-from drvgemm.tools.records import device_json  # noqa: E402
+from drvgemm.tools.records import device_json, write_json  # noqa: E402
 
 SHAPES = [(1048576, 9), (524288, 31), (262144, 33), (131072, 127), (100000, 128),
           (65536, 129), (65536, 256), (32768, 1000), (16384, 1024), (8, 31), (128, 128)]
@@ -48,8 +47,7 @@ def main(argv=None):
               f"{1e3 * r['median_ms']:8.1f} us  {r.get('copy_fraction', 0):.3f} of copy  {vs:14s}"
               f" err {r.get('max_rel_err')}  {'auto ' if r.get('auto') else ''}{r.get('config', '')}")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"device": device_json(driver.device()), "records": recs}, f, indent=1)
+        write_json({"device": device_json(driver.device()), "records": recs}, args.json)
     return 0
 
 

@@ -18,7 +18,6 @@ fixed costs can be told from the streaming."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -33,7 +32,7 @@ from drvgemm.ladders.softmax import registry as smr  # noqa: E402
 from drvgemm.runtime import driver  # noqa: E402
 from drvgemm.runtime.timing import flush_l2  # noqa: E402
 from drvgemm.tools.memory_bench import _max_rel_err, measure_copy, softmax_inputs  # noqa: E402
-from drvgemm.tools.records import device_json  # noqa: E402
+from drvgemm.tools.records import device_json, write_json  # noqa: E402
 
 SHAPES = ((1, 1 << 20), (3, 777777), (4, 1 << 20), (16, 1 << 20), (64, 262144))
 
@@ -183,9 +182,7 @@ def main(argv=None):
             dx.free()
             dy.free()
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"device": device_json(dev), "fixed_us": fixed, "records": recs}, f,
-                      indent=1)
+        write_json({"device": device_json(dev), "fixed_us": fixed, "records": recs}, args.json)
     return 0
 
 

@@ -22,7 +22,6 @@ waits; a long "first -> last" spread at a mark is blocks out of step.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -36,7 +35,7 @@ from drvgemm.ladders.softmax import dispatch as sm  # noqa: E402
 from drvgemm.runtime import driver  # noqa: E402
 from drvgemm.runtime.timing import time_ms  # noqa: E402
 from drvgemm.tools.memory_bench import _max_rel_err, measure_copy, softmax_inputs  # noqa: E402
-from drvgemm.tools.records import device_json  # noqa: E402
+from drvgemm.tools.records import device_json, write_json  # noqa: E402
 
 SHAPES = ("fp32:4x1048576", "fp32:16x1048576", "fp32:64x262144", "bf16:4x1048576",
           "bf16:16x1048576", "bf16:3x777777")
@@ -155,8 +154,7 @@ def main(argv=None):
         for arr in (dx, dy):
             arr.free()
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"device": device_json(dev), "records": recs}, f, indent=1)
+        write_json({"device": device_json(dev), "records": recs}, args.json)
     return 0
 
 
