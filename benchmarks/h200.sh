@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # One script on the GPU machine: install, GPU tests, sanitizers, benchmarks.
 #   bash benchmarks/h200.sh [PHASE ...]
-# Default phases, in this order:
+# Default phases (DEFAULT_PHASES below), in this order:
 #   install tests sanitize overhead bench shapes memory
-# Extra phases: compile dependent rung20 sweep autotune wgmma profile mma clock wgsweep shortrows packed pipelined splitprobe softncu rowlanes near128 splitheld rwphases tinyrows routegaps splittimeline beforeafter rung30 power family ncu ktimes (each reads its
-# *_ARGS); MEMORY_ARGS=--softmax-rows makes the memory phase the softmax row-length suite.
+# Extra phases: EXTRA_PHASES below (each reads its *_ARGS); a phase of neither list is an
+# error before anything runs (a misspelt phase would otherwise cost a device call for
+# nothing). MEMORY_ARGS=--softmax-rows makes the memory phase the softmax row-length suite.
 #
 # What comes back through $OUT (at most 8 files): the committed results
 #   h200.json  h200-roofline.png  h200-shapes.json  h200-shapes.png  h200-memory.json
@@ -32,10 +33,20 @@
 # pass, SANITIZE_GEMM=0 the GEMM pass, SANITIZE_SOFTMAX_RUNGS limits the softmax pass to some
 # kernels (and auto); SHAPES_ARGS=--quick runs the reduced shape suite.
 set -uo pipefail
+DEFAULT_PHASES="install tests sanitize overhead bench shapes memory"
+EXTRA_PHASES="compile dependent rung20 sweep autotune wgmma profile mma clock wgsweep ncu
+  shortrows packed pipelined splitprobe softncu rowlanes near128 splitheld rwphases tinyrows
+  routegaps splittimeline beforeafter rung30 power family ktimes"
+phases=${*:-$DEFAULT_PHASES}
+for p in $phases; do
+  if [[ " $(echo $DEFAULT_PHASES $EXTRA_PHASES) " != *" $p "* ]]; then
+    echo "h200.sh: unknown phase '$p'; phases are: $(echo $DEFAULT_PHASES $EXTRA_PHASES)" >&2
+    exit 2
+  fi
+done
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 LOG=${LOG_DIR:-/tmp/h200-logs}; rm -rf "$LOG"; mkdir -p "$LOG"
 export PYTHONUNBUFFERED=1 HYPOTHESIS_PROFILE=gpu DRVGEMM_CACHE_DIR=${DRVGEMM_CACHE_DIR:-/tmp/drvgemm-cache}
-phases=${*:-install tests sanitize overhead bench shapes memory}
 LIMIT=${LIMIT:-570}
 SAN=${SAN:-/usr/local/cuda/bin/compute-sanitizer}
 t0=$(date +%s)

@@ -1,6 +1,8 @@
 """Every script in benchmarks/ answers --help, on any machine: it parses its
 arguments before it compiles, allocates or touches a device, so a reader
-without a GPU can see what it does and what it takes."""
+without a GPU can see what it does and what it takes. And h200.sh, the one
+script of a device call, refuses a phase it has no code for before it runs
+anything."""
 import contextlib
 import io
 import runpy
@@ -26,3 +28,41 @@ def test_script_answers_help(script, monkeypatch):
         runpy.run_path(str(script), run_name="__main__")
     assert done.value.code in (0, None), out.getvalue()
     assert out.getvalue().startswith("usage:"), out.getvalue()[:300]
+
+
+H200_SH = SCRIPTS[0].parent / "h200.sh"
+
+
+def _phase_lists(text):
+    import re
+    lists = {}
+    for name in ("DEFAULT_PHASES", "EXTRA_PHASES"):
+        m = re.search(rf'^{name}="([^"]*)"', text, re.M)
+        assert m, f"{name} not found in h200.sh"
+        lists[name] = m.group(1).split()
+    return lists
+
+
+def test_h200_sh_knows_exactly_the_phases_it_runs():
+    """The phases h200.sh accepts are the ones it has code for: a phase in its
+    lists with no code would be accepted and do nothing, one with code but not
+    listed would be refused."""
+    import re
+    text = H200_SH.read_text()
+    lists = _phase_lists(text)
+    handled = set(re.findall(r"\bhave (\w+) &&", text)) | set(
+        re.findall(r"^script_phase (\w+) ", text, re.M))
+    listed = lists["DEFAULT_PHASES"] + lists["EXTRA_PHASES"]
+    assert len(listed) == len(set(listed)), listed
+    assert set(listed) == handled, (set(listed) ^ handled)
+
+
+def test_h200_sh_refuses_an_unknown_phase_before_it_runs_anything(tmp_path):
+    import subprocess
+    out, logs = tmp_path / "out", tmp_path / "logs"
+    r = subprocess.run(["bash", str(H200_SH), "install", "routegap"], capture_output=True,
+                       text=True, timeout=60, cwd=tmp_path,
+                       env={"PATH": "/usr/bin:/bin", "OUT": str(out), "LOG_DIR": str(logs)})
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "unknown phase 'routegap'" in r.stderr and "routegaps" in r.stderr
+    assert not out.exists() and not logs.exists()   # nothing ran, not even install
