@@ -66,3 +66,31 @@ def test_h200_sh_refuses_an_unknown_phase_before_it_runs_anything(tmp_path):
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert "unknown phase 'routegap'" in r.stderr and "routegaps" in r.stderr
     assert not out.exists() and not logs.exists()   # nothing ran, not even install
+
+
+def test_the_notes_device_commands_name_phases_and_settings_h200_sh_has():
+    """Every `... bash benchmarks/h200.sh PHASES` of the notes (the next device
+    run's plan is pasted from them) names only phases h200.sh runs and sets
+    only variables it reads: a misspelt setting is silently ignored there."""
+    import re
+    import shlex
+    root = H200_SH.parent.parent
+    text = H200_SH.read_text()
+    lists = _phase_lists(text)
+    known = set(lists["DEFAULT_PHASES"] + lists["EXTRA_PHASES"])
+    docs = [root / "README.md", root / "benchmarks" / "NOTES.md",
+            *sorted((root / "benchmarks" / "notes").glob("*.md"))]
+    seen = 0
+    for doc in docs:
+        for span in re.findall(r"`([^`]*bash benchmarks/h200\.sh[^`]*)`", doc.read_text()):
+            words = shlex.split(span)
+            at = words.index("bash")
+            assert words[at + 1] == "benchmarks/h200.sh", (doc.name, span)
+            for word in words[:at]:
+                name = word.split("=", 1)[0]
+                assert re.fullmatch(r"[A-Z_][A-Z0-9_]*", name) and "=" in word, (doc.name, word)
+                assert re.search(rf"\$\{{?{name}\b", text), f"{doc.name}: h200.sh never reads {name}"
+            phases = words[at + 2:]
+            assert set(phases) <= known, f"{doc.name}: unknown phases {set(phases) - known}"
+            seen += 1
+    assert seen >= 1
