@@ -55,6 +55,60 @@ def test_names_none_takes_every_entry():
         m.kernel("nope")
 
 
+def test_every_entry_is_listed_by_its_source_name_and_found_by_it():
+    """Without names, a module lists its C++ kernels as their source names them
+    (the explicit template instantiation included), and each listed name finds
+    its own entry: what `drvgemm compile my.cu` prints is what to ask for."""
+    m = drvgemm.compile_module(SRC, include_paths=[INC], arch="sm_90")
+    assert sorted(m.names) == sorted(["fill", "offsets", "ops::negate",
+                                      "tiles::scale_add<128, float>"])
+    assert sorted(m[n].entry for n in m.names) == sorted(m.entries)
+    assert m["tiles::scale_add<128,float>"].entry == m["tiles::scale_add<128, float>"].entry
+    with pytest.raises(KeyError, match=r"its kernels: .*tiles::scale_add<128, float>"):
+        m.kernel("tiles::scale_add<64, float>")
+
+
+def test_overloads_keep_their_symbols():
+    src = ("__global__ void k(int* p) { p[0] = 1; }\n"
+           "__global__ void k(float* p) { p[0] = 1.0f; }\n"
+           "template <int N> __global__ void t(int* p) { p[0] = N; }\n"
+           "template __global__ void t<3>(int*);\n"
+           "template __global__ void t<4>(int*);\n")
+    m = drvgemm.compile_module(src, arch="sm_90")
+    names = m.names
+    assert "t<3>" in names and "t<4>" in names
+    ks = [n for n in names if n.startswith("_Z1k")]   # two kernels named k: their symbols
+    assert len(ks) == 2 and "k" not in names
+    assert sorted(m[n].entry for n in names) == sorted(m.entries)
+
+
+def test_call_names_of_symbols():
+    from drvgemm.runtime.symbols import call_name, demangle
+    if demangle("_Z1fv") is None:
+        pytest.skip("no C++ runtime demangler on this machine: symbols stand as they are")
+    assert call_name("_Z3redI13__nv_bfloat16Li256EEvPKT_Pfi") == "red<__nv_bfloat16, 256>"
+    assert call_name("_ZN2ns4kernEPfi") == "ns::kern"
+    assert call_name("_Z4gemmILj128ELb1EEvPf") == "gemm<128u, true>"
+    assert call_name("_ZN12_GLOBAL__N_14kernEPf") == "_ZN12_GLOBAL__N_14kernEPf"   # anonymous
+    for plain in ("fill", "saxpy_ptx", "_Znot_a_symbol"):
+        assert call_name(plain) == plain
+
+
+def test_a_missing_name_is_the_one_named_and_the_source_names_are_listed():
+    """The name that failed, whatever its place among the names (NVRTC's line
+    numbers for them had named 'tiles::scale_add<128, float>' here, and found
+    nothing), then the kernels by their source names."""
+    for names, bad in ((["tiles::scale_add<128, float>", "nope"], "'nope'"),
+                       (["fill", "offsets", "nope"], "'nope'"),
+                       (["ops::nope", "fill"], "'ops::nope'"),
+                       (["a", "fill", "b"], "'a', 'b'")):
+        with pytest.raises(drvgemm.CompileError) as e:
+            drvgemm.compile_module(SRC, names, include_paths=[INC], arch="sm_90")
+        first = str(e.value).splitlines()[0]
+        assert f"no kernel named {bad};" in first, (names, first)
+        assert "entries found: " in first and "tiles::scale_add<128, float>" in first, first
+
+
 def test_compile_takes_the_same_names():
     for name in NAMES:
         k = drvgemm.compile(SRC.read_text().replace("#include <tiles/scale.cuh>",

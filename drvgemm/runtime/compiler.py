@@ -49,7 +49,7 @@ except ImportError:
     pathfinder = None
 
 from .. import _version
-from . import driver, sources
+from . import driver, sources, symbols
 from .errors import CompileError
 
 __all__ = ["compile_binary", "compile_module_binary", "Resources", "CompiledBinary",
@@ -861,7 +861,11 @@ def _register_cap_notes(log: str, cap: int | None) -> dict:
     return out
 
 
-_NAME_MAP_ERR = re.compile(r"^__nv_name_map\((\d+)\): error", re.M)
+# A name expression that fails is quoted back in NVRTC's log, its tokens spaced
+# out (" ops :: nope"). Its line in __nv_name_map does not tell which name it
+# was: ['fill', 'offsets', 'nope'] puts 'nope' on line 3, ['offsets', 'nope']
+# on line 2.
+_NAME_EXPR_ERR = re.compile(r'Input name expression was: "([^"]*)"')
 _LOG_ERR = re.compile(r"^(?P<file>[^\n(]*)\((?P<line>\d+)\): (?:catastrophic )?error", re.M)
 _CANNOT_OPEN = re.compile(r'cannot open source file "([^"]+)"')
 _UNDEFINED = re.compile(r'identifier "([\w:]+)" is undefined')
@@ -958,14 +962,15 @@ def _nvrtc_compile(text, prog_name, source_name, names, defines, arch, options, 
     names = list(names or ())
     err, log, cubin, ptx, lowered = _nvrtc_run(text, prog_name, names, opts)
     if err is not None:
-        bad = sorted({int(m) - 2 for m in _NAME_MAP_ERR.findall(log)})
+        failed = {"".join(x.split()) for x in _NAME_EXPR_ERR.findall(log)}
+        bad = [i for i, n in enumerate(names) if "".join(n.split()) in failed]
         other = [m for m in _LOG_ERR.finditer(log) if m.group("file") != "__nv_name_map"]
         if bad and not other:
             # Only name expressions failed: list what the source does have.
             good = [n for i, n in enumerate(names) if i not in bad]
             err2, _, _, ptx2, _ = _nvrtc_run(text, prog_name, good, opts)
-            found = _entries(ptx2) if err2 is None else []
-            missing = ", ".join(repr(names[i]) for i in bad if 0 <= i < len(names))
+            found = [symbols.call_name(e) for e in _entries(ptx2)] if err2 is None else []
+            missing = ", ".join(repr(names[i]) for i in bad)
             raise CompileError(f"{source_name} compiled, but it has no kernel named {missing}; "
                                f"entries found: {', '.join(found) or 'none'} (a kernel is named "
                                "by its C++ name, 'ns::kern', or a template name expression "
@@ -979,7 +984,8 @@ def _nvrtc_compile(text, prog_name, source_name, names, defines, arch, options, 
     for n in names:
         if lowered[n] not in entries:
             raise CompileError(f"{source_name}: {n!r} names {lowered[n]}, which is not a "
-                               f"__global__ function; entries found: {', '.join(entries)}",
+                               f"__global__ function; entries found: "
+                               f"{', '.join(symbols.call_name(e) for e in entries)}",
                                source=source_name)
     return ModuleBinary(cubin=cubin, ptx=ptx, log=log, arch=arch, kind="cu",
                         source_name=source_name, lowered=lowered, entries=entries, notes={},

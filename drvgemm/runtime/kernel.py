@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import compiler, driver, sass, sources
+from . import compiler, driver, sass, sources, symbols
 from .compiler import CompiledBinary, ModuleBinary, Resources
 
 __all__ = ["Kernel", "Module", "Param", "compile", "compile_once", "compile_module",
@@ -500,7 +500,8 @@ class Module:
     into the current context once, on the first launch of any of them.
     ``module.kernel(name)`` or ``module[name]`` gives a Kernel, by a name given
     to compile_module, an extern "C" name, a lowered (mangled) symbol, or a
-    plain or namespaced C++ name that matches one kernel of the module."""
+    C++ name (plain, namespaced, or a template instantiation the source makes
+    itself) that matches one kernel of the module; ``names`` lists them so."""
 
     def __init__(self, binary: ModuleBinary, source_texts=()):
         self.binary = binary
@@ -516,16 +517,30 @@ class Module:
 
     @property
     def names(self) -> list[str]:
-        """The names given to compile_module, then every other entry."""
+        """The names given to compile_module, then every other entry by the
+        name its source gives it (symbols.call_name: 'red<__nv_bfloat16, 256>'
+        for '_Z3redI13__nv_bfloat16Li256EEvPKT_Pfi'), or by its symbol where
+        that name is not its own (overloads) or does not demangle."""
         given = list(self.binary.lowered)
         taken = set(self.binary.lowered.values())
-        return given + [e for e in self.entries if e not in taken]
+        readable = {e: n for n, e in self._entries_by_call_name().items()}
+        return given + [readable.get(e, e) for e in self.entries if e not in taken]
+
+    def _entries_by_call_name(self) -> dict:
+        """{call name: entry} for the entries whose call name is theirs alone."""
+        seen: dict = {}
+        for e in self.entries:
+            seen.setdefault(symbols.call_name(e), []).append(e)
+        return {n: es[0] for n, es in seen.items() if len(es) == 1 and n != es[0]}
 
     def _symbol(self, name: str) -> str:
         if name in self.binary.lowered:
             return self.binary.lowered[name]
         if name in self.entries:
             return name
+        for n, e in self._entries_by_call_name().items():
+            if symbols.same_name(n, name):
+                return e
         if "<" not in name:
             # A plain or namespaced name: its Itanium prefix, then a parameter
             # (never a template argument list 'I').
