@@ -22,10 +22,12 @@ from .runtime.isolated import IsolatedError, isolated
 from .runtime.kernel import Kernel, Module, compile, compile_module
 from .runtime.launch import fast_path as launch_path
 from .runtime.launch import launch
+from .runtime.tensormap import TensorMap
 from .tools.kernel_occupancy import occupancy
 
 __all__ = ["CompileError", "CudaError", "DeviceArray", "Event", "Graph", "IsolatedError",
-           "Kernel", "Module", "NoDeviceError", "StaleObjectError", "Stream", "__version__",
+           "Kernel", "Module", "NoDeviceError", "StaleObjectError", "Stream", "TensorMap",
+           "__version__",
            "compile", "compile_module", "device", "empty", "gemm", "graph", "has_gpu",
            "isolated", "kernels", "launch", "launch_path", "no_gpu_reason", "occupancy", "plan",
            "reset", "softmax", "synchronize", "to_device"]

@@ -131,6 +131,35 @@ def test_a_missing_header_gets_the_hint_of_its_kind(header, says):
     assert ("device code only" in msg) == ("guard" in says[-1] or "RTC" in says[-1]), msg
 
 
+def test_a_tma_kernel_written_for_nvcc_compiles_as_is():
+    """<cuda.h> for CUtensorMap, the map by value as a __grid_constant__
+    parameter, libcu++'s bulk tensor copy, a cluster shape compiled in
+    (tests/data/byok/tma_tile.cu): NVRTC bundles no cuda.h, so drvgemm's
+    stand-in gives the type, laid out as the driver encodes it."""
+    from pathlib import Path
+    src = Path(__file__).resolve().parent / "data" / "byok" / "tma_tile.cu"
+    k = drvgemm.compile(src, "tile_copy<16, 32>", arch="sm_90")
+    assert [(p.name, p.ptx_type, p.size) for p in k.params] == [
+        ("map", "b8[128]", 128), ("out", "u64", 8), ("out_cols", "s32", 4)]
+    assert ".param .align 64 .b8" in k.ptx and "cp.async.bulk.tensor.2d" in k.ptx
+    assert ".reqnctapercluster 2, 1, 1" in k.ptx
+    version = drvgemm.compile('#include <cuda.h>\nextern "C" __global__ void v(int* o) '
+                              '{ o[0] = CUDA_VERSION; o[1] = sizeof(CUtensorMap); '
+                              'o[2] = alignof(CUtensorMap); }', "v", arch="sm_90")
+    major, minor = compiler.nvrtc_version()
+    assert f", {major * 1000 + minor * 10};" in version.ptx, version.ptx
+    assert ", 128;" in version.ptx and ", 64;" in version.ptx
+
+
+def test_the_driver_api_in_device_code_says_it_is_host_code():
+    src = ('#include <cuda.h>\nextern "C" __global__ void k(float* p) '
+           '{ CUdeviceptr d = 0; cuInit(0); p[0] = d; }')
+    with pytest.raises(drvgemm.CompileError) as e:
+        drvgemm.compile(src, "k", arch="sm_90")
+    msg = str(e.value).split("--- compiler log ---")[0]
+    assert "CUdeviceptr, cuInit: host code" in msg and "#ifndef __CUDACC_RTC__" in msg, msg
+
+
 def test_host_only_header_says_to_guard_it():
     src = '#include <vector>\nextern "C" __global__ void k(int* o) { o[0] = 1; }'
     with pytest.raises(drvgemm.CompileError) as e:

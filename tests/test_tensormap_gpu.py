@@ -1,6 +1,9 @@
 """TensorMap's rule checker against the driver's own verdict: for many random
 maps near every documented limit, ``tiled_map_problem`` must say "legal"
-exactly when ``cuTensorMapEncodeTiled`` returns CUDA_SUCCESS. GPU only."""
+exactly when ``cuTensorMapEncodeTiled`` returns CUDA_SUCCESS; and a TMA
+kernel of one's own, written for nvcc, launched with a drvgemm.TensorMap.
+GPU only."""
+from pathlib import Path
 import random
 
 import numpy as np
@@ -102,3 +105,24 @@ def test_rank3_map_with_smaller_middle_stride_encodes(gpu):
     buf = drvgemm.empty((64 * 8 * 1024 * 2,), np.uint8)
     m = TensorMap(buf.ptr, "bf16", (64, 8, 1024), (131072, 128), (64, 8, 64))
     assert len(m.encode().param_bytes) == 128
+
+
+def test_a_tma_kernel_of_ones_own_takes_a_tensor_map(gpu):
+    """tests/data/byok/tma_tile.cu as nvcc users write it (<cuda.h>'s
+    CUtensorMap by value, libcu++'s bulk tensor copy, clusters of 2): every
+    16 x 32 box of a 40 x 72 matrix lands where it was, the boxes' overhang
+    past the matrix (and a whole column of boxes past it) as zeros."""
+    if gpu.cc < (9, 0):
+        pytest.skip("tensor maps need sm_90")
+    src = Path(__file__).resolve().parent / "data" / "byok" / "tma_tile.cu"
+    k = drvgemm.compile(src, "tile_copy<16, 32>")
+    rows, cols = 40, 72
+    m = np.random.default_rng(7).random((rows, cols), dtype=np.float32)
+    dm = drvgemm.to_device(m)
+    box = drvgemm.TensorMap(dm.ptr, "fp32", (cols, rows), (cols * 4,), (32, 16), swizzle=0)
+    grid = (4, 3)                       # 3 box columns cover 72; the cluster of 2 wants 4
+    out = drvgemm.empty((grid[1] * 16, grid[0] * 32), np.float32)
+    drvgemm.launch(k, grid=grid, block=128, args=[box, out, grid[0] * 32])
+    want = np.zeros(out.shape, np.float32)
+    want[:rows, :cols] = m
+    np.testing.assert_array_equal(out.to_host(), want)

@@ -876,12 +876,13 @@ _DEVICE_LAUNCH = re.compile(r"^(?P<file>[^\n(]*)\((?P<line>\d+)\): error: device
 _CUDA_HEADER = re.compile(r"^(cuda_\w+\.h|mma\.h|math_constants\.h|cooperative_groups.*|"
                           r"cuda/.*|cub/.*|thrust/.*|nv/.*|crt/.*|vector_types\.h|"
                           r"sm_\d+_\w+\.h|device_\w+\.h|cuComplex\.h|cuda_pipeline.*)$")
-# Headers for host code only: the host APIs of CUDA and its libraries, and
+# Headers for host code only: the host APIs of CUDA and its libraries (not
+# cuda.h: drvgemm's stand-in gives device code its CUtensorMap), and
 # (after the CUDA device headers, some of which look alike) the C and C++
 # standard libraries' (NVRTC has none; drvgemm's stand-ins cover what device
 # code uses) and the system's.
 _HOST_CUDA_HEADER = re.compile(
-    r"^(?:cuda\.h|cudaGL\.h|cudaEGL\.h|cudaProfiler\.h|cuda_profiler_api\.h|"
+    r"^(?:cudaGL\.h|cudaEGL\.h|cudaProfiler\.h|cuda_profiler_api\.h|"
     r"cuda_\w*interop\.h|cuda_d3d\w*\.h|cufft\w*\.h|cublas\w*\.h|cusparse\w*\.h|"
     r"cusolver\w*\.h|curand\.h|npp\w*\.h|nvrtc\.h|nvJitLink\.h|nvml\.h|nvToolsExt\w*\.h)$")
 _HOST_HEADER = re.compile(
@@ -898,6 +899,10 @@ _HOST_NAMES = {"FILE", "fopen", "fclose", "fprintf", "fputs", "fwrite", "fread",
                "rand", "srand", "puts", "sprintf", "snprintf", "fflush", "perror", "strlen",
                "strcmp", "strcpy"}
 _GUARD = "guard host code with #ifndef __CUDACC_RTC__ ... #endif"
+# The runtime API (cudaMalloc), the driver API's functions and types (cuInit,
+# cuCtxCreate, CUresult, CUdeviceptr); not cuComplex.h's device functions
+# (cuCaddf, cuCrealf), which are cuC and a lower-case letter too.
+_HOST_API = re.compile(r"^(?:std::)?cuda[A-Z]|^cu(?:[A-BD-Z]|Ctx)|^CU[a-z]")
 
 
 def _hints(log: str, toolkit_dirs, search=()) -> list[str]:
@@ -932,8 +937,7 @@ def _hints(log: str, toolkit_dirs, search=()) -> list[str]:
             looked = ", ".join(str(d) for d in search)
             out.append(f"{h} was not found (looked in {looked or 'the source folder'} and the "
                        f"CUDA headers): {add_folder}")
-    host = [n for n in dict.fromkeys(_UNDEFINED.findall(log))
-            if n in _HOST_NAMES or re.match(r"^(std::)?cuda[A-Z]", n)]
+    host = [n for n in dict.fromkeys(_UNDEFINED.findall(log)) if n in _HOST_NAMES or _HOST_API.match(n)]
     host += [f"std::{n}" for n in dict.fromkeys(_NO_STD.findall(log))]
     host += [n or "a host function" for n in dict.fromkeys(_HOST_CALL.findall(log))]
     if host:
