@@ -119,4 +119,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:]:    # a --help or a typo is not a request to recompile every record
+        print(__doc__.split("\n\n")[1], file=sys.stderr)
+        sys.exit(0 if sys.argv[1:] in (["--help"], ["-h"]) else 2)
     sys.exit(main())

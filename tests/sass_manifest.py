@@ -248,7 +248,17 @@ def refresh_inputs() -> dict:
     return changed
 
 
+def _usage_ok(args) -> bool:
+    """The forms the docstring lists; anything else (a --help, a typo) is
+    refused rather than taken for a rewrite of every record."""
+    return (args in ([], ["--inputs"]) or (args[:1] == ["--only"] and len(args) == 2)
+            or (args[:1] == ["--sample"] and len(args) == 3 and args[2].isdigit()))
+
+
 if __name__ == "__main__":
+    if not _usage_ok(sys.argv[1:]):
+        print(__doc__.split("\n\n")[1], file=sys.stderr)
+        sys.exit(2 if sys.argv[1:] not in (["--help"], ["-h"]) else 0)
     if sys.argv[1:2] == ["--inputs"]:
         changed = refresh_inputs()
         for key, (was, now) in sorted(changed.items()):

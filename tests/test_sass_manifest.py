@@ -130,3 +130,21 @@ def test_a_changed_source_is_compiled_and_caught(tmp_path, monkeypatch):
     compiled = []
     monkeypatch.setattr(drvgemm, "compile", lambda *a, **k: compiled.append(a))
     assert sass_manifest.changes() == {} and compiled == []
+
+
+@pytest.mark.parametrize("script", ["sass_manifest.py", "resource_records.py"])
+def test_the_record_scripts_refuse_an_argument_they_do_not_take(script):
+    """A --help, or a typo of --inputs, had both scripts rewrite every record
+    (minutes of compiles); now --help prints their forms and anything else
+    they do not take is refused, before any compile."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    here = Path(__file__).resolve().parent
+    data = sorted((here / "data").glob("*.json"))
+    before = [(p, p.stat().st_mtime_ns) for p in data]
+    for arg, rc in (("--help", 0), ("--inptus", 2)):
+        r = subprocess.run([sys.executable, str(here / script), arg], capture_output=True,
+                           text=True, timeout=120, cwd=here.parent)
+        assert r.returncode == rc and f"python3 tests/{script}" in r.stderr, (arg, r)
+    assert [(p, p.stat().st_mtime_ns) for p in data] == before
