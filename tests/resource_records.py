@@ -28,6 +28,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+# The drvgemm of this tree, whatever else is installed (an editable install of
+# another checkout would describe that checkout's kernels).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 from drvgemm.runtime import compiler
 from drvgemm.runtime.compiler import Resources
 

@@ -43,6 +43,10 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+# The drvgemm of this tree, whatever else is installed (an editable install of
+# another checkout would describe that checkout's kernels).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 from drvgemm.runtime import sass
 from drvgemm.runtime.sass import sass_digest   # the one digest, shared with the bench records
 
