@@ -160,6 +160,64 @@ def test_the_driver_api_in_device_code_says_it_is_host_code():
     assert "CUdeviceptr, cuInit: host code" in msg and "#ifndef __CUDACC_RTC__" in msg, msg
 
 
+# One use of each C++ standard header's names, with that header alone.
+STD_HEADER_USES = {
+    "type_traits": "static_assert(std::is_unsigned_v<std::make_unsigned_t<int>>);",
+    "limits": "static_assert(std::numeric_limits<float>::digits == 24);",
+    "utility": "static_assert(std::pair<int, char>{1, 'a'}.first == 1);\n"
+               "__device__ int f(int a, int b) { std::swap(a, b); return std::exchange(a, std::move(b)); }",
+    "array": "static_assert(std::array<int, 2>{4, 5}.back() == 5);",
+    "tuple": "static_assert(std::tuple_size_v<std::tuple<int, char>> == 2);",
+    "functional": "static_assert(std::multiplies<int>{}(6, 7) == 42);",
+    "numeric": "static_assert(std::lcm(4, 6) == 12);",
+    "bit": "static_assert(std::bit_width(255u) == 8);",
+    "iterator": "__device__ long f(const int* a) { return std::distance(a, std::next(a, 3)); }",
+    "initializer_list": "static_assert(std::initializer_list<int>{1, 2}.size() == 2);",
+    "new": "__device__ int* f(void* p) { return new (p) int(3); }",
+}
+
+
+@pytest.mark.parametrize("header", sorted(STD_HEADER_USES))
+def test_a_cpp_standard_header_alone_gives_device_code_its_names(header):
+    src = (f"#include <{header}>\n{STD_HEADER_USES[header]}\n"
+           'extern "C" __global__ void k(int* o) { o[0] = 1; }')
+    assert drvgemm.compile(src, "k", arch="sm_90").entry == "k"
+
+
+def test_a_kernel_of_the_cpp_standard_headers_compiles_as_is():
+    """tests/data/byok/std_headers.cu: a template kernel that includes them
+    all; its static_asserts hold each header's values."""
+    from pathlib import Path
+    src = Path(__file__).resolve().parent / "data" / "byok" / "std_headers.cu"
+    m = drvgemm.compile_module(src, arch="sm_90")
+    assert m.names == ["std_kernel<float, 0>"]
+
+
+def test_a_std_specialisation_says_where_it_goes():
+    """std:: is libcu++'s cuda::std here: a specialisation written in namespace
+    std is refused, and the hint names the namespace that takes it (which the
+    second compile proves)."""
+    body = ("template <> struct numeric_limits<My> { static constexpr bool is_specialized = true; };")
+    use = ('extern "C" __global__ void k(int* o) { o[0] = std::numeric_limits<My>::is_specialized; }')
+    src = "#include <limits>\nstruct My { int v; };\nnamespace std { " + body + " }\n" + use
+    with pytest.raises(drvgemm.CompileError) as e:
+        drvgemm.compile(src, "k", arch="sm_90")
+    msg = str(e.value).split("--- compiler log ---")[0]
+    assert "std::numeric_limits is libcu++'s" in msg and "namespace cuda { namespace std" in msg, msg
+    fixed = src.replace("namespace std { " + body + " }", "namespace cuda { namespace std { " + body + " } }")
+    assert drvgemm.compile(fixed, "k", arch="sm_90").entry == "k"
+
+
+def test_cub_whole_says_to_include_the_block_level_header():
+    src = ('#include <cub/cub.cuh>\nextern "C" __global__ void k(float* o) { o[0] = 1.f; }')
+    with pytest.raises(drvgemm.CompileError) as e:
+        drvgemm.compile(src, "k", arch="sm_90")
+    msg = str(e.value).split("--- compiler log ---")[0]
+    assert "<cub/block/block_reduce.cuh>" in msg, msg
+    block = src.replace("cub/cub.cuh", "cub/block/block_reduce.cuh")
+    assert drvgemm.compile(block, "k", arch="sm_90").entry == "k"
+
+
 def test_host_only_header_says_to_guard_it():
     src = '#include <vector>\nextern "C" __global__ void k(int* o) { o[0] = 1; }'
     with pytest.raises(drvgemm.CompileError) as e:

@@ -288,6 +288,18 @@ def test_fp16_bf16_cooperative_groups_barrier_kernel_matches_numpy(gpu):
                                rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.gpu
+def test_a_kernel_of_the_cpp_standard_headers_runs(gpu):
+    """tests/data/byok/std_headers.cu (libcu++'s cuda::std as std): placement
+    new, a fold over a braced list, std::array, pair, swap, tuple; 7 in every
+    thread's element, over a poisoned output."""
+    src = Path(__file__).resolve().parent / "data" / "byok" / "std_headers.cu"
+    m = drvgemm.compile_module(src)
+    out = drvgemm.to_device(np.full(64, np.nan, np.float32))
+    drvgemm.launch(m["std_kernel<float, 0>"], grid=1, block=64, args=[out])
+    np.testing.assert_array_equal(out.to_host(), np.full(64, 7.0, np.float32))
+
+
 # -- the README's "Bring your own kernel" runs as pasted ----------------------
 def _readme_blocks():
     import re

@@ -871,6 +871,14 @@ _CANNOT_OPEN = re.compile(r'cannot open source file "([^"]+)"')
 _UNDEFINED = re.compile(r'identifier "([\w:]+)" is undefined')
 _NO_STD = re.compile(r'namespace "std" has no member (?:class |function )?"(\w+)"')
 _HOST_CALL = re.compile(r'calling a __host__ function(?:\("([^"]+)"\))?')
+# A specialisation of a std:: template written for libstdc++: std:: here is
+# libcu++'s cuda::std (runtime/shims/_drvgemm_std.h), which only a
+# specialisation in cuda::std reaches.
+# <cub/cub.cuh>: CUB's device-wide algorithms come with it, host code that
+# NVRTC refuses (CCCL 13.3 and later say so in an #error of their own, 13.0
+# fails in cub/device/ with a page of errors).
+_CUB_ALL = re.compile(r"cub/(?:cub\.cuh|device/)")
+_STD_SPECIALIZED = re.compile(r'class "cuda::std::(?:__\w+::)?(\w+)<[^"]*>" cannot be specialized')
 _DEVICE_LAUNCH = re.compile(r"^(?P<file>[^\n(]*)\((?P<line>\d+)\): error: device-side kernel "
                             r"launch could not be processed", re.M)
 _CUDA_HEADER = re.compile(r"^(cuda_\w+\.h|mma\.h|math_constants\.h|cooperative_groups.*|"
@@ -944,6 +952,14 @@ def _hints(log: str, toolkit_dirs, search=()) -> list[str]:
         out.append(f"{', '.join(host)}: host code, which NVRTC cannot compile (every function "
                    f"here is compiled for the GPU): {_GUARD}; for std:: in device code use "
                    "cuda::std:: (libcu++)")
+    if _CUB_ALL.search(log):
+        out.append("<cub/cub.cuh> brings CUB's device-wide algorithms (cub::Device*), which are "
+                   "host code: include the block- or warp-level headers the kernel uses "
+                   "(<cub/block/block_reduce.cuh>, <cub/warp/warp_reduce.cuh>, ...)")
+    for n in dict.fromkeys(_STD_SPECIALIZED.findall(log)):
+        out.append(f"std::{n} is libcu++'s cuda::std::{n} here (NVRTC has no standard library; "
+                   f"drvgemm's standard headers give libcu++'s names in std): specialise it in "
+                   f"namespace cuda {{ namespace std {{ ... }} }} instead of namespace std")
     launches = list(dict.fromkeys(f"{os.path.basename(m.group('file'))} line {m.group('line')}"
                                   for m in _DEVICE_LAUNCH.finditer(log)))
     if launches:
