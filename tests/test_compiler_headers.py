@@ -102,6 +102,25 @@ def test_unguarded_host_function_says_to_guard_it():
     assert "#ifndef __CUDACC_RTC__" in msg and "fopen" in msg
 
 
+def test_host_code_in_an_included_header_names_the_header(tmp_path):
+    """Host code NVRTC stops at inside a header the source includes (a
+    library's launch helpers, say) is named by that header, relative to the
+    folder it was found in; the source's own host code names no header."""
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "launcher.h").write_text(
+        "#pragma once\n__host__ inline int report(int n) { fprintf(stderr, \"%d\\n\", n); "
+        "return cudaGetLastError(); }\n")
+    src = '#include <cstdio>\n#include <lib/launcher.h>\nextern "C" __global__ void k(int* o) { o[0] = 1; }'
+    with pytest.raises(drvgemm.CompileError) as e:
+        drvgemm.compile_module(src, ["k"], include_paths=[tmp_path], arch="sm_90")
+    msg = str(e.value).split("--- compiler log ---")[0]
+    assert "host code" in msg and "it stands in lib/launcher.h, which the source includes" in msg, msg
+    own = NVCC_STYLE.replace("#ifndef __CUDACC_RTC__", "").replace("#endif\n", "")
+    with pytest.raises(drvgemm.CompileError) as e:
+        drvgemm.compile(own, "nvcc_style", arch="sm_90")
+    assert "stands in" not in str(e.value).split("--- compiler log ---")[0]
+
+
 def test_unguarded_triple_chevron_launch_says_to_guard_it():
     """A host wrapper that launches its kernel with <<<...>>>, as nvcc files
     have: NVRTC compiles it for the GPU, where the launch would be a device-side

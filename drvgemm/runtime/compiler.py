@@ -867,6 +867,8 @@ def _register_cap_notes(log: str, cap: int | None) -> dict:
 # on line 2.
 _NAME_EXPR_ERR = re.compile(r'Input name expression was: "([^"]*)"')
 _LOG_ERR = re.compile(r"^(?P<file>[^\n(]*)\((?P<line>\d+)\): (?:catastrophic )?error", re.M)
+_ERR_LINE = re.compile(r"^(?P<file>[^\n(]*)\(\d+\): error: (?P<msg>[^\n]*)", re.M)
+_HOST_DECL = "explicitly marked as a __host__ function is not allowed"
 _CANNOT_OPEN = re.compile(r'cannot open source file "([^"]+)"')
 _UNDEFINED = re.compile(r'identifier "([\w:]+)" is undefined')
 _NO_STD = re.compile(r'namespace "std" has no member (?:class |function )?"(\w+)"')
@@ -913,7 +915,36 @@ _GUARD = "guard host code with #ifndef __CUDACC_RTC__ ... #endif"
 _HOST_API = re.compile(r"^(?:std::)?cuda[A-Z]|^cu(?:[A-BD-Z]|Ctx)|^CU[a-z]")
 
 
-def _hints(log: str, toolkit_dirs, search=()) -> list[str]:
+def _host_code(log: str, prog_name: str = "") -> tuple[list[str], list[str]]:
+    """The host code NVRTC stopped at (names, in the log's order) and the files
+    other than the source itself where it stands (a host header included
+    unguarded: the user's own lines may hold none of it)."""
+    names, files = {}, {}
+    for m in _ERR_LINE.finditer(log):
+        msg = m.group("msg")
+        found = [n for n in _UNDEFINED.findall(msg) if n in _HOST_NAMES or _HOST_API.match(n)]
+        found += [f"std::{n}" for n in _NO_STD.findall(msg)]
+        found += [n or "a host function" for n in _HOST_CALL.findall(msg)]
+        if _HOST_DECL in msg:
+            found.append("a __host__ function")
+        if found:
+            names.update(dict.fromkeys(found))
+            if m.group("file") != prog_name:
+                files[m.group("file")] = None
+    return list(names), list(files)
+
+
+def _short_path(path: str, *folder_lists) -> str:
+    """``path`` relative to the first folder it lies in, else as NVRTC wrote it."""
+    p = Path(path)
+    for folders in folder_lists:
+        for d in folders or ():
+            with contextlib.suppress(ValueError):
+                return str(p.relative_to(d))
+    return path
+
+
+def _hints(log: str, toolkit_dirs, search=(), prog_name: str = "") -> list[str]:
     """What to do about the usual reasons an nvcc-written file fails here."""
     out = []
     add_folder = ("pass its folder to compile_module(..., include_paths=[...]) or as "
@@ -945,13 +976,18 @@ def _hints(log: str, toolkit_dirs, search=()) -> list[str]:
             looked = ", ".join(str(d) for d in search)
             out.append(f"{h} was not found (looked in {looked or 'the source folder'} and the "
                        f"CUDA headers): {add_folder}")
-    host = [n for n in dict.fromkeys(_UNDEFINED.findall(log)) if n in _HOST_NAMES or _HOST_API.match(n)]
-    host += [f"std::{n}" for n in dict.fromkeys(_NO_STD.findall(log))]
-    host += [n or "a host function" for n in dict.fromkeys(_HOST_CALL.findall(log))]
+    host, headers = _host_code(log, prog_name)
     if host:
+        where = ""
+        if headers:
+            shown = ", ".join(_short_path(f, search, toolkit_dirs) for f in headers[:3])
+            more = f" and {len(headers) - 3} more" if len(headers) > 3 else ""
+            where = (f"; it stands in {shown}{more}, which the source includes: include such a "
+                     "header only from the guarded host code")
         out.append(f"{', '.join(host)}: host code, which NVRTC cannot compile (every function "
-                   f"here is compiled for the GPU): {_GUARD}; for std:: in device code use "
-                   "cuda::std:: (libcu++)")
+                   f"here is compiled for the GPU): {_GUARD}{where}; a std:: name meant for "
+                   "device code comes with its standard header (<limits>, <type_traits>, "
+                   "<utility>, ...: libcu++'s cuda::std)")
     if _CUB_ALL.search(log):
         out.append("<cub/cub.cuh> brings CUB's device-wide algorithms (cub::Device*), which are "
                    "host code: include the block- or warp-level headers the kernel uses "
@@ -995,7 +1031,7 @@ def _nvrtc_compile(text, prog_name, source_name, names, defines, arch, options, 
                                f"entries found: {', '.join(found) or 'none'} (a kernel is named "
                                "by its C++ name, 'ns::kern', or a template name expression "
                                "such as 'kern<128, float>')", log=log, source=source_name)
-        hints = _hints(log, tk_dirs, search)
+        hints = _hints(log, tk_dirs, search, prog_name)
         raise CompileError(f"NVRTC could not compile {source_name} for {arch} "
                            f"(options: {' '.join(given) or 'none'})"
                            + "".join(f"\n  hint: {h}" for h in hints),
