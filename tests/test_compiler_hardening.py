@@ -79,6 +79,14 @@ def test_arch_among_the_options_is_honoured_like_arch():
         drvgemm.compile(KERNEL, "v", defines={"X": 1}, arch="sm_90", options=["-arch=sm_80"])
 
 
+@pytest.mark.parametrize("option", ["-dlto", "--dlink-time-opt", "-optix-ir", "-fdevice-syntax-only"])
+def test_an_option_that_gives_no_cubin_is_refused_by_name(option):
+    """NVRTC would give LTO or OptiX IR (or nothing), and the compile would end
+    in "'v' names v, which is not a __global__ function": refused first."""
+    with pytest.raises(ValueError, match=f"{option}: NVRTC would give no cubin"):
+        drvgemm.compile(KERNEL, "v", defines={"X": 1}, options=[option])
+
+
 def test_option_as_one_string():
     # (not -G here: a -G compile changes what NVRTC builds later in the process)
     src = 'extern "C" __global__ void v(float* o, float x) { o[0] = __fdividef(1.f, x) + X; }'

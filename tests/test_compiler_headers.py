@@ -121,6 +121,42 @@ def test_host_code_in_an_included_header_names_the_header(tmp_path):
     assert "stands in" not in str(e.value).split("--- compiler log ---")[0]
 
 
+def test_an_annotated_lambda_says_to_drop_the_annotation():
+    """nvcc takes [=] __device__ (...) {...} in a kernel; NVRTC refuses the
+    annotation whatever the options. The hint names the line; without the
+    annotation the same kernel compiles."""
+    src = ('extern "C" __global__ void k(float* x, float s) {\n'
+           '    auto f = [=] __device__ (float v) { return v * s; };\n'
+           '    x[threadIdx.x] = f(x[threadIdx.x]);\n}\n')
+    with pytest.raises(drvgemm.CompileError) as e:
+        drvgemm.compile(src, "k", arch="sm_90")
+    msg = str(e.value).split("--- compiler log ---")[0]
+    assert "lambda annotated __device__" in msg and "line 2" in msg and "drop it" in msg, msg
+    assert drvgemm.compile(src.replace(" __device__ (", " ("), "k", arch="sm_90").entry == "k"
+
+
+def test_nvcc_options_are_named_with_what_they_are_for():
+    """A Makefile's nvcc flags: NVRTC stops at the first it does not know; the
+    hint names every nvcc-only one given, each with why it can go, and none of
+    an option that is simply wrong. Left out, the compile goes through."""
+    src = 'extern "C" __global__ void k(float* x) { x[threadIdx.x] *= 2.f; }'
+    nvcc = ["-O3", "-m64", "-Xcompiler", "-fPIC", "--expt-relaxed-constexpr", "-gencode",
+            "arch=compute_90,code=sm_90", "-lcublas"]
+    with pytest.raises(drvgemm.CompileError) as e:
+        drvgemm.compile(src, "k", options=["-lineinfo", *nvcc, "-use_fast_math"], arch="sm_90")
+    msg = str(e.value).split("--- compiler log ---")[0]
+    for said in ("-O3: the host compiler's optimisation level", "-m64, -Xcompiler -fPIC: the host "
+                 "compiler's", "--expt-relaxed-constexpr: not needed", "-gencode arch=compute_90,"
+                 "code=sm_90: one architecture a compile", "-lcublas: nvcc's own steps"):
+        assert said in msg, (said, msg)
+    assert "-lineinfo" not in msg.split("hint:")[1] and "-use_fast_math" not in msg.split("hint:")[1]
+    with pytest.raises(drvgemm.CompileError) as e:
+        drvgemm.compile(src, "k", options=["--no-such-option"], arch="sm_90")
+    assert "hint" not in str(e.value).split("--- compiler log ---")[0]
+    k = drvgemm.compile(src, "k", options=["-lineinfo", "-use_fast_math"], arch="sm_90")
+    assert k.entry == "k"
+
+
 def test_unguarded_triple_chevron_launch_says_to_guard_it():
     """A host wrapper that launches its kernel with <<<...>>>, as nvcc files
     have: NVRTC compiles it for the GPU, where the launch would be a device-side

@@ -14,6 +14,43 @@ __all__ = ["hints"]
 
 _ERR_LINE = re.compile(r"^(?P<file>[^\n(]*)\(\d+\): error: (?P<msg>[^\n]*)", re.M)
 _HOST_DECL = "explicitly marked as a __host__ function is not allowed"
+_UNRECOGNIZED = re.compile(r"nvrtc: error: unrecognized option")
+# nvcc's options that NVRTC refuses as unrecognized, by what they are for:
+# the host compiler, the linker or nvcc's own steps. Those whose value is the
+# next argument are listed apart ("-Xcompiler=-fPIC" and "-O3" are one).
+_NVCC_WITH_VALUE = re.compile(r"^(?:-Xcompiler|--compiler-options|-ccbin|--compiler-bindir|"
+                              r"-Xlinker|--linker-options|-o|--output-file|-x|-t|--threads|"
+                              r"-gencode|--generate-code|-code|--gpu-code)$")
+_NVCC_KINDS = (
+    (re.compile(r"^(?:-O\d?|--optimize(?:=\d)?)$"),
+     "the host compiler's optimisation level: device code is optimised by default, and "
+     "ptxas's own level is -Xptxas -O3"),
+    (re.compile(r"^(?:-Xcompiler|--compiler-options|-ccbin|--compiler-bindir)(?:=.*)?$|^-m64$|"
+                r"^--machine=?64$"), "the host compiler's"),
+    (re.compile(r"^-{1,2}(?:expt-relaxed-constexpr|expt-extended-lambda|extended-lambda)$"),
+     "not needed: every function here is device code (a lambda made in host code for a "
+     "kernel has no NVRTC form)"),
+    (re.compile(r"^(?:-gencode|--generate-code|-code|--gpu-code)(?:=.*)?$"),
+     "one architecture a compile: arch='sm_90' (or -arch=sm_90)"),
+    (re.compile(r"^--resource-usage$|^-res-usage$"),
+     "drvgemm reports the resources itself (k.resources, drvgemm compile FILE)"),
+    (re.compile(r"^(?:-Xlinker|--linker-options)(?:=.*)?$|^-l(?!ineinfo$)\w\S*$|^-L\S+$|"
+                r"^(?:-o|--output-file|-x|-t|--threads)$|^-t\d+$|^--threads=\d+$|"
+                r"^-{1,2}keep$|^-c$|^--compile$|^-{1,2}cudart(?:=\w+)?$"),
+     "nvcc's own steps (linking, files, threads)"),
+)
+
+
+def _nvcc_only(options) -> list[tuple[str, str]]:
+    """(option with its value, what it is for) of the options only nvcc takes."""
+    out, it = [], iter(options)
+    for o in it:
+        kind = next((why for pattern, why in _NVCC_KINDS if pattern.match(o)), None)
+        if kind is not None:
+            out.append((f"{o} {next(it, '')}".rstrip() if _NVCC_WITH_VALUE.match(o) else o, kind))
+    return out
+
+
 _CANNOT_OPEN = re.compile(r'cannot open source file "([^"]+)"')
 _UNDEFINED = re.compile(r'identifier "([\w:]+)" is undefined')
 _NO_STD = re.compile(r'namespace "std" has no member (?:class |function )?"(\w+)"')
@@ -26,6 +63,10 @@ _CUB_ALL = re.compile(r"cub/(?:cub\.cuh|device/)")
 # libcu++'s cuda::std (runtime/shims/_drvgemm_std.h), which only a
 # specialisation in cuda::std reaches.
 _STD_SPECIALIZED = re.compile(r'class "cuda::std::(?:__\w+::)?(\w+)<[^"]*>" cannot be specialized')
+# nvcc's annotated lambdas ([=] __device__ (...) {...}): NVRTC refuses the
+# annotation whatever the options.
+_ANNOTATED_LAMBDA = re.compile(r"^(?P<file>[^\n(]*)\((?P<line>\d+)\): error: __host__ or "
+                               r"__device__ annotation on lambda is not allowed", re.M)
 _DEVICE_LAUNCH = re.compile(r"^(?P<file>[^\n(]*)\((?P<line>\d+)\): error: device-side kernel "
                             r"launch could not be processed", re.M)
 _CUDA_HEADER = re.compile(r"^(cuda_\w+\.h|mma\.h|math_constants\.h|cooperative_groups.*|"
@@ -79,6 +120,15 @@ def _host_code(log: str, prog_name: str = "") -> tuple[list[str], list[str]]:
     return list(names), list(files)
 
 
+def _where(pattern: re.Pattern, log: str) -> str:
+    """'file line N, ...' of the log's errors that ``pattern`` matches (three
+    at most, then how many more); '' where none."""
+    at = list(dict.fromkeys(f"{os.path.basename(m.group('file'))} line {m.group('line')}"
+                            for m in pattern.finditer(log)))
+    more = f" and {len(at) - 3} more" if len(at) > 3 else ""
+    return ", ".join(at[:3]) + more
+
+
 def _short_path(path: str, *folder_lists) -> str:
     """``path`` relative to the first folder it lies in, else as NVRTC wrote it."""
     p = Path(path)
@@ -89,15 +139,24 @@ def _short_path(path: str, *folder_lists) -> str:
     return path
 
 
-def hints(log: str, toolkit_dirs, search=(), prog_name: str = "", *,
+def hints(log: str, toolkit_dirs, search=(), prog_name: str = "", *, options=(),
           nvrtc_version=(0, 0), locate_headers=lambda lib: None) -> list[str]:
     """What to do about the usual reasons an nvcc-written file fails here:
     NVRTC's ``log`` of the source ``prog_name`` (as NVRTC names it), compiled
-    with the CUDA headers of ``toolkit_dirs`` and the include folders
-    ``search``; ``locate_headers(lib)`` finds a CUDA library's headers."""
+    with the CUDA headers of ``toolkit_dirs``, the include folders ``search``
+    and the user's ``options``; ``locate_headers(lib)`` finds a CUDA
+    library's headers."""
     out = []
     add_folder = ("pass its folder to compile_module(..., include_paths=[...]) or as "
                   "options=['-I<folder>']")
+    if _UNRECOGNIZED.search(log):
+        nvcc = _nvcc_only(options)
+        if nvcc:
+            groups = {}
+            for o, why in nvcc:
+                groups.setdefault(why, []).append(o)
+            said = "; ".join(f"{', '.join(os_)}: {why}" for why, os_ in groups.items())
+            out.append(f"nvcc's options, which NVRTC does not take: leave them out ({said})")
     for h in dict.fromkeys(_CANNOT_OPEN.findall(log)):
         host_only = (f"<{h}> is not available to NVRTC, which compiles device code only: "
                      f"include it only for host code and {_GUARD}")
@@ -145,11 +204,16 @@ def hints(log: str, toolkit_dirs, search=(), prog_name: str = "", *,
         out.append(f"std::{n} is libcu++'s cuda::std::{n} here (NVRTC has no standard library; "
                    f"drvgemm's standard headers give libcu++'s names in std): specialise it in "
                    f"namespace cuda {{ namespace std {{ ... }} }} instead of namespace std")
-    launches = list(dict.fromkeys(f"{os.path.basename(m.group('file'))} line {m.group('line')}"
-                                  for m in _DEVICE_LAUNCH.finditer(log)))
+    lambdas = _where(_ANNOTATED_LAMBDA, log)
+    if lambdas:
+        out.append(f"a lambda annotated __device__ or __host__ __device__ ({lambdas}): NVRTC "
+                   "compiles every function for the GPU and refuses the annotation; drop it "
+                   "(a lambda in device code is device code). A lambda made in host code and "
+                   "passed to a kernel (nvcc's extended lambda) has no NVRTC form: make it a "
+                   "struct with a __device__ operator()")
+    launches = _where(_DEVICE_LAUNCH, log)
     if launches:
-        more = f" and {len(launches) - 3} more" if len(launches) > 3 else ""
-        out.append(f"a <<<...>>> launch in host code ({', '.join(launches[:3])}{more}), which "
+        out.append(f"a <<<...>>> launch in host code ({launches}), which "
                    "NVRTC compiles for the GPU as a device-side launch: "
                    f"{_GUARD}, and launch the kernel from Python (drvgemm.launch)")
     return out

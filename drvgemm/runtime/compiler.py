@@ -606,6 +606,8 @@ _ARCH_OPT = re.compile(r"^(?:-arch|--gpu-architecture|-gpu-architecture)(?:=(.*)
 _INC_OPT = re.compile(r"^(?:-I|--include-path=|-include-path=)(.*)$")
 _INC_ALONE = ("-I", "--include-path", "-include-path")
 _REGCAP = re.compile(r"^--?maxrregcount(?:=(\d+))?$")
+# Options after which NVRTC gives no cubin (LTO IR, OptiX IR, a syntax check).
+_NO_CUBIN = re.compile(r"^--?(?:dlto|dlink-time-opt|gen-opt-lto|optix-ir|fdevice-syntax-only)$")
 
 
 def _normalize_options(options, arch):
@@ -641,6 +643,9 @@ def _normalize_options(options, arch):
         if m:
             includes.append(m.group(1))
             continue
+        if _NO_CUBIN.match(o):
+            raise ValueError(f"{o}: NVRTC would give no cubin (LTO or OptiX IR, or a syntax "
+                             "check only), and drvgemm loads cubins: leave the option out")
         m = _REGCAP.match(o)
         if m:
             value = m.group(1)
@@ -894,7 +899,7 @@ def _nvrtc_compile(text, prog_name, source_name, names, defines, arch, options, 
                                f"entries found: {', '.join(found) or 'none'} (a kernel is named "
                                "by its C++ name, 'ns::kern', or a template name expression "
                                "such as 'kern<128, float>')", log=log, source=source_name)
-        hints = compile_hints.hints(log, tk_dirs, search, prog_name,
+        hints = compile_hints.hints(log, tk_dirs, search, prog_name, options=options,
                                     nvrtc_version=nvrtc_version(),
                                     locate_headers=_library_headers)
         raise CompileError(f"NVRTC could not compile {source_name} for {arch} "
