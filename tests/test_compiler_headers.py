@@ -1,5 +1,7 @@
 """The CUDA headers and the common standard headers resolve with no option;
 host code gets an error that says what to do. CPU only (compiles)."""
+from pathlib import Path
+
 import pytest
 
 import drvgemm
@@ -191,7 +193,6 @@ def test_a_tma_kernel_written_for_nvcc_compiles_as_is():
     parameter, libcu++'s bulk tensor copy, a cluster shape compiled in
     (tests/data/byok/tma_tile.cu): NVRTC bundles no cuda.h, so drvgemm's
     stand-in gives the type, laid out as the driver encodes it."""
-    from pathlib import Path
     src = Path(__file__).resolve().parent / "data" / "byok" / "tma_tile.cu"
     k = drvgemm.compile(src, "tile_copy<16, 32>", arch="sm_90")
     assert [(p.name, p.ptx_type, p.size) for p in k.params] == [
@@ -213,6 +214,42 @@ def test_the_driver_api_in_device_code_says_it_is_host_code():
         drvgemm.compile(src, "k", arch="sm_90")
     msg = str(e.value).split("--- compiler log ---")[0]
     assert "CUdeviceptr, cuInit: host code" in msg and "#ifndef __CUDACC_RTC__" in msg, msg
+
+
+BUILTIN = sorted(p.name for p in (Path(drvgemm.__file__).parent / "runtime" / "shims" / "builtin").glob("*.h"))
+
+
+@pytest.mark.parametrize("header", BUILTIN)
+def test_the_runtimes_own_headers_resolve_and_their_names_are_built_in(header):
+    """device_functions.h, sm_61_intrinsics.h, ...: a source may include them
+    as nvcc lets it; the intrinsics, atomics, vector helpers and texture
+    fetches they declare under nvcc are NVRTC's built-ins."""
+    src = (f"#include <{header}>\n"
+           'extern "C" __global__ void k(float4* o, int* p, double* d, cudaTextureObject_t t,\n'
+           "                             const float* __restrict__ g) {\n"
+           "    o[0] = make_float4(1, 2, 3, 4); p[0] = __dp4a(1, 2, 3); atomicAdd(d, 1.0);\n"
+           "    o[1].x = __ldg(g) + __saturatef(2.f) + tex1Dfetch<float>(t, 3) + warpSize;\n}\n")
+    assert drvgemm.compile(src, "k", arch="sm_90").entry == "k"
+
+
+def test_the_builtin_stand_ins_are_not_in_nvrtcs_bundle():
+    """They are put on the path with NVRTC's bundled headers, after them, for
+    names the bundle lacks; a release that bundles one of them should use
+    its own (then drop the stand-in)."""
+    opts, dirs, ident = compiler.toolkit_headers()
+    if not ident.startswith("bundled:"):
+        pytest.skip(f"the CUDA headers here are not NVRTC's bundle ({ident})")
+    bundle = [d for d in dirs if d.name != "builtin"]
+    assert [d.name for d in dirs][-1] == "builtin" and opts[-1].endswith("builtin")
+    assert not [h for h in BUILTIN if any((d / h).exists() for d in bundle)]
+
+
+def test_a_toolkits_headers_come_without_the_builtin_stand_ins(monkeypatch, tmp_path):
+    """With a toolkit's headers (DRVGEMM_CUDA_INCLUDE, or an NVRTC older than
+    13.3) the toolkit's own device_functions.h and friends are found."""
+    monkeypatch.setenv("DRVGEMM_CUDA_INCLUDE", str(tmp_path))
+    opts, dirs, _ = compiler.toolkit_headers()
+    assert dirs == [tmp_path.resolve()] and not any("builtin" in o for o in opts)
 
 
 # One use of each C++ standard header's names, with that header alone.
@@ -242,7 +279,6 @@ def test_a_cpp_standard_header_alone_gives_device_code_its_names(header):
 def test_a_kernel_of_the_cpp_standard_headers_compiles_as_is():
     """tests/data/byok/std_headers.cu: a template kernel that includes them
     all; its static_asserts hold each header's values."""
-    from pathlib import Path
     src = Path(__file__).resolve().parent / "data" / "byok" / "std_headers.cu"
     m = drvgemm.compile_module(src, arch="sm_90")
     assert m.names == ["std_kernel<float, 0>"]

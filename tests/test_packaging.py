@@ -47,6 +47,19 @@ def test_wheel_carries_every_kernel_source(wheel):
             assert f"drvgemm/_kernels/{src.relative_to(ROOT).as_posix()}" in names
 
 
+def test_wheel_carries_every_header_stand_in(wheel):
+    """runtime/shims/ and its folders (the standard headers, sys/, the
+    runtime's builtin headers): package data by glob, a new folder needs its
+    own."""
+    names = set(zipfile.ZipFile(wheel).namelist())
+    shims = ROOT / "drvgemm" / "runtime" / "shims"
+    files = [f for f in shims.rglob("*") if f.is_file()]
+    assert any(f.parent.name == "builtin" for f in files)
+    missing = [f.relative_to(ROOT).as_posix() for f in files
+               if f.relative_to(ROOT).as_posix() not in names]
+    assert not missing, missing
+
+
 def test_wheel_is_tagged_abi3(wheel):
     """The extension is built against the limited API (Py_LIMITED_API in
     _fastlaunch.c, py_limited_api in setup.py): the wheel must say so, or pip

@@ -16,7 +16,8 @@ looked up as lowered names afterwards.
 
 The include path, in order: the user's include_paths (and -I options), the
 source's folder, drvgemm's kernel folders, drvgemm's stand-ins for the
-standard headers (runtime/shims/), the CUDA headers (see toolkit_headers).
+standard headers (runtime/shims/), the CUDA headers (see toolkit_headers;
+with NVRTC's bundled ones, runtime/shims/builtin/ after them).
 
 The disk cache: an entry is found by a key over everything that is not a
 file (source text, names, arch, every option, include path and define, the
@@ -320,7 +321,10 @@ def toolkit_headers() -> tuple[list[str], list[Path], str]:
             d = _headers_root() / f"nvrtc-{version[0]}.{version[1]}"
             with contextlib.suppress(OSError):
                 d.mkdir(parents=True, exist_ok=True)
-            found = ([f"--use-bundled-headers={d}"], [d, d / "cccl"],
+            # The bundle lacks the runtime's own device headers, whose content
+            # NVRTC declares itself: empty stand-ins (shims/builtin/README).
+            builtin = sources.shim_dir() / "builtin"
+            found = ([f"--use-bundled-headers={d}", f"-I{builtin}"], [d, d / "cccl", builtin],
                      f"bundled:{version[0]}.{version[1]}:{_dist_version('nvidia-cuda-nvrtc')}")
         else:
             dirs = [Path(d) for d in map(_library_headers, ("cudart", "cccl")) if d]

@@ -1,0 +1,1 @@
+// Declared by NVRTC itself: see README beside this file.
