@@ -174,6 +174,27 @@ def test_compile_reports_a_source_of_ones_own(capsys, tmp_path):
     assert "with a SOURCE" in capsys.readouterr().err
     assert cli.main(["compile", "-D", "X=1"]) == 2
     assert "go with a SOURCE" in capsys.readouterr().err
+    assert cli.main(["compile", "-I", str(tmp_path)]) == 2
+    assert "-I and --option go with a SOURCE" in capsys.readouterr().err
+
+
+def test_compile_takes_include_folders_and_options(capsys, tmp_path):
+    """``drvgemm compile FILE -I DIR --option=OPT``: a kernel in a header tree
+    with the options it is built with (here C++20's consteval, which C++17
+    refuses), and nvcc's options refused with the hint."""
+    (tmp_path / "inc" / "lib").mkdir(parents=True)
+    (tmp_path / "inc" / "lib" / "scale.cuh").write_text(
+        "consteval float scale() { return 3.0f; }\n")
+    src = tmp_path / "k.cu"
+    src.write_text('#include <lib/scale.cuh>\n'
+                   'extern "C" __global__ void k(float* x) { x[threadIdx.x] *= scale(); }\n')
+    inc = str(tmp_path / "inc")
+    assert cli.main(["compile", str(src), "-I", inc, "--option=-std=c++20"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].split()[0] == "k"
+    assert cli.main(["compile", str(src), "-I", inc]) == 1            # C++17: no consteval
+    assert "consteval" in capsys.readouterr().err
+    assert cli.main(["compile", str(src), "-I", inc, "--option=-std=c++20", "--option=-O3"]) == 1
+    assert "-O3: the host compiler's optimisation level" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -1,7 +1,7 @@
 """``drvgemm compile``: the ptxas report of every kernel (no GPU needed), or
 of the kernels of one source of your own (``drvgemm compile my.cu [NAME ...]
-[-D N=4] [--arch sm_90a]``: every kernel it defines, or the ones named,
-template instantiations included).
+[-D N=4] [-I DIR] [--option=-std=c++20] [--arch sm_90a]``: every kernel it
+defines, or the ones named, template instantiations included).
 
 A line goes to stderr only for a kernel that is actually compiled (never for
 a cache hit), so a warm run prints the table alone."""
@@ -29,6 +29,12 @@ def add(sub) -> None:
     c.add_argument("--arch", default="sm_90", help="target architecture (default sm_90)")
     c.add_argument("-D", "--define", action="append", default=[], metavar="NAME[=VALUE]",
                    help="with SOURCE: a preprocessor define (repeatable)")
+    c.add_argument("-I", "--include", action="append", default=[], metavar="DIR",
+                   help="with SOURCE: a folder of headers, searched before the source's own "
+                        "(repeatable)")
+    c.add_argument("--option", action="append", default=[], metavar="OPT",
+                   help="with SOURCE: an NVRTC option, written --option=OPT "
+                        "(--option=-std=c++20, --option=--use_fast_math; repeatable)")
     c.add_argument("--kernels", default=None,
                    help="comma-separated labels to report (default: all), e.g. 01_naive,saxpy")
     c.set_defaults(func=run)
@@ -58,14 +64,16 @@ def report(arch="sm_90", kernels=None, progress=None) -> tuple[str, int]:
     return _table(items, progress)
 
 
-def source_report(source, names=(), arch="sm_90", defines=(), progress=None) -> tuple[str, int]:
+def source_report(source, names=(), arch="sm_90", defines=(), progress=None, *,
+                  include_paths=(), options=()) -> tuple[str, int]:
     """The same table for the kernels of one source: those named, or every
     kernel it defines. The source compiles once; a compile error is raised
     (CompileError, with NVRTC's log), not a row."""
     arch = compiler.normalize_arch(arch)
     with compiler.compile_listener(_listener(progress)):
         module = compile_module(source, list(names) or None, defines=list(defines) or None,
-                                arch=arch)
+                                arch=arch, include_paths=list(include_paths),
+                                options=list(options))
     labels = list(names) or module.names
     if not labels:
         raise ValueError(f"{source} defines no kernel (a template kernel needs its "
@@ -121,11 +129,12 @@ def run(args) -> int:
         if args.kernels:
             raise ValueError("--kernels picks from drvgemm's kernel set; with a SOURCE, name "
                              "its kernels after it")
-        text, failed = source_report(args.source, args.names, args.arch, args.define, _progress)
+        text, failed = source_report(args.source, args.names, args.arch, args.define, _progress,
+                                     include_paths=args.include, options=args.option)
         print(text)
         return 1 if failed else 0
-    if args.names or args.define:
-        raise ValueError("kernel names and -D go with a SOURCE of your own")
+    if args.names or args.define or args.include or args.option:
+        raise ValueError("kernel names, -D, -I and --option go with a SOURCE of your own")
     kernels = args.kernels.split(",") if args.kernels else None
     text, failed = report(args.arch, kernels, progress=_progress)
     print(text)
