@@ -505,8 +505,8 @@ class FakeDeviceArray:
 @pytest.mark.parametrize("x,exc,msg", [
     (np.zeros((3, 4), np.float64), TypeError, "float32, bfloat16 or float16"),
     (np.zeros((3, 4), np.int32), TypeError, "float32"),
-    (np.zeros((2, 3, 4), np.float32), ValueError, "2-D"),
-    (np.zeros(4, np.float32), ValueError, "2-D"),
+    (np.zeros((), np.float32), ValueError, "scalar"),
+    (FakeDeviceArray((2, 3, 4), strides=(16, 32, 4)), ValueError, "one row pitch"),
     (FakeDeviceArray((3, 4), strides=(4, 12)), ValueError, "contiguous"),
     (FakeDeviceArray((3, 4), typestr="<f8"), TypeError, "float32"),
     ([[1.0, 2.0]], TypeError, "numpy array or a device array"),

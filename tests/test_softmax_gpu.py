@@ -328,6 +328,44 @@ def test_torch_tensor_in(gpu):
                                rtol=1e-5, atol=1e-30)
 
 
+def test_more_axes_are_rows_and_keep_their_shape(gpu):
+    """(batch, heads, rows, cols) logits, a 1-D row, numpy and device in:
+    softmax over the last axis, the shape kept; the second call of the same
+    device shape takes the per-call cache, which must keep it too."""
+    x = make_input(2 * 3 * 5, 300).reshape(2, 3, 5, 300)
+    y = sm.softmax(x)
+    assert isinstance(y, np.ndarray) and y.shape == (2, 3, 5, 300)
+    check(y.reshape(30, 300), x.reshape(30, 300), "auto")
+    row = make_input(1, 1000)[0]
+    y1 = sm.softmax(row)
+    assert y1.shape == (1000,)
+    check(y1.reshape(1, 1000), row.reshape(1, 1000), "auto")
+    dx = drvgemm.to_device(x)
+    for _ in range(2):
+        out = sm.softmax(dx)
+        assert isinstance(out, DeviceArray) and out.shape == (2, 3, 5, 300)
+        drvgemm.synchronize()
+        check(out.to_host().reshape(30, 300), x.reshape(30, 300), "auto")
+
+
+def test_torch_batch_of_column_slices(gpu):
+    """A 3-D tensor whose rows are a column slice of a wider one (one pitch
+    through the batch axis), with out=; a transposed batch is refused."""
+    from drvgemm.tools.optional import torch_cuda, why_not
+    torch = torch_cuda()
+    if torch is None:
+        pytest.skip(why_not("torch"))
+    wide = make_input(4 * 7, 520).reshape(4, 7, 520)
+    t = torch.from_numpy(wide).cuda()[:, :, 3:503]          # pitch 520, offset 3 elements
+    out = torch.full((4, 7, 500), float("nan"), device=t.device)
+    assert sm.softmax(t, out=out) is out
+    drvgemm.synchronize()
+    np.testing.assert_allclose(out.cpu().numpy(), torch.softmax(t, dim=-1).cpu().numpy(),
+                               rtol=1e-5, atol=1e-30)
+    with pytest.raises(ValueError, match="one row pitch"):
+        sm.softmax(torch.from_numpy(wide).cuda().transpose(0, 1))
+
+
 def test_torch_bfloat16_tensor_in_and_out(gpu):
     """torch's CUDA array interface has no bfloat16 ('<V2'): the tensor's own
     dtype says what it is, in and out=."""

@@ -571,6 +571,30 @@ def test_device_views_give_their_row_pitch():
             sm._device_view(FakeDeviceArray((3, 4), strides=strides))
 
 
+def test_device_views_of_more_axes_step_through_rows_at_one_pitch():
+    """Every axis before the last is a row index (as torch.softmax(x, -1)):
+    (batch, heads, rows, cols) of a contiguous tensor, or of a column slice;
+    axes of one element step nowhere; a transposed batch has no one pitch."""
+    assert sm._device_view(FakeDeviceArray((2, 3, 4)))[1:4:2] == ((2, 3, 4), 4)
+    assert sm._device_view(FakeDeviceArray((2, 3, 4), strides=(84, 28, 4)))[3] == 7
+    assert sm._device_view(FakeDeviceArray((2, 1, 3, 4), strides=(48, 999, 16, 4)))[3] == 4
+    assert sm._device_view(FakeDeviceArray((5,), strides=(4,)))[3] == 5
+    assert sm._device_view(FakeDeviceArray((2, 3, 0), strides=(0, 0, 4)))[3] == 0
+    for shape, strides in (((2, 3, 4), (16, 32, 4)),      # batch and rows transposed
+                           ((2, 3, 4), (100, 28, 4)),     # a batch pitch off the rows'
+                           ((5,), (8,))):                 # a strided row
+        with pytest.raises(ValueError, match="one row pitch"):
+            sm._device_view(FakeDeviceArray(shape, strides=strides))
+    with pytest.raises(ValueError, match="scalar"):
+        sm._device_view(FakeDeviceArray(()))
+    assert sm._rows_cols((2, 3, 4)) == (6, 4) and sm._rows_cols((7,)) == (1, 7)
+
+
+def test_out_has_the_shape_of_x_whatever_its_axes():
+    with pytest.raises(ValueError, match=r"out must be 2 x 3 x 4 float32 \(x's shape"):
+        sm.softmax(FakeDeviceArray((2, 3, 4)), out=FakeDeviceArray((6, 4)))
+
+
 def test_misaligned_element_pointers_are_refused():
     with pytest.raises(ValueError, match="aligned to their 4-byte elements"):
         sm.softmax(FakeDeviceArray((3, 4), ptr=0x10002), out=FakeDeviceArray((3, 4)))

@@ -1,4 +1,4 @@
-"""Softmax over the rows of a 2-D array: compiling and launching the plan of
+"""Softmax over the last axis (the rows of a 2-D array): compiling and launching the plan of
 a launch (plan.py) and ``softmax()``; the kernels are cu/softmax/softmax_*.cu,
 their configurations registry.py.
 
@@ -201,30 +201,51 @@ def reference(x) -> np.ndarray:
 # ---------------------------------------------------------------------------
 # the public entry
 # ---------------------------------------------------------------------------
+def _rows_cols(shape) -> tuple[int, int]:
+    """(rows, cols) of an array whose last axis is the softmax's: every axis
+    before it is a row index (a 1-D array is one row)."""
+    if len(shape) == 0:
+        raise ValueError("softmax takes an array of at least one axis (the last is the "
+                         "softmax's), got a scalar")
+    return int(np.prod(shape[:-1], dtype=np.int64)), int(shape[-1])
+
+
 def _device_view(x, what="softmax"):
     """(pointer, shape, dtype, row pitch in elements) of a
-    __cuda_array_interface__ object. Rows must be contiguous (unit element
-    stride); the row pitch may exceed the row (a column slice of a wider
-    array) when it is a whole number of elements."""
+    __cuda_array_interface__ object whose rows are its last axis. Rows must
+    be contiguous (unit element stride); the row pitch may exceed the row (a
+    column slice of a wider array) when it is a whole number of elements;
+    the axes before the last must step through the rows at that one pitch
+    (a batch of such rows: (batch, heads, rows) of a contiguous tensor, or
+    of a column slice of one)."""
     cai = getattr(x, "__cuda_array_interface__", None)
     if cai is None:
         raise TypeError(f"{what} takes a numpy array or a device array "
                         f"(__cuda_array_interface__), got {type(x).__name__}")
     shape = tuple(int(s) for s in cai["shape"])
     dt = dtypes.of_interface(x, cai["typestr"])
+    rows, cols = _rows_cols(shape)
     strides = cai.get("strides")
-    pitch = shape[1] if len(shape) == 2 else None
-    if strides is not None and len(shape) == 2:
-        s0, s1 = (int(s) for s in strides)
-        rows, cols = shape
-        ok_cols = cols <= 1 or s1 == dt.itemsize
-        ok_rows = rows <= 1 or (s0 >= cols * dt.itemsize and s0 % dt.itemsize == 0)
-        if not (ok_cols and ok_rows):
-            raise ValueError(f"{what} needs rows of contiguous elements (a row pitch of at least "
-                             f"the row, in whole elements); got strides {tuple(strides)} for "
-                             f"shape {shape} ({dt.itemsize}-byte elements)")
-        if rows > 1:
-            pitch = s0 // dt.itemsize
+    pitch = cols
+    if strides is not None and rows > 0 and cols > 0:
+        strides = tuple(int(s) for s in strides)
+        # the axes that step (size > 1), innermost first
+        lead = [(n, st) for n, st in zip(shape[:-1], strides[:-1]) if n > 1][::-1]
+        ok = cols <= 1 or strides[-1] == dt.itemsize
+        if lead:
+            step = lead[0][1]
+            ok = ok and step >= cols * dt.itemsize and step % dt.itemsize == 0
+            inner = step
+            for n, st in lead:          # each outer axis steps over the whole inner block
+                ok = ok and st == inner
+                inner = st * n
+            if ok:
+                pitch = step // dt.itemsize
+        if not ok:
+            raise ValueError(f"{what} needs rows of contiguous elements (the last axis) at one "
+                             f"row pitch of at least the row, in whole elements, through every "
+                             f"axis before it; got strides {strides} for shape {shape} "
+                             f"({dt.itemsize}-byte elements): make it contiguous first")
     return int(cai["data"][0]), shape, dt, pitch
 
 
@@ -273,15 +294,16 @@ def _contiguous(sig) -> bool:
 
 
 def softmax(x, *, kernel: str = "auto", out=None, stream=None):
-    """Softmax over the last axis of a 2-D array (see the module docstring
-    for the semantics).
+    """Softmax over the last axis of an array of one or more axes (see the
+    module docstring for the semantics): every axis before the last is a row
+    index, as torch.softmax(x, dim=-1) takes them.
 
     ``x``: a numpy array (the result comes back as numpy) or a device array
     (DeviceArray, or anything with ``__cuda_array_interface__``: the result is
     a DeviceArray, or ``out`` when given, enqueued on ``stream`` and not
     synchronised). Device rows may start at any element (offset views) and sit
-    at any row pitch of whole elements (column slices); rungs 01..06 and 10 take
-    contiguous rows only. dtype float32, bfloat16 (ml_dtypes) or float16; the
+    at any row pitch of whole elements (column slices), one pitch through every
+    leading axis; rungs 01..06 and 10 take contiguous rows only. dtype float32, bfloat16 (ml_dtypes) or float16; the
     output has the same dtype, the arithmetic is fp32. ``kernel``: 'auto' or
     a name from ``kernels()``. ``out``: a device array of x's shape and dtype
     to write into (device inputs only; its own pitch).
@@ -300,9 +322,9 @@ def softmax(x, *, kernel: str = "auto", out=None, stream=None):
         key = hit = None                  # the checked path says what is wrong
     if hit is None:
         return _checked_softmax(x, kernel, out, stream, key)
-    k, p, rows, cols, dt = hit
+    k, p, rows, cols, dt, shape = hit
     if out is None:
-        y = driver.empty((rows, cols), dt)
+        y = driver.empty(shape, dt)
         run_plan(k, p, px[0], y.ptr, rows, cols, cols, cols, stream=stream)
         return interop.like(y, x)
     run_plan(k, p, px[0], py[0], rows, cols, cols, cols, stream=stream)
@@ -316,13 +338,11 @@ def _checked_softmax(x, kernel, out, stream, key):
     x, out = interop.as_input(x), interop.as_input(out)
     on_host = isinstance(x, np.ndarray)
     if on_host:
-        shape, dt, ptr, ldx = x.shape, x.dtype, None, None
+        shape, dt, ptr, ldx = tuple(x.shape), x.dtype, None, None
     else:
         ptr, shape, dt, ldx = _device_view(x)
-    if len(shape) != 2:
-        raise ValueError(f"softmax takes a 2-D array (rows x cols), got shape {tuple(shape)}")
     precision = dtype_name(dt)
-    rows, cols = (int(s) for s in shape)
+    rows, cols = _rows_cols(shape)
     if rows > INT_MAX or cols > INT_MAX:
         raise ValueError(f"rows and cols must each be below 2^31, got {rows} x {cols}")
     ldy = cols
@@ -331,8 +351,9 @@ def _checked_softmax(x, kernel, out, stream, key):
             raise TypeError("out= takes a device array and goes with a device input; "
                             "a numpy input returns a new numpy array")
         out_ptr, out_shape, out_dt, ldy = _device_view(out, "out")
-        if tuple(out_shape) != (rows, cols) or out_dt != dt:
-            raise ValueError(f"out must be {rows}x{cols} {dt}, got {tuple(out_shape)} {out_dt}")
+        if tuple(out_shape) != shape or out_dt != dt:
+            raise ValueError(f"out must be {' x '.join(map(str, shape))} {dt} (x's shape and "
+                             f"dtype), got {tuple(out_shape)} {out_dt}")
         if out_ptr % dt.itemsize or (ptr is not None and ptr % dt.itemsize):
             raise ValueError(f"x and out must be aligned to their {dt.itemsize}-byte elements")
 
@@ -340,7 +361,7 @@ def _checked_softmax(x, kernel, out, stream, key):
         return np.empty(shape, dt)
 
     if out is None:
-        out = driver.empty((rows, cols), dt)
+        out = driver.empty(shape, dt)
         out_ptr = out.ptr
     if rows == 0 or cols == 0:
         return interop.like(out, template)
@@ -357,5 +378,5 @@ def _checked_softmax(x, kernel, out, stream, key):
             key[1] is None or _contiguous(key[1])):
         if len(_calls) >= _MAX_CALLS:
             _calls.clear()
-        _calls[key] = (k, p, rows, cols, dt)
+        _calls[key] = (k, p, rows, cols, dt, shape)
     return interop.like(out, template)
