@@ -41,16 +41,6 @@ _NVCC_KINDS = (
 )
 
 
-def _nvcc_only(options) -> list[tuple[str, str]]:
-    """(option with its value, what it is for) of the options only nvcc takes."""
-    out, it = [], iter(options)
-    for o in it:
-        kind = next((why for pattern, why in _NVCC_KINDS if pattern.match(o)), None)
-        if kind is not None:
-            out.append((f"{o} {next(it, '')}".rstrip() if _NVCC_WITH_VALUE.match(o) else o, kind))
-    return out
-
-
 _CANNOT_OPEN = re.compile(r'cannot open source file "([^"]+)"')
 _UNDEFINED = re.compile(r'identifier "([\w:]+)" is undefined')
 _NO_STD = re.compile(r'namespace "std" has no member (?:class |function )?"(\w+)"')
@@ -99,6 +89,16 @@ _GUARD = "guard host code with #ifndef __CUDACC_RTC__ ... #endif"
 # cuCtxCreate, CUresult, CUdeviceptr); not cuComplex.h's device functions
 # (cuCaddf, cuCrealf), which are cuC and a lower-case letter too.
 _HOST_API = re.compile(r"^(?:std::)?cuda[A-Z]|^cu(?:[A-BD-Z]|Ctx)|^CU[a-z]")
+
+
+def _nvcc_only(options) -> list[tuple[str, str]]:
+    """(option with its value, what it is for) of the options only nvcc takes."""
+    out, it = [], iter(options)
+    for o in it:
+        kind = next((why for pattern, why in _NVCC_KINDS if pattern.match(o)), None)
+        if kind is not None:
+            out.append((f"{o} {next(it, '')}".rstrip() if _NVCC_WITH_VALUE.match(o) else o, kind))
+    return out
 
 
 def _host_code(log: str, prog_name: str = "") -> tuple[list[str], list[str]]:
