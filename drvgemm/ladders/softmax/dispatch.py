@@ -1,6 +1,6 @@
-"""Softmax over the last axis (the rows of a 2-D array): compiling and launching the plan of
-a launch (plan.py) and ``softmax()``; the kernels are cu/softmax/softmax_*.cu,
-their configurations registry.py.
+"""Softmax over the last axis (the rows of a 2-D array): compiling and
+launching the plan of a launch (plan.py) and ``softmax()``; the kernels are
+cu/softmax/softmax_*.cu, their configurations registry.py.
 
 Semantics (every rung, and ``reference`` below, compute the same thing):
 ``y[r, c] = exp(x[r, c] - max_r) / sum_c exp(x[r, c] - max_r)``, in fp32
@@ -303,8 +303,9 @@ def softmax(x, *, kernel: str = "auto", out=None, stream=None):
     a DeviceArray, or ``out`` when given, enqueued on ``stream`` and not
     synchronised). Device rows may start at any element (offset views) and sit
     at any row pitch of whole elements (column slices), one pitch through every
-    leading axis; rungs 01..06 and 10 take contiguous rows only. dtype float32, bfloat16 (ml_dtypes) or float16; the
-    output has the same dtype, the arithmetic is fp32. ``kernel``: 'auto' or
+    leading axis; rungs 01..06 and 10 take contiguous rows only. dtype float32,
+    bfloat16 (ml_dtypes) or float16; the output has the same dtype, the
+    arithmetic is fp32. ``kernel``: 'auto' or
     a name from ``kernels()``. ``out``: a device array of x's shape and dtype
     to write into (device inputs only; its own pitch).
     """
