@@ -54,9 +54,11 @@ _CUB_ALL = re.compile(r"cub/(?:cub\.cuh|device/)")
 # specialisation in cuda::std reaches.
 _STD_SPECIALIZED = re.compile(r'class "cuda::std::(?:__\w+::)?(\w+)<[^"]*>" cannot be specialized')
 # nvcc's annotated lambdas ([=] __device__ (...) {...}): NVRTC refuses the
-# annotation whatever the options.
+# annotation whatever the options (13.3 and later: "is not allowed in JIT
+# mode"; 13.0: "requires --extended-lambda nvcc flag", a flag it refuses).
 _ANNOTATED_LAMBDA = re.compile(r"^(?P<file>[^\n(]*)\((?P<line>\d+)\): error: __host__ or "
-                               r"__device__ annotation on lambda is not allowed", re.M)
+                               r"__device__ annotation on lambda (?:is not allowed|requires)",
+                               re.M)
 _DEVICE_LAUNCH = re.compile(r"^(?P<file>[^\n(]*)\((?P<line>\d+)\): error: device-side kernel "
                             r"launch could not be processed", re.M)
 _CUDA_HEADER = re.compile(r"^(cuda_\w+\.h|mma\.h|math_constants\.h|cooperative_groups.*|"
