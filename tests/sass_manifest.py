@@ -61,6 +61,32 @@ CODES = MANIFEST.with_name("sass_manifest_code.json")
 # NVRTC. An instantiation whose inputs are those of the recorded compile is
 # that compile; any other is compiled and held against the digests.
 INPUTS = MANIFEST.with_name("sass_manifest_inputs.json")
+# The compilers the manifest's SASS came from, written with it. Another release
+# builds other SASS for many instantiations (NVRTC 13.0 against 13.5: the
+# window rungs, among others), so the manifest is checked only under these;
+# the test extra pins them (pyproject.toml), and a move to a new release is a
+# rewrite of the manifest under it.
+TOOLCHAIN = MANIFEST.with_name("sass_manifest_toolchain.json")
+COMPILERS = ("nvidia-cuda-nvrtc", "nvidia-nvjitlink")
+
+
+def toolchain() -> dict:
+    """The installed compilers' wheel versions ('' where not from a wheel)."""
+    from drvgemm.runtime.compiler import _dist_version
+    return {dist: _dist_version(dist) for dist in COMPILERS}
+
+
+def other_toolchain() -> str | None:
+    """Why the manifest cannot be checked here (its compilers are not the
+    installed ones), or None."""
+    recorded = json.loads(TOOLCHAIN.read_text()) if TOOLCHAIN.exists() else {}
+    now = toolchain()
+    if recorded == now:
+        return None
+    said = lambda t: ", ".join(f"{d} {t.get(d) or '?'}" for d in COMPILERS)  # noqa: E731
+    return (f"the SASS manifest was recorded with {said(recorded)}; this is {said(now)}, whose "
+            f"SASS differs by release: pip install the recorded ones (the test extra pins "
+            f"them) to check it, or rewrite it (python3 tests/sass_manifest.py)")
 
 # Instruction forms by which a nondeterministic instantiation's opcode profile
 # may differ from the recorded one (sum of |count differences|). Rung 08's
@@ -263,6 +289,9 @@ if __name__ == "__main__":
     if not _usage_ok(sys.argv[1:]):
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         sys.exit(2 if sys.argv[1:] not in (["--help"], ["-h"]) else 0)
+    if sys.argv[1:2] in (["--inputs"], ["--only"]) and other_toolchain():
+        sys.exit(f"{other_toolchain()}; --inputs and --only keep the other records, which "
+                 "would mix two releases")
     if sys.argv[1:2] == ["--inputs"]:
         changed = refresh_inputs()
         for key, (was, now) in sorted(changed.items()):
@@ -292,4 +321,5 @@ if __name__ == "__main__":
     INPUTS.write_text(json.dumps(inputs, indent=1, sort_keys=True) + "\n")
     nd["profiles"] = profiles
     NONDETERMINISTIC.write_text(json.dumps(nd, indent=1) + "\n")
+    TOOLCHAIN.write_text(json.dumps(toolchain(), indent=1, sort_keys=True) + "\n")
     print(f"{len(table)} instantiations -> {MANIFEST}")

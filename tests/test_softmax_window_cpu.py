@@ -624,7 +624,10 @@ def test_row_suite_spans_the_issue():
 def test_row_suite_records_carry_the_manifests_sass_hash(rows, cols, prec):
     """A suite record's sass_hash is the manifest's digest of the kernel auto
     runs, so a reader can tell whether the results belong to the code."""
+    import sass_manifest
     from drvgemm.tools import memory_bench as mb
+    if sass_manifest.other_toolchain():
+        pytest.skip(sass_manifest.other_toolchain())
     p = sm.plan(rows, cols, prec)
     got = mb._sass_hash(p)["sass_hash"]
     manifest = json.loads((Path(__file__).parent / "data" / "sass_manifest.json").read_text())
