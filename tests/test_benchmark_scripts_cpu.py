@@ -94,3 +94,25 @@ def test_the_notes_device_commands_name_phases_and_settings_h200_sh_has():
             assert set(phases) <= known, f"{doc.name}: unknown phases {set(phases) - known}"
             seen += 1
     assert seen >= 1
+
+
+def test_results_match_code_sorts_records_by_what_today_builds(monkeypatch):
+    """benchmarks/results_match_code.py: a record whose kernel builds to its
+    hash today is equal, to another hash differs, unless its rung is one NVRTC
+    builds differently from run to run; a record it cannot rebuild is
+    counted apart, one without a hash not at all."""
+    monkeypatch.setattr(sys, "path", [str(SCRIPTS[0].parent)] + sys.path)
+    rmc = runpy.run_path(str(SCRIPTS[0].parent / "results_match_code.py"), run_name="rmc")
+    today = {"gemm/01_naive/aligned=1/c=fp32/sm_90": "aaaa",
+             "gemm/08_warp_tiled/aligned=0/c=fp32/sm_90": "bbbb"}
+    check = rmc["check"]
+    monkeypatch.setitem(check.__globals__, "digest_of",
+                        lambda r, builds, memo: today.get(r.get("instantiation")))
+    records = [{"instantiation": "gemm/01_naive/aligned=1/c=fp32/sm_90", "sass_hash": "aaaa"},
+               {"instantiation": "gemm/01_naive/aligned=1/c=fp32/sm_90", "sass_hash": "cccc"},
+               {"instantiation": "gemm/08_warp_tiled/aligned=0/c=fp32/sm_90", "sass_hash": "dddd"},
+               {"kernel": "copy", "sass_hash": "eeee"},
+               {"kernel": "torch_softmax"}]
+    res = check(records, {})
+    assert (res["equal"], res["varies"], res["not_rebuilt"]) == (1, 1, 1)
+    assert [(r["sass_hash"], d) for r, d in res["differ"]] == [("cccc", "aaaa")]
