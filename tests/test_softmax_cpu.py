@@ -12,9 +12,9 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import example, given, settings, strategies as st
+from hypothesis import assume, example, given, settings, strategies as st
 
-from drvgemm.runtime import compiler, sass
+from drvgemm.runtime import compiler, sass, sources
 from drvgemm.ladders.memory import registry as mem_registry
 from drvgemm.analysis import banks
 from drvgemm.tools import memory_bench as membench, softmax_sweep
@@ -209,6 +209,74 @@ def test_slice_exp_does_not_branch_around_each_exp():
     head = text[:text.index("BAR.SYNC")]
     assert head.count("MUFU.EX2") >= 32
     assert len(re.findall(r"\bBRA\b", head)) <= 12, "exps wrapped in branches"
+
+
+def _fma_exp_ref_limit() -> float:
+    """FMA_EXP_REF_LIMIT, as softmax_common.cuh defines it."""
+    text = open(sources.find_source("softmax_common.cuh")).read()
+    return float(re.search(r"constexpr float FMA_EXP_REF_LIMIT = ([0-9.]+)f;", text).group(1))
+
+
+def _fma_exp(x, ref):
+    """The 16-bit builds' exp_fma(x, exp_fma_bias(ref)) before the MUFU:
+    2^fl32(x * L + fl32(-ref * L)), the product exact in float64 (24 x 24
+    bits), the FFMA's one rounding float64's then float32's."""
+    L = np.float32(1.4426950408889634)
+    b = np.float32(-np.float32(ref)) * L
+    a = np.float32(np.float64(x) * np.float64(L) + np.float64(b))
+    return 2.0 ** np.float64(a)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(ref=st.floats(-1.0, 1.0), gap=st.floats(0.0, 80.0), scale=st.sampled_from([1.0, 16.0, 256.0]))
+@example(ref=1.0, gap=0.0, scale=256.0)
+@example(ref=-1.0, gap=80.0, scale=256.0)
+def test_fma_exp_error_stays_far_under_the_16_bit_roundings(ref, gap, scale):
+    """Within FMA_EXP_REF_LIMIT the FFMA form of exp(x - ref) is off by at
+    most |ref| * 2^-24 (the bias's rounding) plus what rounding the exponent
+    costs any form (|x - ref| * 2^-24 relative): at the limit 2^-16, under
+    1/32 of an fp16 output's rounding (2^-11) and far under bf16's (2^-8)."""
+    limit = _fma_exp_ref_limit()
+    assert limit == 256.0
+    r = np.float32(ref * scale)
+    x = np.float32(np.float64(r) - gap)
+    assume(np.isfinite(x) and x <= r)
+    exact = math.exp(float(x) - float(r))
+    err = abs(_fma_exp(x, r) / exact - 1.0)
+    bias_part = abs(float(r)) * 2.0 ** -24
+    bound = bias_part + (2.0 * (float(r) - float(x)) + 2.0) * 2.0 ** -24
+    assert err <= bound, (float(x), float(r), err, bound)
+    assert bias_part <= 2.0 ** -11 / 32
+
+
+@pytest.mark.parametrize("prec", ["bf16", "fp16"])
+def test_crowded_16_bit_row_tiles_take_the_max_by_pairs_and_exps_by_fma(prec):
+    """Rung 10's crowded 16-bit rows (x 127, four lanes of 16-byte vectors):
+    the inner vectors' max on packed pairs, a thread's choice of the FMA exp
+    on its |max| against the limit, and in that path FFMA + MUFU.EX2 an
+    element (the subtract-first form is FADD, FMUL, MUFU.EX2)."""
+    p = sm.plan(131072, 127, prec, cc=(9, 0))
+    assert p.entry == "softmax_10_row_tile" and dict(p.defines)["CROWDED"] == 1, p.describe()
+    b, res = build(p.source, p.entry, dict(p.defines), "sm_90")
+    assert res[p.entry].spill_stores == 0 and res[p.entry].stack == 0, res[p.entry]
+    text = function_sass(sass.disassemble(b.cubin), p.entry)
+    reduce = text.split("BAR.SYNC")[1]            # between the tile's first two barriers
+    assert len(re.findall(r"\bV?HMNMX2?\b", reduce)) >= 4, "no max on packed pairs"
+    choice = re.search(r"FSETP\.GTU\.AND P(\d), PT, \|R\d+\|, 256, PT ;\s*\n.*@P\1 BRA `\((\.L_x_\d+)\)",
+                       reduce)
+    assert choice, "no branch on |max| against FMA_EXP_REF_LIMIT"
+    fma_path = reduce[choice.end():reduce.index(choice.group(2) + ":")]
+    assert fma_path.count("MUFU.EX2") >= 32 and fma_path.count("FFMA") >= 32
+    assert fma_path.count("FADD") <= fma_path.count("MUFU.EX2") + 8, "exps still subtract first"
+
+
+def test_fma_exp_past_the_limit_would_show_in_fp16():
+    """Why the limit: at 16-bit magnitudes near 6e4 the bias's rounding alone
+    moves an exp by more than half an fp16 ulp (2^-12) -- those threads keep
+    the subtract-first form."""
+    worst = max(abs(_fma_exp(np.float32(r), np.float32(r)) - 1.0)
+                for r in np.linspace(60000.0, 60100.0, 101, dtype=np.float32))
+    assert worst > 2.0 ** -12
 
 
 @pytest.mark.parametrize("prec", sorted(smr.DTYPE_CODES))

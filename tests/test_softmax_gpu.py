@@ -224,6 +224,31 @@ def test_16_bit_inputs(gpu, kernel, prec, shape):
     check(y, x, kernel)
 
 
+# Row offsets either side of the 16-bit builds' FMA exp limit
+# (FMA_EXP_REF_LIMIT = 256 in softmax_common.cuh: a thread whose max is within
+# it takes exp by one FFMA, past it the subtract-first form): rows of a warp,
+# and the lanes of one row (an offset of 254, unit-normal values), take both.
+FMA_LIMIT_OFFSETS = (0.0, 254.0, 256.0, 258.0, -256.0, -300.0, 1000.0, -4000.0, 30000.0)
+
+
+@pytest.mark.parametrize("prec", ["bf16", "fp16"])
+@pytest.mark.parametrize("shape", [(8192, 127), (8192, 129), (16384, 33), (4096, 127), (256, 4097),
+                                   (64, 8192), (32, 50257), (9, 262144), (128, 128256),
+                                   (3, 777777)],
+                         ids=lambda s: f"{s[0]}x{s[1]}")
+def test_16_bit_exps_either_side_of_the_fma_limit(gpu, prec, shape):
+    """auto's rung for each shape (row tiles crowded and not, windows packed
+    and not, clusters, split rows) on rows whose maxima straddle the FMA exp
+    limit, row by row and within a row: the reference's bound either way."""
+    rows, cols = shape
+    x = make_input(rows, cols, prec="fp32", scale=1.0, seed=rows + cols)
+    x += np.resize(np.asarray(FMA_LIMIT_OFFSETS, np.float32), rows)[:, None]
+    x = x.astype(smr.numpy_dtype(prec))
+    y = run(x, "auto")
+    p = sm.plan(rows, cols, prec, cc=gpu.cc, sm_count=gpu.sm_count)
+    check(y, x, f"auto ({p.describe()})")
+
+
 @pytest.mark.parametrize("prec", ["bf16", "fp16"])
 def test_16_bit_rows_of_8_on_one_lane(gpu, prec):
     """Aligned 16-bit rows of 8: auto's one lane and one 16-byte vector a row

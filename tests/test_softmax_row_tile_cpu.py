@@ -306,9 +306,10 @@ def row_vectors(s, cols, lane, row_threads, elems, size=2):
     indices, whole 16-byte vectors read, of them those written whole,
     elements written one by one), accesses as byte ranges of the buffer. The
     row is window elements [lo, hi) of the 16-byte vectors from s & ~15;
-    vectors 1 .. nv - 2 go to the lanes in turn, lane 0 takes vector 0 and
-    lane 1 vector nv - 1, reading and writing only their elements inside the
-    row."""
+    vectors 1 .. nv - 2 go to the lanes in turn; the first min(row_threads,
+    4) lanes share vector 0 (the first half of them) and vector nv - 1 (the
+    second half, when nv > 1), 2 * vec / that many elements a lane, reading
+    and writing only their elements inside the row."""
     vec = 16 // size
     win, lo = s & ~15, (s & 15) // size
     hi = lo + cols
@@ -322,12 +323,16 @@ def row_vectors(s, cols, lane, row_threads, elems, size=2):
             elements += [vec * q + k - lo for k in range(vec)]
             read.append((win + 16 * q, win + 16 * q + 16))
             written.append(read[-1])
-    if lane == 0 or (lane == 1 and nv > 1):
-        ev = 0 if lane == 0 else nv - 1
+    edge_lanes = min(row_threads, 4)
+    slots, half = 2 * vec // edge_lanes, edge_lanes // 2
+    if lane < edge_lanes and (lane < half or nv > 1):
+        ev = 0 if lane < half else nv - 1
+        e0 = (lane if lane < half else lane - half) * slots
         ea, eb = max(lo - vec * ev, 0), min(hi - vec * ev, vec)
-        elements += [vec * ev + k - lo for k in range(ea, eb)]
-        single += [(win + 16 * ev + size * k, win + 16 * ev + size * (k + 1)) for k in range(ea, eb)]
-        read += single[len(single) - (eb - ea):]
+        mine = [k for k in range(e0, e0 + slots) if ea <= k < eb]
+        elements += [vec * ev + k - lo for k in mine]
+        single += [(win + 16 * ev + size * k, win + 16 * ev + size * (k + 1)) for k in mine]
+        read += single[len(single) - len(mine):]
     return elements, read, written, single
 
 
@@ -370,12 +375,17 @@ def test_vector_path_bound_is_tight():
 def test_vector_path_model_is_the_kernel_s():
     _kernel_has("const int lo = (s & 15) / SZ, hi = lo + cols;   // the row: window elements [lo, hi)",
                 "const int nv = (hi + VEC - 1) / VEC;            // window vectors",
-                "const bool edge = live && (lane == 0 || (lane == 1 && nv > 1));",
-                "const int ev = lane == 0 ? 0 : nv - 1;",
+                "constexpr int EDGE_LANES = ROW_THREADS < 4 ? ROW_THREADS : 4;",
+                "constexpr int ESLOTS = 2 * VEC / EDGE_LANES;",
+                "constexpr int HALF = EDGE_LANES / 2;",
+                "const bool edge = live && lane < EDGE_LANES && (lane < HALF || nv > 1);",
+                "const int ev = lane < HALF ? 0 : nv - 1;",
+                "const int e0 = (lane < HALF ? lane : lane - HALF) * ESLOTS;",
                 "const int ea = max(lo - ev * VEC, 0), eb = min(hi - ev * VEC, VEC);",
                 "const int q = 1 + lane + j * ROW_THREADS;",
                 "if (live && q < nv - 1)",
-                "if (k >= ea && k < eb) we[k] = from_f32(o[k]);",
+                "f[RVECS * VEC + k] = (edge && e0 + k >= ea && e0 + k < eb) ? to_f32(e[k]) : NEG_INF;",
+                "if (e0 + k >= ea && e0 + k < eb) we[k] = from_f32(f[RVECS * VEC + k]);",
                 "constexpr int RVECS = ELEMS / VEC - 1;",
                 "constexpr bool kVectors = CROWDED != 0 && ROW_THREADS > 1;")
 

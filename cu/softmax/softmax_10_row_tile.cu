@@ -313,14 +313,23 @@ __device__ __forceinline__ void reduce_run_words(unsigned char* buf, const Run& 
 // shared memory (MIO throttle, short scoreboard); fp32 x 127, 3.1 conflicts
 // a load.
 // The window's first and last vectors (0 and nv - 1) are shared with the
-// neighbouring rows: lane 0 holds the first and lane 1 the last in an edge
-// slot, reading and writing only their elements inside the row (element
-// accesses; the others, -inf here, are a neighbour's, which its lanes may
-// be writing: racecheck flagged whole-vector reads of them). The vectors
-// between, 1 .. nv - 2, lie wholly inside the row: lane `lane` holds 1 +
-// lane + j * ROW_THREADS in slot j, loaded and stored whole. Those per-row
-// edges are what it costs: on rows whose slots spread, the slots are faster.
+// neighbouring rows: their 2 * VEC elements are dealt out ESLOTS a lane to
+// the group's first EDGE_LANES lanes (the first half of them the first
+// vector, the second half the last), each reading and writing only its
+// elements inside the row (element accesses; the others, -inf here, are a
+// neighbour's, which its lanes may be writing: racecheck flagged
+// whole-vector reads of them). The vectors between, 1 .. nv - 2, lie wholly
+// inside the row: lane `lane` holds 1 + lane + j * ROW_THREADS in slot j,
+// loaded and stored whole. Those per-row edges are what it costs: on rows
+// whose slots spread, the slots are faster. (Lanes 0 and 1 held a whole edge
+// vector each, VEC slots a lane of which the other lanes' stood empty, until
+// the thirty-second round: four lanes of VEC / 2 take that many
+// instructions off every lane.)
 constexpr int RVECS = ELEMS / VEC - 1;   // inner slots a lane holds
+constexpr int EDGE_LANES = ROW_THREADS < 4 ? ROW_THREADS : 4;
+constexpr int ESLOTS = 2 * VEC / EDGE_LANES;   // edge elements a lane holds
+static_assert(!kVectors || (ROW_THREADS >= 2 && ESLOTS * EDGE_LANES == 2 * VEC),
+              "crowded lane groups: at least two lanes, sharing the two edge vectors evenly");
 // -inf in each element of a 32-bit word: what an empty inner slot holds
 constexpr unsigned NEG_INF_WORD = DTYPE == 0 ? 0xff800000u : DTYPE == 1 ? 0xff80ff80u : 0xfc00fc00u;
 
@@ -332,41 +341,59 @@ __device__ __forceinline__ void reduce_run_vectors(unsigned char* buf, const Run
     unsigned char* win = buf + (s & ~15);           // its window (buf is 16-byte aligned)
     const int lo = (s & 15) / SZ, hi = lo + cols;   // the row: window elements [lo, hi)
     const int nv = (hi + VEC - 1) / VEC;            // window vectors
-    // the edge slot: lane 0 the first vector, lane 1 the last (when there are two)
-    const bool edge = live && (lane == 0 || (lane == 1 && nv > 1));
-    const int ev = lane == 0 ? 0 : nv - 1;
-    const int ea = max(lo - ev * VEC, 0), eb = min(hi - ev * VEC, VEC);   // its elements [ea, eb)
-    float f[(RVECS + 1) * VEC];
+    // the edge slots: elements e0 .. e0 + ESLOTS - 1 of the first vector (the
+    // first half of the edge lanes) or of the last (the second half, when there
+    // are two vectors)
+    constexpr int HALF = EDGE_LANES / 2;
+    const bool edge = live && lane < EDGE_LANES && (lane < HALF || nv > 1);
+    const int ev = lane < HALF ? 0 : nv - 1;
+    const int e0 = (lane < HALF ? lane : lane - HALF) * ESLOTS;
+    // its elements: slot k holds element e0 + k of vector ev when ea <= e0 + k < eb
+    const int ea = max(lo - ev * VEC, 0), eb = min(hi - ev * VEC, VEC);
+    constexpr int NF = RVECS * VEC + ESLOTS;
+    float f[NF];
+#if DTYPE != 0
+    unsigned mw = NEG_INF_WORD;   // the inner slots' max, pair by pair (max_pairs)
+#endif
 #pragma unroll
     for (int j = 0; j < RVECS; ++j) {
         const int q = 1 + lane + j * ROW_THREADS;
         const uint4 w = (live && q < nv - 1) ? *reinterpret_cast<const uint4*>(win + 16 * q)
                                              : make_uint4(NEG_INF_WORD, NEG_INF_WORD, NEG_INF_WORD, NEG_INF_WORD);
+#if DTYPE != 0
+        mw = max_pairs(mw, max_pairs(max_pairs(w.x, w.y), max_pairs(w.z, w.w)));
+#endif
         float* o = f + j * VEC;
         unpack_word(w.x, o);
         unpack_word(w.y, o + EPW);
         unpack_word(w.z, o + 2 * EPW);
         unpack_word(w.w, o + 3 * EPW);
     }
-    const elem_t* e = reinterpret_cast<const elem_t*>(win + 16 * ev);
+    const elem_t* e = reinterpret_cast<const elem_t*>(win + 16 * ev) + e0;
 #pragma unroll
-    for (int k = 0; k < VEC; ++k) f[RVECS * VEC + k] = (edge && k >= ea && k < eb) ? to_f32(e[k]) : NEG_INF;
-    const MaxSum mine = slice_exp<(RVECS + 1) * VEC, kFast>(f);
+    for (int k = 0; k < ESLOTS; ++k)
+        f[RVECS * VEC + k] = (edge && e0 + k >= ea && e0 + k < eb) ? to_f32(e[k]) : NEG_INF;
+#if DTYPE != 0
+    float m = max_of_pair(mw);
+#pragma unroll
+    for (int k = 0; k < ESLOTS; ++k) m = fmaxf(m, f[RVECS * VEC + k]);
+    const MaxSum mine = slice_exp_from<NF, kFast>(f, m);
+#else
+    const MaxSum mine = slice_exp<NF, kFast>(f);
+#endif
     const float scale = slice_scale<kFast>(mine.m, shfl_max_first<ROW_THREADS, kFast>(mine));
 #pragma unroll
-    for (int j = 0; j <= RVECS; ++j) {
-        float* o = f + j * VEC;
+    for (int k = 0; k < NF; ++k) f[k] *= scale;
 #pragma unroll
-        for (int k = 0; k < VEC; ++k) o[k] *= scale;
-        if (j < RVECS) {
-            const int q = 1 + lane + j * ROW_THREADS;
-            if (live && q < nv - 1) store_vec<VEC>(reinterpret_cast<elem_t*>(win + 16 * q), o);
-        } else if (edge) {
-            elem_t* we = reinterpret_cast<elem_t*>(win + 16 * ev);
+    for (int j = 0; j < RVECS; ++j) {
+        const int q = 1 + lane + j * ROW_THREADS;
+        if (live && q < nv - 1) store_vec<VEC>(reinterpret_cast<elem_t*>(win + 16 * q), f + j * VEC);
+    }
+    if (edge) {
+        elem_t* we = reinterpret_cast<elem_t*>(win + 16 * ev) + e0;
 #pragma unroll
-            for (int k = 0; k < VEC; ++k)
-                if (k >= ea && k < eb) we[k] = from_f32(o[k]);
-        }
+        for (int k = 0; k < ESLOTS; ++k)
+            if (e0 + k >= ea && e0 + k < eb) we[k] = from_f32(f[RVECS * VEC + k]);
     }
 }
 

@@ -75,6 +75,29 @@ __device__ __forceinline__ unsigned pack_word(const float* in) {
 
 constexpr int ELEMS_PER_WORD = 4 / static_cast<int>(sizeof(elem_t));
 
+#if DTYPE != 0
+// The max of two words of 16-bit pairs, pair by pair (max.bf16x2 / max.f16x2:
+// like fmaxf, a NaN loses to a number): exact in the element type, so the max
+// of a run of words, widened, is the max of its widened elements, in half
+// the instructions (and a tree, not a chain).
+__device__ __forceinline__ unsigned max_pairs(unsigned a, unsigned b) {
+    unsigned d;
+#if DTYPE == 1
+    asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+#else
+    asm("max.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+#endif
+    return d;
+}
+
+// The larger element of a word of two, widened.
+__device__ __forceinline__ float max_of_pair(unsigned w) {
+    float f[2];
+    unpack_word(w, f);
+    return fmaxf(f[0], f[1]);
+}
+#endif
+
 // Load N consecutive elements as floats. N * sizeof(elem_t) is 2, 4, 8 or 16
 // bytes and p is aligned to that size: one LDG of that width (LDG.E.128 at 16 B,
 // a quarter of the instructions of scalar loads for the same bytes). The
@@ -141,16 +164,44 @@ __device__ __forceinline__ void online_add(float& m, float& l, float x) {
 // fp32) instead of expf's nine instructions. Subtracting first keeps the
 // error relative to |x - ref| (exact for x near ref), so large inputs lose
 // nothing. exp(-inf) = 0 and NaN stays NaN either way.
+constexpr float LOG2E = 1.4426950408889634f;
+
+// 2^a by MUFU.EX2 (ex2.approx.ftz: ~2 ulp of fp32, results below 2^-126 flushed to 0).
+__device__ __forceinline__ float ex2_approx(float a) {
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(a));
+    return r;
+}
+
 template <bool kFast = false>
 __device__ __forceinline__ float exp_diff(float x, float ref) {
     if constexpr (kFast) {
-        float r;
-        asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(__fmul_rn(__fsub_rn(x, ref), 1.4426950408889634f)));
-        return r;
+        return ex2_approx(__fmul_rn(__fsub_rn(x, ref), LOG2E));
     } else {
         return expf(x - ref);
     }
 }
+
+// The 16-bit outputs' element exps in one FFMA: exp(x - ref) = 2^(x * log2(e) +
+// b) with b = -ref * log2(e) rounded once, against exp_diff<true>'s FADD,
+// FMUL. What it costs: b's rounding, an error of |ref| * log2(e) * 2^-25 in
+// every exponent, i.e. a relative error of |ref| * 2^-24 in every exp (log2(e)
+// is rounded too, but alike in both terms, so it scales only x - ref). Where
+// |ref| <= FMA_EXP_REF_LIMIT that is at most 2^-16, under 1/64 of an fp16
+// output's rounding (2^-11 relative) and 1/256 of a bf16 one's; past the limit
+// (which 16-bit logits near 6e4 reach: 0.2% there) a thread keeps the
+// subtract-first form. fp32 outputs never take it: they are held to a few
+// ulp of fp32. The choice is a thread's (on its own reference), made once
+// for all its elements.
+constexpr float FMA_EXP_REF_LIMIT = 256.0f;
+
+__device__ __forceinline__ bool exp_by_fma(float ref) {
+    return DTYPE != 0 && fabsf(ref) <= FMA_EXP_REF_LIMIT;
+}
+
+__device__ __forceinline__ float exp_fma(float x, float b) { return ex2_approx(fmaf(x, LOG2E, b)); }
+
+__device__ __forceinline__ float exp_fma_bias(float ref) { return __fmul_rn(-ref, LOG2E); }
 
 // Merge two partial pairs. Comparing with the new max before exponentiating
 // keeps -inf - -inf out (both empty: l = la + lb = 0, or NaN if either is NaN),
@@ -287,20 +338,37 @@ __device__ __forceinline__ void slice_load(const elem_t* __restrict__ row, int f
 __device__ __forceinline__ float exp_ref(float m) { return (m == NEG_INF) ? 0.0f : m; }
 
 // kKeep: the values stay as they are, only (m_thread, sum) comes back.
+// slice_exp_from: the same with the thread's max m already known.
+// kFast with 16-bit outputs: exp_fma where the reference allows it (exp_by_fma).
+template <int N, bool kFast = false, bool kKeep = false>
+__device__ __forceinline__ MaxSum slice_exp_from(float* v, float m) {
+    const float ref = exp_ref(m);
+    float l = 0.0f;
+    if (kFast && exp_by_fma(ref)) {
+        const float b = exp_fma_bias(ref);
+#pragma unroll
+        for (int k = 0; k < N; ++k) {
+            const float e = exp_fma(v[k], b);
+            if constexpr (!kKeep) v[k] = e;
+            l += e;
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < N; ++k) {
+            const float e = exp_diff<kFast>(v[k], ref);
+            if constexpr (!kKeep) v[k] = e;
+            l += e;
+        }
+    }
+    return MaxSum{m, l};
+}
+
 template <int N, bool kFast = false, bool kKeep = false>
 __device__ __forceinline__ MaxSum slice_exp(float* v) {
     float m = NEG_INF;
 #pragma unroll
     for (int k = 0; k < N; ++k) m = fmaxf(m, v[k]);
-    const float ref = exp_ref(m);
-    float l = 0.0f;
-#pragma unroll
-    for (int k = 0; k < N; ++k) {
-        const float e = exp_diff<kFast>(v[k], ref);
-        if constexpr (!kKeep) v[k] = e;
-        l += e;
-    }
-    return MaxSum{m, l};
+    return slice_exp_from<N, kFast, kKeep>(v, m);
 }
 
 // exp(x - m_thread) * exp(m_thread - M) / L = softmax. An all -inf row has

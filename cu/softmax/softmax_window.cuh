@@ -54,9 +54,10 @@ __device__ __forceinline__ void store16(elem_t* p, const float* in) {
 // for the elements, the merges and the scale. A 16-bit output rounds to 2^-9
 // (bf16) / 2^-11 (fp16) anyway, and expf's nine instructions an element were
 // most of what those kernels issue (~40 instructions an element against
-// fp32's ~20 for the same bytes: issue-bound, not memory-bound). One FFMA of
-// x * log2(e) - ref * log2(e) would save the FADD but carry the rounding of
-// ref * log2(e) into every element (0.2% at |ref| = 6e4, past an fp16 ulp).
+// fp32's ~20 for the same bytes: issue-bound, not memory-bound). The element
+// exps take one FFMA instead of FADD, FMUL where the thread's reference is
+// small enough for its rounding not to show (exp_by_fma, softmax_common.cuh;
+// at |ref| = 6e4 it would be 0.2%, past an fp16 ulp).
 // ex2.approx.ftz flushes results below 2^-126 to 0: an output moves by less
 // than the tests' absolute floor (FLT_MIN; fp16 2^-24). fp32 keeps expf (its
 // outputs are held to a few ulp of fp32), so its machine code is unchanged.
@@ -264,19 +265,8 @@ __device__ __forceinline__ void window_load_packed(const RowWindow& w, int first
 
 // window_exp over packed values: the same (m, l) in the same order, the
 // exps not kept.
-// The max is taken on the packed pairs (max.bf16x2 / max.f16x2: like fmaxf,
-// a NaN loses to a number), exact in the element type, so it equals the max
-// of the widened values; widening all 64 first would hold them all at once.
-__device__ __forceinline__ unsigned max_pairs(unsigned a, unsigned b) {
-    unsigned d;
-#if DTYPE == 1
-    asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-#else
-    asm("max.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-#endif
-    return d;
-}
-
+// The max is taken on the packed pairs (max_pairs, softmax_common.cuh);
+// widening all 64 first would hold them all at once.
 template <int kItems>
 __device__ __forceinline__ MaxSum window_exp_packed(uint4* r) {
     // From -inf, as slice_exp's chain: a thread of NaNs alone gets m = -inf.
@@ -289,10 +279,18 @@ __device__ __forceinline__ MaxSum window_exp_packed(uint4* r) {
     packed_fence<kItems>(r);
     const float ref = exp_ref(m);
     float l = 0.0f;
+    if (FAST_EXP && exp_by_fma(ref)) {   // slice_exp_from's choice and exps
+        const float b = exp_fma_bias(ref);
 #pragma unroll
-    for (int it = 0; it < kItems; ++it)
+        for (int it = 0; it < kItems; ++it)
 #pragma unroll
-        for (int k = 0; k < WVEC; ++k) l += exp_shifted(held_f32(r[it], k), ref);
+            for (int k = 0; k < WVEC; ++k) l += exp_fma(held_f32(r[it], k), b);
+    } else {
+#pragma unroll
+        for (int it = 0; it < kItems; ++it)
+#pragma unroll
+            for (int k = 0; k < WVEC; ++k) l += exp_shifted(held_f32(r[it], k), ref);
+    }
     return MaxSum{m, l};
 }
 
@@ -303,9 +301,16 @@ __device__ __forceinline__ void window_store_packed(const RowWindow& w, int firs
                                                     uint4* r, float m_thread, float scale) {
     packed_fence<kItems>(r);
     const float ref = exp_ref(m_thread);
-    window_store_each<kItems, kStride>(w, first, lane, live, [&](int it, int k) {
-        return exp_shifted(held_f32(r[it], k), ref) * scale;
-    });
+    if (FAST_EXP && exp_by_fma(ref)) {
+        const float b = exp_fma_bias(ref);
+        window_store_each<kItems, kStride>(w, first, lane, live, [&](int it, int k) {
+            return exp_fma(held_f32(r[it], k), b) * scale;
+        });
+    } else {
+        window_store_each<kItems, kStride>(w, first, lane, live, [&](int it, int k) {
+            return exp_shifted(held_f32(r[it], k), ref) * scale;
+        });
+    }
 }
 #endif
 
