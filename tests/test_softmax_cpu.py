@@ -262,10 +262,11 @@ def test_crowded_16_bit_row_tiles_take_the_max_by_pairs_and_exps_by_fma(prec):
     text = function_sass(sass.disassemble(b.cubin), p.entry)
     reduce = text.split("BAR.SYNC")[1]            # between the tile's first two barriers
     assert len(re.findall(r"\bV?HMNMX2?\b", reduce)) >= 4, "no max on packed pairs"
-    choice = re.search(r"FSETP\.GTU\.AND P(\d), PT, \|R\d+\|, 256, PT ;\s*\n.*@P\1 BRA `\((\.L_x_\d+)\)",
-                       reduce)
-    assert choice, "no branch on |max| against FMA_EXP_REF_LIMIT"
-    fma_path = reduce[choice.end():reduce.index(choice.group(2) + ":")]
+    test = re.search(r"FSETP\.GTU\.AND P(\d), PT, \|R\d+\|, 256, PT ;", reduce)
+    assert test, "no test of |max| against FMA_EXP_REF_LIMIT"
+    choice = re.compile(rf"@P{test.group(1)} BRA `\((\.L_x_\d+)\)").search(reduce, test.end())
+    assert choice, "no branch on that test"
+    fma_path = reduce[choice.end():reduce.index(choice.group(1) + ":")]
     assert fma_path.count("MUFU.EX2") >= 32 and fma_path.count("FFMA") >= 32
     assert fma_path.count("FADD") <= fma_path.count("MUFU.EX2") + 8, "exps still subtract first"
 

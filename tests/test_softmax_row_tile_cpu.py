@@ -40,26 +40,28 @@ def tile_accesses(tile, rows, cols, size, xb, yb, per_block):
     shift = a0 - v0
     nvec = (a0 + run - v0 + 15) >> 4
     whole, single, stored = [], [], []
-    for v in range(nvec):
+    # load_run: vectors first .. last - 1 whole, vector 0 (when it starts before
+    # x) and vector last (when it ends past x, and is not vector 0) partial
+    first = 1 if v0 < 0 else 0
+    last = nvec - 1 if v0 + 16 * nvec > xbytes else nvec
+    whole += [xb + v0 + 16 * v for v in range(first, last)]
+    partial = ([0] if first else []) + ([last] if last < nvec and last >= first else [])
+    for v in partial:
         g = v0 + 16 * v
-        if g >= 0 and g + 16 <= xbytes:
-            whole.append(xb + g)
-        else:
-            single += [xb + g + k * size for k in range(16 // size)
-                       if 0 <= g + k * size < xbytes]
+        single += [xb + g + k * size for k in range(16 // size) if 0 <= g + k * size < xbytes]
     yphase = yb & 15
     b0 = e0 * size
     w0 = ((b0 + yphase) & ~15) - yphase
     if b0 - w0 == shift:
-        for w in range(nvec):
+        # store_run, the same split against the run's bytes [b0, b1)
+        b1 = b0 + run
+        first = 1 if w0 < b0 else 0
+        last = nvec - 1 if w0 + 16 * nvec > b1 else nvec
+        stored += [(yb + w0 + 16 * w, yb + w0 + 16 * w + 16) for w in range(first, last)]
+        for w in ([0] if first else []) + ([last] if last < nvec and last >= first else []):
             gy = w0 + 16 * w
-            if gy >= b0 and gy + 16 <= b0 + run:
-                stored.append((yb + gy, yb + gy + 16))
-            else:
-                for k in range(16 // size):
-                    ge = gy + k * size
-                    if b0 <= ge < b0 + run:
-                        stored.append((yb + ge, yb + ge + size))
+            stored += [(yb + gy + k * size, yb + gy + (k + 1) * size) for k in range(16 // size)
+                       if b0 <= gy + k * size < b1]
     else:
         # element by element: y[e0 + i] for i < nrows * cols, one contiguous range
         stored.append((yb + b0, yb + b0 + nrows * cols * size))
@@ -113,6 +115,40 @@ def test_loads_stay_in_x_and_stores_cover_y_once(cols, rows, size, x_off, y_off)
         y_ranges += stored
     assert _tiles_exactly(y_ranges, yb, yb + nbytes), \
         "a store outside y, a byte of y unwritten, or one stored twice"
+
+
+def test_load_and_store_model_is_the_kernel_s():
+    _kernel_has("const int first = r.v0 < 0 ? 1 : 0;",
+                "const int last = r.v0 + 16ll * r.nvec > xbytes ? r.nvec - 1 : r.nvec;",
+                "for (int v = first + static_cast<int>(threadIdx.x); v < last; v += THREADS)",
+                "if (last < r.nvec && last >= first && threadIdx.x == THREADS - 1) {",
+                "const int first = w0 < b0 ? 1 : 0;",
+                "const int last = w0 + 16ll * r.nvec > b1 ? r.nvec - 1 : r.nvec;",
+                "for (int w = first + static_cast<int>(threadIdx.x); w < last; w += THREADS)",
+                "const int ka = static_cast<int>(max(min((lo - off + SZ - 1) / SZ, static_cast<long long>(VEC)), 0ll));",
+                "const int kb = static_cast<int>(max(min((hi - off + SZ - 1) / SZ, static_cast<long long>(VEC)), 0ll));",
+                "if (k >= ka && k < kb) dst[k] = src[k];")
+
+
+def _c_div(a, b):
+    """C's integer division (toward zero)."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+@pytest.mark.parametrize("size", [2, 4])
+def test_partial_vector_bounds_are_the_elements_inside(size):
+    """partial_vector's [ka, kb), in C's arithmetic, holds exactly the
+    elements k whose byte offset off + k * size lies in [lo, hi), for every
+    vector position around both ends (offsets differ by whole elements)."""
+    vec = 16 // size
+    for off in range(-16, 48, size):
+        for lo in range(-16, 48, size):
+            for hi in range(lo, 64, size):
+                ka = max(min(_c_div(lo - off + size - 1, size), vec), 0)
+                kb = max(min(_c_div(hi - off + size - 1, size), vec), 0)
+                want = [k for k in range(vec) if lo <= off + k * size < hi]
+                assert [k for k in range(vec) if ka <= k < kb] == want, (off, lo, hi)
 
 
 def test_range_checks_see_a_gap_an_overlap_and_a_stray_byte():

@@ -123,25 +123,43 @@ __device__ __forceinline__ Run run_of(long long tile, int rows, int cols, int xp
 
 // 1. x's aligned vectors covering the run, into buf (byte offsets from x: the
 // first vector may start before x; offsets, not integer addresses, keep the
-// accesses in the global space: LDGSTS / LDG, not generic ones). The caller
-// commits the cp.async group.
+// accesses in the global space: LDGSTS / LDG, not generic ones). The run lies
+// inside x, so only its first vector can start before x and only its last can
+// end past it: those, where they do, go element by element (partial_vector),
+// one by thread 0 and one by the block's last thread; every other vector is
+// one 16-byte cp.async with no bound to test (tested in the loop, the bounds
+// took ~half of its 19 instructions a vector). The caller commits the
+// cp.async group.
+//
+// The elements k of a 16-byte vector, src to dst, whose byte offset off + k *
+// SZ lies in [lo, hi): a vector across an end of the array or of the run (the
+// bytes outside belong to nobody, or to the neighbouring tiles' rows). Not
+// inlined: two threads a tile call it, and inlined its bounds stayed live
+// across the reduce (fp32 crowded rows of 40 slots spilled 92 B).
+__device__ __noinline__ void partial_vector(elem_t* dst, const elem_t* src, long long off,
+                                            long long lo, long long hi) {
+    // its elements [ka, kb): the bounds as element counts from off, clamped to the vector
+    const int ka = static_cast<int>(max(min((lo - off + SZ - 1) / SZ, static_cast<long long>(VEC)), 0ll));
+    const int kb = static_cast<int>(max(min((hi - off + SZ - 1) / SZ, static_cast<long long>(VEC)), 0ll));
+#pragma unroll
+    for (int k = 0; k < VEC; ++k)
+        if (k >= ka && k < kb) dst[k] = src[k];
+}
+
 __device__ __forceinline__ void load_run(unsigned char* buf, const Run& r,
                                          const unsigned char* xc, long long xbytes) {
-    for (int v = threadIdx.x; v < r.nvec; v += THREADS) {
-        const long long g = r.v0 + 16ll * v;
-        if (g >= 0 && g + 16 <= xbytes) {
-            cp_async_16(smem_u32(buf + 16 * v), xc + g);
-        } else {
-            // a vector across an end of the array: only its elements inside
-            // (the bytes outside belong to nobody; their buffer slots stay unused)
-#pragma unroll
-            for (int k = 0; k < VEC; ++k) {
-                const long long ge = g + static_cast<long long>(k) * SZ;
-                if (ge >= 0 && ge < xbytes)
-                    reinterpret_cast<elem_t*>(buf + 16 * v)[k] =
-                        __ldg(reinterpret_cast<const elem_t*>(xc + ge));
-            }
-        }
+    const int first = r.v0 < 0 ? 1 : 0;                              // vector 0 starts before x
+    const int last = r.v0 + 16ll * r.nvec > xbytes ? r.nvec - 1 : r.nvec;   // the last ends past it
+#pragma unroll 1   // unrolled (4), the fp32 crowded builds spill 8 B
+    for (int v = first + static_cast<int>(threadIdx.x); v < last; v += THREADS)
+        cp_async_16(smem_u32(buf + 16 * v), xc + (r.v0 + 16ll * v));
+    if (first && threadIdx.x == 0)
+        partial_vector(reinterpret_cast<elem_t*>(buf), reinterpret_cast<const elem_t*>(xc + r.v0),
+                       r.v0, 0, xbytes);
+    if (last < r.nvec && last >= first && threadIdx.x == THREADS - 1) {   // not vector 0 again
+        const long long g = r.v0 + 16ll * last;
+        partial_vector(reinterpret_cast<elem_t*>(buf + 16 * last), reinterpret_cast<const elem_t*>(xc + g),
+                       g, 0, xbytes);
     }
 }
 
@@ -399,28 +417,29 @@ __device__ __forceinline__ void reduce_run_vectors(unsigned char* buf, const Run
 
 // 3. y's vectors covering the run [b0, b0 + run_bytes). Where y has x's
 // phase (shift), a vector wholly inside the run is buffer bytes 16 w..:
-// one 16-byte store. Otherwise, and for the partial first and last
-// vectors, element by element (never a byte outside the run: it belongs
-// to the neighbouring tiles' rows).
+// one 16-byte store; only the first vector (where the run starts inside it)
+// and the last (where it ends inside it) are partial, element by element
+// (never a byte outside the run: it belongs to the neighbouring tiles' rows),
+// by thread 0 and the block's last thread, as in load_run. Otherwise element
+// by element throughout.
 __device__ __forceinline__ void store_run(const unsigned char* buf, const Run& r, elem_t* y) {
     const int yphase = static_cast<int>(reinterpret_cast<unsigned long long>(y) & 15);
     const long long b0 = r.e0 * SZ;                        // the run in y, from y
     const long long w0 = ((b0 + yphase) & ~15ll) - yphase;
     unsigned char* yc = reinterpret_cast<unsigned char*>(y);
     if (static_cast<int>(b0 - w0) == r.shift) {
-        for (int w = threadIdx.x; w < r.nvec; w += THREADS) {
-            const long long gy = w0 + 16ll * w;
-            if (gy >= b0 && gy + 16 <= b0 + r.run_bytes) {
-                *reinterpret_cast<uint4*>(yc + gy) = *reinterpret_cast<const uint4*>(buf + 16 * w);
-            } else {
-#pragma unroll
-                for (int k = 0; k < VEC; ++k) {
-                    const long long ge = gy + static_cast<long long>(k) * SZ;
-                    if (ge >= b0 && ge < b0 + r.run_bytes)
-                        *reinterpret_cast<elem_t*>(yc + ge) =
-                            reinterpret_cast<const elem_t*>(buf + 16 * w)[k];
-                }
-            }
+        const long long b1 = b0 + r.run_bytes;
+        const int first = w0 < b0 ? 1 : 0;                               // the run starts inside vector 0
+        const int last = w0 + 16ll * r.nvec > b1 ? r.nvec - 1 : r.nvec;  // it ends inside the last
+#pragma unroll 1
+        for (int w = first + static_cast<int>(threadIdx.x); w < last; w += THREADS)
+            *reinterpret_cast<uint4*>(yc + (w0 + 16ll * w)) = *reinterpret_cast<const uint4*>(buf + 16 * w);
+        if (first && threadIdx.x == 0)
+            partial_vector(reinterpret_cast<elem_t*>(yc + w0), reinterpret_cast<const elem_t*>(buf), w0, b0, b1);
+        if (last < r.nvec && last >= first && threadIdx.x == THREADS - 1) {   // not vector 0 again
+            const long long gy = w0 + 16ll * last;
+            partial_vector(reinterpret_cast<elem_t*>(yc + gy), reinterpret_cast<const elem_t*>(buf + 16 * last),
+                           gy, b0, b1);
         }
     } else {
         const elem_t* src = reinterpret_cast<const elem_t*>(buf + r.shift);
