@@ -190,10 +190,6 @@ __device__ __forceinline__ void slice_read(const RowWindow& w, const Span& sp, c
 // base address when y has x's phase, the rest element by element inside the row.
 __device__ __forceinline__ void slice_write(const RowWindow& w, const Span& sp, int first, int lane,
                                             held_t* v, float m_thread, float scale) {
-#if PACKED
-    packed_fence<ITEMS>(v);
-    const float ref = exp_ref(m_thread);
-#endif
     const int b = first + lane;
     elem_t* dst = w.yw + static_cast<long long>(b) * WVEC;
     asm("" : "+l"(dst));   // one base address, the items at immediate offsets from it
@@ -203,25 +199,30 @@ __device__ __forceinline__ void slice_write(const RowWindow& w, const Span& sp, 
     const int live = sp.nv - b;
     const int fast_lo = w.same_phase ? sp.whole_begin - b : INT_MAX;
     const int fast_hi = sp.whole_end - b;
+    // out(it, k): element k of item it, as stored
+    auto write = [&](auto out) {
 #pragma unroll
-    for (int it = 0; it < ITEMS; ++it) {
-        const int vi = b + it * THREADS;
-        if (it * THREADS >= live) continue;
-        float o[WVEC];
+        for (int it = 0; it < ITEMS; ++it) {
+            const int vi = b + it * THREADS;
+            if (it * THREADS >= live) continue;
+            float o[WVEC];
 #pragma unroll
-        for (int k = 0; k < WVEC; ++k) {
+            for (int k = 0; k < WVEC; ++k) o[k] = out(it, k);
+            if (it * THREADS >= fast_lo && it * THREADS < fast_hi) {
+                store16(dst + it * THREADS * WVEC, o);
+            } else {
+                store_vector(w, vi * WVEC, o);
+            }
+        }
+    };
 #if PACKED
-            o[k] = exp_shifted(held_f32(v[it], k), ref) * scale;
+    packed_fence<ITEMS>(v);
+    with_held_exp(m_thread, [&](auto exp_of) {
+        write([&](int it, int k) { return exp_of(held_f32(v[it], k)) * scale; });
+    });
 #else
-            o[k] = v[it * WVEC + k] * scale;
+    write([&](int it, int k) { return v[it * WVEC + k] * scale; });
 #endif
-        }
-        if (it * THREADS >= fast_lo && it * THREADS < fast_hi) {
-            store16(dst + it * THREADS * WVEC, o);
-        } else {
-            store_vector(w, vi * WVEC, o);
-        }
-    }
 }
 
 // Block until the pairs of the peers (stored by st.async) have landed.

@@ -241,6 +241,27 @@ __device__ __forceinline__ void packed_fence(uint4* r) {
         asm volatile("" : "+r"(r[it].x), "+r"(r[it].y), "+r"(r[it].z), "+r"(r[it].w));
 }
 
+// The element exp of a thread whose max is m_thread, as slice_exp_from takes
+// it: exp_fma with its bias where exp_by_fma allows (16-bit builds with the
+// fast exp), else exp_shifted. f(exp_of) runs once, with exp_of that exp: the
+// choice is made once for the loop inside f, not per element, and every
+// packed path (the sum, the stores, rung 11's slice_write) takes the same one,
+// so the stored exps are the summed ones and packed builds match unpacked ones.
+struct ExpByFma {
+    float b;
+    __device__ __forceinline__ float operator()(float x) const { return exp_fma(x, b); }
+};
+struct ExpShifted {
+    float ref;
+    __device__ __forceinline__ float operator()(float x) const { return exp_shifted(x, ref); }
+};
+template <class F>
+__device__ __forceinline__ void with_held_exp(float m_thread, F&& f) {
+    const float ref = exp_ref(m_thread);
+    if (FAST_EXP && exp_by_fma(ref)) f(ExpByFma{exp_fma_bias(ref)});
+    else f(ExpShifted{ref});
+}
+
 // window_load, keeping each vector's 16 bytes as they are.
 template <int kItems, int kStride>
 __device__ __forceinline__ void window_load_packed(const RowWindow& w, int first, int lane, bool live,
@@ -277,40 +298,27 @@ __device__ __forceinline__ MaxSum window_exp_packed(uint4* r) {
     const uint4 mv = make_uint4(mm, 0u, 0u, 0u);
     const float m = fmaxf(held_f32(mv, 0), held_f32(mv, 1));
     packed_fence<kItems>(r);
-    const float ref = exp_ref(m);
     float l = 0.0f;
-    if (FAST_EXP && exp_by_fma(ref)) {   // slice_exp_from's choice and exps
-        const float b = exp_fma_bias(ref);
+    with_held_exp(m, [&](auto exp_of) {
 #pragma unroll
         for (int it = 0; it < kItems; ++it)
 #pragma unroll
-            for (int k = 0; k < WVEC; ++k) l += exp_fma(held_f32(r[it], k), b);
-    } else {
-#pragma unroll
-        for (int it = 0; it < kItems; ++it)
-#pragma unroll
-            for (int k = 0; k < WVEC; ++k) l += exp_shifted(held_f32(r[it], k), ref);
-    }
+            for (int k = 0; k < WVEC; ++k) l += exp_of(held_f32(r[it], k));
+    });
     return MaxSum{m, l};
 }
 
 // window_store over packed values: exp(x - ref) * scale, ref = exp_ref(m_thread)
-// as in slice_exp.
+// as in slice_exp, by the same exp (with_held_exp).
 template <int kItems, int kStride>
 __device__ __forceinline__ void window_store_packed(const RowWindow& w, int first, int lane, bool live,
                                                     uint4* r, float m_thread, float scale) {
     packed_fence<kItems>(r);
-    const float ref = exp_ref(m_thread);
-    if (FAST_EXP && exp_by_fma(ref)) {
-        const float b = exp_fma_bias(ref);
+    with_held_exp(m_thread, [&](auto exp_of) {
         window_store_each<kItems, kStride>(w, first, lane, live, [&](int it, int k) {
-            return exp_fma(held_f32(r[it], k), b) * scale;
+            return exp_of(held_f32(r[it], k)) * scale;
         });
-    } else {
-        window_store_each<kItems, kStride>(w, first, lane, live, [&](int it, int k) {
-            return exp_shifted(held_f32(r[it], k), ref) * scale;
-        });
-    }
+    });
 }
 #endif
 
