@@ -217,7 +217,7 @@ __device__ __forceinline__ void slice_write(const RowWindow& w, const Span& sp, 
     };
 #if PACKED
     packed_fence<ITEMS>(v);
-    with_held_exp(m_thread, [&](auto exp_of) {
+    with_exp<FAST_EXP>(m_thread, [&](auto exp_of) {
         write([&](int it, int k) { return exp_of(held_f32(v[it], k)) * scale; });
     });
 #else

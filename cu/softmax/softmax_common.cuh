@@ -203,6 +203,36 @@ __device__ __forceinline__ float exp_fma(float x, float b) { return ex2_approx(f
 
 __device__ __forceinline__ float exp_fma_bias(float ref) { return __fmul_rn(-ref, LOG2E); }
 
+// The element exp of a thread whose max is m: exp_fma with its bias where
+// kFast and exp_by_fma allow, else exp_diff<kFast> against exp_ref(m).
+// with_exp<kFast>(m, f) runs f(exp_of) once with that exp, so the choice is
+// made once for the loop inside f, not per element, and every path that
+// exponentiates a thread's values against it (its sum, its stores) takes the
+// same one.
+struct ExpByFma {
+    float b;
+    __device__ __forceinline__ float operator()(float x) const { return exp_fma(x, b); }
+};
+template <bool kFast>
+struct ExpDiff {
+    float ref;
+    __device__ __forceinline__ float operator()(float x) const { return exp_diff<kFast>(x, ref); }
+};
+// The reference a thread's exps are taken against: its max m. Branch-free:
+// exp(-inf - m) is already 0 for any m > -inf, so only a thread holding
+// nothing but -inf (m = -inf, where -inf - -inf would be NaN) needs a
+// different reference point, and any finite one gives exp(-inf) = 0. A
+// per-element test instead makes the compiler branch around each exp, which
+// serialises them; without it the exps of all N values overlap.
+__device__ __forceinline__ float exp_ref(float m) { return (m == NEG_INF) ? 0.0f : m; }
+
+template <bool kFast, class F>
+__device__ __forceinline__ void with_exp(float m, F&& f) {
+    const float ref = exp_ref(m);
+    if (kFast && exp_by_fma(ref)) f(ExpByFma{exp_fma_bias(ref)});
+    else f(ExpDiff<kFast>{ref});
+}
+
 // Merge two partial pairs. Comparing with the new max before exponentiating
 // keeps -inf - -inf out (both empty: l = la + lb = 0, or NaN if either is NaN),
 // and saves an exp on the side that holds the max. Commutative bit for bit
@@ -328,38 +358,24 @@ __device__ __forceinline__ void slice_load(const elem_t* __restrict__ row, int f
 
 // Turn the held values into exp(x - m_thread) in place and return
 // (m_thread, sum). One exp per element: the rescale to the row's max is a
-// single multiply at store time.
-// Branch-free: exp(-inf - m) is already 0 for any m > -inf, so only a thread
-// holding nothing but -inf (m = -inf, where -inf - -inf would be NaN) needs a
-// different reference point, and any finite one gives exp(-inf) = 0. A
-// per-element test instead makes the compiler branch around each exp, which
-// serialises them; without it the exps of all N values overlap.
-// kFast: exp_diff's fast form (the window rungs' 16-bit builds).
-__device__ __forceinline__ float exp_ref(float m) { return (m == NEG_INF) ? 0.0f : m; }
+// single multiply at store time. The reference is exp_ref(m_thread) (above).
+// kFast: exp_diff's fast form (the window rungs' 16-bit builds), or exp_fma
+// where its reference allows (with_exp).
 
 // kKeep: the values stay as they are, only (m_thread, sum) comes back.
 // slice_exp_from: the same with the thread's max m already known.
 // kFast with 16-bit outputs: exp_fma where the reference allows it (exp_by_fma).
 template <int N, bool kFast = false, bool kKeep = false>
 __device__ __forceinline__ MaxSum slice_exp_from(float* v, float m) {
-    const float ref = exp_ref(m);
     float l = 0.0f;
-    if (kFast && exp_by_fma(ref)) {
-        const float b = exp_fma_bias(ref);
+    with_exp<kFast>(m, [&](auto exp_of) {
 #pragma unroll
         for (int k = 0; k < N; ++k) {
-            const float e = exp_fma(v[k], b);
+            const float e = exp_of(v[k]);
             if constexpr (!kKeep) v[k] = e;
             l += e;
         }
-    } else {
-#pragma unroll
-        for (int k = 0; k < N; ++k) {
-            const float e = exp_diff<kFast>(v[k], ref);
-            if constexpr (!kKeep) v[k] = e;
-            l += e;
-        }
-    }
+    });
     return MaxSum{m, l};
 }
 

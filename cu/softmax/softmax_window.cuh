@@ -241,27 +241,6 @@ __device__ __forceinline__ void packed_fence(uint4* r) {
         asm volatile("" : "+r"(r[it].x), "+r"(r[it].y), "+r"(r[it].z), "+r"(r[it].w));
 }
 
-// The element exp of a thread whose max is m_thread, as slice_exp_from takes
-// it: exp_fma with its bias where exp_by_fma allows (16-bit builds with the
-// fast exp), else exp_shifted. f(exp_of) runs once, with exp_of that exp: the
-// choice is made once for the loop inside f, not per element, and every
-// packed path (the sum, the stores, rung 11's slice_write) takes the same one,
-// so the stored exps are the summed ones and packed builds match unpacked ones.
-struct ExpByFma {
-    float b;
-    __device__ __forceinline__ float operator()(float x) const { return exp_fma(x, b); }
-};
-struct ExpShifted {
-    float ref;
-    __device__ __forceinline__ float operator()(float x) const { return exp_shifted(x, ref); }
-};
-template <class F>
-__device__ __forceinline__ void with_held_exp(float m_thread, F&& f) {
-    const float ref = exp_ref(m_thread);
-    if (FAST_EXP && exp_by_fma(ref)) f(ExpByFma{exp_fma_bias(ref)});
-    else f(ExpShifted{ref});
-}
-
 // window_load, keeping each vector's 16 bytes as they are.
 template <int kItems, int kStride>
 __device__ __forceinline__ void window_load_packed(const RowWindow& w, int first, int lane, bool live,
@@ -299,7 +278,7 @@ __device__ __forceinline__ MaxSum window_exp_packed(uint4* r) {
     const float m = fmaxf(held_f32(mv, 0), held_f32(mv, 1));
     packed_fence<kItems>(r);
     float l = 0.0f;
-    with_held_exp(m, [&](auto exp_of) {
+    with_exp<FAST_EXP>(m, [&](auto exp_of) {
 #pragma unroll
         for (int it = 0; it < kItems; ++it)
 #pragma unroll
@@ -309,12 +288,12 @@ __device__ __forceinline__ MaxSum window_exp_packed(uint4* r) {
 }
 
 // window_store over packed values: exp(x - ref) * scale, ref = exp_ref(m_thread)
-// as in slice_exp, by the same exp (with_held_exp).
+// as in slice_exp, by the same exp (with_exp, softmax_common.cuh).
 template <int kItems, int kStride>
 __device__ __forceinline__ void window_store_packed(const RowWindow& w, int first, int lane, bool live,
                                                     uint4* r, float m_thread, float scale) {
     packed_fence<kItems>(r);
-    with_held_exp(m_thread, [&](auto exp_of) {
+    with_exp<FAST_EXP>(m_thread, [&](auto exp_of) {
         window_store_each<kItems, kStride>(w, first, lane, live, [&](int it, int k) {
             return exp_of(held_f32(r[it], k)) * scale;
         });
