@@ -346,6 +346,21 @@ def test_auto_choices_match_the_committed_table():
      lambda p: p.config.shared_items and not p.entry.endswith("_stream")),
     ((16, 1048576), "fp32", "softmax_09_split_row",
      lambda p: p.config.shared_items and p.slots == 8),
+    # rows outside the suite (benchmarks/softmax_route_gaps.py, thirty-sixth
+    # round): fp32 past rung 11's longest row, many rows, rung 09 in passes
+    # 0.863 / 0.880 vs rung 04's stream 0.643 / 0.641 ...
+    ((1024, 262144), "fp32", "softmax_09_split_row",
+     lambda p: p.config.shared_items and (p.split, p.slots) == (8, 33)),
+    ((2048, 163840), "fp32", "softmax_09_split_row",
+     lambda p: p.config.shared_items and (p.split, p.slots) == (5, 52)),
+    # ... and 16-bit rows of 57K..82K on rung 11's 2 x 512 slices, 0.925 / 0.864
+    # vs rung 08's 0.838 / 0.848
+    ((8192, 64000), "bf16", "softmax_11_any_row_pipelined",
+     lambda p: (p.config.threads, p.config.cluster, p.config.items) == (512, 2, 8)),
+    ((1024, 65536), "fp16", "softmax_11_any_row_pipelined",
+     lambda p: (p.config.threads, p.config.cluster, p.config.items) == (512, 2, 8)),
+    ((8192, 81920), "bf16", "softmax_11_any_row_pipelined",
+     lambda p: (p.config.threads, p.config.cluster, p.config.items) == (512, 2, 10)),
 ])
 def test_auto_takes_the_measured_winner(shape, prec, rung, extra):
     p = sm.plan(*shape, prec)

@@ -664,9 +664,14 @@ def _window_configs(vec: int) -> tuple:
     # 0.890 (256 x 13 x 2 0.837, rung 08 0.749), 1024 x 128256 256 x 8 x 8: 0.873
     # (256 x 16 x 4 0.773), 512 x 151936 512 x 10 x 4: 0.833 (rung 08 0.730). The
     # 16-bit rows run best on 16 warps an SM or on few values a thread; fp32 on
-    # 8 warps with more values.
+    # 8 warps with more values. 16-bit rows of 57K..82K (64000, 65536), which
+    # no config above held 0.7 full, take 512 x 8 x 2 / 512 x 10 x 2 (thirty-
+    # sixth round, results/h200-softmax-route-gaps.json, of copy): bf16 8192 x
+    # 64000 0.925 / 0.912 against rung 08's 0.838, 1024 x 65536 0.864 / 0.862
+    # against 0.848.
     pipe = ((256, 13, 4, 3), (256, 16, 8, 3), (256, 19, 8, 2)) if vec == 4 else \
-        ((512, 7, 2, 3), (256, 8, 8, 3), (512, 10, 4, 2), (512, 8, 8, 3))
+        ((512, 7, 2, 3), (512, 8, 2, 3), (512, 10, 2, 2), (256, 8, 8, 3), (512, 10, 4, 2),
+         (512, 8, 8, 3))
     out += [WindowConfig("softmax_11_any_row_pipelined", t, it, vec, cluster=c, stages=s,
                          packed=vec == 8)
             for t, it, c, s in pipe]
