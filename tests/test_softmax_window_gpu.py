@@ -240,9 +240,12 @@ def test_host_input_of_odd_rows(gpu):
     check(y, x, "auto host 333x50257")
 
 
-def test_more_than_2_31_elements_through_a_window_cluster(gpu):
-    """32769 x 65537 bf16: 2^31 + 98306 elements, odd rows (the cluster rung
-    with its peel and tail), sampled rows around the 2^31 boundary."""
+@pytest.mark.parametrize("kernel, rung", [("auto", "softmax_11_any_row_pipelined"),
+                                          ("softmax_08_any_row_cluster", None)])
+def test_more_than_2_31_elements_through_a_window_cluster(gpu, kernel, rung):
+    """32769 x 65537 bf16: 2^31 + 98306 elements, odd rows (the cluster rungs
+    with their peel and tail: auto's rung 11 slices of 2 x 512 and rung 08 asked
+    for), sampled rows around the 2^31 boundary."""
     if gpu.cc < (9, 0):
         pytest.skip("needs sm_90")
     rows, cols = 32769, 65537
@@ -261,9 +264,9 @@ def test_more_than_2_31_elements_through_a_window_cluster(gpu):
             n = min(done, rows - done)
             driver.memcpy_dtod(x.ptr + done * row_bytes, x.ptr, n * row_bytes)
             done += n
-        p = sm.plan(rows, cols, "bf16", cc=gpu.cc, sm_count=gpu.sm_count)
-        assert p.rung == "softmax_08_any_row_cluster", p.describe()
-        sm.softmax(x, out=y)
+        p = sm.plan(rows, cols, "bf16", kernel=kernel, cc=gpu.cc, sm_count=gpu.sm_count)
+        assert p.rung == (rung or kernel), p.describe()
+        sm.softmax(x, out=y, kernel=kernel)
         drvgemm.synchronize()
         edge = 2**31 // cols
         for r in sorted({0, edge - 1, edge, edge + 1, rows - 1}):

@@ -167,24 +167,42 @@ constexpr bool EXP_AT_STORE = DTYPE == 0;
 // of both had measured bf16 16 x 1048576 38.3 -> 41.8 us, against 29.5 -> 29.2
 // now).
 //
-// All `split` pairs of a row, folded by warp 0 alone and identically in every
-// block: lane j merges pairs j, j + 32, ... in order (every plan of an H200
-// but a single row's has split <= 64: one merge a lane at most), then the
-// lanes' pairs max first by butterflies (shfl_max_first: the same bits in
-// every lane, block and launch). Each pair is read once a block.
-// (Were every warp to fold all of them, each row's few lines of pairs would
-// be read by every warp of the GPU at once, 4,096 warps x 2 KiB at split 256:
-// a hot spot on the L2 slices that hold them, measured at ~8 us a row, more
-// than the row's own 4 MiB took.) Warp 0 hands (M, L) to its block through
-// shared memory, one barrier in all, where a fold of one pair a thread took
-// three (the thread-0 wait's and two block reductions'): the thirty-sixth
-// round's timeline (results/h200-softmax-split-timeline.json) put that fold
-// at 0.8-1.5 us a pass, the median block, on every split shape.
-__device__ __forceinline__ MaxSum fold_row(const MaxSum* pairs, int split) {
+// All `split` pairs of a row, folded identically by every block, each pair read
+// once a block. (Were every warp to fold all of them, each row's few lines of
+// pairs would be read by every warp of the GPU at once, 4,096 warps x 2 KiB at
+// split 256: a hot spot on the L2 slices that hold them, measured at ~8 us a
+// row, more than the row's own 4 MiB took.) The max first, then each pair's
+// sum rescaled to it: the same bits in every block and launch.
+//
+// split <= 32 (every plan of more than three rows on an H200), unpacked builds
+// (the packed chunk's registers leave no room for both folds: 8 B spilled):
+// warp 0 alone,
+// a pair a lane, by butterflies, and hands (M, L) to its block through shared
+// memory: one barrier where the block-wide fold takes three. Measured (H200,
+// thirty-sixth round, same run, us): fp32 16 x 1048576 (split 32) 47.87 ->
+// 45.09, 64 x 262144 (8) 46.78 -> 45.28, 1024 x 262144 (8) 583.5 -> 568.0; bf16
+// 16 x 1048576 (32, packed, so the block-wide fold after all) 29.54 -> 29.06.
+// Wider rows of pairs: a pair a thread over the block (two block reductions).
+// Warp 0 merging 2..8 pairs a lane in a chain lost there (each merge waits on
+// its load): fp32 3 x 777777 (split 48) 13.95 -> 15.17, 1 x 1048576 (256) 9.89
+// -> 11.97, bf16 1 x 1048576 8.61 -> 9.57; 4 x 1048576 (64) level.
+constexpr int WARP_FOLD_MAX_SPLIT = 32;
+
+__device__ __forceinline__ MaxSum fold_row_warp(const MaxSum* pairs, int split) {
     const int lane = threadIdx.x & 31;
-    MaxSum own = lane < split ? load_pair(pairs + lane) : MaxSum{NEG_INF, 0.0f};
-    for (int j = lane + 32; j < split; j += 32) own = merge<FAST_EXP>(own, load_pair(pairs + j));
+    const MaxSum own = lane < split ? load_pair(pairs + lane) : MaxSum{NEG_INF, 0.0f};
     return shfl_max_first<32, FAST_EXP>(own);
+}
+
+__device__ __forceinline__ MaxSum fold_row_block(const MaxSum* pairs, int split, float* red) {
+    const MaxSum own = threadIdx.x < split ? load_pair(pairs + threadIdx.x) : MaxSum{NEG_INF, 0.0f};
+    float m = own.m;
+    for (int j = threadIdx.x + THREADS; j < split; j += THREADS) m = fmaxf(m, load_pair(pairs + j).m);
+    const float M = block_max<THREADS>(m, red);
+    float l = rescaled<FAST_EXP>(own, M);
+    for (int j = threadIdx.x + THREADS; j < split; j += THREADS)
+        l += rescaled<FAST_EXP>(load_pair(pairs + j), M);
+    return MaxSum{M, block_sum<THREADS>(l, red + THREADS / 32)};
 }
 
 #if SITEMS
@@ -263,7 +281,7 @@ template <bool RESIDENT>
 __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t* __restrict__ y,
                                             long long row, int cols, long long ldx, long long ldy,
                                             MaxSum* row_pairs, unsigned* arrive, unsigned target,
-                                            int split, int chunk, float* part, MaxSum* row_fold) {
+                                            int split, int chunk, float* part, float* fold_part) {
     constexpr int N = ITEMS * WVEC;
     constexpr int SLICE = THREADS * (ITEMS + (RESIDENT ? SITEMS : 0));   // window vectors per chunk
     const RowWindow w = row_window(x, y, row, cols, ldx, ldy);
@@ -307,19 +325,25 @@ __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t
 #endif
     const MaxSum blk = block_pair_max_first<THREADS>(th, part);
     PHASE_MARK(1);
-    if (threadIdx.x < 32) {
-        if (threadIdx.x == 0) {
-            row_pairs[chunk] = blk;
-            arrive_release(arrive);                  // the pair before the count
-            wait_count(arrive, target);
-        }
-        PHASE_MARK(2);
-        __syncwarp();                                // lane 0's acquire, for its warp
-        const MaxSum f = fold_row(row_pairs, split);
-        if (threadIdx.x == 0) *row_fold = f;
+    if (threadIdx.x == 0) {
+        row_pairs[chunk] = blk;
+        arrive_release(arrive);                      // the pair before the count
+        wait_count(arrive, target);
     }
-    __syncthreads();                                 // warp 0's fold, for everyone
-    const MaxSum r = *row_fold;
+    PHASE_MARK(2);
+    MaxSum r;
+    if (!PACKED && split <= WARP_FOLD_MAX_SPLIT) {
+        if (threadIdx.x < 32) {
+            __syncwarp();                            // lane 0's acquire, for its warp
+            const MaxSum f = fold_row_warp(row_pairs, split);
+            if (threadIdx.x == 0) fold_part[0] = f.m, fold_part[1] = f.l;
+        }
+        __syncthreads();                             // warp 0's fold, for everyone
+        r = MaxSum{fold_part[0], fold_part[1]};
+    } else {
+        __syncthreads();                             // thread 0's acquire, for everyone
+        r = fold_row_block(row_pairs, split, fold_part);
+    }
     PHASE_MARK(3);
     if constexpr (RESIDENT) {
 #if PACKED
@@ -356,7 +380,7 @@ __device__ __forceinline__ void split_rows(const elem_t* __restrict__ x, elem_t*
                                            int cols, long long ldx, long long ldy, MaxSum* __restrict__ ws,
                                            int split) {
     __shared__ float part[2 * THREADS / 32];        // block_pair_max_first's partials
-    __shared__ MaxSum row_fold;                     // warp 0's fold of the row's pairs
+    __shared__ float fold_part[2 * THREADS / 32];   // the fold's: its block reductions', or warp 0's (M, L)
     // The grid before has completed (grid_dependency.cuh): its writes to x and,
     // a split launch before this one on the stream, to the workspace's counters.
     grid_dependency_wait();
@@ -370,14 +394,15 @@ __device__ __forceinline__ void split_rows(const elem_t* __restrict__ x, elem_t*
                     static_cast<long long>(slot) * 2 * split;
 
     // Row k of the slot is complete when arrive[slot] reaches (k + 1) * split.
-    // The block barriers keep `part` and `row_fold` safe: `part`'s next write
-    // comes after every thread passed this row's fold barrier, `row_fold`'s
-    // after every thread passed the next row's block_pair_max_first.
+    // The block barriers keep `part` and `fold_part` safe: `part`'s next write
+    // comes after every thread passed this row's wait or fold barrier,
+    // `fold_part`'s after every thread passed the next row's
+    // block_pair_max_first.
     unsigned k = 0;
     for (long long row = slot; row < rows; row += slots, ++k) {
         PHASE_ROW(k);
         split_row_step<RESIDENT>(x, y, row, cols, ldx, ldy, pairs + (k & 1) * split, arrive + slot,
-                                 (k + 1) * static_cast<unsigned>(split), split, chunk, part, &row_fold);
+                                 (k + 1) * static_cast<unsigned>(split), split, chunk, part, fold_part);
     }
     // Reset the counters once every block of the slot is past its last wait.
     __syncthreads();
