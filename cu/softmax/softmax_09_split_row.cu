@@ -167,34 +167,14 @@ constexpr bool EXP_AT_STORE = DTYPE == 0;
 // of both had measured bf16 16 x 1048576 38.3 -> 41.8 us, against 29.5 -> 29.2
 // now).
 //
-// All `split` pairs of a row, folded identically by every block, each pair read
-// once a block. (Were every warp to fold all of them, each row's few lines of
-// pairs would be read by every warp of the GPU at once, 4,096 warps x 2 KiB at
-// split 256: a hot spot on the L2 slices that hold them, measured at ~8 us a
-// row, more than the row's own 4 MiB took.) The max first, then each pair's
-// sum rescaled to it: the same bits in every block and launch.
-//
-// split <= 32 (every plan of more than three rows on an H200), unpacked builds
-// (the packed chunk's registers leave no room for both folds: 8 B spilled):
-// warp 0 alone,
-// a pair a lane, by butterflies, and hands (M, L) to its block through shared
-// memory: one barrier where the block-wide fold takes three. Measured (H200,
-// thirty-sixth round, same run, us): fp32 16 x 1048576 (split 32) 47.87 ->
-// 45.09, 64 x 262144 (8) 46.78 -> 45.28, 1024 x 262144 (8) 583.5 -> 568.0; bf16
-// 16 x 1048576 (32, packed, so the block-wide fold after all) 29.54 -> 29.06.
-// Wider rows of pairs: a pair a thread over the block (two block reductions).
-// Warp 0 merging 2..8 pairs a lane in a chain lost there (each merge waits on
-// its load): fp32 3 x 777777 (split 48) 13.95 -> 15.17, 1 x 1048576 (256) 9.89
-// -> 11.97, bf16 1 x 1048576 8.61 -> 9.57; 4 x 1048576 (64) level.
-constexpr int WARP_FOLD_MAX_SPLIT = 32;
-
-__device__ __forceinline__ MaxSum fold_row_warp(const MaxSum* pairs, int split) {
-    const int lane = threadIdx.x & 31;
-    const MaxSum own = lane < split ? load_pair(pairs + lane) : MaxSum{NEG_INF, 0.0f};
-    return shfl_max_first<32, FAST_EXP>(own);
-}
-
-__device__ __forceinline__ MaxSum fold_row_block(const MaxSum* pairs, int split, float* red) {
+// All `split` pairs of a row, folded identically by every block: thread t
+// takes pairs t, t + THREADS, ... (one a thread: split <= THREADS on every
+// resident grid of an H200). Each pair is read once a block. (Were every warp
+// to fold all of them, each row's few lines of pairs would be read by every
+// warp of the GPU at once, 4,096 warps x 2 KiB at split 256: a hot spot on the
+// L2 slices that hold them, measured at ~8 us a row, more than the row's own
+// 4 MiB took.)
+__device__ __forceinline__ MaxSum fold_row(const MaxSum* pairs, int split, float* red) {
     const MaxSum own = threadIdx.x < split ? load_pair(pairs + threadIdx.x) : MaxSum{NEG_INF, 0.0f};
     float m = own.m;
     for (int j = threadIdx.x + THREADS; j < split; j += THREADS) m = fmaxf(m, load_pair(pairs + j).m);
@@ -331,19 +311,8 @@ __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t
         wait_count(arrive, target);
     }
     PHASE_MARK(2);
-    MaxSum r;
-    if (!PACKED && split <= WARP_FOLD_MAX_SPLIT) {
-        if (threadIdx.x < 32) {
-            __syncwarp();                            // lane 0's acquire, for its warp
-            const MaxSum f = fold_row_warp(row_pairs, split);
-            if (threadIdx.x == 0) fold_part[0] = f.m, fold_part[1] = f.l;
-        }
-        __syncthreads();                             // warp 0's fold, for everyone
-        r = MaxSum{fold_part[0], fold_part[1]};
-    } else {
-        __syncthreads();                             // thread 0's acquire, for everyone
-        r = fold_row_block(row_pairs, split, fold_part);
-    }
+    __syncthreads();                                 // thread 0's acquire, for everyone
+    const MaxSum r = fold_row(row_pairs, split, fold_part);
     PHASE_MARK(3);
     if constexpr (RESIDENT) {
 #if PACKED
@@ -380,7 +349,7 @@ __device__ __forceinline__ void split_rows(const elem_t* __restrict__ x, elem_t*
                                            int cols, long long ldx, long long ldy, MaxSum* __restrict__ ws,
                                            int split) {
     __shared__ float part[2 * THREADS / 32];        // block_pair_max_first's partials
-    __shared__ float fold_part[2 * THREADS / 32];   // the fold's: its block reductions', or warp 0's (M, L)
+    __shared__ float fold_part[2 * THREADS / 32];   // fold_row's
     // The grid before has completed (grid_dependency.cuh): its writes to x and,
     // a split launch before this one on the stream, to the workspace's counters.
     grid_dependency_wait();
@@ -395,9 +364,8 @@ __device__ __forceinline__ void split_rows(const elem_t* __restrict__ x, elem_t*
 
     // Row k of the slot is complete when arrive[slot] reaches (k + 1) * split.
     // The block barriers keep `part` and `fold_part` safe: `part`'s next write
-    // comes after every thread passed this row's wait or fold barrier,
-    // `fold_part`'s after every thread passed the next row's
-    // block_pair_max_first.
+    // comes after every thread passed this row's wait barrier, `fold_part`'s
+    // after every thread passed the next row's.
     unsigned k = 0;
     for (long long row = slot; row < rows; row += slots, ++k) {
         PHASE_ROW(k);
