@@ -236,6 +236,27 @@ def test_side_by_side_refuses_a_shape_or_precision_it_has_no_candidates_for(caps
     assert "precision fp32" in capsys.readouterr().err
 
 
+def test_sweep_report_shows_calls_back_to_back_where_measured(capsys):
+    """side_by_side --b2b: each candidate's time a call back to back and its
+    fraction of the copy's, beside the one-call-at-a-time columns; a report
+    of records without them keeps its old columns."""
+    from drvgemm.tools.softmax_sweep import print_sweep_report
+    copy = {"kernel": "copy", "m": 4, "n": 1048576, "gbps": 2600.0, "median_ms": 0.0128,
+            "b2b_ms": 0.0107}
+    rec = {"kernel": "softmax_09_split_row", "m": 4, "n": 1048576, "gbps": 1950.0,
+           "copy_fraction": 0.75, "median_ms": 0.0171, "b2b_ms": 0.0157,
+           "copy_fraction_b2b": 0.6815, "correct": True, "registers": 64, "smem_bytes": 0,
+           "config": "split", "auto": True}
+    print_sweep_report([copy, rec])
+    out = capsys.readouterr().out
+    assert "b2b ms" in out and "b2b of copy" in out
+    line = next(ln for ln in out.splitlines() if ln.rstrip().endswith("split  <- auto"))
+    assert "0.0157" in line and "0.681" in line
+    print_sweep_report([{k: v for k, v in r.items() if not k.startswith(("b2b", "copy_fraction_b"))}
+                        for r in (copy, rec)])
+    assert "b2b" not in capsys.readouterr().out
+
+
 def test_kernel_times_counts_the_staging_copy_as_gemms():
     """benchmarks/kernel_times.py split ncu's kernels into drvgemm's and
     torch's by entry name; the padded copy of a misaligned operand

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import itertools
 import json
 import math
 import sys
@@ -15,9 +16,12 @@ import numpy as np
 from ..ladders.softmax import dispatch as sm
 from ..ladders.softmax.registry import SoftmaxConfig, WindowConfig, pipelined
 from ..runtime import driver
-from .memory_bench import (_cluster_note, _max_rel_err, _median_ms, _progress, _sample_rows,
-                           _torch_softmax, _with_copy, measure_copy, softmax_inputs)
+from ..runtime.timing import batch_median_ms
+from .memory_bench import (B2B_BATCH, B2B_REPS, _cluster_note, _max_rel_err, _median_ms,
+                           _progress, _sample_rows, _torch_softmax, _with_copy, measure_copy,
+                           softmax_inputs)
 from .records import device_json, memory_record
+from .shape_suite import rotation_sets
 
 __all__ = ["SWEEP_CONFIGS", "SWEEP_SHAPES", "sweep_softmax", "print_sweep_report", "side_by_side"]
 
@@ -109,14 +113,18 @@ def _whole_output_error(y) -> float:
 
 
 def sweep_softmax(shapes=SWEEP_SHAPES, configs=None, *, precision="fp32", reps=20,
-                  seed=0, torch_baseline=False) -> list[dict]:
+                  seed=0, torch_baseline=False, back_to_back=False) -> list[dict]:
     """Time explicit configs (default: SWEEP_CONFIGS for each shape's row
     length) on the same data, with the copy baseline: records as above,
     ``kernel`` = the entry, ``config`` = its constants, ``auto`` = the config
     kernel='auto' picks, ``correct`` = the sampled rows match the float64
     reference and every row sums to 1. A config that fails to compile or
     launch gets a record with ``error`` and no time. ``torch_baseline``: also
-    torch.softmax on the same data (a ``baseline`` record), where torch has CUDA."""
+    torch.softmax on the same data (a ``baseline`` record), where torch has CUDA.
+    ``back_to_back``: also ``b2b_ms``, a call's time in batches of calls back
+    to back on rotating buffers (the row suite's "back to back", which the
+    launch of one call may overlap with the last), on each config and the
+    copy, and ``copy_fraction_b2b``."""
     cc = driver.device().cc
     tol = SWEEP_TOLERANCE[precision]
     out = []
@@ -131,6 +139,9 @@ def sweep_softmax(shapes=SWEEP_SHAPES, configs=None, *, precision="fp32", reps=2
         auto = sm.plan(rows, cols, precision, cc=cc).config
         dx = driver.to_device(x)
         dy = driver.empty((rows, cols), x.dtype)
+        sets = _BackToBack(dx, nbytes) if back_to_back else None
+        if sets is not None:
+            copy["b2b_ms"] = round(sets.copy_ms(), 5)
         recs = []
         for cfg in cfgs:
             if not _fits(cfg, cols, cc, x.dtype.itemsize):
@@ -142,6 +153,7 @@ def sweep_softmax(shapes=SWEEP_SHAPES, configs=None, *, precision="fp32", reps=2
                 k, p = sm.prepare(p, rows)
                 dy.fill_bytes(0xFF)
                 ms = _median_ms(lambda: sm.run_plan(k, p, dx, dy, rows, cols), reps)
+                b2b = sets.plan_ms(k, p, rows, cols) if sets is not None else None
             except Exception as e:  # one bad candidate must not end the sweep
                 msg = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
                 _progress(f"{p.describe()}: FAILED {msg}")
@@ -159,6 +171,9 @@ def sweep_softmax(shapes=SWEEP_SHAPES, configs=None, *, precision="fp32", reps=2
                           correct=bool(err == err and err <= tol[0] and whole == whole
                                        and whole < tol[1]),
                           auto=cfg == auto, **_cluster_note(k, p))
+            if b2b is not None:
+                rec["b2b_ms"] = round(b2b, 5)
+                rec["copy_fraction_b2b"] = round(copy["b2b_ms"] / b2b, 4)
             _progress(f"{rec['config']}: {rec['gbps']:.0f} GB/s"
                       + ("" if rec["correct"] else "  WRONG RESULT"))
             recs.append(rec)
@@ -168,12 +183,50 @@ def sweep_softmax(shapes=SWEEP_SHAPES, configs=None, *, precision="fp32", reps=2
                 recs.append(memory_record("torch_softmax", precision, rows, cols, t[0], 2 * nbytes,
                                           baseline=True, config="torch.softmax(dim=-1)",
                                           max_rel_err=_max_rel_err(t[1], ref), correct=True))
+        if sets is not None:
+            sets.free()
         dx.free()
         dy.free()
         out.append(copy)
         out.extend(_with_copy([r for r in recs if "error" not in r], copy))
         out.extend(r for r in recs if "error" in r)
     return out
+
+
+class _BackToBack:
+    """Rotating (x, y) buffers for timing calls back to back (memory_bench's
+    rotation: each call's operands last touched more than twice L2's size of
+    traffic ago), the copy's and a plan's time a call."""
+
+    def __init__(self, dx, nbytes):
+        dev = driver.device()
+        l2 = int(getattr(dev, "l2_size", 0) or 60 << 20)
+        n = rotation_sets(2 * nbytes, l2, B2B_BATCH)
+        self.nbytes = nbytes
+        self.xs = [dx] + [driver.empty(dx.shape, dx.dtype) for _ in range(n - 1)]
+        for xi in self.xs[1:]:
+            driver.memcpy_dtod(xi, dx, nbytes)
+        self.ys = [driver.empty(dx.shape, dx.dtype) for _ in range(n)]
+        self.turn = itertools.cycle(range(n))
+
+    def _ms(self, call):
+        return batch_median_ms(call, B2B_BATCH, B2B_REPS)
+
+    def copy_ms(self):
+        def call():
+            i = next(self.turn)
+            driver.memcpy_dtod(self.ys[i], self.xs[i], self.nbytes)
+        return self._ms(call)
+
+    def plan_ms(self, k, p, rows, cols):
+        def call():
+            i = next(self.turn)
+            sm.run_plan(k, p, self.xs[i], self.ys[i], rows, cols)
+        return self._ms(call)
+
+    def free(self):
+        for a in self.xs[1:] + self.ys:
+            a.free()
 
 
 def print_sweep_report(records, file=None):
@@ -190,15 +243,19 @@ def print_sweep_report(records, file=None):
         copy = next((r for r in same if r["kernel"] == "copy"), None)
         print(f"\n{m}x{n}" + (f": copy {copy['gbps']:.0f} GB/s ({copy['median_ms']:.4f} ms)"
                                if copy else ""), file=file)
-        head = (f"  {'GB/s':>6} {'of copy':>7} {'ms':>8} {'ok':>3} {'regs':>4} {'smem KiB':>8} "
-                f"{'resident':>8}  config")
+        b2b = any("b2b_ms" in r for r in same)
+        head = (f"  {'GB/s':>6} {'of copy':>7} {'ms':>8} "
+                + (f"{'b2b ms':>8} {'b2b of copy':>11} " if b2b else "")
+                + f"{'ok':>3} {'regs':>4} {'smem KiB':>8} {'resident':>8}  config")
         print(head, file=file)
         timed = sorted((r for r in same if r["kernel"] != "copy" and "gbps" in r),
                        key=lambda r: -r["gbps"])
         for r in timed:
             res = r.get("max_active_clusters")
             print(f"  {r['gbps']:6.0f} {r.get('copy_fraction', 0):7.3f} {r['median_ms']:8.4f} "
-                  f"{'yes' if r.get('correct') else 'NO':>3} {r.get('registers', 0):4d} "
+                  + (f"{r.get('b2b_ms', float('nan')):8.4f} "
+                     f"{r.get('copy_fraction_b2b', float('nan')):11.3f} " if b2b else "")
+                  + f"{'yes' if r.get('correct') else 'NO':>3} {r.get('registers', 0):4d} "
                   f"{r.get('smem_bytes', 0) / 1024:8.0f} {res if isinstance(res, int) else '-':>8}"
                   f"  {r['config']}{'  <- auto' if r.get('auto') else ''}", file=file)
         for r in same:
@@ -225,6 +282,8 @@ def side_by_side(candidates: dict, argv=None, description: str = "") -> int:
     p.add_argument("--shapes", default=None,
                    help="rows x cols to run, e.g. 8192x50257,512x151936 (default: all)")
     p.add_argument("--torch", action="store_true", help="time torch.softmax on the same data too")
+    p.add_argument("--b2b", action="store_true",
+                   help="also time each config and the copy in calls back to back")
     args = p.parse_args(argv)
     precs = args.precisions.split(",")
     unknown = [prec for prec in precs if prec not in candidates]
@@ -243,7 +302,7 @@ def side_by_side(candidates: dict, argv=None, description: str = "") -> int:
         for (m, n), cfgs in candidates[prec].items():
             if wanted is None or f"{m}x{n}" in wanted:
                 recs += sweep_softmax([(m, n)], cfgs, precision=prec, reps=args.reps,
-                                      torch_baseline=args.torch)
+                                      torch_baseline=args.torch, back_to_back=args.b2b)
     for prec in precs:
         print(f"\n== {prec}")
         print_sweep_report([r for r in recs if r["precision"] == prec])
