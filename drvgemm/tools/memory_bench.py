@@ -361,6 +361,18 @@ B2B_BATCH = 20
 B2B_REPS = 5
 
 
+def rotating_buffers(x, nbytes, l2_bytes, batch=B2B_BATCH):
+    """(xs, ys): copies of device array x (x itself first) and as many outputs
+    of its shape, enough that a batch of calls cycling through them finds
+    each call's operands last touched more than twice L2's size of traffic
+    ago (``rotation_sets``). The caller frees xs[1:] and ys."""
+    sets = rotation_sets(2 * nbytes, l2_bytes, batch)
+    xs = [x] + [driver.empty(x.shape, x.dtype) for _ in range(sets - 1)]
+    for xi in xs[1:]:
+        driver.memcpy_dtod(xi, x, nbytes)
+    return xs, [driver.empty(x.shape, x.dtype) for _ in range(sets)]
+
+
 def _b2b_ms(x, nbytes, torch, l2_bytes, batch=B2B_BATCH, reps=B2B_REPS) -> dict:
     """{"softmax", "copy", "torch"}: ms a call of ``drvgemm.softmax(x_i,
     out=y_i)``, of the device copy x_i -> y_i and of torch.softmax(x_i), back
@@ -368,11 +380,8 @@ def _b2b_ms(x, nbytes, torch, l2_bytes, batch=B2B_BATCH, reps=B2B_REPS) -> dict:
     from a captured graph of a batch of them (missing where they could not be
     captured: "softmax_graph_error", "copy_graph_error" say why); "sets": how
     many (x_i, y_i) the calls cycle through."""
-    sets = rotation_sets(2 * nbytes, l2_bytes, batch)
-    xs = [x] + [driver.empty(x.shape, x.dtype) for _ in range(sets - 1)]
-    for xi in xs[1:]:
-        driver.memcpy_dtod(xi, x, nbytes)
-    ys = [driver.empty(x.shape, x.dtype) for _ in range(sets)]
+    xs, ys = rotating_buffers(x, nbytes, l2_bytes, batch)
+    sets = len(xs)
     turns = itertools.cycle(range(sets))
     nxt = turns.__next__
 

@@ -19,9 +19,8 @@ from ..runtime import driver
 from ..runtime.timing import batch_median_ms
 from .memory_bench import (B2B_BATCH, B2B_REPS, _cluster_note, _max_rel_err, _median_ms,
                            _progress, _sample_rows, _torch_softmax, _with_copy, measure_copy,
-                           softmax_inputs)
+                           rotating_buffers, softmax_inputs)
 from .records import device_json, memory_record
-from .shape_suite import rotation_sets
 
 __all__ = ["SWEEP_CONFIGS", "SWEEP_SHAPES", "sweep_softmax", "print_sweep_report", "side_by_side"]
 
@@ -201,13 +200,9 @@ class _BackToBack:
     def __init__(self, dx, nbytes):
         dev = driver.device()
         l2 = int(getattr(dev, "l2_size", 0) or 60 << 20)
-        n = rotation_sets(2 * nbytes, l2, B2B_BATCH)
         self.nbytes = nbytes
-        self.xs = [dx] + [driver.empty(dx.shape, dx.dtype) for _ in range(n - 1)]
-        for xi in self.xs[1:]:
-            driver.memcpy_dtod(xi, dx, nbytes)
-        self.ys = [driver.empty(dx.shape, dx.dtype) for _ in range(n)]
-        self.turn = itertools.cycle(range(n))
+        self.xs, self.ys = rotating_buffers(dx, nbytes, l2, B2B_BATCH)
+        self.turn = itertools.cycle(range(len(self.xs)))
 
     def _ms(self, call):
         return batch_median_ms(call, B2B_BATCH, B2B_REPS)
