@@ -1,0 +1,92 @@
+"""The README's figures of the committed H200 results are the results' own:
+each is held here to the summary of the file it cites, rounded as printed,
+so a new suite run that moves them fails until the README says the same."""
+import json
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def _readme():
+    return " ".join((ROOT / "README.md").read_text().split())   # lines rewrapped freely
+
+
+def _summary(name):
+    return json.loads((RESULTS / name).read_text())["summary"]
+
+
+def _as_printed(printed, value):
+    """`printed` is `value` to the digits printed (half a unit of the last
+    digit either way: the summaries hold values already rounded to three)."""
+    digits = len(printed.split(".")[1])
+    return abs(float(printed) - value) <= 0.5 * 10 ** -digits + 1e-9
+
+
+def test_readme_gemm_shape_suite_figures_are_the_committed_suites():
+    s = _summary("h200-shapes.json")
+    precs = ("bf16", "fp16", "fp32", "tf32")
+    m = re.search(r"geometric mean over (\d+) shapes with calls back to back, "
+                  r"(\d\.\d\d) for bf16, (\d\.\d\d) for fp16, "
+                  r"(\d\.\d\d) for fp32, (\d\.\d\d) for tf32 "
+                  r"\((\d\.\d\d)-(\d\.\d\d) one call at a time\); the lowest shapes "
+                  r"\((\d\.\d\d)-(\d\.\d\d)\)", _readme())
+    assert m, "README: the gemm() shape-suite sentence is not where this test reads it"
+    shapes, *b2b, one_lo, one_hi, low_lo, low_hi = m.groups()
+    assert int(shapes) == s["bf16"]["shapes"]
+    for p, printed in zip(precs, b2b):
+        assert _as_printed(printed, s[p]["geomean_b2b"]), (p, printed, s[p]["geomean_b2b"])
+    one = [s[p]["geomean_one_call"] for p in precs]
+    assert _as_printed(one_lo, min(one)) and _as_printed(one_hi, max(one)), (one_lo, one_hi, one)
+    # "the lowest shapes (lo-hi)": the lowest is the suite's lowest, the highest
+    # some precision's lowest (the sentence names the shapes below 0.70)
+    lows = [s[p]["min_b2b"] for p in precs]
+    assert _as_printed(low_lo, min(lows)), (low_lo, lows)
+    assert any(_as_printed(low_hi, x) for x in lows), (low_hi, lows)
+
+
+def test_readme_softmax_row_suite_figures_are_the_committed_suites():
+    s = _summary("h200-softmax-shapes.json")
+    m = re.search(r"on the shapes of 8 MiB and more, (\d\.\d\d) / (\d\.\d\d) of the device "
+                  r"copy's bandwidth in fp32 and (\d\.\d\d) / (\d\.\d\d) in bf16 \(geometric mean, "
+                  r"one call at a time / back to back\).*? are the slowest, (\d\.\d\d)-", _readme())
+    assert m, "README: the softmax row-suite sentence is not where this test reads it"
+    f1, fb, b1, bb, slowest = m.groups()
+    for p, one, b2b in (("fp32", f1, fb), ("bf16", b1, bb)):
+        assert _as_printed(one, s[p]["geomean_copy_ratio_large"]), (p, one)
+        assert _as_printed(b2b, s[p]["geomean_copy_ratio_large_b2b"]), (p, b2b)
+    lowest = min(s[p][k] for p in ("fp32", "bf16")
+                 for k in ("min_copy_ratio_large", "min_copy_ratio_large_b2b"))
+    assert _as_printed(slowest, lowest), (slowest, lowest)
+
+
+def test_readme_ladder_table_figures_are_the_committed_runs():
+    """"The ladder on an H200": each row of one rung with figures at 4096^3
+    (TFLOP/s and the fraction of the fastest cuBLAS call of the run writing
+    the same C type; "fp32 C / 16-bit C" where a row gives both) is h200.json's."""
+    records = json.loads((RESULTS / "h200.json").read_text())["records"]
+    at = [r for r in records if (r["m"], r["n"], r["k"]) == (4096, 4096, 4096)]
+    text = (ROOT / "README.md").read_text()
+    table = text[text.index("## The ladder on an H200"):]
+    table = table[:table.index("\n\n", table.index("| rung |"))]
+    number = r"\d+\.\d+(?: / \d+\.\d+)?"
+    checked = 0
+    for line in table.splitlines():
+        cells = [c.strip().replace("*", "") for c in line.strip("|").split("|")]
+        if len(cells) != 4 or not all(re.fullmatch(number, c) for c in cells[2:]):
+            continue
+        name = cells[0]
+        rung = [r for r in at if r["kernel"] == name]
+        assert len(rung) == 1, (name, "no single record of the rung at 4096^3 in h200.json")
+        prec = rung[0]["precision"]
+        outs = [rung[0]] + [r for r in at if r["kernel"] == f"{name}.{prec}_out"]
+        tflops, fractions = cells[2].split(" / "), cells[3].split(" / ")
+        assert len(tflops) == len(fractions) <= len(outs), (name, cells)
+        for rec, t, f in zip(outs, tflops, fractions):
+            best = max(r["tflops"] for r in at
+                       if r["baseline"] and r["precision"] == prec and r["out"] == rec["out"])
+            assert _as_printed(t, rec["tflops"]), (name, rec["out"], t, rec["tflops"])
+            assert _as_printed(f, rec["tflops"] / best), (name, rec["out"], f, rec["tflops"] / best)
+            checked += 1
+    assert checked >= 20, checked
