@@ -231,9 +231,9 @@ script_phase rwphases "${RWPHASES_TIMEOUT:-90}" 20 benchmarks/read_write_phases.
 # tinyrows: rows of 1..3 on rung 04 (auto) against rung 10's row tile (TINYROWS_ARGS: --torch ...)
 script_phase tinyrows "${TINYROWS_TIMEOUT:-120}" 60 benchmarks/softmax_tiny_rows.py \
   --json "$LOG/softmax_tiny_rows.json" ${TINYROWS_ARGS:-}
-# routegaps: row lengths outside the suite where auto's route may be weak (16-bit rows of
-# 64000 / 65536 on rung 08, fp32 rows past 128K on rung 04's stream) against rung 11 / rung 09
-# candidates (ROUTEGAPS_ARGS: --shapes / --precisions / --torch)
+# routegaps: 16-bit row lengths outside the suite where auto's route may be weak (~88K and
+# 64 rows of 152K / 200K on rung 08, ~200K on a rung-11 slice 0.76 full, past 262144 on rung
+# 04's stream) against rung 11 / rung 09 candidates (ROUTEGAPS_ARGS: --shapes / --torch / --b2b)
 script_phase routegaps "${ROUTEGAPS_TIMEOUT:-200}" 80 benchmarks/softmax_route_gaps.py \
   --json "$LOG/softmax_route_gaps.json" ${ROUTEGAPS_ARGS:-}
 # splittimeline: when each block of the split-row rung reaches each phase of a row, stamped

@@ -3,7 +3,7 @@ weak elsewhere, against the routes that may serve them better, side by side
 on the same data with the device copy of the same bytes:
 
     python benchmarks/softmax_route_gaps.py [--json PATH] [--reps 20]
-        [--precisions fp32,bf16] [--shapes 1024x65536,...] [--torch]
+        [--precisions bf16] [--shapes 1024x200064,...] [--torch] [--b2b]
 
 Found with ``drvgemm plan --softmax`` over common vocabulary sizes:
 - 16-bit rows of ~57K..91K elements (64000, 65536), many rows: no rung 11
@@ -18,12 +18,27 @@ Found with ``drvgemm plan --softmax`` over common vocabulary sizes:
   grid (1 read + 1 write; 0.75-0.77 at 64 x 262144 / 16 x 1048576 in two
   passes, unmeasured at 30).
 
-Added after the thirty-sixth round's run (which changed both routes above):
+The thirty-sixth round measured both (`results/h200-softmax-route-gaps.json`)
+and moved both routes: rung 11's 512 x 8 x 2 (0.86-0.92 of copy against rung
+08's 0.84-0.85), rung 09's passes (0.83-0.88 against the stream's 0.64); their
+shapes left the list. Added after that run:
 - 16-bit rows of 10241..11468 vectors (~82K..91K elements), many rows: still
   rung 08 (no rung 11 config holds them 0.7 full). Candidates: rung 11 slices of
   11264 / 12288 vectors (256 x 22 x 2, 512 x 6 x 4 with 2 or 3 stages).
 - aligned 16-bit rows past a packed cluster (> 262144), many rows: rung 04's
   stream against rung 09's chunks, packed (8 vectors) and unpacked (4).
+
+Added in the fortieth round:
+- 16-bit rows of ~196K..200K elements (200064; 200019, odd), many rows:
+  rung 11's 512 x 8 x 8 holds them 0.76 full (the planner's model: 0.81 of
+  copy). Candidates: slices the row fills whole -- 512 x 7 x 7
+  (25088 vectors, two and three stages), 512 x 10 x 5, 256 x 14 x 7 (the model:
+  0.92-0.93; clusters of 7 and 5 leave 2 and 1 of a GPC's 16 SMs idle). No
+  spills under NVRTC 13.0 or 13.5 (100-128 registers a thread at 512).
+- 16-bit rows of 152064 / 200064 with 64 rows: rung 08, a cluster a row (the
+  model: 0.69 / 0.59; clusters of 7 pack badly), against rung 09's chunks
+  (packed and unpacked; 0.74) and, for 152064, rung 11's 512 x 10 x 4 with
+  two rows a cluster.
 
 The first candidate of each shape is auto's choice today. Every output is
 checked on sampled rows and whole-row sums."""
@@ -48,27 +63,24 @@ def _c11(threads, items, cluster, stages):
                         stages=stages, packed=True)
 
 
-def _split(items, shared_items=0):
-    return WindowConfig("softmax_09_split_row", 512, items, 4, min_blocks=2,
-                        shared_items=shared_items)
-
-
 def _split16(items, packed=False):
     return WindowConfig("softmax_09_split_row", 512, items, 8, min_blocks=2, packed=packed)
 
 
-_VOCAB_16 = [_c08(256, 8, 4, 4), _c11(512, 8, 2, 3), _c11(256, 16, 2, 3), _c11(512, 10, 2, 2),
-             _c11(256, 8, 4, 3), _c11(512, 5, 4, 3)]
-_LONG_32 = [STREAM_CONFIG, _split(7, 9), _split(8)]
 _NEAR_90K_16 = [_c08(256, 8, 6, 4), _c11(256, 22, 2, 2), _c11(512, 6, 4, 3), _c11(512, 6, 4, 2)]
 _LONG_16 = [STREAM_CONFIG, _split16(8, packed=True), _split16(4)]
+_VOCAB_200K_16 = [_c11(512, 8, 8, 3), _c11(512, 7, 7, 3), _c11(512, 7, 7, 2), _c11(512, 10, 5, 2),
+                  _c11(256, 14, 7, 3)]
+_FEW_200K_16 = [_c08(512, 8, 7, 2), _split16(8, packed=True), _split16(4)]
+_FEW_152K_16 = [WindowConfig("softmax_08_any_row_cluster", 512, 5, 8, cluster=8, min_blocks=1),
+                _split16(8, packed=True), _split16(4), _c11(512, 10, 4, 2)]
 
 # precision -> (rows, cols) -> candidates; the first is auto's choice today.
 CANDIDATES = {
-    "bf16": {(1024, 65536): _VOCAB_16, (8192, 64000): _VOCAB_16,
-             (8192, 88000): _NEAR_90K_16, (2048, 90000): _NEAR_90K_16,
-             (1024, 393216): _LONG_16, (512, 524288): _LONG_16},
-    "fp32": {(1024, 262144): _LONG_32, (1024, 200064): _LONG_32, (2048, 163840): _LONG_32},
+    "bf16": {(8192, 88000): _NEAR_90K_16, (2048, 90000): _NEAR_90K_16,
+             (1024, 393216): _LONG_16, (512, 524288): _LONG_16,
+             (1024, 200064): _VOCAB_200K_16, (8192, 200019): _VOCAB_200K_16,
+             (64, 200064): _FEW_200K_16, (64, 152064): _FEW_152K_16},
 }
 
 

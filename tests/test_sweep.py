@@ -290,6 +290,16 @@ SIDE_BY_SIDE_SCRIPTS = ["softmax_packed", "softmax_pipelined", "softmax_row_tile
                         "softmax_route_gaps"]
 
 
+def _candidates_handed_over(name, monkeypatch):
+    """What a side-by-side script's main() hands side_by_side, one dict a call."""
+    mod = _script(name)
+    seen = []
+    monkeypatch.setattr(mod, "side_by_side",
+                        lambda cands, argv=None, desc="": seen.append(cands) or 0)
+    assert mod.main([]) == 0 and seen
+    return seen
+
+
 @pytest.mark.parametrize("name", SIDE_BY_SIDE_SCRIPTS)
 def test_side_by_side_candidates_are_plans_within_the_h200(name, monkeypatch):
     """Each script's candidates (what main() hands side_by_side) hold their
@@ -298,12 +308,8 @@ def test_side_by_side_candidates_are_plans_within_the_h200(name, monkeypatch):
     as a FAILED line on the GPU machine."""
     from drvgemm.ladders.softmax import dispatch as sm
     from drvgemm.tools.softmax_sweep import _fits
-    mod = _script(name)
-    seen = []
-    monkeypatch.setattr(mod, "side_by_side", lambda cands, argv=None, desc="": seen.append(cands) or 0)
-    assert mod.main([]) == 0 and seen
     n = 0
-    for cands in seen:
+    for cands in _candidates_handed_over(name, monkeypatch):
         for prec, shapes in cands.items():
             for (rows, cols), cfgs in shapes.items():
                 assert cfgs, f"{name}: no candidates for {prec} {rows}x{cols}"
@@ -316,6 +322,18 @@ def test_side_by_side_candidates_are_plans_within_the_h200(name, monkeypatch):
                     assert p.smem * getattr(cfg, "min_blocks", 1) <= 227 * 1024, p.describe()
                     n += 1
     assert n > 0
+
+
+def test_route_gaps_first_candidate_is_autos_choice_today(monkeypatch):
+    """softmax_route_gaps.py times each shape's candidates against its first,
+    which its docstring calls auto's choice today: a route moved since (the
+    thirty-sixth round moved the fp32 rows past 155645) must move the list."""
+    from drvgemm.ladders.softmax import plan as sp
+    (cands,) = _candidates_handed_over("softmax_route_gaps", monkeypatch)
+    for prec, shapes in cands.items():
+        for (rows, cols), cfgs in shapes.items():
+            auto = sp.plan(rows, cols, prec).config
+            assert cfgs[0] == auto, (prec, rows, cols, cfgs[0].describe(), auto.describe())
 
 
 def test_rung20_before_after_builds_the_old_source_with_the_trees_defines(tmp_path):
