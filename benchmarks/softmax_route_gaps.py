@@ -3,7 +3,7 @@ weak elsewhere, against the routes that may serve them better, side by side
 on the same data with the device copy of the same bytes:
 
     python benchmarks/softmax_route_gaps.py [--json PATH] [--reps 20]
-        [--precisions bf16] [--shapes 1024x200064,...] [--torch] [--b2b]
+        [--precisions bf16,fp32] [--shapes 1024x200064,...] [--torch] [--b2b]
 
 Found with ``drvgemm plan --softmax`` over common vocabulary sizes:
 - 16-bit rows of ~57K..91K elements (64000, 65536), many rows: no rung 11
@@ -39,6 +39,12 @@ Added in the fortieth round:
   model: 0.69 / 0.59; clusters of 7 pack badly), against rung 09's chunks
   (packed and unpacked; 0.74) and, for 152064, rung 11's 512 x 10 x 4 with
   two rows a cluster.
+- vocabulary rows with 64-256 rows (bf16 256 x 50257, 128 x 151936; fp32 128 x
+  50257, 64 x 128256): rung 08, a cluster a row (the model: 0.63-0.71, but rung
+  08 measured 0.84-0.85 on 1024 / 8192 rows of 64K, where many clusters'
+  phases overlap), against the rung-11 (fp32 128256: rung 06) config auto
+  takes for 1024 rows of the same length, ~4 rows a resident cluster here, and
+  rung 09's chunks (0.74).
 
 The first candidate of each shape is auto's choice today. Every output is
 checked on sampled rows and whole-row sums."""
@@ -49,7 +55,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from drvgemm.ladders.softmax.registry import STREAM_CONFIG, WindowConfig  # noqa: E402
+from drvgemm.ladders.softmax.registry import (  # noqa: E402
+    PIPELINED_CONFIGS, STREAM_CONFIG, WindowConfig)
 from drvgemm.tools.softmax_sweep import side_by_side  # noqa: E402
 
 
@@ -72,6 +79,14 @@ _LONG_16 = [STREAM_CONFIG, _split16(8, packed=True), _split16(4)]
 _VOCAB_200K_16 = [_c11(512, 8, 8, 3), _c11(512, 7, 7, 3), _c11(512, 7, 7, 2), _c11(512, 10, 5, 2),
                   _c11(256, 14, 7, 3)]
 _FEW_200K_16 = [_c08(512, 8, 7, 2), _split16(8, packed=True), _split16(4)]
+_MID_50K_16 = [_c08(256, 8, 4, 4), _c11(512, 7, 2, 3), _split16(8, packed=True)]
+_MID_152K_16 = [WindowConfig("softmax_08_any_row_cluster", 512, 5, 8, cluster=8, min_blocks=1),
+                _c11(512, 10, 4, 2), _split16(8, packed=True)]
+_MID_50K_32 = [WindowConfig("softmax_08_any_row_cluster", 256, 8, 4, cluster=7, min_blocks=4),
+               WindowConfig("softmax_11_any_row_pipelined", 256, 13, 4, cluster=4, stages=3),
+               WindowConfig("softmax_09_split_row", 512, 8, 4, min_blocks=2)]
+_MID_128K_32 = [WindowConfig("softmax_08_any_row_cluster", 512, 8, 4, cluster=8, min_blocks=2),
+                PIPELINED_CONFIGS[-1], WindowConfig("softmax_09_split_row", 512, 8, 4, min_blocks=2)]
 _FEW_152K_16 = [WindowConfig("softmax_08_any_row_cluster", 512, 5, 8, cluster=8, min_blocks=1),
                 _split16(8, packed=True), _split16(4), _c11(512, 10, 4, 2)]
 
@@ -80,7 +95,9 @@ CANDIDATES = {
     "bf16": {(8192, 88000): _NEAR_90K_16, (2048, 90000): _NEAR_90K_16,
              (1024, 393216): _LONG_16, (512, 524288): _LONG_16,
              (1024, 200064): _VOCAB_200K_16, (8192, 200019): _VOCAB_200K_16,
-             (64, 200064): _FEW_200K_16, (64, 152064): _FEW_152K_16},
+             (64, 200064): _FEW_200K_16, (64, 152064): _FEW_152K_16,
+             (256, 50257): _MID_50K_16, (128, 151936): _MID_152K_16},
+    "fp32": {(128, 50257): _MID_50K_32, (64, 128256): _MID_128K_32},
 }
 
 
