@@ -231,10 +231,11 @@ script_phase rwphases "${RWPHASES_TIMEOUT:-90}" 20 benchmarks/read_write_phases.
 # tinyrows: rows of 1..3 on rung 04 (auto) against rung 10's row tile (TINYROWS_ARGS: --torch ...)
 script_phase tinyrows "${TINYROWS_TIMEOUT:-120}" 60 benchmarks/softmax_tiny_rows.py \
   --json "$LOG/softmax_tiny_rows.json" ${TINYROWS_ARGS:-}
-# routegaps: 16-bit row lengths outside the suite where auto's route may be weak (~88K and
-# 64 rows of 152K / 200K on rung 08, ~200K on a rung-11 slice 0.76 full, past 262144 on rung
-# 04's stream) against rung 11 / rung 09 candidates (ROUTEGAPS_ARGS: --shapes / --torch / --b2b)
-script_phase routegaps "${ROUTEGAPS_TIMEOUT:-200}" 80 benchmarks/softmax_route_gaps.py \
+# routegaps: row lengths outside the suite where auto's route may be weak (rung 08 between
+# the rung-11 slices and with 64-256 rows, ~200K 16-bit on a slice 0.76 full, 16-bit past
+# 262144 on rung 04's stream) against rung 11 / rung 09 candidates (ROUTEGAPS_ARGS: --shapes /
+# --torch / --b2b)
+script_phase routegaps "${ROUTEGAPS_TIMEOUT:-300}" 80 benchmarks/softmax_route_gaps.py \
   --json "$LOG/softmax_route_gaps.json" ${ROUTEGAPS_ARGS:-}
 # splittimeline: when each block of the split-row rung reaches each phase of a row, stamped
 # inside the kernel (SPLITTIMELINE_ARGS: [--shapes PREC:RxC ...] [--reps N])

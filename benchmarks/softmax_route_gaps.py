@@ -45,6 +45,12 @@ Added in the fortieth round:
   phases overlap), against the rung-11 (fp32 128256: rung 06) config auto
   takes for 1024 rows of the same length, ~4 rows a resident cluster here, and
   rung 09's chunks (0.74).
+- lengths between the rung-11 slices, where auto falls back to rung 08 with a
+  cluster's window part empty (the model: 0.53-0.71): bf16 rows of ~33K..40K
+  (4096 x 36001: past rung 07's block, under 0.7 of 512 x 7 x 2), fp32 odd rows
+  of ~17K..37K, ~53K..91K and ~155K..199K (4096 x 28001, 4096 x 72001, 2048 x
+  180001). Candidates: slices each row fills 0.85-1.0 (the model: 0.86-0.93),
+  96-234 registers a thread, no spills.
 
 The first candidate of each shape is auto's choice today. Every output is
 checked on sampled rows and whole-row sums."""
@@ -70,6 +76,16 @@ def _c11(threads, items, cluster, stages):
                         stages=stages, packed=True)
 
 
+def _f08(threads, items, cluster, min_blocks):
+    return WindowConfig("softmax_08_any_row_cluster", threads, items, 4, cluster=cluster,
+                        min_blocks=min_blocks)
+
+
+def _f11(threads, items, cluster, stages):
+    return WindowConfig("softmax_11_any_row_pipelined", threads, items, 4, cluster=cluster,
+                        stages=stages)
+
+
 def _split16(items, packed=False):
     return WindowConfig("softmax_09_split_row", 512, items, 8, min_blocks=2, packed=packed)
 
@@ -79,6 +95,10 @@ _LONG_16 = [STREAM_CONFIG, _split16(8, packed=True), _split16(4)]
 _VOCAB_200K_16 = [_c11(512, 8, 8, 3), _c11(512, 7, 7, 3), _c11(512, 7, 7, 2), _c11(512, 10, 5, 2),
                   _c11(256, 14, 7, 3)]
 _FEW_200K_16 = [_c08(512, 8, 7, 2), _split16(8, packed=True), _split16(4)]
+_GAP_36K_16 = [_c08(512, 8, 2, 2), _c11(512, 5, 2, 3), _c11(512, 5, 2, 2), _c11(256, 10, 2, 3)]
+_GAP_28K_32 = [_f08(512, 7, 2, 2), _f11(256, 14, 2, 3), _f11(512, 7, 2, 3), _f11(256, 8, 4, 3)]
+_GAP_72K_32 = [_f08(512, 5, 8, 2), _f11(256, 12, 6, 3), _f11(512, 9, 4, 2), _f11(256, 10, 8, 3)]
+_GAP_180K_32 = [_f08(512, 12, 8, 1), _f11(256, 22, 8, 2), _f11(512, 11, 8, 2)]
 _MID_50K_16 = [_c08(256, 8, 4, 4), _c11(512, 7, 2, 3), _split16(8, packed=True)]
 _MID_152K_16 = [WindowConfig("softmax_08_any_row_cluster", 512, 5, 8, cluster=8, min_blocks=1),
                 _c11(512, 10, 4, 2), _split16(8, packed=True)]
@@ -86,7 +106,8 @@ _MID_50K_32 = [WindowConfig("softmax_08_any_row_cluster", 256, 8, 4, cluster=7, 
                WindowConfig("softmax_11_any_row_pipelined", 256, 13, 4, cluster=4, stages=3),
                WindowConfig("softmax_09_split_row", 512, 8, 4, min_blocks=2)]
 _MID_128K_32 = [WindowConfig("softmax_08_any_row_cluster", 512, 8, 4, cluster=8, min_blocks=2),
-                PIPELINED_CONFIGS[-1], WindowConfig("softmax_09_split_row", 512, 8, 4, min_blocks=2)]
+                PIPELINED_CONFIGS[-1],
+                WindowConfig("softmax_09_split_row", 512, 8, 4, min_blocks=2)]
 _FEW_152K_16 = [WindowConfig("softmax_08_any_row_cluster", 512, 5, 8, cluster=8, min_blocks=1),
                 _split16(8, packed=True), _split16(4), _c11(512, 10, 4, 2)]
 
@@ -96,8 +117,11 @@ CANDIDATES = {
              (1024, 393216): _LONG_16, (512, 524288): _LONG_16,
              (1024, 200064): _VOCAB_200K_16, (8192, 200019): _VOCAB_200K_16,
              (64, 200064): _FEW_200K_16, (64, 152064): _FEW_152K_16,
-             (256, 50257): _MID_50K_16, (128, 151936): _MID_152K_16},
-    "fp32": {(128, 50257): _MID_50K_32, (64, 128256): _MID_128K_32},
+             (256, 50257): _MID_50K_16, (128, 151936): _MID_152K_16,
+             (4096, 36001): _GAP_36K_16},
+    "fp32": {(128, 50257): _MID_50K_32, (64, 128256): _MID_128K_32,
+             (4096, 28001): _GAP_28K_32, (4096, 72001): _GAP_72K_32,
+             (2048, 180001): _GAP_180K_32},
 }
 
 
