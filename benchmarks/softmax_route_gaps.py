@@ -29,12 +29,13 @@ shapes left the list. Added after that run:
   stream against rung 09's chunks, packed (8 vectors) and unpacked (4).
 
 Added in the fortieth round:
-- 16-bit rows of ~196K..200K elements (200064; 200019, odd), many rows:
-  rung 11's 512 x 8 x 8 holds them 0.76 full (the planner's model: 0.81 of
-  copy). Candidates: slices the row fills whole -- 512 x 7 x 7
-  (25088 vectors, two and three stages), 512 x 10 x 5, 256 x 14 x 7 (the model:
-  0.92-0.93; clusters of 7 and 5 leave 2 and 1 of a GPC's 16 SMs idle). No
-  spills under NVRTC 13.0 or 13.5 (100-128 registers a thread at 512).
+- 16-bit rows of ~196K..202K elements (200064; 200019, odd; 202048), many
+  rows: rung 11's 512 x 8 x 8 holds them 0.76-0.77 full (the planner's model:
+  0.81 of copy). Candidates: slices the row fills whole -- 512 x 7 x 7 (25088
+  vectors, two and three stages; not 202048), 512 x 10 x 5 (25600), 256 x 14 x
+  7, 512 x 8 x 7 (the model: 0.87-0.93; clusters of 7 and 5 leave 2 and 1 of a
+  GPC's 16 SMs idle). No spills under NVRTC 13.0 or 13.5 (100-128 registers a
+  thread at 512).
 - 16-bit rows of 152064 / 200064 with 64 rows: rung 08, a cluster a row (the
   model: 0.69 / 0.59; clusters of 7 pack badly), against rung 09's chunks
   (packed and unpacked; 0.74) and, for 152064, rung 11's 512 x 10 x 4 with
@@ -94,6 +95,7 @@ _NEAR_90K_16 = [_c08(256, 8, 6, 4), _c11(256, 22, 2, 2), _c11(512, 6, 4, 3), _c1
 _LONG_16 = [STREAM_CONFIG, _split16(8, packed=True), _split16(4)]
 _VOCAB_200K_16 = [_c11(512, 8, 8, 3), _c11(512, 7, 7, 3), _c11(512, 7, 7, 2), _c11(512, 10, 5, 2),
                   _c11(256, 14, 7, 3)]
+_VOCAB_202K_16 = [_c11(512, 8, 8, 3), _c11(512, 10, 5, 2), _c11(512, 8, 7, 3)]
 _FEW_200K_16 = [_c08(512, 8, 7, 2), _split16(8, packed=True), _split16(4)]
 _GAP_36K_16 = [_c08(512, 8, 2, 2), _c11(512, 5, 2, 3), _c11(512, 5, 2, 2), _c11(256, 10, 2, 3)]
 _GAP_28K_32 = [_f08(512, 7, 2, 2), _f11(256, 14, 2, 3), _f11(512, 7, 2, 3), _f11(256, 8, 4, 3)]
@@ -116,6 +118,7 @@ CANDIDATES = {
     "bf16": {(8192, 88000): _NEAR_90K_16, (2048, 90000): _NEAR_90K_16,
              (1024, 393216): _LONG_16, (512, 524288): _LONG_16,
              (1024, 200064): _VOCAB_200K_16, (8192, 200019): _VOCAB_200K_16,
+             (2048, 202048): _VOCAB_202K_16,
              (64, 200064): _FEW_200K_16, (64, 152064): _FEW_152K_16,
              (256, 50257): _MID_50K_16, (128, 151936): _MID_152K_16,
              (4096, 36001): _GAP_36K_16},
