@@ -58,6 +58,9 @@ SOFTMAX_SHAPES = [(1, 1), (3, 1000), (5, 4099), (2, 33000), (1, 131072),
                   # partial vector and a partial block
                   (4099, 1), (2051, 2)]
 SOFTMAX_16BIT_SHAPES = [(1000, 8), (15, 300001), (1027, 4),
+                        # split chunks held packed with a part in shared memory (rung
+                        # 09: 40 rows take one pass there, two on the packed chunks alone)
+                        (40, 300001),
                         # rung 10's four lanes: crowded rows read as 16-byte vectors of
                         # the tile (127, 129), rows beside them on word slots (105, 137)
                         (700, 127), (300, 129), (500, 105), (200, 137)]

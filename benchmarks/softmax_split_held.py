@@ -1,12 +1,13 @@
 """Split rows with more of each chunk held on chip (rung 09): 16-bit chunks
-held packed (PACKED=1, two elements a register) and fp32 chunks with a part
-in shared memory (SITEMS, copied there by cp.async), so the resident grid
-holds twice the row and 16 x 1048576 takes two passes instead of four; and
-16-bit rows of 8 on one lane with one 16-byte vector (rung 04). Each against
-what auto took before, side by side on the same data with the device copy of
-the same bytes:
+held packed (PACKED=1, two elements a register), fp32 chunks with a part in
+shared memory (SITEMS, copied there by cp.async), and 16-bit packed chunks
+with a part in shared memory as well (the thirty-eighth round), so the
+resident grid holds more of the rows at once and they take fewer passes
+(bf16 16 x 1048576: one instead of two); and 16-bit rows of 8 on one lane
+with one 16-byte vector (rung 04). Each against what auto took before, side
+by side on the same data with the device copy of the same bytes:
 
-    python benchmarks/softmax_split_held.py [--json PATH] [--reps 20] [--torch]
+    python benchmarks/softmax_split_held.py [--json PATH] [--reps 20] [--torch] [--b2b]
         [--precisions fp32,bf16,fp16] [--shapes 16x1048576,...]
 
 Every output is checked on sampled rows and whole-row sums (the sweep's
@@ -22,8 +23,12 @@ from drvgemm.ladders.softmax.registry import SoftmaxConfig, WindowConfig  # noqa
 from drvgemm.tools.softmax_sweep import side_by_side  # noqa: E402
 
 
-def _c09(items, packed=False):
-    return WindowConfig("softmax_09_split_row", 512, items, 8, min_blocks=2, packed=packed)
+def _c09(items, packed=False, shared_items=0):
+    return WindowConfig("softmax_09_split_row", 512, items, 8, min_blocks=2, packed=packed,
+                        shared_items=shared_items)
+
+
+_HELD = _c09(7, True, 10)    # packed, with 10 vectors a thread in shared memory
 
 
 def _f09(items, shared_items=0):
@@ -48,10 +53,12 @@ FP32_CANDIDATES = {
     (2, 8388608): [_STREAM_FP32, _f09(7, 9)],
 }
 CANDIDATES = {
-    (16, 1048576): [_c09(4), _c09(8, True)],
+    (16, 1048576): [_c09(8, True), _HELD, _c09(4)],
+    (32, 1048576): [_c09(8, True), _HELD],
+    (8, 2097152): [_c09(8, True), _HELD],
     (4, 1048576): [_c09(4), _c09(8, True)],
-    (64, 262144): [_C08, _c09(4), _c09(8, True)],
-    (2, 8388608): [_STREAM, _c09(8, True)],
+    (64, 262144): [_C08, _c09(8, True), _HELD],
+    (2, 8388608): [_c09(8, True), _HELD, _STREAM],
     (1048576, 8): [_c04(2, 4), _c04(1, 8)],
 }
 

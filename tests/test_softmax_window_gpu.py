@@ -185,12 +185,13 @@ def test_split_rows_in_a_sequence_of_plans(gpu):
     assert seen == {"softmax_09_split_row", "softmax_09_split_row_stream"}
 
 
-@pytest.mark.parametrize("rows,cols,prec,off", [(16, 1048576, "bf16", 0), (9, 1048576, "fp16", 1),
-                                                (12, 777_777, "bf16", 3), (16, 1048576, "fp32", 0),
+@pytest.mark.parametrize("rows,cols,prec,off", [(40, 1048576, "bf16", 0), (20, 1048576, "fp16", 1),
+                                                (30, 777_777, "bf16", 3), (16, 1048576, "fp32", 0),
                                                 (9, 1048575, "fp32", 1), (12, 777_777, "fp32", 3)])
 def test_split_rows_held_packed_or_in_shared_memory_over_passes(gpu, rows, cols, prec, off):
     """Split rows whose chunks are held packed (16-bit: two elements a
-    register) or partly in shared memory (fp32): more rows than the resident
+    register, and a part in shared memory) or partly in shared memory
+    (fp32): more rows than the resident
     slots, so the slots take a second row and the pairs' row parity turns;
     at an offset the chunks' first and last vectors are element-wise (in
     registers or in the shared slots). Special rows (-inf runs, a lone

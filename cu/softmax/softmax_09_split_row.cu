@@ -26,13 +26,13 @@
 // that took four passes take two (bf16 16 x 1048576: 8 rows a pass instead
 // of 4). Its build has no streamed entry (the streamed configs are unpacked).
 //
-// SITEMS > 0 (fp32 only) keeps SITEMS more window vectors a thread in shared
-// memory, copied there by cp.async (no registers held while they fly): a
-// chunk is THREADS * (ITEMS + SITEMS) vectors, so the resident grid holds a
-// row part in registers and a part in shared memory, and 16 x 1048576 takes
-// two passes instead of four. The shared part's exps are stored back in
-// place, scaled at the store as the registers are. Its build, like the packed
-// one, has no streamed entry.
+// SITEMS > 0 keeps SITEMS more window vectors a thread in shared memory,
+// copied there by cp.async (no registers held while they fly): a chunk is
+// THREADS * (ITEMS + SITEMS) vectors, so the resident grid holds a row part
+// in registers and a part in shared memory, and fp32 16 x 1048576 takes two
+// passes instead of four, 16-bit (packed) 16 x 1048576 and 64 x 262144 one
+// instead of two. The shared part stays as loaded and is exponentiated at the
+// store against the row's own max. Its builds have no streamed entry.
 //
 // Rows longer than split * THREADS * (ITEMS + SITEMS) vectors (past what the resident
 // blocks' registers hold) take softmax_09_split_row_stream instead: each block
@@ -85,8 +85,8 @@
 static_assert(THREADS % 32 == 0 && THREADS >= 64 && THREADS <= 1024, "THREADS: a multiple of 32, 64..1024");
 static_assert(ITEMS >= 1 && ITEMS * WVEC <= (PACKED ? 128 : 64), "ITEMS: too many values a thread");
 static_assert(PACKED == 0 || DTYPE != 0, "PACKED: 16-bit elements only");
-static_assert(SITEMS >= 0 && (SITEMS == 0 || (DTYPE == 0 && PACKED == 0)),
-              "SITEMS: fp32 chunks only (16-bit ones hold more packed)");
+static_assert(SITEMS >= 0 && (SITEMS == 0 || DTYPE == 0 || PACKED == 1),
+              "SITEMS: fp32 or packed 16-bit chunks");
 
 // The pairs start after the counter head (bytes).
 constexpr int WS_PAIRS_OFFSET = 2 * WS_MAX_SLOTS * 4;
@@ -253,6 +253,77 @@ __device__ __forceinline__ void slots_store(const RowWindow& w, int first, const
 }
 #endif
 
+#if SITEMS && PACKED
+// The packed builds' shared part: the vectors as loaded, two 16-bit elements
+// a word, as their registers hold them (uint4 slots, same layout as above).
+__device__ __forceinline__ uint4* held_words() {
+    return reinterpret_cast<uint4*>(dynamic_smem()) + threadIdx.x;
+}
+
+// slots_load of 16-bit vectors: the row's first and last vectors built from
+// their elements, -inf (as stored) outside the row.
+__device__ __forceinline__ void words_load(const RowWindow& w, int first, uint4* slots) {
+#pragma unroll 1
+    for (int s = 0; s < SITEMS; ++s) {
+        const int e0 = (first + s * THREADS + static_cast<int>(threadIdx.x)) * WVEC;
+        if (e0 >= w.lo && e0 + WVEC <= w.hi) {
+            cp_async_16(smem_addr(slots + s * THREADS), w.xw + e0, 16);
+        } else {
+            unsigned h[WVEC];
+#pragma unroll
+            for (int k = 0; k < WVEC; ++k) {
+                const int e = e0 + k;
+                h[k] = (e >= w.lo && e < w.hi) ? w.xw[e] : NEG_INF_BITS;
+            }
+            slots[s * THREADS] = make_uint4(h[0] | (h[1] << 16), h[2] | (h[3] << 16),
+                                            h[4] | (h[5] << 16), h[6] | (h[7] << 16));
+        }
+    }
+    cp_async_commit();
+}
+
+// window_exp_packed over the slots: the max on the packed pairs, then the sum.
+__device__ __forceinline__ MaxSum words_sum(const uint4* slots) {
+    unsigned mm = NEG_INF_BITS | (static_cast<unsigned>(NEG_INF_BITS) << 16);
+#pragma unroll 1
+    for (int s = 0; s < SITEMS; ++s) {
+        const uint4 q = slots[s * THREADS];
+        mm = max_pairs(mm, max_pairs(max_pairs(q.x, q.y), max_pairs(q.z, q.w)));
+    }
+    const uint4 mv = make_uint4(mm, 0u, 0u, 0u);
+    const float m = fmaxf(held_f32(mv, 0), held_f32(mv, 1));
+    float l = 0.0f;
+    with_exp<FAST_EXP>(m, [&](auto exp_of) {
+#pragma unroll 1
+        for (int s = 0; s < SITEMS; ++s) {
+            const uint4 q = slots[s * THREADS];
+#pragma unroll
+            for (int k = 0; k < WVEC; ++k) l += exp_of(held_f32(q, k));
+        }
+    });
+    return MaxSum{m, l};
+}
+
+// Each stored element exp(x - M) / L against the row's max M (an all -inf
+// row: M = -inf, NaN, as it must).
+__device__ __forceinline__ void words_store(const RowWindow& w, int first, const uint4* slots,
+                                            MaxSum row) {
+    const float inv_sum = 1.0f / row.l;
+    with_exp<FAST_EXP>(row.m, [&](auto exp_of) {
+#pragma unroll 1
+        for (int s = 0; s < SITEMS; ++s) {
+            const int e0 = (first + s * THREADS + static_cast<int>(threadIdx.x)) * WVEC;
+            if (e0 >= w.hi || e0 + WVEC <= w.lo) continue;
+            const uint4 q = slots[s * THREADS];
+            float o[WVEC];
+#pragma unroll
+            for (int k = 0; k < WVEC; ++k) o[k] = exp_of(held_f32(q, k)) * inv_sum;
+            store_vector(w, e0, o);
+        }
+    });
+}
+#endif
+
 // One row of a slot. RESIDENT: the chunk stays in registers (1R + 1W), else
 // chunks are streamed twice (2R + 1W). Two entries, not one with a runtime
 // branch, and the row step a function of its own (not inlined into the row
@@ -272,11 +343,16 @@ __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t
     float v[N];
 #endif
     MaxSum th;                                       // this thread's pair
-#if SITEMS
+#if SITEMS && PACKED
+    uint4* slots = held_words();
+#elif SITEMS
     float4* slots = held_slots();
 #endif
     if constexpr (RESIDENT) {
 #if PACKED
+#if SITEMS
+        words_load(w, chunk * SLICE + THREADS * ITEMS, slots);   // in flight with the loads below
+#endif
         window_load_packed<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v);
         th = window_exp_packed<ITEMS>(v);
 #else
@@ -300,7 +376,11 @@ __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t
 #if SITEMS
     if constexpr (RESIDENT) {
         cp_async_wait<0>();
+#if PACKED
+        th = merge<FAST_EXP>(th, words_sum(slots));
+#else
         th = merge<FAST_EXP>(th, slots_sum_fast(slots));
+#endif
     }
 #endif
     const MaxSum blk = block_pair_max_first<THREADS>(th, part);
@@ -316,8 +396,11 @@ __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t
     PHASE_MARK(3);
     if constexpr (RESIDENT) {
 #if PACKED
-        window_store_packed<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v, th.m,
-                                            window_scale(th.m, r));
+        window_store_packed<ITEMS, THREADS>(w, chunk * SLICE, threadIdx.x, true, v, m_held,
+                                            window_scale(m_held, r));
+#if SITEMS
+        words_store(w, chunk * SLICE + THREADS * ITEMS, slots, r);
+#endif
 #else
         if constexpr (EXP_AT_STORE) {
             const float inv_sum = 1.0f / r.l;

@@ -34,8 +34,8 @@ global-memory traffic per element (R = read, W = write):
 - softmax_09_split_row: few very long rows, each split over many blocks of
   the whole GPU, synchronised through a global workspace (cooperative
   launch). 1R + 1W while the chunks fit the resident blocks (registers; 16-bit
-  chunks packed two elements a register, fp32 ones with a part in shared
-  memory), 2R + 1W beyond.
+  chunks packed two elements a register, and a part in shared memory where that
+  saves a pass; fp32 ones with a part in shared memory), 2R + 1W beyond.
 - softmax_11_any_row_pipelined (sm_90): rung 06's persistent clusters and
   bulk-copied landing buffers over rung 08's window: the next rows' windows
   arrive while this one is reduced and written, at any row length, alignment

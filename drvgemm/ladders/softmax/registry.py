@@ -475,7 +475,7 @@ class WindowConfig:
     min_blocks: int = 1       # __launch_bounds__ second argument
     packed: bool = False      # 07/08/09/11, 16-bit: values held as loaded, two a register
     stages: int = 0           # 11: landing buffers of one slice each per block
-    shared_items: int = 0     # 09, fp32: more vectors a thread per chunk, in shared memory
+    shared_items: int = 0     # 09, fp32 or packed: more vectors a thread per chunk, in shared memory
 
     def __post_init__(self):
         if self.entry not in WINDOW_SOURCES:
@@ -489,9 +489,10 @@ class WindowConfig:
             raise ValueError(f"{self.entry}: cluster of 2..16 blocks")
         if (self.kind == "pipelined") != (self.stages > 0):
             raise ValueError(f"{self.entry}: landing buffers are rung 11's, and it needs some")
-        if self.shared_items < 0 or (self.shared_items and (self.vec != 4 or self.kind != "split")):
-            raise ValueError(f"{self.entry}: vectors in shared memory are for fp32 chunks of "
-                             "rung 09's resident entry")
+        if self.shared_items < 0 or (self.shared_items and (
+                (self.vec != 4 and not self.packed) or self.kind != "split")):
+            raise ValueError(f"{self.entry}: vectors in shared memory are for fp32 or packed "
+                             "16-bit chunks of rung 09's resident entry")
         if self.packed and (self.vec != 8 or self.kind not in ("rows", "cluster", "pipelined",
                                                                "split")):
             raise ValueError(f"{self.entry}: packed values are for 16-bit rows of rungs 07/08/09/11 "
@@ -648,6 +649,12 @@ def _window_configs(vec: int) -> tuple:
     # over 16 x 1048576: two of 8 rows, not four of 4)
     if vec == 8:
         out.append(WindowConfig("softmax_09_split_row", 512, 8, vec, min_blocks=2, packed=True))
+        # packed with 10 vectors a thread in shared memory (80 KiB a block; 8 in
+        # registers next to the shared part spill 8 B): 136 KiB of a row a block,
+        # so 16-bit 16 x 1048576 fits the resident grid in one pass, not two.
+        # Taken where it makes fewer passes (plan._plan_split); not yet measured.
+        out.append(WindowConfig("softmax_09_split_row", 512, 7, vec, min_blocks=2, packed=True,
+                                shared_items=10))
     # fp32: 7 vectors a thread in registers and 9 in shared memory (72 KiB a
     # block), 128 KiB of a row a block: the same doubling (8 in registers with
     # any shared part spills at 64 registers)
