@@ -195,26 +195,33 @@ __device__ __forceinline__ float4* held_slots() {
 }
 
 // Inside the row one 16-byte cp.async; the row's first and last vectors
-// element by element; outside it -inf. The slot loops stay rolled (unroll 1):
-// unrolled, their addresses crowd the 64 registers that hold the chunk and
-// ptxas spills (232 B of stack at 8 + 8 vectors).
-__device__ __forceinline__ void slots_load(const RowWindow& w, int first, float4* slots) {
+// element by element, edge(e0) (-inf outside the row). The slot loops stay
+// rolled (unroll 1): unrolled, their addresses crowd the 64 registers that
+// hold the chunk and ptxas spills (232 B of stack at 8 + 8 vectors).
+template <class Slot, class Edge>
+__device__ __forceinline__ void shared_part_load(const RowWindow& w, int first, Slot* slots, Edge edge) {
 #pragma unroll 1
     for (int s = 0; s < SITEMS; ++s) {
         const int e0 = (first + s * THREADS + static_cast<int>(threadIdx.x)) * WVEC;
         if (e0 >= w.lo && e0 + WVEC <= w.hi) {
             cp_async_16(smem_addr(slots + s * THREADS), w.xw + e0, 16);
         } else {
-            float o[WVEC];
-#pragma unroll
-            for (int k = 0; k < WVEC; ++k) {
-                const int e = e0 + k;
-                o[k] = (e >= w.lo && e < w.hi) ? to_f32(w.xw[e]) : NEG_INF;
-            }
-            slots[s * THREADS] = make_float4(o[0], o[1], o[2], o[3]);
+            slots[s * THREADS] = edge(e0);
         }
     }
     cp_async_commit();
+}
+
+__device__ __forceinline__ void slots_load(const RowWindow& w, int first, float4* slots) {
+    shared_part_load(w, first, slots, [&](int e0) {
+        float o[WVEC];
+#pragma unroll
+        for (int k = 0; k < WVEC; ++k) {
+            const int e = e0 + k;
+            o[k] = (e >= w.lo && e < w.hi) ? to_f32(w.xw[e]) : NEG_INF;
+        }
+        return make_float4(o[0], o[1], o[2], o[3]);
+    });
 }
 
 // window_sum_fast over the slots, in slot order (the slots keep the values).
@@ -260,26 +267,9 @@ __device__ __forceinline__ uint4* held_words() {
     return reinterpret_cast<uint4*>(dynamic_smem()) + threadIdx.x;
 }
 
-// slots_load of 16-bit vectors: the row's first and last vectors built from
-// their elements, -inf (as stored) outside the row.
+// slots_load of 16-bit vectors, the edges as stored (window_words).
 __device__ __forceinline__ void words_load(const RowWindow& w, int first, uint4* slots) {
-#pragma unroll 1
-    for (int s = 0; s < SITEMS; ++s) {
-        const int e0 = (first + s * THREADS + static_cast<int>(threadIdx.x)) * WVEC;
-        if (e0 >= w.lo && e0 + WVEC <= w.hi) {
-            cp_async_16(smem_addr(slots + s * THREADS), w.xw + e0, 16);
-        } else {
-            unsigned h[WVEC];
-#pragma unroll
-            for (int k = 0; k < WVEC; ++k) {
-                const int e = e0 + k;
-                h[k] = (e >= w.lo && e < w.hi) ? w.xw[e] : NEG_INF_BITS;
-            }
-            slots[s * THREADS] = make_uint4(h[0] | (h[1] << 16), h[2] | (h[3] << 16),
-                                            h[4] | (h[5] << 16), h[6] | (h[7] << 16));
-        }
-    }
-    cp_async_commit();
+    shared_part_load(w, first, slots, [&](int e0) { return window_words(w, e0, true); });
 }
 
 // window_exp_packed over the slots: the max on the packed pairs, then the sum.

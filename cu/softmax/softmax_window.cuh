@@ -241,6 +241,20 @@ __device__ __forceinline__ void packed_fence(uint4* r) {
         asm volatile("" : "+r"(r[it].x), "+r"(r[it].y), "+r"(r[it].z), "+r"(r[it].w));
 }
 
+// Window vector e0 / WVEC as stored, element by element: the elements inside
+// the row, -inf (as stored) outside it or where !live (a row's first and
+// last vectors, a lane past the rows).
+__device__ __forceinline__ uint4 window_words(const RowWindow& w, int e0, bool live) {
+    unsigned h[WVEC];
+#pragma unroll
+    for (int k = 0; k < WVEC; ++k) {
+        const int e = e0 + k;
+        h[k] = (live && e >= w.lo && e < w.hi) ? w.xw[e] : NEG_INF_BITS;
+    }
+    return make_uint4(h[0] | (h[1] << 16), h[2] | (h[3] << 16), h[4] | (h[5] << 16),
+                      h[6] | (h[7] << 16));
+}
+
 // window_load, keeping each vector's 16 bytes as they are.
 template <int kItems, int kStride>
 __device__ __forceinline__ void window_load_packed(const RowWindow& w, int first, int lane, bool live,
@@ -251,14 +265,7 @@ __device__ __forceinline__ void window_load_packed(const RowWindow& w, int first
         if (live && e0 >= w.lo && e0 + WVEC <= w.hi) {
             r[it] = __ldg(reinterpret_cast<const uint4*>(w.xw + e0));
         } else {
-            unsigned h[WVEC];
-#pragma unroll
-            for (int k = 0; k < WVEC; ++k) {
-                const int e = e0 + k;
-                h[k] = (live && e >= w.lo && e < w.hi) ? w.xw[e] : NEG_INF_BITS;
-            }
-            r[it] = make_uint4(h[0] | (h[1] << 16), h[2] | (h[3] << 16), h[4] | (h[5] << 16),
-                               h[6] | (h[7] << 16));
+            r[it] = window_words(w, e0, live);
         }
     }
 }
