@@ -39,6 +39,11 @@ def _f09(items, shared_items=0, threads=512):
 _STREAM = WindowConfig("softmax_09_split_row_stream", 512, 2, 8, min_blocks=2)
 _STREAM_FP32 = WindowConfig("softmax_09_split_row_stream", 512, 4, 4, min_blocks=2)
 _C08 = WindowConfig("softmax_08_any_row_cluster", 512, 8, 8, cluster=8, min_blocks=2, packed=True)
+# a 16-bit row of 1048576 (aligned) in the registers of one cluster of 16 whole SMs: the
+# row's wait is a cluster's exchange through distributed shared memory, not the grid's
+# through L2, at the price of 64 SMs loading 4 rows (an SM pulls up to ~2x its share)
+_C08_16 = WindowConfig("softmax_08_any_row_cluster", 1024, 8, 8, cluster=16, min_blocks=1,
+                       packed=True)
 
 
 def _c04(row_threads, elems):
@@ -48,7 +53,8 @@ def _c04(row_threads, elems):
 # (rows, cols): candidates; the first is what auto took before this change. The
 # 1024-thread blocks (one an SM, the same bytes a thread) ask whether a block's
 # fold waits behind the stores of the other row's block on its SM (the split
-# timeline: the last block of fp32 4 x 1048576 folds 2.2 us after the median).
+# timeline: the last block of fp32 4 x 1048576 folds 2.2 us after the median);
+# the cluster of 16 whether a cluster's exchange beats the grid's wait.
 FP32_CANDIDATES = {
     (4, 1048576): [_f09(8), _f09(8, threads=1024)],
     (16, 1048576): [_f09(7, 9), _f09(7, 9, threads=1024)],
@@ -56,10 +62,10 @@ FP32_CANDIDATES = {
     (2, 8388608): [_f09(7, 9), _STREAM_FP32],
 }
 CANDIDATES = {
-    (16, 1048576): [_c09(8, True), _HELD, _c09(7, True, 10, threads=1024)],
+    (16, 1048576): [_c09(8, True), _HELD, _c09(7, True, 10, threads=1024), _C08_16],
     (32, 1048576): [_c09(8, True), _HELD],
     (8, 2097152): [_c09(8, True), _HELD],
-    (4, 1048576): [_c09(4), _c09(8, True), _c09(4, threads=1024)],
+    (4, 1048576): [_c09(4), _c09(8, True), _c09(4, threads=1024), _C08_16],
     (64, 262144): [_C08, _c09(8, True), _HELD],
     (2, 8388608): [_c09(8, True), _HELD, _STREAM],
     (1048576, 8): [_c04(2, 4), _c04(1, 8)],
