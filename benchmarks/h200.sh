@@ -220,9 +220,9 @@ script_phase rowlanes "${ROWLANES_TIMEOUT:-150}" 60 benchmarks/softmax_row_tile_
 script_phase near128 "${NEAR128_TIMEOUT:-200}" 80 benchmarks/softmax_rows_near_128.py \
   --torch --json "$LOG/softmax_rows_near_128.json" ${NEAR128_ARGS:-}
 # splitheld: split rows held packed (16-bit, with or without a shared part) or partly in shared
-# memory (fp32) on rung 09, one 1024-thread block an SM against two of 512, and 16-bit rows of
-# 8 on one lane (rung 04), against what auto took before them (SPLITHELD_ARGS: --shapes /
-# --precisions / --torch / --b2b / --reps)
+# memory (fp32) on rung 09, one 1024-thread block an SM against two of 512, 16-bit rows of
+# 1048576 on one cluster of 16 (rung 08), against what auto took before them (SPLITHELD_ARGS:
+# --shapes / --precisions / --torch / --b2b / --reps)
 script_phase splitheld "${SPLITHELD_TIMEOUT:-180}" 80 benchmarks/softmax_split_held.py \
   --json "$LOG/softmax_split_held.json" ${SPLITHELD_ARGS:-}
 # rwphases: a device copy against a read then a write of the same bytes (torch), what a

@@ -3,9 +3,11 @@ held packed (PACKED=1, two elements a register), fp32 chunks with a part in
 shared memory (SITEMS, copied there by cp.async), and 16-bit packed chunks
 with a part in shared memory as well (the thirty-eighth round), so the
 resident grid holds more of the rows at once and they take fewer passes
-(bf16 16 x 1048576: one instead of two); and 16-bit rows of 8 on one lane
-with one 16-byte vector (rung 04). Each against what auto took before, side
-by side on the same data with the device copy of the same bytes:
+(bf16 16 x 1048576: one instead of two); one 1024-thread block an SM against
+two of 512; 16-bit rows of 1048576 on one cluster of 16 (rung 08). Each
+against what auto took before, side by side on the same data with the device copy of the same bytes (the
+twenty-second round's 16-bit rows of 8 on one lane of rung 04, measured and
+routed, left the list in the thirty-eighth):
 
     python benchmarks/softmax_split_held.py [--json PATH] [--reps 20] [--torch] [--b2b]
         [--precisions fp32,bf16,fp16] [--shapes 16x1048576,...]
@@ -19,7 +21,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from drvgemm.ladders.softmax.registry import SoftmaxConfig, WindowConfig  # noqa: E402
+from drvgemm.ladders.softmax.registry import WindowConfig  # noqa: E402
 from drvgemm.tools.softmax_sweep import side_by_side  # noqa: E402
 
 
@@ -46,10 +48,6 @@ _C08_16 = WindowConfig("softmax_08_any_row_cluster", 1024, 8, 8, cluster=16, min
                        packed=True)
 
 
-def _c04(row_threads, elems):
-    return SoftmaxConfig("softmax_04_vectorized_rows", 128, row_threads, elems=elems, vector=True)
-
-
 # (rows, cols): candidates; the first is what auto took before this change. The
 # 1024-thread blocks (one an SM, the same bytes a thread) ask whether a block's
 # fold waits behind the stores of the other row's block on its SM (the split
@@ -68,7 +66,6 @@ CANDIDATES = {
     (4, 1048576): [_c09(4), _c09(8, True), _c09(4, threads=1024), _C08_16],
     (64, 262144): [_C08, _c09(8, True), _HELD],
     (2, 8388608): [_c09(8, True), _HELD, _STREAM],
-    (1048576, 8): [_c04(2, 4), _c04(1, 8)],
 }
 
 
