@@ -284,6 +284,17 @@ def _table():
     return out
 
 
+def test_the_gpu_sequence_of_split_plans_takes_both_split_entries():
+    """test_softmax_window_gpu.py's sequence of split plans on one workspace
+    means to cross the resident and the streamed entry: a registry change
+    that lets the resident grid hold its longest row (the 16-bit chunks with
+    a shared part held 2 x 9000001) must move the sequence, not drop a case."""
+    from test_softmax_window_gpu import SPLIT_SEQUENCE
+    entries = {sm.plan(r, c, prec, aligned=off == 0, cc=(9, 0), sm_count=132).entry
+               for r, c, prec, off in SPLIT_SEQUENCE}
+    assert entries == {"softmax_09_split_row", "softmax_09_split_row_stream"}
+
+
 def test_auto_choices_match_the_committed_table():
     """A change in what auto runs for any of these shapes is visible here
     (and in the diff of tests/data/softmax_choices.json when regenerated)."""
