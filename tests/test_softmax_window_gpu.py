@@ -378,7 +378,9 @@ def test_auto_takes_the_pipelined_rung_for_vocabulary_rows(gpu):
     if gpu.cc < (9, 0):
         pytest.skip("clusters need sm_90")
     for prec, rows, cols, off in (("fp32", 300, 50257, 0), ("bf16", 530, 50257, 1),
-                                  ("bf16", 150, 128256, 0), ("fp32", 130, 151936, 1)):
+                                  ("bf16", 150, 128256, 0), ("fp32", 130, 151936, 1),
+                                  ("bf16", 150, 200019, 1), ("bf16", 600, 36001, 1),
+                                  ("fp32", 300, 72001, 1)):
         p = sm.plan(rows, cols, prec, cc=gpu.cc, sm_count=gpu.sm_count, aligned=off == 0)
         assert p.rung == "softmax_11_any_row_pipelined", (prec, rows, cols, p.describe())
         x = make_input(rows, cols, prec, seed=cols + off)

@@ -502,6 +502,8 @@ def _pick_pipelined(nv: int, cfgs, rows: int = 1, sm_count: int = H200_SM_COUNT,
     c = min(cands, key=lambda c: (c.window, c.cluster))
     if only:
         return c
+    if any(b.kind == "rows" and b.window >= nv for b in cfgs):
+        return None     # a block (or lane group) holds the row: rung 07 (bf16 2048 x 32000 0.96)
     resident = max(1, sm_count // c.cluster)
     if nv < PIPELINED_MIN_FILL * c.window or rows < PIPELINED_MIN_ROWS_PER_CLUSTER * resident:
         return None

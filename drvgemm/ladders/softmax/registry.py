@@ -676,9 +676,16 @@ def _window_configs(vec: int) -> tuple:
     # sixth round, results/h200-softmax-route-gaps.json, of copy): bf16 8192 x
     # 64000 0.925 / 0.912 against rung 08's 0.838, 1024 x 65536 0.864 / 0.862
     # against 0.848.
-    pipe = ((256, 13, 4, 3), (256, 16, 8, 3), (256, 19, 8, 2)) if vec == 4 else \
-        ((512, 7, 2, 3), (512, 8, 2, 3), (512, 10, 2, 2), (256, 8, 8, 3), (512, 10, 4, 2),
-         (512, 8, 8, 3))
+    # Slices for the lengths between those, where auto fell back to rung 08 or a
+    # slice under 0.8 full (fortieth round, H100, benchmarks/softmax_route_gaps.py,
+    # of copy, one call / back to back): bf16 4096 x 36001 on 512 x 5 x 2 0.920 / 0.895
+    # (rung 08 0.773 / 0.783); fp32 4096 x 72001 on 512 x 9 x 4 0.925 / 0.927 (rung 08
+    # 0.696 / 0.695); bf16 1024 x 200064 on 512 x 7 x 7 0.949 / 0.952, 8192 x 200019
+    # 0.924 / 0.925 (512 x 8 x 8 0.878 / 0.898, 0.879 / 0.874); 2048 x 202048 on
+    # 512 x 8 x 7 0.934 / 0.928 (512 x 8 x 8 0.883 / 0.883).
+    pipe = ((256, 13, 4, 3), (512, 9, 4, 2), (256, 16, 8, 3), (256, 19, 8, 2)) if vec == 4 else \
+        ((512, 5, 2, 2), (512, 7, 2, 3), (512, 8, 2, 3), (512, 10, 2, 2), (256, 8, 8, 3),
+         (512, 10, 4, 2), (512, 7, 7, 2), (512, 8, 7, 3), (512, 8, 8, 3))
     out += [WindowConfig("softmax_11_any_row_pipelined", t, it, vec, cluster=c, stages=s,
                          packed=vec == 8)
             for t, it, c, s in pipe]
