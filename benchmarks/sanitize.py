@@ -49,8 +49,8 @@ SOFTMAX_SHAPES = [(1, 1), (3, 1000), (5, 4099), (2, 33000), (1, 131072),
                   # one lane a row in 128-thread blocks, 40 and 64 slots
                   (700, 37), (700, 63),
                   # rung 11: persistent clusters walking several rows each through their
-                  # landing buffers
-                  (300, 50257),
+                  # landing buffers (fp32 72001: the 512 x 9 x 4 slice)
+                  (300, 50257), (20, 72001),
                   # split rows whose chunks are held packed (16-bit) or partly in shared
                   # memory (fp32)
                   (15, 300001),
@@ -63,7 +63,10 @@ SOFTMAX_16BIT_SHAPES = [(1000, 8), (15, 300001), (1027, 4),
                         (40, 300001),
                         # rung 10's four lanes: crowded rows read as 16-byte vectors of
                         # the tile (127, 129), rows beside them on word slots (105, 137)
-                        (700, 127), (300, 129), (500, 105), (200, 137)]
+                        (700, 127), (300, 129), (500, 105), (200, 137),
+                        # rung 11's slices between the others: 512 x 5 x 2, 512 x 7 x 7,
+                        # 512 x 8 x 7
+                        (20, 36001), (20, 200019), (20, 202048)]
 # (x offset, y offset, pitch pad) in elements: rows that start off 16 bytes, at a
 # pitch above the row, x and y of different phase
 SOFTMAX_VIEWS = [(1, 1, 0), (3, 3, 5), (2, 1, 3)]
