@@ -30,7 +30,7 @@ def _c09(items, packed=False, shared_items=0, threads=512):
                         packed=packed, shared_items=shared_items)
 
 
-_HELD = _c09(7, True, 10)    # packed, with 10 vectors a thread in shared memory
+_HELD = _c09(6, True, 11)    # packed, with 11 vectors a thread in shared memory
 
 
 def _f09(items, shared_items=0, threads=512):

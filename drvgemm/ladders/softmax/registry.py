@@ -649,12 +649,15 @@ def _window_configs(vec: int) -> tuple:
     # over 16 x 1048576: two of 8 rows, not four of 4)
     if vec == 8:
         out.append(WindowConfig("softmax_09_split_row", 512, 8, vec, min_blocks=2, packed=True))
-        # packed with 10 vectors a thread in shared memory (80 KiB a block; 8 in
-        # registers next to the shared part spill 8 B): 136 KiB of a row a block,
-        # so 16-bit 16 x 1048576 fits the resident grid in one pass, not two.
-        # Taken where it makes fewer passes (plan._plan_split); not yet measured.
-        out.append(WindowConfig("softmax_09_split_row", 512, 7, vec, min_blocks=2, packed=True,
-                                shared_items=10))
+        # packed with 11 vectors a thread in shared memory (88 KiB a block):
+        # 136 KiB of a row a block, so 16-bit 16 x 1048576 fits the resident grid
+        # in one pass, not two. Taken where it makes fewer passes
+        # (plan._plan_split). 7 in registers next to 10 in shared memory (the
+        # same bytes; measured on the H100, fortieth round: bf16 16 x 1048576
+        # 0.846 of copy against two passes' 0.789) spill 8 B under NVRTC 13.0,
+        # 8 with any shared part under either.
+        out.append(WindowConfig("softmax_09_split_row", 512, 6, vec, min_blocks=2, packed=True,
+                                shared_items=11))
     # fp32: 7 vectors a thread in registers and 9 in shared memory (72 KiB a
     # block), 128 KiB of a row a block: the same doubling (8 in registers with
     # any shared part spills at 64 registers)
