@@ -361,8 +361,11 @@ def predict_copy_ratio(cfg: WindowConfig, nv: int, blocks: int, sm_count: int, a
     copy's own launch and ramp weigh in too, and the measured ratios run
     off it either way: fp32 32 x 50257, 12 MiB on rung 08, measured 1.00 against
     0.66). The route's measured
-    efficiency (ROUTE_EFFICIENCY) times factors <= 1: for the clusters, the
-    lanes a row leaves idle (a cluster's window over the row); the fill of the
+    efficiency (ROUTE_EFFICIENCY) times factors <= 1: for the clusters and
+    the 16-bit lane groups, the lanes a row leaves idle (the window over the
+    row: bf16 4096 x 4097 on 128 x 5 packed vectors, 80% used, measured 0.840 /
+    0.845 of copy in two H200 suites against the groups' usual 0.92-0.97; fp32
+    groups as empty measured 0.95-0.99, so fp32 keeps 1); the fill of the
     GPU (an SM pulls at most ~2x its share of DRAM bandwidth, so fewer than
     half the SMs busy cannot reach copy speed; partial last waves idle slots);
     element-wise stores when y's phase differs from x's (0.6, unmeasured); a
@@ -373,7 +376,7 @@ def predict_copy_ratio(cfg: WindowConfig, nv: int, blocks: int, sm_count: int, a
     per_sm = cfg.blocks_per_sm
     resident = max(1, per_sm * sm_count)
     lanes = 1.0
-    if cfg.kind in ("cluster", "pipelined"):
+    if cfg.kind in ("cluster", "pipelined") or (cfg.kind == "rows" and cfg.vec == 8):
         lanes = min(1.0, nv / (cfg.window * (-(-nv // cfg.window))))
     fill = _fill(blocks, resident, sm_count)
     edge_vectors = 0 if aligned or cfg.kind == "rows" else 2
