@@ -90,3 +90,24 @@ def test_readme_ladder_table_figures_are_the_committed_runs():
             assert _as_printed(f, rec["tflops"] / best), (name, rec["out"], f, rec["tflops"] / best)
             checked += 1
     assert checked >= 20, checked
+
+
+def test_readme_column_slice_figures_are_the_committed_views():
+    """The column-slice sentence under the row suite: 16-bit slice->contiguous
+    (lowest-highest), fp32's, and slice->slice over both precisions, as
+    h200-softmax-views.json has them."""
+    records = json.loads((RESULTS / "h200-softmax-views.json").read_text())["records"]
+    m = re.search(r"A 16-bit column slice written to a fresh array .*? runs at (\d\.\d\d)-(\d\.\d\d) "
+                  r"of copy, fp32 at (\d\.\d\d); with `out=` at x's pitch (\d\.\d\d)-(\d\.\d\d)",
+                  _readme())
+    assert m, "README: the column-slice sentence is not where this test reads it"
+    lo16, hi16, f32, lo_ss, hi_ss = m.groups()
+
+    def fractions(layout, precs):
+        return [r["copy_fraction"] for r in records
+                if not r["baseline"] and r["layout"] == layout and r["precision"] in precs]
+    sc16 = fractions("slice->contiguous", ("bf16", "fp16"))
+    assert _as_printed(lo16, min(sc16)) and _as_printed(hi16, max(sc16)), (lo16, hi16, sc16)
+    assert [_as_printed(f32, x) for x in fractions("slice->contiguous", ("fp32",))] == [True]
+    ss = fractions("slice->slice", ("bf16", "fp16", "fp32"))
+    assert _as_printed(lo_ss, min(ss)) and _as_printed(hi_ss, max(ss)), (lo_ss, hi_ss, ss)
