@@ -274,14 +274,10 @@ __device__ __forceinline__ void words_load(const RowWindow& w, int first, uint4*
 
 // window_exp_packed over the slots: the max on the packed pairs, then the sum.
 __device__ __forceinline__ MaxSum words_sum(const uint4* slots) {
-    unsigned mm = NEG_INF_BITS | (static_cast<unsigned>(NEG_INF_BITS) << 16);
+    unsigned mm = NEG_INF_PAIR;
 #pragma unroll 1
-    for (int s = 0; s < SITEMS; ++s) {
-        const uint4 q = slots[s * THREADS];
-        mm = max_pairs(mm, max_pairs(max_pairs(q.x, q.y), max_pairs(q.z, q.w)));
-    }
-    const uint4 mv = make_uint4(mm, 0u, 0u, 0u);
-    const float m = fmaxf(held_f32(mv, 0), held_f32(mv, 1));
+    for (int s = 0; s < SITEMS; ++s) mm = max_pairs_vec(mm, slots[s * THREADS]);
+    const float m = pairs_max(mm);
     float l = 0.0f;
     with_exp<FAST_EXP>(m, [&](auto exp_of) {
 #pragma unroll 1

@@ -379,7 +379,7 @@ __device__ __forceinline__ void reduce_run_vectors(unsigned char* buf, const Run
         const uint4 w = (live && q < nv - 1) ? *reinterpret_cast<const uint4*>(win + 16 * q)
                                              : make_uint4(NEG_INF_WORD, NEG_INF_WORD, NEG_INF_WORD, NEG_INF_WORD);
 #if DTYPE != 0
-        mw = max_pairs(mw, max_pairs(max_pairs(w.x, w.y), max_pairs(w.z, w.w)));
+        mw = max_pairs_vec(mw, w);
 #endif
         float* o = f + j * VEC;
         unpack_word(w.x, o);

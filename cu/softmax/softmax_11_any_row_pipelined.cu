@@ -174,8 +174,7 @@ __device__ __forceinline__ void slice_read(const RowWindow& w, const Span& sp, c
 #endif
         } else {
 #if PACKED
-            constexpr unsigned kNegInf2 = NEG_INF_BITS | (static_cast<unsigned>(NEG_INF_BITS) << 16);
-            o[0] = make_uint4(kNegInf2, kNegInf2, kNegInf2, kNegInf2);
+            o[0] = make_uint4(NEG_INF_PAIR, NEG_INF_PAIR, NEG_INF_PAIR, NEG_INF_PAIR);
 #else
 #pragma unroll
             for (int k = 0; k < WVEC; ++k) o[k] = NEG_INF;

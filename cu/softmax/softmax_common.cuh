@@ -90,6 +90,11 @@ __device__ __forceinline__ unsigned max_pairs(unsigned a, unsigned b) {
     return d;
 }
 
+// max_pairs of m and the four words of a 16-byte vector (a tree of three, then m).
+__device__ __forceinline__ unsigned max_pairs_vec(unsigned m, uint4 q) {
+    return max_pairs(m, max_pairs(max_pairs(q.x, q.y), max_pairs(q.z, q.w)));
+}
+
 // The larger element of a word of two, widened.
 __device__ __forceinline__ float max_of_pair(unsigned w) {
     float f[2];

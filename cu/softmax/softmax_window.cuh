@@ -254,6 +254,8 @@ __device__ __forceinline__ void window_store_exp(const RowWindow& w, int first, 
 #if DTYPE != 0
 // -inf of the element type, as stored: bf16 0xff80, fp16 0xfc00.
 constexpr unsigned short NEG_INF_BITS = DTYPE == 1 ? 0xff80u : 0xfc00u;
+// ... in both halves of a word.
+constexpr unsigned NEG_INF_PAIR = NEG_INF_BITS | (static_cast<unsigned>(NEG_INF_BITS) << 16);
 
 // Element k (0..7) of a held vector, widened straight from its 32-bit word
 // (a 16-bit temporary per element would double the registers held).
@@ -267,6 +269,13 @@ __device__ __forceinline__ float held_f32(const uint4& r, int k) {
     else asm("{ .reg .b16 l, h; mov.b32 {l, h}, %1; cvt.f32.f16 %0, l; }" : "=f"(f) : "r"(w));
     return f;
 #endif
+}
+
+// The larger of a word's two 16-bit elements, widened (the end of a max taken
+// on packed pairs).
+__device__ __forceinline__ float pairs_max(unsigned mm) {
+    const uint4 mv = make_uint4(mm, 0u, 0u, 0u);
+    return fmaxf(held_f32(mv, 0), held_f32(mv, 1));
 }
 
 // Make the held words opaque between passes: without it the compiler keeps
@@ -315,12 +324,10 @@ __device__ __forceinline__ void window_load_packed(const RowWindow& w, int first
 template <int kItems>
 __device__ __forceinline__ MaxSum window_exp_packed(uint4* r) {
     // From -inf, as slice_exp's chain: a thread of NaNs alone gets m = -inf.
-    unsigned mm = NEG_INF_BITS | (static_cast<unsigned>(NEG_INF_BITS) << 16);
+    unsigned mm = NEG_INF_PAIR;
 #pragma unroll
-    for (int it = 0; it < kItems; ++it)
-        mm = max_pairs(mm, max_pairs(max_pairs(r[it].x, r[it].y), max_pairs(r[it].z, r[it].w)));
-    const uint4 mv = make_uint4(mm, 0u, 0u, 0u);
-    const float m = fmaxf(held_f32(mv, 0), held_f32(mv, 1));
+    for (int it = 0; it < kItems; ++it) mm = max_pairs_vec(mm, r[it]);
+    const float m = pairs_max(mm);
     packed_fence<kItems>(r);
     float l = 0.0f;
     with_exp<FAST_EXP>(m, [&](auto exp_of) {

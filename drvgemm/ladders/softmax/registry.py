@@ -654,8 +654,8 @@ def _window_configs(vec: int) -> tuple:
         # in one pass, not two. Taken where it makes fewer passes
         # (plan._plan_split). 7 in registers next to 10 in shared memory (the
         # same bytes; measured on the H100, fortieth round: bf16 16 x 1048576
-        # 0.846 of copy against two passes' 0.789) spill 8 B under NVRTC 13.0,
-        # 8 with any shared part under either.
+        # 0.846 of copy against two passes' 0.789) spilled 8 B under NVRTC 13.0,
+        # 8 next to any shared part under either.
         out.append(WindowConfig("softmax_09_split_row", 512, 6, vec, min_blocks=2, packed=True,
                                 shared_items=11))
     # fp32: 7 vectors a thread in registers and 9 in shared memory (72 KiB a
