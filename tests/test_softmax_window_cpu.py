@@ -892,3 +892,113 @@ def test_torch_baseline_sees_the_rows():
     for precision in ("bf16", "fp32"):
         x = DeviceArray((3, 5), sm_registry.numpy_dtype(precision), ptr=0x10000, owner=False)
         assert mb._torch_view(torch, x).shape == (3, 5), precision
+
+
+# ---------------------------------------------------------------------------
+# store_vector_warp (softmax_window.cuh): the shifted stores' bytes, emulated
+# ---------------------------------------------------------------------------
+def _warp_store_row(size, cols, lo, d_y, kstride, items, first=0):
+    """One row group's stores as store_vector_warp makes them, lane by lane in
+    warps of 32 (kStride lanes a group, warp-aligned): each lane's 16-byte
+    block (its last d bytes ++ the next lane's first 16 - d, the words picked
+    and funnel-shifted as the kernel does) and its uncovered elements one by
+    one. Returns (bytes written, times each byte was written, the row's
+    expected bytes, where the row starts)."""
+    wvec = 16 // size
+    group = min(kstride, 32)
+    base = 64                                      # y row start: 16-aligned + (d + lo * size) % 16
+    y_row = base + (d_y + lo * size) % 16
+    yw = y_row - lo * size                         # window element 0's address
+    d = (yw) % 16
+    hi = lo + cols
+    buf = bytearray(y_row + cols * size + 64)
+    count = [0] * len(buf)
+    vals = [(0x1000 + 37 * e) & (0xFFFF if size == 2 else 0xFFFFFFFF) for e in range(hi + 4 * wvec)]
+
+    def words(e0):                                 # the vector's four packed words
+        b = b"".join(v.to_bytes(size, "little") for v in vals[e0:e0 + wvec])
+        return [int.from_bytes(b[4 * j:4 * j + 4], "little") for j in range(4)]
+
+    def put(addr, data):
+        for i, byte in enumerate(data):
+            buf[addr + i] = byte
+            count[addr + i] += 1
+
+    for it in range(items):
+        for w0 in range(0, kstride, 32 if kstride >= 32 else kstride):
+            lanes = range(w0, min(w0 + 32, kstride))
+            e0s = {l: (first + it * kstride + l) * wvec for l in lanes}
+            inn = {l: e0s[l] < hi and e0s[l] + wvec > lo for l in lanes}
+            whole = {l: inn[l] and e0s[l] >= lo and e0s[l] + wvec <= hi for l in lanes}
+            for l in lanes:
+                hw = l % 32                                    # the hardware lane
+                nxt = l + 1 if hw != 31 and l + 1 in e0s else l   # shfl_down past the warp: own
+                prv = l - 1 if hw != 0 and l - 1 in e0s else l
+                shifted = inn[l] and d != 0
+                next_whole = whole[nxt] and (hw + 1) % group != 0
+                prev_whole = whole[prv] and hw % group != 0
+                block = shifted and whole[l] and next_whole
+                head_done = shifted and whole[l] and prev_whole
+                own, nx = words(e0s[l]), words(e0s[nxt])
+                a = yw + e0s[l] * size
+                if block:
+                    s = 16 - d
+                    q, sh = s >> 2, 8 * (s & 3)
+                    pair = own + nx
+                    out = []
+                    for j in range(4):
+                        lo_w, hi_w = pair[q + j], pair[q + j + 1]
+                        out.append((((hi_w << 32) | lo_w) >> sh) & 0xFFFFFFFF if size == 2 else lo_w)
+                    assert (a + s) % 16 == 0
+                    put(a + s, b"".join(o.to_bytes(4, "little") for o in out))
+                if not inn[l]:
+                    continue
+                if whole[l] and not shifted:
+                    assert a % 16 == 0
+                    put(a, b"".join(o.to_bytes(4, "little") for o in own))
+                    continue
+                split = (16 - d) // size if shifted else 0
+                for k in range(wvec):
+                    e = e0s[l] + k
+                    covered = head_done if k < split else block
+                    if lo <= e < hi and not covered:
+                        put(yw + e * size, vals[e].to_bytes(size, "little"))
+    want = b"".join(vals[e].to_bytes(size, "little") for e in range(lo, hi))
+    return buf, count, want, y_row
+
+
+@pytest.mark.parametrize("size", [2, 4])
+@pytest.mark.parametrize("kstride,items", [(4, 6), (16, 3), (32, 3), (64, 2), (128, 1)])
+def test_warp_store_writes_each_byte_of_the_row_once(size, kstride, items):
+    """Every phase of y against x, every start of the row in its first vector,
+    rows that end anywhere: each byte of the row written exactly once, with
+    the row's value, and no byte outside it -- the blocks composed across lanes
+    and the elements at warps' and rows' ends together."""
+    wvec = 16 // size
+    for d_y in range(0, 16, size):
+        for lo in range(wvec):
+            for cols in {1, wvec - 1, wvec, 3 * wvec + 1, kstride * wvec // 2 + 3,
+                         kstride * items * wvec - lo}:
+                if cols < 1 or lo + cols > kstride * items * wvec:
+                    continue
+                buf, count, want, y0 = _warp_store_row(size, cols, lo, d_y, kstride, items)
+                span = range(y0, y0 + cols * size)
+                assert all(count[i] == 1 for i in span), (d_y, lo, cols)
+                assert sum(count) == len(span), (d_y, lo, cols)
+                assert bytes(buf[y0:y0 + cols * size]) == want, (d_y, lo, cols)
+
+
+@pytest.mark.parametrize("prec", ["bf16", "fp32"])
+def test_rows_off_x_phase_store_one_block_a_lane(prec):
+    """store_vector_warp in the built code (rung 07, a block a row): the
+    warp's vote on the rows' phase, the four words handed
+    down a lane, and one 16-byte store a vector on each path -- no 2-, 4- or
+    8-byte pieces (the forty-first round's stores)."""
+    p = sm.plan(4096, 4097, prec, cc=(9, 0))
+    assert p.rung == "softmax_07_any_row", p.describe()
+    b = compiler.compile_binary(p.source, p.entry, defines=dict(p.defines), arch="sm_90")
+    text = sass.disassemble(b.cubin)             # one kernel in the module
+    assert re.search(r"\bVOTE\.ANY\b", text), "no warp vote on the rows' phase"
+    assert len(re.findall(r"\bSHFL\.DOWN\b", text)) >= 4 * p.config.items, "words not handed down"
+    assert len(re.findall(r"\bSTG\.E\.128\b", text)) >= 2 * p.config.items
+    assert not re.search(r"\bSTG\.E\.64\b", text), "pieces of 8 bytes"

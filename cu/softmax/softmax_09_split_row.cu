@@ -251,11 +251,11 @@ __device__ __forceinline__ void slots_store(const RowWindow& w, int first, const
 #pragma unroll 1
     for (int s = 0; s < SITEMS; ++s) {
         const int e0 = (first + s * THREADS + static_cast<int>(threadIdx.x)) * WVEC;
-        if (e0 >= w.hi || e0 + WVEC <= w.lo) continue;
+        const bool in = e0 < w.hi && e0 + WVEC > w.lo;
         const float4 q = slots[s * THREADS];
         const float o[WVEC] = {exp_out(q.x, row_max, inv_sum), exp_out(q.y, row_max, inv_sum),
                                exp_out(q.z, row_max, inv_sum), exp_out(q.w, row_max, inv_sum)};
-        store_vector(w, e0, o);
+        store_vector_warp<32>(w, e0, o, in);
     }
 }
 #endif
@@ -299,12 +299,12 @@ __device__ __forceinline__ void words_store(const RowWindow& w, int first, const
 #pragma unroll 1
         for (int s = 0; s < SITEMS; ++s) {
             const int e0 = (first + s * THREADS + static_cast<int>(threadIdx.x)) * WVEC;
-            if (e0 >= w.hi || e0 + WVEC <= w.lo) continue;
+            const bool in = e0 < w.hi && e0 + WVEC > w.lo;
             const uint4 q = slots[s * THREADS];
             float o[WVEC];
 #pragma unroll
             for (int k = 0; k < WVEC; ++k) o[k] = exp_of(held_f32(q, k)) * inv_sum;
-            store_vector(w, e0, o);
+            store_vector_warp<32>(w, e0, o, in);
         }
     });
 }

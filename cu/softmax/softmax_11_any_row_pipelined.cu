@@ -203,14 +203,19 @@ __device__ __forceinline__ void slice_write(const RowWindow& w, const Span& sp, 
 #pragma unroll
         for (int it = 0; it < ITEMS; ++it) {
             const int vi = b + it * THREADS;
-            if (it * THREADS >= live) continue;
+            const bool in = it * THREADS < live;
             float o[WVEC];
 #pragma unroll
             for (int k = 0; k < WVEC; ++k) o[k] = out(it, k);
-            if (it * THREADS >= fast_lo && it * THREADS < fast_hi) {
-                store16(dst + it * THREADS * WVEC, o);
+            if (w.same_phase) {                  // the block's row: every lane alike
+                if (!in) continue;
+                if (it * THREADS >= fast_lo && it * THREADS < fast_hi) {
+                    store16(dst + it * THREADS * WVEC, o);
+                } else {
+                    store_vector(w, vi * WVEC, o);
+                }
             } else {
-                store_vector(w, vi * WVEC, o);
+                store_vector_warp<32>(w, vi * WVEC, o, in);
             }
         }
     };

@@ -140,49 +140,12 @@ __device__ __forceinline__ void window_load(const RowWindow& w, int first, int l
     }
 }
 
-// A window vector's 16 bytes at an address 16-byte vectors cannot take (y at
-// another phase than x: a column slice into a fresh array), in the widest
-// naturally aligned pieces the address allows -- 16-bit, 2 bytes past 8: 2 + 4 +
-// 8 + 2 bytes -- four stores at most where one a 16-bit element made eight
-// (bf16 8192 x 50257 at 0.22 of copy on the H100, fortieth round). Every lane of
-// a row takes the same pieces; the bytes are the element-wise store's.
-__device__ __forceinline__ void store16_shifted(elem_t* p, const float* in) {
-    const unsigned w0 = pack_word(in), w1 = pack_word(in + ELEMS_PER_WORD),
-                   w2 = pack_word(in + 2 * ELEMS_PER_WORD), w3 = pack_word(in + 3 * ELEMS_PER_WORD);
-    char* b = reinterpret_cast<char*>(p);
-    const unsigned phase = static_cast<unsigned>(reinterpret_cast<unsigned long long>(b)) & 7u;
-    if (phase == 0) {
-        *reinterpret_cast<uint2*>(b) = make_uint2(w0, w1);
-        *reinterpret_cast<uint2*>(b + 8) = make_uint2(w2, w3);
-    } else if (phase == 4) {
-        *reinterpret_cast<unsigned*>(b) = w0;
-        *reinterpret_cast<uint2*>(b + 4) = make_uint2(w1, w2);
-        *reinterpret_cast<unsigned*>(b + 12) = w3;
-    } else {
-#if DTYPE != 0
-        // 2 or 6 bytes past 8: the words shifted by one element
-        const unsigned s0 = __funnelshift_r(w0, w1, 16), s1 = __funnelshift_r(w1, w2, 16),
-                       s2 = __funnelshift_r(w2, w3, 16);
-        *reinterpret_cast<unsigned short*>(b) = static_cast<unsigned short>(w0);
-        if (phase == 2) {
-            *reinterpret_cast<unsigned*>(b + 2) = s0;
-            *reinterpret_cast<uint2*>(b + 6) = make_uint2(s1, s2);
-        } else {
-            *reinterpret_cast<uint2*>(b + 2) = make_uint2(s0, s1);
-            *reinterpret_cast<unsigned*>(b + 10) = s2;
-        }
-        *reinterpret_cast<unsigned short*>(b + 14) = static_cast<unsigned short>(w3 >> 16);
-#endif
-    }
-}
-
-// Window vector e0 / WVEC of the output: inside the row, one STG.128 when y has
-// x's phase, else the widest aligned pieces; the row's edge vectors element by
-// element (the elements inside).
+// Window vector e0 / WVEC of the output, a lane alone: one STG.128 when it lies
+// inside the row and y has x's phase, else element by element (the elements
+// inside). Rows off x's phase take store_vector_warp.
 __device__ __forceinline__ void store_vector(const RowWindow& w, int e0, const float* o) {
-    if (e0 >= w.lo && e0 + WVEC <= w.hi) {
-        if (w.same_phase) store16(w.yw + e0, o);
-        else store16_shifted(w.yw + e0, o);
+    if (w.same_phase && e0 >= w.lo && e0 + WVEC <= w.hi) {
+        store16(w.yw + e0, o);
     } else {
 #pragma unroll
         for (int k = 0; k < WVEC; ++k) {
@@ -192,6 +155,89 @@ __device__ __forceinline__ void store_vector(const RowWindow& w, int e0, const f
     }
 }
 
+// Window vector e0 / WVEC of the output, stored by the lanes of a warp
+// together: every lane of the warp calls it in the same step (in: the vector
+// has elements inside this lane's row; kGroup: lanes a row group holds within
+// a warp, the groups warp-aligned). Where y has x's phase, store_vector. Where
+// it does not (a column slice into a fresh array: y's vectors d bytes past 16,
+// d uniform along a row), each lane stores the 16-byte-aligned block that
+// begins inside its vector -- its last d bytes and the next lane's first 16 - d,
+// handed over by four shuffles -- so a vector costs one STG.128, as in the
+// aligned case; a vector whose neighbour is not whole in the row (the row's
+// edges, a group's or warp's last lane) stores its uncovered elements one by
+// one. The bytes are store_vector's. (The fortieth round's element-wise stores
+// ran bf16 8192 x 50257 slice->contiguous at 0.22 of copy on the H100; pieces
+// of 2 + 4 + 8 + 2 bytes a lane at 0.39 on the H200, forty-first round.)
+template <int kGroup>
+__device__ __forceinline__ void store_vector_warp(const RowWindow& w, int e0, const float* o, bool in) {
+    constexpr unsigned FULL = 0xffffffffu;
+    if (!__any_sync(FULL, in && !w.same_phase)) {     // the warp's rows all at x's phase
+        if (in) store_vector(w, e0, o);
+        return;
+    }
+    const bool whole = in && e0 >= w.lo && e0 + WVEC <= w.hi;
+    const bool shifted = in && !w.same_phase;
+    // from here on the vector as stored: four packed words (o no longer held)
+    unsigned own[4], next[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        own[j] = pack_word(o + j * ELEMS_PER_WORD);
+        next[j] = __shfl_down_sync(FULL, own[j], 1);
+    }
+    const unsigned lane = threadIdx.x & 31u;
+    const bool next_whole = __shfl_down_sync(FULL, whole, 1) && (lane + 1) % kGroup != 0;
+    const bool prev_whole = __shfl_up_sync(FULL, whole, 1) && lane % kGroup != 0;
+    char* a = reinterpret_cast<char*>(w.yw + e0);
+    const int d = static_cast<int>(reinterpret_cast<unsigned long long>(a) & 15ull);
+    const bool block = shifted && whole && next_whole;          // this lane's block
+    const bool head_done = shifted && whole && prev_whole;      // the previous lane's block
+    if (block) {
+        // bytes [s, s + 16) of own ++ next, s = 16 - d: words q.. shifted by r bytes
+        const int s = 16 - d, q = s >> 2;
+        const unsigned sh = 8u * static_cast<unsigned>(s & 3);
+        auto word = [&](int i) {      // word q + i of own ++ next (i + q <= 7)
+            const unsigned w0 = i < 4 ? own[i] : next[i - 4];
+            const unsigned w1 = i + 1 < 4 ? own[i + 1] : next[i - 3];
+            const unsigned w2 = i + 2 < 4 ? own[i + 2] : next[i - 2];
+            const unsigned w3 = i + 3 < 4 ? own[i + 3] : next[i - 1];
+            return q == 0 ? w0 : q == 1 ? w1 : q == 2 ? w2 : w3;
+        };
+        unsigned out[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            if constexpr (sizeof(elem_t) == 4) out[j] = word(j);   // fp32: d is a multiple of 4
+            else out[j] = __funnelshift_r(word(j), word(j + 1), sh);
+        }
+        asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};"
+                     :: "l"(a + s), "r"(out[0]), "r"(out[1]), "r"(out[2]), "r"(out[3]) : "memory");
+    }
+    if (!in) return;
+    if (whole && !shifted) {          // a row at x's phase beside shifted ones in the warp
+        asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};"
+                     :: "l"(a), "r"(own[0]), "r"(own[1]), "r"(own[2]), "r"(own[3]) : "memory");
+        return;
+    }
+    // the elements no block covers, as stored: [0, split) the head, the rest the tail
+    const int split = shifted ? (16 - d) / static_cast<int>(sizeof(elem_t)) : 0;
+#pragma unroll
+    for (int k = 0; k < WVEC; ++k) {
+        const int e = e0 + k;
+        const bool covered = k < split ? head_done : block;
+        if (e >= w.lo && e < w.hi && !covered) {
+#if DTYPE == 0
+            reinterpret_cast<unsigned*>(w.yw)[e] = own[k];
+#else
+            reinterpret_cast<unsigned short*>(w.yw)[e] =
+                static_cast<unsigned short>(own[k >> 1] >> (16 * (k & 1)));
+#endif
+        }
+    }
+}
+
+// Lanes a row group of kStride threads holds within one warp.
+template <int kStride>
+constexpr int warp_group() { return kStride < 32 ? kStride : 32; }
+
 // Scale the held values and store the ones inside the row.
 template <int kItems, int kStride>
 __device__ __forceinline__ void window_store(const RowWindow& w, int first, int lane, bool live, float* v,
@@ -200,10 +246,10 @@ __device__ __forceinline__ void window_store(const RowWindow& w, int first, int 
     for (int it = 0; it < kItems; ++it) {
         const int e0 = (first + it * kStride + lane) * WVEC;
         float* o = v + it * WVEC;
-        if (!live || e0 >= w.hi || e0 + WVEC <= w.lo) continue;
+        const bool in = live && e0 < w.hi && e0 + WVEC > w.lo;
 #pragma unroll
         for (int k = 0; k < WVEC; ++k) o[k] *= scale;
-        store_vector(w, e0, o);
+        store_vector_warp<warp_group<kStride>()>(w, e0, o, in);
     }
 }
 
@@ -216,11 +262,11 @@ __device__ __forceinline__ void window_store_each(const RowWindow& w, int first,
 #pragma unroll
     for (int it = 0; it < kItems; ++it) {
         const int e0 = (first + it * kStride + lane) * WVEC;
-        if (!live || e0 >= w.hi || e0 + WVEC <= w.lo) continue;
+        const bool in = live && e0 < w.hi && e0 + WVEC > w.lo;
         float o[WVEC];
 #pragma unroll
         for (int k = 0; k < WVEC; ++k) o[k] = value(it, k);
-        store_vector(w, e0, o);
+        store_vector_warp<warp_group<kStride>()>(w, e0, o, in);
     }
 }
 
