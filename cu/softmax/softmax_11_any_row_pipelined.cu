@@ -215,7 +215,7 @@ __device__ __forceinline__ void slice_write(const RowWindow& w, const Span& sp, 
                     store_vector(w, vi * WVEC, o);
                 }
             } else {
-                store_vector_warp<32>(w, vi * WVEC, o, in);
+                store_vector_warp<32>(w, vi * WVEC, o, in, true);
             }
         }
     };

@@ -168,10 +168,13 @@ __device__ __forceinline__ void store_vector(const RowWindow& w, int e0, const f
 // one. The bytes are store_vector's. (The fortieth round's element-wise stores
 // ran bf16 8192 x 50257 slice->contiguous at 0.22 of copy on the H100; pieces
 // of 2 + 4 + 8 + 2 bytes a lane at 0.39 on the H200, forty-first round.)
+// warp_shifted: some lane of the warp has a row off x's phase
+// (shifted_rows_in_warp, once a slice), the same in every lane.
 template <int kGroup>
-__device__ __forceinline__ void store_vector_warp(const RowWindow& w, int e0, const float* o, bool in) {
+__device__ __forceinline__ void store_vector_warp(const RowWindow& w, int e0, const float* o, bool in,
+                                                  bool warp_shifted) {
     constexpr unsigned FULL = 0xffffffffu;
-    if (!__any_sync(FULL, in && !w.same_phase)) {     // the warp's rows all at x's phase
+    if (!warp_shifted) {                              // the warp's rows all at x's phase
         if (in) store_vector(w, e0, o);
         return;
     }
@@ -234,6 +237,11 @@ __device__ __forceinline__ void store_vector_warp(const RowWindow& w, int e0, co
     }
 }
 
+// store_vector_warp's warp_shifted, from every lane of the warp.
+__device__ __forceinline__ bool shifted_rows_in_warp(const RowWindow& w, bool live) {
+    return __any_sync(0xffffffffu, live && !w.same_phase);
+}
+
 // Lanes a row group of kStride threads holds within one warp.
 template <int kStride>
 constexpr int warp_group() { return kStride < 32 ? kStride : 32; }
@@ -242,6 +250,7 @@ constexpr int warp_group() { return kStride < 32 ? kStride : 32; }
 template <int kItems, int kStride>
 __device__ __forceinline__ void window_store(const RowWindow& w, int first, int lane, bool live, float* v,
                                              float scale) {
+    const bool warp_shifted = shifted_rows_in_warp(w, live);
 #pragma unroll
     for (int it = 0; it < kItems; ++it) {
         const int e0 = (first + it * kStride + lane) * WVEC;
@@ -249,7 +258,7 @@ __device__ __forceinline__ void window_store(const RowWindow& w, int first, int 
         const bool in = live && e0 < w.hi && e0 + WVEC > w.lo;
 #pragma unroll
         for (int k = 0; k < WVEC; ++k) o[k] *= scale;
-        store_vector_warp<warp_group<kStride>()>(w, e0, o, in);
+        store_vector_warp<warp_group<kStride>()>(w, e0, o, in, warp_shifted);
     }
 }
 
@@ -259,6 +268,7 @@ __device__ __forceinline__ void window_store(const RowWindow& w, int first, int 
 template <int kItems, int kStride, class Value>
 __device__ __forceinline__ void window_store_each(const RowWindow& w, int first, int lane, bool live,
                                                   Value value) {
+    const bool warp_shifted = shifted_rows_in_warp(w, live);
 #pragma unroll
     for (int it = 0; it < kItems; ++it) {
         const int e0 = (first + it * kStride + lane) * WVEC;
@@ -266,7 +276,7 @@ __device__ __forceinline__ void window_store_each(const RowWindow& w, int first,
         float o[WVEC];
 #pragma unroll
         for (int k = 0; k < WVEC; ++k) o[k] = value(it, k);
-        store_vector_warp<warp_group<kStride>()>(w, e0, o, in);
+        store_vector_warp<warp_group<kStride>()>(w, e0, o, in, warp_shifted);
     }
 }
 
