@@ -900,10 +900,12 @@ def test_torch_baseline_sees_the_rows():
 def _warp_store_row(size, cols, lo, d_y, kstride, items, first=0):
     """One row group's stores as store_vector_warp makes them, lane by lane in
     warps of 32 (kStride lanes a group, warp-aligned): each lane's 16-byte
-    block (its last d bytes ++ the next lane's first 16 - d, the words picked
-    and funnel-shifted as the kernel does) and its uncovered elements one by
-    one. Returns (bytes written, times each byte was written, the row's
-    expected bytes, where the row starts)."""
+    block (its last d bytes ++ the next lane's first 16 - d, composed as the
+    kernel does) and its uncovered elements one by
+    one. The block: each lane's words rotated to start at byte 16 - d, bytes
+    [0, d) of a word kept, the rest the next lane's rotated words'. Returns
+    (bytes written, times each byte was written, the row's expected bytes,
+    where the row starts)."""
     wvec = 16 // size
     group = min(kstride, 32)
     base = 64                                      # y row start: 16-aligned + (d + lo * size) % 16
@@ -918,6 +920,15 @@ def _warp_store_row(size, cols, lo, d_y, kstride, items, first=0):
     def words(e0):                                 # the vector's four packed words
         b = b"".join(v.to_bytes(size, "little") for v in vals[e0:e0 + wvec])
         return [int.from_bytes(b[4 * j:4 * j + 4], "little") for j in range(4)]
+
+    def rotated(e0, dl):                           # the vector's words from byte 16 - d on
+        own = words(e0)
+        s = (16 - dl) & 15
+        q, sh = s >> 2, 8 * (s & 3)
+        pick = [own[(q + i) & 3] for i in range(5)]
+        if size == 4:
+            return pick[:4]
+        return [(((pick[j + 1] << 32) | pick[j]) >> sh) & 0xFFFFFFFF for j in range(4)]
 
     def put(addr, data):
         for i, byte in enumerate(data):
@@ -939,23 +950,22 @@ def _warp_store_row(size, cols, lo, d_y, kstride, items, first=0):
                 prev_whole = whole[prv] and hw % group != 0
                 block = shifted and whole[l] and next_whole
                 head_done = shifted and whole[l] and prev_whole
-                own, nx = words(e0s[l]), words(e0s[nxt])
                 a = yw + e0s[l] * size
                 if block:
-                    s = 16 - d
-                    q, sh = s >> 2, 8 * (s & 3)
-                    pair = own + nx
+                    dl = d                                     # this row's d (shifted lanes)
                     out = []
                     for j in range(4):
-                        lo_w, hi_w = pair[q + j], pair[q + j + 1]
-                        out.append((((hi_w << 32) | lo_w) >> sh) & 0xFFFFFFFF if size == 2 else lo_w)
-                    assert (a + s) % 16 == 0
-                    put(a + s, b"".join(o.to_bytes(4, "little") for o in out))
+                        kept = min(max(dl - 4 * j, 0), 4)      # bytes of word j from this lane
+                        mask = 0xFFFFFFFF if kept == 4 else (1 << (8 * kept)) - 1
+                        mine, theirs = rotated(e0s[l], dl)[j], rotated(e0s[nxt], dl)[j]
+                        out.append((mine & mask) | (theirs & ~mask & 0xFFFFFFFF))
+                    assert (a + 16 - dl) % 16 == 0
+                    put(a + 16 - dl, b"".join(o.to_bytes(4, "little") for o in out))
                 if not inn[l]:
                     continue
                 if whole[l] and not shifted:
                     assert a % 16 == 0
-                    put(a, b"".join(o.to_bytes(4, "little") for o in own))
+                    put(a, b"".join(o.to_bytes(4, "little") for o in words(e0s[l])))
                     continue
                 split = (16 - d) // size if shifted else 0
                 for k in range(wvec):

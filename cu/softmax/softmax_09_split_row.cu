@@ -255,7 +255,9 @@ __device__ __forceinline__ void slots_store(const RowWindow& w, int first, const
         const float4 q = slots[s * THREADS];
         const float o[WVEC] = {exp_out(q.x, row_max, inv_sum), exp_out(q.y, row_max, inv_sum),
                                exp_out(q.z, row_max, inv_sum), exp_out(q.w, row_max, inv_sum)};
-        store_vector_warp<32>(w, e0, o, in, !w.same_phase);
+        unsigned words[4];
+        pack_vector(o, words);
+        store_vector_warp<32>(w, e0, words, in, !w.same_phase);
     }
 }
 #endif
@@ -304,7 +306,9 @@ __device__ __forceinline__ void words_store(const RowWindow& w, int first, const
             float o[WVEC];
 #pragma unroll
             for (int k = 0; k < WVEC; ++k) o[k] = exp_of(held_f32(q, k)) * inv_sum;
-            store_vector_warp<32>(w, e0, o, in, !w.same_phase);
+            unsigned words[4];
+            pack_vector(o, words);
+            store_vector_warp<32>(w, e0, words, in, !w.same_phase);
         }
     });
 }

@@ -215,7 +215,9 @@ __device__ __forceinline__ void slice_write(const RowWindow& w, const Span& sp, 
                     store_vector(w, vi * WVEC, o);
                 }
             } else {
-                store_vector_warp<32>(w, vi * WVEC, o, in, true);
+                unsigned words[4];
+                pack_vector(o, words);
+                store_vector_warp<32>(w, vi * WVEC, words, in, true);
             }
         }
     };

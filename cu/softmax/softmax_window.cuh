@@ -140,19 +140,46 @@ __device__ __forceinline__ void window_load(const RowWindow& w, int first, int l
     }
 }
 
-// Window vector e0 / WVEC of the output, a lane alone: one STG.128 when it lies
-// inside the row and y has x's phase, else element by element (the elements
-// inside). Rows off x's phase take store_vector_warp.
-__device__ __forceinline__ void store_vector(const RowWindow& w, int e0, const float* o) {
+// A window vector as stored: its elements packed into four 32-bit words.
+__device__ __forceinline__ void pack_vector(const float* o, unsigned* v) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) v[j] = pack_word(o + j * ELEMS_PER_WORD);
+}
+
+// Element k of packed vector v, stored at p.
+__device__ __forceinline__ void store_element(elem_t* p, const unsigned* v, int k) {
+#if DTYPE == 0
+    *reinterpret_cast<unsigned*>(p) = v[k];
+#else
+    *reinterpret_cast<unsigned short*>(p) = static_cast<unsigned short>(v[k >> 1] >> (16 * (k & 1)));
+#endif
+}
+
+__device__ __forceinline__ void store_words16(void* p, const unsigned* v) {
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};"
+                 :: "l"(p), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]) : "memory");
+}
+
+// Window vector e0 / WVEC of the output (packed), a lane alone: one STG.128
+// when it lies inside the row and y has x's phase, else element by element
+// (the elements inside). Rows off x's phase take store_vector_warp.
+__device__ __forceinline__ void store_words(const RowWindow& w, int e0, const unsigned* v) {
     if (w.same_phase && e0 >= w.lo && e0 + WVEC <= w.hi) {
-        store16(w.yw + e0, o);
+        store_words16(w.yw + e0, v);
     } else {
 #pragma unroll
         for (int k = 0; k < WVEC; ++k) {
             const int e = e0 + k;
-            if (e >= w.lo && e < w.hi) w.yw[e] = from_f32(o[k]);
+            if (e >= w.lo && e < w.hi) store_element(w.yw + e, v, k);
         }
     }
+}
+
+// store_words of the outputs o.
+__device__ __forceinline__ void store_vector(const RowWindow& w, int e0, const float* o) {
+    unsigned v[4];
+    pack_vector(o, v);
+    store_words(w, e0, v);
 }
 
 // Window vector e0 / WVEC of the output, stored by the lanes of a warp
@@ -171,70 +198,61 @@ __device__ __forceinline__ void store_vector(const RowWindow& w, int e0, const f
 // warp_shifted: some lane of the warp has a row off x's phase
 // (shifted_rows_in_warp, once a slice), the same in every lane.
 template <int kGroup>
-__device__ __forceinline__ void store_vector_warp(const RowWindow& w, int e0, const float* o, bool in,
+__device__ __forceinline__ void store_vector_warp(const RowWindow& w, int e0, const unsigned* own, bool in,
                                                   bool warp_shifted) {
     constexpr unsigned FULL = 0xffffffffu;
     if (!warp_shifted) {                              // the warp's rows all at x's phase
-        if (in) store_vector(w, e0, o);
+        if (in) store_words(w, e0, own);
         return;
     }
     const bool whole = in && e0 >= w.lo && e0 + WVEC <= w.hi;
     const bool shifted = in && !w.same_phase;
-    // from here on the vector as stored: four packed words (o no longer held)
-    unsigned own[4], next[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        own[j] = pack_word(o + j * ELEMS_PER_WORD);
-        next[j] = __shfl_down_sync(FULL, own[j], 1);
-    }
     const unsigned lane = threadIdx.x & 31u;
     const bool next_whole = __shfl_down_sync(FULL, whole, 1) && (lane + 1) % kGroup != 0;
     const bool prev_whole = __shfl_up_sync(FULL, whole, 1) && lane % kGroup != 0;
     char* a = reinterpret_cast<char*>(w.yw + e0);
-    const int d = static_cast<int>(reinterpret_cast<unsigned long long>(a) & 15ull);
+    const int d = shifted ? static_cast<int>(reinterpret_cast<unsigned long long>(a) & 15ull) : 0;
     const bool block = shifted && whole && next_whole;          // this lane's block
     const bool head_done = shifted && whole && prev_whole;      // the previous lane's block
-    if (block) {
-        // bytes [s, s + 16) of own ++ next, s = 16 - d: words q.. shifted by r bytes
-        const int s = 16 - d, q = s >> 2;
-        const unsigned sh = 8u * static_cast<unsigned>(s & 3);
-        auto word = [&](int i) {      // word q + i of own ++ next (i + q <= 7)
-            const unsigned w0 = i < 4 ? own[i] : next[i - 4];
-            const unsigned w1 = i + 1 < 4 ? own[i + 1] : next[i - 3];
-            const unsigned w2 = i + 2 < 4 ? own[i + 2] : next[i - 2];
-            const unsigned w3 = i + 3 < 4 ? own[i + 3] : next[i - 1];
-            return q == 0 ? w0 : q == 1 ? w1 : q == 2 ? w2 : w3;
-        };
-        unsigned out[4];
+    if (in) {
+        if (whole && !shifted) {      // a row at x's phase beside shifted ones in the warp
+            store_words16(a, own);
+        } else {
+            // the elements no block covers: [0, split) the head, the rest the tail
+            const int split = (16 - d) / static_cast<int>(sizeof(elem_t));
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            if constexpr (sizeof(elem_t) == 4) out[j] = word(j);   // fp32: d is a multiple of 4
-            else out[j] = __funnelshift_r(word(j), word(j + 1), sh);
-        }
-        asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};"
-                     :: "l"(a + s), "r"(out[0]), "r"(out[1]), "r"(out[2]), "r"(out[3]) : "memory");
-    }
-    if (!in) return;
-    if (whole && !shifted) {          // a row at x's phase beside shifted ones in the warp
-        asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};"
-                     :: "l"(a), "r"(own[0]), "r"(own[1]), "r"(own[2]), "r"(own[3]) : "memory");
-        return;
-    }
-    // the elements no block covers, as stored: [0, split) the head, the rest the tail
-    const int split = shifted ? (16 - d) / static_cast<int>(sizeof(elem_t)) : 0;
-#pragma unroll
-    for (int k = 0; k < WVEC; ++k) {
-        const int e = e0 + k;
-        const bool covered = k < split ? head_done : block;
-        if (e >= w.lo && e < w.hi && !covered) {
-#if DTYPE == 0
-            reinterpret_cast<unsigned*>(w.yw)[e] = own[k];
-#else
-            reinterpret_cast<unsigned short*>(w.yw)[e] =
-                static_cast<unsigned short>(own[k >> 1] >> (16 * (k & 1)));
-#endif
+            for (int k = 0; k < WVEC; ++k) {
+                const int e = e0 + k;
+                const bool covered = k < split ? head_done : block;
+                if (e >= w.lo && e < w.hi && !covered) store_element(w.yw + e, own, k);
+            }
         }
     }
+    // The block at a + 16 - d: own's bytes rotated to start at byte 16 - d (its
+    // last d bytes first), the next lane's rotated the same way behind them:
+    // bytes [0, d) of a word from this lane, the rest from the next. Rotated
+    // in place, so four words are held, not eight.
+    const int s = (16 - d) & 15, q = s >> 2;
+    const unsigned sh = 8u * static_cast<unsigned>(s & 3);
+    auto own_word = [&](int i) {      // word (q + i) mod 4 of own
+        const unsigned w0 = own[i & 3], w1 = own[(i + 1) & 3], w2 = own[(i + 2) & 3],
+                       w3 = own[(i + 3) & 3];
+        return q == 0 ? w0 : q == 1 ? w1 : q == 2 ? w2 : w3;
+    };
+    unsigned rot[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        if constexpr (sizeof(elem_t) == 4) rot[j] = own_word(j);   // fp32: d is a multiple of 4
+        else rot[j] = __funnelshift_r(own_word(j), own_word(j + 1), sh);
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const unsigned from_next = __shfl_down_sync(FULL, rot[j], 1);
+        const int kept = min(max(d - 4 * j, 0), 4);                 // bytes of word j from this lane
+        const unsigned mask = kept == 4 ? 0xffffffffu : (1u << (8 * kept)) - 1u;
+        rot[j] = (rot[j] & mask) | (from_next & ~mask);
+    }
+    if (block) store_words16(a + 16 - d, rot);
 }
 
 // store_vector_warp's warp_shifted, from every lane of the warp.
@@ -258,7 +276,9 @@ __device__ __forceinline__ void window_store(const RowWindow& w, int first, int 
         const bool in = live && e0 < w.hi && e0 + WVEC > w.lo;
 #pragma unroll
         for (int k = 0; k < WVEC; ++k) o[k] *= scale;
-        store_vector_warp<warp_group<kStride>()>(w, e0, o, in, warp_shifted);
+        unsigned words[4];
+        pack_vector(o, words);
+        store_vector_warp<warp_group<kStride>()>(w, e0, words, in, warp_shifted);
     }
 }
 
@@ -276,7 +296,9 @@ __device__ __forceinline__ void window_store_each(const RowWindow& w, int first,
         float o[WVEC];
 #pragma unroll
         for (int k = 0; k < WVEC; ++k) o[k] = value(it, k);
-        store_vector_warp<warp_group<kStride>()>(w, e0, o, in, warp_shifted);
+        unsigned words[4];
+        pack_vector(o, words);
+        store_vector_warp<warp_group<kStride>()>(w, e0, words, in, warp_shifted);
     }
 }
 
