@@ -232,18 +232,24 @@ __device__ __forceinline__ void store_vector_warp(const RowWindow& w, int e0, co
     // last d bytes first), the next lane's rotated the same way behind them:
     // bytes [0, d) of a word from this lane, the rest from the next. Rotated
     // in place, so four words are held, not eight.
-    const int s = (16 - d) & 15, q = s >> 2;
-    const unsigned sh = 8u * static_cast<unsigned>(s & 3);
-    auto own_word = [&](int i) {      // word (q + i) mod 4 of own
-        const unsigned w0 = own[i & 3], w1 = own[(i + 1) & 3], w2 = own[(i + 2) & 3],
-                       w3 = own[(i + 3) & 3];
-        return q == 0 ? w0 : q == 1 ? w1 : q == 2 ? w2 : w3;
-    };
-    unsigned rot[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        if constexpr (sizeof(elem_t) == 4) rot[j] = own_word(j);   // fp32: d is a multiple of 4
-        else rot[j] = __funnelshift_r(own_word(j), own_word(j + 1), sh);
+    const int s = (16 - d) & 15;
+    // words rotated by s >> 2 (by two, then by one: selects on four words
+    // with one held aside, not a pick of any of four for each)
+    unsigned rot[4] = {own[0], own[1], own[2], own[3]};
+    if (s & 8) {
+        const unsigned t0 = rot[0], t1 = rot[1];
+        rot[0] = rot[2]; rot[1] = rot[3]; rot[2] = t0; rot[3] = t1;
+    }
+    if (s & 4) {
+        const unsigned t0 = rot[0];
+        rot[0] = rot[1]; rot[1] = rot[2]; rot[2] = rot[3]; rot[3] = t0;
+    }
+    if constexpr (sizeof(elem_t) == 2) {                        // then by s & 3 bytes
+        const unsigned sh = 8u * static_cast<unsigned>(s & 3), t0 = rot[0];
+        rot[0] = __funnelshift_r(rot[0], rot[1], sh);
+        rot[1] = __funnelshift_r(rot[1], rot[2], sh);
+        rot[2] = __funnelshift_r(rot[2], rot[3], sh);
+        rot[3] = __funnelshift_r(rot[3], t0, sh);
     }
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -255,9 +261,17 @@ __device__ __forceinline__ void store_vector_warp(const RowWindow& w, int e0, co
     if (block) store_words16(a + 16 - d, rot);
 }
 
+// A build may keep each lane's own stores for rows off x's phase (element by
+// element: correct, slower) by defining WINDOW_SHIFTED_BLOCKS 0 first -- rung
+// 09's phase-clock probe, whose stamps and the blocks' words do not fit its 64
+// registers together.
+#ifndef WINDOW_SHIFTED_BLOCKS
+#define WINDOW_SHIFTED_BLOCKS 1
+#endif
+
 // store_vector_warp's warp_shifted, from every lane of the warp.
 __device__ __forceinline__ bool shifted_rows_in_warp(const RowWindow& w, bool live) {
-    return __any_sync(0xffffffffu, live && !w.same_phase);
+    return WINDOW_SHIFTED_BLOCKS && __any_sync(0xffffffffu, live && !w.same_phase);
 }
 
 // Lanes a row group of kStride threads holds within one warp.
