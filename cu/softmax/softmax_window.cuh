@@ -160,12 +160,33 @@ __device__ __forceinline__ void store_words16(void* p, const unsigned* v) {
                  :: "l"(p), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]) : "memory");
 }
 
+// An fp32 vector's 16 bytes at an address 16-byte vectors cannot take (y at
+// another phase than x), in the widest aligned pieces: two of 8 bytes 8 bytes
+// past 16, else 4 + 8 + 4. Shifting fp32 vectors across lanes
+// (store_vector_warp) measured slower: 0.62 of copy against these pieces' 0.84
+// (fp32 1024 x 50257 slice->contiguous, H200, forty-second round).
+__device__ __forceinline__ void store_words_pieces(elem_t* p, const unsigned* v) {
+    char* b = reinterpret_cast<char*>(p);
+    if ((reinterpret_cast<unsigned long long>(b) & 7ull) == 0) {
+        *reinterpret_cast<uint2*>(b) = make_uint2(v[0], v[1]);
+        *reinterpret_cast<uint2*>(b + 8) = make_uint2(v[2], v[3]);
+    } else {
+        *reinterpret_cast<unsigned*>(b) = v[0];
+        *reinterpret_cast<uint2*>(b + 4) = make_uint2(v[1], v[2]);
+        *reinterpret_cast<unsigned*>(b + 12) = v[3];
+    }
+}
+
 // Window vector e0 / WVEC of the output (packed), a lane alone: one STG.128
-// when it lies inside the row and y has x's phase, else element by element
-// (the elements inside). Rows off x's phase take store_vector_warp.
+// when it lies inside the row and y has x's phase; fp32 inside the row off
+// x's phase, store_words_pieces; else element by element (the elements
+// inside). 16-bit rows off x's phase take store_vector_warp.
 __device__ __forceinline__ void store_words(const RowWindow& w, int e0, const unsigned* v) {
-    if (w.same_phase && e0 >= w.lo && e0 + WVEC <= w.hi) {
+    const bool whole = e0 >= w.lo && e0 + WVEC <= w.hi;
+    if (whole && w.same_phase) {
         store_words16(w.yw + e0, v);
+    } else if (sizeof(elem_t) == 4 && whole) {
+        store_words_pieces(w.yw + e0, v);
     } else {
 #pragma unroll
         for (int k = 0; k < WVEC; ++k) {
@@ -182,8 +203,8 @@ __device__ __forceinline__ void store_vector(const RowWindow& w, int e0, const f
     store_words(w, e0, v);
 }
 
-// Window vector e0 / WVEC of the output, stored by the lanes of a warp
-// together: every lane of the warp calls it in the same step (in: the vector
+// Window vector e0 / WVEC of a 16-bit output (fp32: store_words), stored by
+// the lanes of a warp together: every lane of the warp calls it in the same step (in: the vector
 // has elements inside this lane's row; kGroup: lanes a row group holds within
 // a warp, the groups warp-aligned). Where y has x's phase, store_vector. Where
 // it does not (a column slice into a fresh array: y's vectors d bytes past 16,
@@ -194,14 +215,15 @@ __device__ __forceinline__ void store_vector(const RowWindow& w, int e0, const f
 // edges, a group's or warp's last lane) stores its uncovered elements one by
 // one. The bytes are store_vector's. (The fortieth round's element-wise stores
 // ran bf16 8192 x 50257 slice->contiguous at 0.22 of copy on the H100; pieces
-// of 2 + 4 + 8 + 2 bytes a lane at 0.39 on the H200, forty-first round.)
+// of 2 + 4 + 8 + 2 bytes a lane at 0.39 on the H200, forty-first round; these
+// blocks 0.57 on the same machine as the pieces' 0.39, forty-second round.)
 // warp_shifted: some lane of the warp has a row off x's phase
 // (shifted_rows_in_warp, once a slice), the same in every lane.
 template <int kGroup>
 __device__ __forceinline__ void store_vector_warp(const RowWindow& w, int e0, const unsigned* own, bool in,
                                                   bool warp_shifted) {
     constexpr unsigned FULL = 0xffffffffu;
-    if (!warp_shifted) {                              // the warp's rows all at x's phase
+    if (sizeof(elem_t) == 4 || !warp_shifted) {       // fp32, or the warp's rows all at x's phase
         if (in) store_words(w, e0, own);
         return;
     }
@@ -276,7 +298,7 @@ __device__ __forceinline__ void store_vector_warp(const RowWindow& w, int e0, co
 
 // store_vector_warp's warp_shifted, from every lane of the warp.
 __device__ __forceinline__ bool shifted_rows_in_warp(const RowWindow& w, bool live) {
-    return WINDOW_SHIFTED_BLOCKS && __any_sync(0xffffffffu, live && !w.same_phase);
+    return sizeof(elem_t) == 2 && WINDOW_SHIFTED_BLOCKS && __any_sync(0xffffffffu, live && !w.same_phase);
 }
 
 // Lanes a row group of kStride threads holds within one warp.
