@@ -64,6 +64,10 @@ back to back on the H200 in both precisions):
 - fp32: rung 09 in two passes (0.80 / 0.78), against rung 11 on clusters of 16
   (the non-portable size: 512 x 8 x 16 holds the row's 65536 vectors; ~9 rows a
   resident cluster, the next row landing while this one is written).
+Measured (H200, forty-second round, of copy, one call / back to back): no route
+wins. bf16 rung 08 0.716 / 0.720, rung 09's chunks 0.731 / 0.690, rung 11 0.650-
+0.703 / 0.638-0.716; fp32 rung 09 0.811 / 0.780, rung 11 on 16 0.753-0.775 /
+0.744-0.771. The shapes stay listed for the next change to either rung.
 
 The first candidate of each shape is auto's choice today (since the fortieth
 round's run, rung 11's 512 x 5 x 2, 512 x 9 x 4 (fp32), 512 x 7 x 7 and 512 x 8
