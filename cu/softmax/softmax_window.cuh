@@ -177,23 +177,29 @@ __device__ __forceinline__ void store_words_pieces(elem_t* p, const unsigned* v)
     }
 }
 
+// The elements of window vector e0 / WVEC (packed) inside the row, one by one.
+__device__ __forceinline__ void store_elements(const RowWindow& w, int e0, const unsigned* v) {
+#pragma unroll
+    for (int k = 0; k < WVEC; ++k) {
+        const int e = e0 + k;
+        if (e >= w.lo && e < w.hi) store_element(w.yw + e, v, k);
+    }
+}
+
 // Window vector e0 / WVEC of the output (packed), a lane alone: one STG.128
 // when it lies inside the row and y has x's phase; fp32 inside the row off
-// x's phase, store_words_pieces; else element by element (the elements
-// inside). 16-bit rows off x's phase take store_vector_warp.
+// x's phase, store_words_pieces; else element by element. 16-bit rows off x's
+// phase take store_vector_warp.
 __device__ __forceinline__ void store_words(const RowWindow& w, int e0, const unsigned* v) {
+#if DTYPE == 0
     const bool whole = e0 >= w.lo && e0 + WVEC <= w.hi;
-    if (whole && w.same_phase) {
-        store_words16(w.yw + e0, v);
-    } else if (sizeof(elem_t) == 4 && whole) {
-        store_words_pieces(w.yw + e0, v);
-    } else {
-#pragma unroll
-        for (int k = 0; k < WVEC; ++k) {
-            const int e = e0 + k;
-            if (e >= w.lo && e < w.hi) store_element(w.yw + e, v, k);
-        }
-    }
+    if (whole && w.same_phase) store_words16(w.yw + e0, v);
+    else if (whole) store_words_pieces(w.yw + e0, v);
+    else store_elements(w, e0, v);
+#else
+    if (w.same_phase && e0 >= w.lo && e0 + WVEC <= w.hi) store_words16(w.yw + e0, v);
+    else store_elements(w, e0, v);
+#endif
 }
 
 // store_words of the outputs o.
