@@ -368,9 +368,10 @@ def predict_copy_ratio(cfg: WindowConfig, nv: int, blocks: int, sm_count: int, a
     groups as empty measured 0.95-0.99, so fp32 keeps 1); the fill of the
     GPU (an SM pulls at most ~2x its share of DRAM bandwidth, so fewer than
     half the SMs busy cannot reach copy speed; partial last waves idle slots);
-    stores in pieces when y's phase differs from x's (16-bit 0.5, fp32 0.95: the
-    H200's column slices into fresh arrays ran at 0.44-0.64 / 0.96 of the
-    contiguous rows' rate, forty-first round); a
+    stores when y's phase differs from x's (16-bit 0.65, fp32 0.95: the H200's
+    column slices into fresh arrays ran at 0.63-0.70 of the contiguous rows'
+    rate with 16-bit blocks shifted across lanes, forty-second round, 0.44-0.64
+    with the pieces before them; fp32's pieces 0.97); a
     2nd read for streamed rows; the packing of clusters into GPCs. Held to the
     committed row suite by tests/test_softmax_cpu.py (within MODEL_TOLERANCE
     on every shape of MODEL_MIN_BYTES and more that a window route runs);
@@ -383,7 +384,7 @@ def predict_copy_ratio(cfg: WindowConfig, nv: int, blocks: int, sm_count: int, a
     fill = _fill(blocks, resident, sm_count)
     edge_vectors = 0 if aligned or cfg.kind == "rows" else 2
     peel = nv / (nv + edge_vectors * (cfg.vec - 1))
-    store = 1.0 if same_phase else (0.5 if cfg.vec == 8 else 0.95)
+    store = 1.0 if same_phase else (0.65 if cfg.vec == 8 else 0.95)
     pack = cluster_packing(cfg) if cfg.kind == "cluster" else 1.0
     return round(ROUTE_EFFICIENCY[cfg.kind] * max(0.3, lanes) ** 0.5 * fill * peel * store * pack
                  * 2 / (reads + 1), 3)
