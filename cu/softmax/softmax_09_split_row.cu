@@ -256,13 +256,11 @@ __device__ __forceinline__ void slots_store(const RowWindow& w, int first, const
 #pragma unroll 1
     for (int s = 0; s < SITEMS; ++s) {
         const int e0 = (first + s * THREADS + static_cast<int>(threadIdx.x)) * WVEC;
-        const bool in = e0 < w.hi && e0 + WVEC > w.lo;
+        if (e0 >= w.hi || e0 + WVEC <= w.lo) continue;
         const float4 q = slots[s * THREADS];
         const float o[WVEC] = {exp_out(q.x, row_max, inv_sum), exp_out(q.y, row_max, inv_sum),
                                exp_out(q.z, row_max, inv_sum), exp_out(q.w, row_max, inv_sum)};
-        unsigned words[4];
-        pack_vector(o, words);
-        store_vector_warp<32>(w, e0, words, in, WINDOW_SHIFTED_BLOCKS && !w.same_phase);
+        store_vector(w, e0, o);
     }
 }
 #endif

@@ -203,6 +203,17 @@ __device__ __forceinline__ void slice_write(const RowWindow& w, const Span& sp, 
 #pragma unroll
         for (int it = 0; it < ITEMS; ++it) {
             const int vi = b + it * THREADS;
+#if DTYPE == 0
+            if (it * THREADS >= live) continue;
+            float o[WVEC];
+#pragma unroll
+            for (int k = 0; k < WVEC; ++k) o[k] = out(it, k);
+            if (it * THREADS >= fast_lo && it * THREADS < fast_hi) {
+                store16(dst + it * THREADS * WVEC, o);
+            } else {
+                store_vector(w, vi * WVEC, o);
+            }
+#else
             const bool in = it * THREADS < live;
             float o[WVEC];
 #pragma unroll
@@ -214,11 +225,12 @@ __device__ __forceinline__ void slice_write(const RowWindow& w, const Span& sp, 
                 } else {
                     store_vector(w, vi * WVEC, o);
                 }
-            } else {
+            } else {                             // 16-bit off x's phase: the warp's blocks
                 unsigned words[4];
                 pack_vector(o, words);
                 store_vector_warp<32>(w, vi * WVEC, words, in, true);
             }
+#endif
         }
     };
 #if PACKED

@@ -160,46 +160,57 @@ __device__ __forceinline__ void store_words16(void* p, const unsigned* v) {
                  :: "l"(p), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]) : "memory");
 }
 
-// An fp32 vector's 16 bytes at an address 16-byte vectors cannot take (y at
-// another phase than x), in the widest aligned pieces: two of 8 bytes 8 bytes
-// past 16, else 4 + 8 + 4. Shifting fp32 vectors across lanes
-// (store_vector_warp) measured slower: 0.62 of copy against these pieces' 0.84
-// (fp32 1024 x 50257 slice->contiguous, H200, forty-second round).
-__device__ __forceinline__ void store_words_pieces(elem_t* p, const unsigned* v) {
-    char* b = reinterpret_cast<char*>(p);
-    if ((reinterpret_cast<unsigned long long>(b) & 7ull) == 0) {
-        *reinterpret_cast<uint2*>(b) = make_uint2(v[0], v[1]);
-        *reinterpret_cast<uint2*>(b + 8) = make_uint2(v[2], v[3]);
-    } else {
-        *reinterpret_cast<unsigned*>(b) = v[0];
-        *reinterpret_cast<uint2*>(b + 4) = make_uint2(v[1], v[2]);
-        *reinterpret_cast<unsigned*>(b + 12) = v[3];
-    }
-}
-
-// The elements of window vector e0 / WVEC (packed) inside the row, one by one.
-__device__ __forceinline__ void store_elements(const RowWindow& w, int e0, const unsigned* v) {
-#pragma unroll
-    for (int k = 0; k < WVEC; ++k) {
-        const int e = e0 + k;
-        if (e >= w.lo && e < w.hi) store_element(w.yw + e, v, k);
-    }
-}
-
-// Window vector e0 / WVEC of the output (packed), a lane alone: one STG.128
-// when it lies inside the row and y has x's phase; fp32 inside the row off
-// x's phase, store_words_pieces; else element by element. 16-bit rows off x's
-// phase take store_vector_warp.
-__device__ __forceinline__ void store_words(const RowWindow& w, int e0, const unsigned* v) {
 #if DTYPE == 0
-    const bool whole = e0 >= w.lo && e0 + WVEC <= w.hi;
-    if (whole && w.same_phase) store_words16(w.yw + e0, v);
-    else if (whole) store_words_pieces(w.yw + e0, v);
-    else store_elements(w, e0, v);
+// An fp32 vector's 16 bytes at an address 16-byte vectors cannot take (y at
+// another phase than x: a column slice into a fresh array), in the widest
+// naturally aligned pieces: two of 8 bytes 8 bytes past 16, else 4 + 8 + 4.
+// Shifting fp32 vectors across lanes as the 16-bit ones are (store_vector_warp)
+// measured slower: 0.62 of copy against these pieces' 0.84 (fp32 1024 x 50257
+// slice->contiguous, H200, forty-second round).
+__device__ __forceinline__ void store16_shifted(elem_t* p, const float* in) {
+    const unsigned w0 = pack_word(in), w1 = pack_word(in + ELEMS_PER_WORD),
+                   w2 = pack_word(in + 2 * ELEMS_PER_WORD), w3 = pack_word(in + 3 * ELEMS_PER_WORD);
+    char* b = reinterpret_cast<char*>(p);
+    const unsigned phase = static_cast<unsigned>(reinterpret_cast<unsigned long long>(b)) & 7u;
+    if (phase == 0) {
+        *reinterpret_cast<uint2*>(b) = make_uint2(w0, w1);
+        *reinterpret_cast<uint2*>(b + 8) = make_uint2(w2, w3);
+    } else if (phase == 4) {
+        *reinterpret_cast<unsigned*>(b) = w0;
+        *reinterpret_cast<uint2*>(b + 4) = make_uint2(w1, w2);
+        *reinterpret_cast<unsigned*>(b + 12) = w3;
+    }
+}
+
+// Window vector e0 / WVEC of an fp32 output: inside the row, one STG.128 when y
+// has x's phase, else the pieces; the row's edge vectors element by element
+// (the elements inside).
+__device__ __forceinline__ void store_vector(const RowWindow& w, int e0, const float* o) {
+    if (e0 >= w.lo && e0 + WVEC <= w.hi) {
+        if (w.same_phase) store16(w.yw + e0, o);
+        else store16_shifted(w.yw + e0, o);
+    } else {
+#pragma unroll
+        for (int k = 0; k < WVEC; ++k) {
+            const int e = e0 + k;
+            if (e >= w.lo && e < w.hi) w.yw[e] = from_f32(o[k]);
+        }
+    }
+}
 #else
-    if (w.same_phase && e0 >= w.lo && e0 + WVEC <= w.hi) store_words16(w.yw + e0, v);
-    else store_elements(w, e0, v);
-#endif
+// Window vector e0 / WVEC of a 16-bit output (packed), a lane alone: one
+// STG.128 when it lies inside the row and y has x's phase, else element by
+// element (the elements inside). Rows off x's phase take store_vector_warp.
+__device__ __forceinline__ void store_words(const RowWindow& w, int e0, const unsigned* v) {
+    if (w.same_phase && e0 >= w.lo && e0 + WVEC <= w.hi) {
+        store_words16(w.yw + e0, v);
+    } else {
+#pragma unroll
+        for (int k = 0; k < WVEC; ++k) {
+            const int e = e0 + k;
+            if (e >= w.lo && e < w.hi) store_element(w.yw + e, v, k);
+        }
+    }
 }
 
 // store_words of the outputs o.
@@ -209,8 +220,8 @@ __device__ __forceinline__ void store_vector(const RowWindow& w, int e0, const f
     store_words(w, e0, v);
 }
 
-// Window vector e0 / WVEC of a 16-bit output (fp32: store_words), stored by
-// the lanes of a warp together: every lane of the warp calls it in the same step (in: the vector
+// Window vector e0 / WVEC of a 16-bit output, stored by the lanes of a warp
+// together: every lane of the warp calls it in the same step (in: the vector
 // has elements inside this lane's row; kGroup: lanes a row group holds within
 // a warp, the groups warp-aligned). Where y has x's phase, store_vector. Where
 // it does not (a column slice into a fresh array: y's vectors d bytes past 16,
@@ -229,7 +240,7 @@ template <int kGroup>
 __device__ __forceinline__ void store_vector_warp(const RowWindow& w, int e0, const unsigned* own, bool in,
                                                   bool warp_shifted) {
     constexpr unsigned FULL = 0xffffffffu;
-    if (sizeof(elem_t) == 4 || !warp_shifted) {       // fp32, or the warp's rows all at x's phase
+    if (!warp_shifted) {                              // the warp's rows all at x's phase
         if (in) store_words(w, e0, own);
         return;
     }
@@ -294,6 +305,7 @@ __device__ __forceinline__ void store_vector_warp(const RowWindow& w, int e0, co
     if (block) store_words16(a + 16 - d, rot);
 }
 
+
 // A build may keep each lane's own stores for rows off x's phase (element by
 // element: correct, slower) by defining WINDOW_SHIFTED_BLOCKS 0 first -- rung
 // 09's phase-clock probe, whose stamps and the blocks' words do not fit its 64
@@ -304,17 +316,30 @@ __device__ __forceinline__ void store_vector_warp(const RowWindow& w, int e0, co
 
 // store_vector_warp's warp_shifted, from every lane of the warp.
 __device__ __forceinline__ bool shifted_rows_in_warp(const RowWindow& w, bool live) {
-    return sizeof(elem_t) == 2 && WINDOW_SHIFTED_BLOCKS && __any_sync(0xffffffffu, live && !w.same_phase);
+    return WINDOW_SHIFTED_BLOCKS && __any_sync(0xffffffffu, live && !w.same_phase);
 }
 
 // Lanes a row group of kStride threads holds within one warp.
 template <int kStride>
 constexpr int warp_group() { return kStride < 32 ? kStride : 32; }
+#endif  // DTYPE
 
-// Scale the held values and store the ones inside the row.
+// Scale the held values and store the ones inside the row (16-bit: every lane
+// of the warp calls the store, for the blocks shifted across lanes).
 template <int kItems, int kStride>
 __device__ __forceinline__ void window_store(const RowWindow& w, int first, int lane, bool live, float* v,
                                              float scale) {
+#if DTYPE == 0
+#pragma unroll
+    for (int it = 0; it < kItems; ++it) {
+        const int e0 = (first + it * kStride + lane) * WVEC;
+        float* o = v + it * WVEC;
+        if (!live || e0 >= w.hi || e0 + WVEC <= w.lo) continue;
+#pragma unroll
+        for (int k = 0; k < WVEC; ++k) o[k] *= scale;
+        store_vector(w, e0, o);
+    }
+#else
     const bool warp_shifted = shifted_rows_in_warp(w, live);
 #pragma unroll
     for (int it = 0; it < kItems; ++it) {
@@ -327,6 +352,7 @@ __device__ __forceinline__ void window_store(const RowWindow& w, int first, int 
         pack_vector(o, words);
         store_vector_warp<warp_group<kStride>()>(w, e0, words, in, warp_shifted);
     }
+#endif
 }
 
 // The window vectors of a slice that lie in the row, each stored from
@@ -335,6 +361,17 @@ __device__ __forceinline__ void window_store(const RowWindow& w, int first, int 
 template <int kItems, int kStride, class Value>
 __device__ __forceinline__ void window_store_each(const RowWindow& w, int first, int lane, bool live,
                                                   Value value) {
+#if DTYPE == 0
+#pragma unroll
+    for (int it = 0; it < kItems; ++it) {
+        const int e0 = (first + it * kStride + lane) * WVEC;
+        if (!live || e0 >= w.hi || e0 + WVEC <= w.lo) continue;
+        float o[WVEC];
+#pragma unroll
+        for (int k = 0; k < WVEC; ++k) o[k] = value(it, k);
+        store_vector(w, e0, o);
+    }
+#else
     const bool warp_shifted = shifted_rows_in_warp(w, live);
 #pragma unroll
     for (int it = 0; it < kItems; ++it) {
@@ -347,6 +384,7 @@ __device__ __forceinline__ void window_store_each(const RowWindow& w, int first,
         pack_vector(o, words);
         store_vector_warp<warp_group<kStride>()>(w, e0, words, in, warp_shifted);
     }
+#endif
 }
 
 // The output of a value held as loaded (window_sum_fast): expf(x - M) times
