@@ -897,8 +897,8 @@ def test_torch_baseline_sees_the_rows():
 # ---------------------------------------------------------------------------
 # store_vector_warp (softmax_window.cuh): the shifted stores' bytes, emulated
 # ---------------------------------------------------------------------------
-def _warp_store_row(size, cols, lo, d_y, kstride, items, first=0):
-    """One row group's stores as store_vector_warp makes them, lane by lane in
+def _warp_store_row(cols, lo, d_y, kstride, items, first=0):
+    """One 16-bit row group's stores as store_vector_warp makes them, lane by lane in
     warps of 32 (kStride lanes a group, warp-aligned): each lane's 16-byte
     block (its last d bytes ++ the next lane's first 16 - d, composed as the
     kernel does) and its uncovered elements one by
@@ -906,6 +906,7 @@ def _warp_store_row(size, cols, lo, d_y, kstride, items, first=0):
     [0, d) of a word kept, the rest the next lane's rotated words'. Returns
     (bytes written, times each byte was written, the row's expected bytes,
     where the row starts)."""
+    size = 2
     wvec = 16 // size
     group = min(kstride, 32)
     base = 64                                      # y row start: 16-aligned + (d + lo * size) % 16
@@ -915,7 +916,7 @@ def _warp_store_row(size, cols, lo, d_y, kstride, items, first=0):
     hi = lo + cols
     buf = bytearray(y_row + cols * size + 64)
     count = [0] * len(buf)
-    vals = [(0x1000 + 37 * e) & (0xFFFF if size == 2 else 0xFFFFFFFF) for e in range(hi + 4 * wvec)]
+    vals = [(0x1000 + 37 * e) & 0xFFFF for e in range(hi + 4 * wvec)]
 
     def words(e0):                                 # the vector's four packed words
         b = b"".join(v.to_bytes(size, "little") for v in vals[e0:e0 + wvec])
@@ -990,11 +991,19 @@ def test_warp_store_writes_each_byte_of_the_row_once(kstride, items):
                          kstride * items * wvec - lo}:
                 if cols < 1 or lo + cols > kstride * items * wvec:
                     continue
-                buf, count, want, y0 = _warp_store_row(size, cols, lo, d_y, kstride, items)
+                buf, count, want, y0 = _warp_store_row(cols, lo, d_y, kstride, items)
                 span = range(y0, y0 + cols * size)
                 assert all(count[i] == 1 for i in span), (d_y, lo, cols)
                 assert sum(count) == len(span), (d_y, lo, cols)
                 assert bytes(buf[y0:y0 + cols * size]) == want, (d_y, lo, cols)
+
+
+def _rung07_block_row_sass(prec):
+    """The SASS and plan of 4096 x 4097 (rung 07, a block a row), built here."""
+    p = sm.plan(4096, 4097, prec, cc=(9, 0))
+    assert p.rung == "softmax_07_any_row", p.describe()
+    b = compiler.compile_binary(p.source, p.entry, defines=dict(p.defines), arch="sm_90")
+    return sass.disassemble(b.cubin), p          # one kernel in the module
 
 
 @pytest.mark.parametrize("prec", ["bf16", "fp16"])
@@ -1003,10 +1012,7 @@ def test_rows_off_x_phase_store_one_block_a_lane(prec):
     the warp's vote on the rows' phase, the four words handed down a lane,
     and one 16-byte store a vector on each path -- no 2-, 4- or 8-byte pieces
     (the forty-first round's stores)."""
-    p = sm.plan(4096, 4097, prec, cc=(9, 0))
-    assert p.rung == "softmax_07_any_row", p.describe()
-    b = compiler.compile_binary(p.source, p.entry, defines=dict(p.defines), arch="sm_90")
-    text = sass.disassemble(b.cubin)             # one kernel in the module
+    text, p = _rung07_block_row_sass(prec)
     assert re.search(r"\bVOTE\.ANY\b", text), "no warp vote on the rows' phase"
     assert len(re.findall(r"\bSHFL\.DOWN\b", text)) >= 4 * p.config.items, "words not handed down"
     assert len(re.findall(r"\bSTG\.E\.128\b", text)) >= 2 * p.config.items
@@ -1017,10 +1023,7 @@ def test_fp32_rows_off_x_phase_store_pieces():
     """fp32 rows off x's phase keep the 8-byte pieces (4 + 8 + 4 or 8 + 8 a
     vector), which measured ahead of the blocks shifted across lanes (0.84 /
     0.62 of copy, forty-second round): no vote, no words handed down."""
-    p = sm.plan(4096, 4097, "fp32", cc=(9, 0))
-    assert p.rung == "softmax_07_any_row", p.describe()
-    b = compiler.compile_binary(p.source, p.entry, defines=dict(p.defines), arch="sm_90")
-    text = sass.disassemble(b.cubin)
+    text, p = _rung07_block_row_sass("fp32")
     assert not re.search(r"\bVOTE\.ANY\b", text), "a vote on the rows' phase"
     assert len(re.findall(r"\bSTG\.E\.64\b", text)) >= 2 * p.config.items, "no 8-byte pieces"
     assert len(re.findall(r"\bSTG\.E\.128\b", text)) >= p.config.items

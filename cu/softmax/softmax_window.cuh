@@ -43,6 +43,19 @@ __device__ __forceinline__ void load16(const elem_t* p, float* out) {
 // to (and, next to the element-wise tail path storing the same values, does)
 // split it into four 32-bit stores shared with that path -- STG.E x 4 instead
 // of one STG.E.128 for every vector of the row.
+__device__ __forceinline__ void store_words16(void* p, const unsigned* v) {
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};"
+                 :: "l"(p), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]) : "memory");
+}
+
+// A window vector as stored: its elements packed into four 32-bit words.
+__device__ __forceinline__ void pack_vector(const float* o, unsigned* v) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) v[j] = pack_word(o + j * ELEMS_PER_WORD);
+}
+
+// The outputs in, packed, by one st.global.v4 (packed in the asm's operands:
+// through pack_vector the 16-bit rung 11 builds schedule differently).
 __device__ __forceinline__ void store16(elem_t* p, const float* in) {
     asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};"
                  :: "l"(p), "r"(pack_word(in)), "r"(pack_word(in + ELEMS_PER_WORD)),
@@ -140,26 +153,6 @@ __device__ __forceinline__ void window_load(const RowWindow& w, int first, int l
     }
 }
 
-// A window vector as stored: its elements packed into four 32-bit words.
-__device__ __forceinline__ void pack_vector(const float* o, unsigned* v) {
-#pragma unroll
-    for (int j = 0; j < 4; ++j) v[j] = pack_word(o + j * ELEMS_PER_WORD);
-}
-
-// Element k of packed vector v, stored at p.
-__device__ __forceinline__ void store_element(elem_t* p, const unsigned* v, int k) {
-#if DTYPE == 0
-    *reinterpret_cast<unsigned*>(p) = v[k];
-#else
-    *reinterpret_cast<unsigned short*>(p) = static_cast<unsigned short>(v[k >> 1] >> (16 * (k & 1)));
-#endif
-}
-
-__device__ __forceinline__ void store_words16(void* p, const unsigned* v) {
-    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};"
-                 :: "l"(p), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]) : "memory");
-}
-
 #if DTYPE == 0
 // An fp32 vector's 16 bytes at an address 16-byte vectors cannot take (y at
 // another phase than x: a column slice into a fresh array), in the widest
@@ -198,6 +191,11 @@ __device__ __forceinline__ void store_vector(const RowWindow& w, int e0, const f
     }
 }
 #else
+// Element k of packed vector v, stored at p.
+__device__ __forceinline__ void store_element(elem_t* p, const unsigned* v, int k) {
+    *reinterpret_cast<unsigned short*>(p) = static_cast<unsigned short>(v[k >> 1] >> (16 * (k & 1)));
+}
+
 // Window vector e0 / WVEC of a 16-bit output (packed), a lane alone: one
 // STG.128 when it lies inside the row and y has x's phase, else element by
 // element (the elements inside). Rows off x's phase take store_vector_warp.
@@ -223,7 +221,7 @@ __device__ __forceinline__ void store_vector(const RowWindow& w, int e0, const f
 // Window vector e0 / WVEC of a 16-bit output, stored by the lanes of a warp
 // together: every lane of the warp calls it in the same step (in: the vector
 // has elements inside this lane's row; kGroup: lanes a row group holds within
-// a warp, the groups warp-aligned). Where y has x's phase, store_vector. Where
+// a warp, the groups warp-aligned). Where y has x's phase, store_words. Where
 // it does not (a column slice into a fresh array: y's vectors d bytes past 16,
 // d uniform along a row), each lane stores the 16-byte-aligned block that
 // begins inside its vector -- its last d bytes and the next lane's first 16 - d,
@@ -288,7 +286,7 @@ __device__ __forceinline__ void store_vector_warp(const RowWindow& w, int e0, co
         const unsigned t0 = rot[0];
         rot[0] = rot[1]; rot[1] = rot[2]; rot[2] = rot[3]; rot[3] = t0;
     }
-    if constexpr (sizeof(elem_t) == 2) {                        // then by s & 3 bytes
+    {                                                            // then by s & 3 bytes
         const unsigned sh = 8u * static_cast<unsigned>(s & 3), t0 = rot[0];
         rot[0] = __funnelshift_r(rot[0], rot[1], sh);
         rot[1] = __funnelshift_r(rot[1], rot[2], sh);
@@ -304,7 +302,6 @@ __device__ __forceinline__ void store_vector_warp(const RowWindow& w, int e0, co
     }
     if (block) store_words16(a + 16 - d, rot);
 }
-
 
 // A build may keep each lane's own stores for rows off x's phase (element by
 // element: correct, slower) by defining WINDOW_SHIFTED_BLOCKS 0 first -- rung
