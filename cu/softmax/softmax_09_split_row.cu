@@ -63,6 +63,9 @@
 #ifdef PHASE_CLOCKS
 #define WINDOW_SHIFTED_BLOCKS 0
 #endif
+#ifndef WINDOW_STORE_CS
+#define WINDOW_STORE_CS 1
+#endif
 #include "softmax_window.cuh"
 
 #ifndef THREADS

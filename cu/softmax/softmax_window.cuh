@@ -30,9 +30,22 @@
 // Elements per 16-byte vector: 4 fp32 or 8 bf16/fp16.
 constexpr int WVEC = 16 / static_cast<int>(sizeof(elem_t));
 
+// Cache operators of the window's 16-byte accesses (experiment): stores with
+// .cs (evict first) and loads with .cs instead of the read-only path.
+#ifndef WINDOW_STORE_CS
+#define WINDOW_STORE_CS 0
+#endif
+#ifndef WINDOW_LOAD_CS
+#define WINDOW_LOAD_CS 0
+#endif
+__device__ __forceinline__ uint4 window_ld16(const elem_t* p) {
+    if constexpr (WINDOW_LOAD_CS) return __ldcs(reinterpret_cast<const uint4*>(p));
+    else return __ldg(reinterpret_cast<const uint4*>(p));
+}
+
 // One 16-byte vector. The read-only path is right: x and y never overlap.
 __device__ __forceinline__ void load16(const elem_t* p, float* out) {
-    const uint4 r = __ldg(reinterpret_cast<const uint4*>(p));
+    const uint4 r = window_ld16(p);
     unpack_word(r.x, out);
     unpack_word(r.y, out + ELEMS_PER_WORD);
     unpack_word(r.z, out + 2 * ELEMS_PER_WORD);
@@ -44,8 +57,12 @@ __device__ __forceinline__ void load16(const elem_t* p, float* out) {
 // split it into four 32-bit stores shared with that path -- STG.E x 4 instead
 // of one STG.E.128 for every vector of the row.
 __device__ __forceinline__ void store_words16(void* p, const unsigned* v) {
-    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};"
-                 :: "l"(p), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]) : "memory");
+    if constexpr (WINDOW_STORE_CS)
+        asm volatile("st.global.cs.v4.b32 [%0], {%1, %2, %3, %4};"
+                     :: "l"(p), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]) : "memory");
+    else
+        asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};"
+                     :: "l"(p), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]) : "memory");
 }
 
 // A window vector as stored: its elements packed into four 32-bit words.
@@ -57,10 +74,16 @@ __device__ __forceinline__ void pack_vector(const float* o, unsigned* v) {
 // The outputs in, packed, by one st.global.v4 (packed in the asm's operands:
 // through pack_vector the 16-bit rung 11 builds schedule differently).
 __device__ __forceinline__ void store16(elem_t* p, const float* in) {
-    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};"
-                 :: "l"(p), "r"(pack_word(in)), "r"(pack_word(in + ELEMS_PER_WORD)),
-                    "r"(pack_word(in + 2 * ELEMS_PER_WORD)), "r"(pack_word(in + 3 * ELEMS_PER_WORD))
-                 : "memory");
+    if constexpr (WINDOW_STORE_CS)
+        asm volatile("st.global.cs.v4.b32 [%0], {%1, %2, %3, %4};"
+                     :: "l"(p), "r"(pack_word(in)), "r"(pack_word(in + ELEMS_PER_WORD)),
+                        "r"(pack_word(in + 2 * ELEMS_PER_WORD)), "r"(pack_word(in + 3 * ELEMS_PER_WORD))
+                     : "memory");
+    else
+        asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};"
+                     :: "l"(p), "r"(pack_word(in)), "r"(pack_word(in + ELEMS_PER_WORD)),
+                        "r"(pack_word(in + 2 * ELEMS_PER_WORD)), "r"(pack_word(in + 3 * ELEMS_PER_WORD))
+                     : "memory");
 }
 
 // The 16-bit builds take the fast exp (exp_diff<true>, softmax_common.cuh)
@@ -470,7 +493,7 @@ __device__ __forceinline__ void window_load_packed(const RowWindow& w, int first
     for (int it = 0; it < kItems; ++it) {
         const int e0 = (first + it * kStride + lane) * WVEC;
         if (live && e0 >= w.lo && e0 + WVEC <= w.hi) {
-            r[it] = __ldg(reinterpret_cast<const uint4*>(w.xw + e0));
+            r[it] = window_ld16(w.xw + e0);
         } else {
             r[it] = window_words(w, e0, live);
         }
