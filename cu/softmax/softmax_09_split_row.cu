@@ -63,8 +63,8 @@
 #ifdef PHASE_CLOCKS
 #define WINDOW_SHIFTED_BLOCKS 0
 #endif
-#ifndef WINDOW_STORE_CS
-#define WINDOW_STORE_CS 1
+#ifndef WINDOW_EVICT_FIRST
+#define WINDOW_EVICT_FIRST 1   // x read once, y written once (softmax_window.cuh)
 #endif
 #include "softmax_window.cuh"
 
@@ -363,7 +363,7 @@ __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t
         const int nchunks = (window_vectors(w) + SLICE - 1) / SLICE;
         th = MaxSum{NEG_INF, 0.0f};
         for (int c = chunk; c < nchunks; c += split) {
-            window_load<ITEMS, THREADS>(w, c * SLICE, threadIdx.x, true, v);
+            window_load<ITEMS, THREADS, false>(w, c * SLICE, threadIdx.x, true, v);
             th = merge<FAST_EXP>(th, window_exp<N>(v));
         }
 #endif
@@ -413,7 +413,7 @@ __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t
         const int nchunks = (window_vectors(w) + SLICE - 1) / SLICE;
         const float inv = 1.0f / r.l;
         for (int c = chunk; c < nchunks; c += split) {
-            window_load<ITEMS, THREADS>(w, c * SLICE, threadIdx.x, true, v);
+            window_load<ITEMS, THREADS, false>(w, c * SLICE, threadIdx.x, true, v);
 #pragma unroll
             for (int e = 0; e < N; ++e) v[e] = exp_shifted(v[e], r.m);   // -inf - -inf: NaN row, as it must
             window_store<ITEMS, THREADS>(w, c * SLICE, threadIdx.x, true, v, inv);
