@@ -28,9 +28,6 @@
 #include "grid_dependency.cuh"
 #include "cluster.cuh"
 #include "ld_st.cuh"
-#ifndef WINDOW_EVICT_FIRST
-#define WINDOW_EVICT_FIRST 1   // x read once, y written once (softmax_window.cuh)
-#endif
 #include "softmax_window.cuh"
 
 #ifndef THREADS

@@ -30,24 +30,17 @@
 // Elements per 16-byte vector: 4 fp32 or 8 bf16/fp16.
 constexpr int WVEC = 16 / static_cast<int>(sizeof(elem_t));
 
-// WINDOW_EVICT_FIRST 1: the window's 16-byte loads and stores with the .cs
-// operator (evict first in L2: LDG.E.EF / STG.E.EF), for the rungs that read
-// every element once and write it once, all of a row's reads before its writes
-// (rungs 08 and 09: the grid's or the cluster's wait between the phases).
-// Back to back over rotating buffers on an H100 (forty-third round), rung 09
-// fp32 4 x 1048576 18.14 -> 17.06 us, bf16 13.16 -> 12.64, fp32 3 x 777777
-// 14.56 -> 13.93; the rows in two passes level (+-2%). Stores alone: level.
-#ifndef WINDOW_EVICT_FIRST
-#define WINDOW_EVICT_FIRST 0
-#endif
-template <bool kEvictFirst = WINDOW_EVICT_FIRST>
+// A 16-byte vector of x: by the read-only path, or (kEvictFirst) with the .cs
+// operator, evict first in L2 (LDG.E.EF), for x read once by a pass that
+// holds every row at once (rung 09, softmax_09_split_row.cu says why).
+template <bool kEvictFirst = false>
 __device__ __forceinline__ uint4 window_ld16(const elem_t* p) {
     if constexpr (kEvictFirst) return __ldcs(reinterpret_cast<const uint4*>(p));
     else return __ldg(reinterpret_cast<const uint4*>(p));
 }
 
 // One 16-byte vector. The read-only path is right: x and y never overlap.
-template <bool kEvictFirst = WINDOW_EVICT_FIRST>
+template <bool kEvictFirst = false>
 __device__ __forceinline__ void load16(const elem_t* p, float* out) {
     const uint4 r = window_ld16<kEvictFirst>(p);
     unpack_word(r.x, out);
@@ -61,12 +54,8 @@ __device__ __forceinline__ void load16(const elem_t* p, float* out) {
 // split it into four 32-bit stores shared with that path -- STG.E x 4 instead
 // of one STG.E.128 for every vector of the row.
 __device__ __forceinline__ void store_words16(void* p, const unsigned* v) {
-    if constexpr (WINDOW_EVICT_FIRST)
-        asm volatile("st.global.cs.v4.b32 [%0], {%1, %2, %3, %4};"
-                     :: "l"(p), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]) : "memory");
-    else
-        asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};"
-                     :: "l"(p), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]) : "memory");
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};"
+                 :: "l"(p), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]) : "memory");
 }
 
 // A window vector as stored: its elements packed into four 32-bit words.
@@ -78,16 +67,10 @@ __device__ __forceinline__ void pack_vector(const float* o, unsigned* v) {
 // The outputs in, packed, by one st.global.v4 (packed in the asm's operands:
 // through pack_vector the 16-bit rung 11 builds schedule differently).
 __device__ __forceinline__ void store16(elem_t* p, const float* in) {
-    if constexpr (WINDOW_EVICT_FIRST)
-        asm volatile("st.global.cs.v4.b32 [%0], {%1, %2, %3, %4};"
-                     :: "l"(p), "r"(pack_word(in)), "r"(pack_word(in + ELEMS_PER_WORD)),
-                        "r"(pack_word(in + 2 * ELEMS_PER_WORD)), "r"(pack_word(in + 3 * ELEMS_PER_WORD))
-                     : "memory");
-    else
-        asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};"
-                     :: "l"(p), "r"(pack_word(in)), "r"(pack_word(in + ELEMS_PER_WORD)),
-                        "r"(pack_word(in + 2 * ELEMS_PER_WORD)), "r"(pack_word(in + 3 * ELEMS_PER_WORD))
-                     : "memory");
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};"
+                 :: "l"(p), "r"(pack_word(in)), "r"(pack_word(in + ELEMS_PER_WORD)),
+                    "r"(pack_word(in + 2 * ELEMS_PER_WORD)), "r"(pack_word(in + 3 * ELEMS_PER_WORD))
+                 : "memory");
 }
 
 // The 16-bit builds take the fast exp (exp_diff<true>, softmax_common.cuh)
@@ -158,9 +141,8 @@ __device__ __forceinline__ int window_vectors(const RowWindow& w) { return (w.hi
 
 // Load kItems window vectors: vector first + it * kStride + lane for it < kItems
 // (kStride threads share the slice, so each `it` is one coalesced sweep).
-// (kEvictFirst: WINDOW_EVICT_FIRST's loads; rung 09's streamed rows read x
-// twice and keep the read-only path)
-template <int kItems, int kStride, bool kEvictFirst = WINDOW_EVICT_FIRST>
+// (kEvictFirst: window_ld16's)
+template <int kItems, int kStride, bool kEvictFirst = false>
 __device__ __forceinline__ void window_load(const RowWindow& w, int first, int lane, bool live, float* v) {
 #pragma unroll
     for (int it = 0; it < kItems; ++it) {
@@ -492,14 +474,14 @@ __device__ __forceinline__ uint4 window_words(const RowWindow& w, int e0, bool l
 }
 
 // window_load, keeping each vector's 16 bytes as they are.
-template <int kItems, int kStride>
+template <int kItems, int kStride, bool kEvictFirst = false>
 __device__ __forceinline__ void window_load_packed(const RowWindow& w, int first, int lane, bool live,
                                                    uint4* r) {
 #pragma unroll
     for (int it = 0; it < kItems; ++it) {
         const int e0 = (first + it * kStride + lane) * WVEC;
         if (live && e0 >= w.lo && e0 + WVEC <= w.hi) {
-            r[it] = window_ld16(w.xw + e0);
+            r[it] = window_ld16<kEvictFirst>(w.xw + e0);
         } else {
             r[it] = window_words(w, e0, live);
         }
