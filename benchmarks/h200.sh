@@ -36,7 +36,7 @@ set -uo pipefail
 DEFAULT_PHASES="install tests sanitize overhead bench shapes memory"
 EXTRA_PHASES="compile dependent rung20 sweep autotune wgmma profile mma clock wgsweep ncu
   shortrows packed pipelined splitprobe softncu rowlanes near128 splitheld rwphases tinyrows
-  routegaps splittimeline beforeafter rung30 power family ktimes views"
+  routegaps splittimeline beforeafter rung30 power family ktimes viewsbefore views"
 phases=${*:-$DEFAULT_PHASES}
 for p in $phases; do
   if [[ " $(echo $DEFAULT_PHASES $EXTRA_PHASES) " != *" $p "* ]]; then
@@ -239,7 +239,14 @@ script_phase tinyrows "${TINYROWS_TIMEOUT:-120}" 60 benchmarks/softmax_tiny_rows
 script_phase routegaps "${ROUTEGAPS_TIMEOUT:-300}" 80 benchmarks/softmax_route_gaps.py \
   --json "$LOG/softmax_route_gaps.json" ${ROUTEGAPS_ARGS:-}
 # views: softmax() on column slices (x at a pitch wider than the row) against contiguous rows,
-# y contiguous or at x's pitch (VIEWS_ARGS: --shapes PREC:RxC ... / --pad N / --reps N)
+# y contiguous or at x's pitch (VIEWS_ARGS: --shapes PREC:RxC ... / --pad N / --reps N).
+# VIEWS_BEFORE=DIR (a copy of an earlier tree's drvgemm/ and cu/, e.g. under the ignored .gpu/,
+# carried): phase viewsbefore runs the same script on that package first, on the same machine.
+if have viewsbefore && [[ -n "${VIEWS_BEFORE:-}" ]]; then
+  cp drvgemm/runtime/_fastlaunch*.so "$VIEWS_BEFORE/drvgemm/runtime/" 2>/dev/null
+  PYTHONPATH="$VIEWS_BEFORE" script_phase viewsbefore "${VIEWS_TIMEOUT:-200}" 40 \
+    "$VIEWS_BEFORE/benchmarks/softmax_views.py" --json "$LOG/softmax_views_before.json" ${VIEWS_ARGS:-}
+fi
 script_phase views "${VIEWS_TIMEOUT:-200}" 40 benchmarks/softmax_views.py \
   --json "$LOG/softmax_views.json" ${VIEWS_ARGS:-}
 # splittimeline: when each block of the split-row rung reaches each phase of a row, stamped

@@ -21,6 +21,10 @@ is git-ignored, so name it in the device tool's `carry` to send it along:
 
 --also DIR ...: folders of intermediate sources (a change in steps), each its own column
 in the same interleaved loop, so each step's share shows in one run.
+
+--b2b: each build and the copy also timed in batches of calls back to back, cycling
+through copies of x and y as the row suite's back-to-back column does (a call's bytes
+not in L2 from the calls before; L2 flushed before each batch).
 """
 from __future__ import annotations
 
@@ -37,10 +41,45 @@ import drvgemm  # noqa: E402
 from drvgemm.ladders.softmax import dispatch as sm  # noqa: E402
 from drvgemm.runtime import driver, sources  # noqa: E402
 from drvgemm.runtime.timing import time_ms  # noqa: E402
-from drvgemm.tools.memory_bench import _max_rel_err, measure_copy, softmax_inputs  # noqa: E402
+from drvgemm.runtime.timing import batch_median_ms  # noqa: E402
+from drvgemm.tools.memory_bench import (B2B_BATCH, _max_rel_err, measure_copy, rotating_buffers,  # noqa: E402
+                                        softmax_inputs)
 from drvgemm.tools.records import device_json, write_json  # noqa: E402
 
 SHAPES = ("bf16:262144x33", "bf16:131072x127", "bf16:524288x31", "fp32:131072x127")
+
+
+def back_to_back(dx, nbytes, kernels, p, rows, cols, ws, dev, reps=5):
+    """{build: ms, "copy": ms}: a call of each build and of the device copy
+    in batches back to back, cycling through copies of x and y (the row
+    suite's rotating buffers), builds and copy interleaved batch by batch."""
+    xs, ys = rotating_buffers(dx, nbytes, dev.l2_size, B2B_BATCH)
+    turn = [0]
+
+    def nxt():
+        turn[0] = (turn[0] + 1) % len(xs)
+        return turn[0]
+
+    def call(which):
+        def go():
+            i = nxt()
+            a = p.args(xs[i], ys[i], rows, cols, None, None, ws.ptr if ws else None)
+            drvgemm.launch(kernels[which], p.grid, p.block, a, smem=p.smem, cooperative=bool(p.split))
+        return go
+
+    def copy():
+        i = nxt()
+        driver.memcpy_dtod(ys[i], xs[i], nbytes)
+    calls = {**{w: call(w) for w in kernels}, "copy": copy}
+    times = {w: [] for w in calls}
+    try:
+        for _ in range(reps):
+            for w, fn in calls.items():
+                times[w].append(batch_median_ms(fn, B2B_BATCH, 1))
+    finally:
+        for a in xs[1:] + ys:
+            a.free()
+    return {w: statistics.median(t) for w, t in times.items()}
 
 
 def main(argv=None):
@@ -53,6 +92,8 @@ def main(argv=None):
                     help="more folders of earlier sources (steps between OLD_DIR and the tree), "
                          "each timed as a column of its own in the same interleaved loop")
     ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--b2b", action="store_true",
+                    help="also time each build and the copy back to back (rotating buffers)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     dev = driver.device()
@@ -103,11 +144,15 @@ def main(argv=None):
                 times[which].append(time_ms(call(which), warmup=0, reps=1)[0])   # L2 flushed first
         copy = measure_copy(x.nbytes, m=rows, n=cols, precision=prec)["median_ms"]
         med = {w: statistics.median(t) for w, t in times.items()}
+        b2b = back_to_back(dx, x.nbytes, kernels, p, rows, cols, ws, dev) if args.b2b else None
         rec = {"precision": prec, "m": rows, "n": cols, "config": p.describe(), "old_defines": old_defines,
                "old_us": round(1e3 * med["old"], 2), "new_us": round(1e3 * med["new"], 2),
                "copy_us": round(1e3 * copy, 2), "old_of_copy": round(copy / med["old"], 3),
                "new_of_copy": round(copy / med["new"], 3), "bitwise_same": same,
                "max_rel_err": {w: float(e) for w, e in err.items()}}
+        if b2b:
+            rec["b2b_us"] = {w: round(1e3 * v, 2) for w, v in b2b.items()}
+            rec["b2b_of_copy"] = {w: round(b2b["copy"] / v, 3) for w, v in b2b.items() if w != "copy"}
         also = [w for w in kernels if w not in ("old", "new")]
         if also:
             rec["also"] = {w: {"us": round(1e3 * med[w], 2), "of_copy": round(copy / med[w], 3)} for w in also}
@@ -116,6 +161,10 @@ def main(argv=None):
         print(f"{spec:18s} old {rec['old_us']:8.2f} us ({rec['old_of_copy']:.3f} of copy){steps}  new "
               f"{rec['new_us']:8.2f} us ({rec['new_of_copy']:.3f})  same bits {same}  err old "
               f"{err['old']:.1e} new {err['new']:.1e}  {p.describe()}", flush=True)
+        if b2b:
+            print(f"{'':18s} back to back: copy {1e3 * b2b['copy']:.2f} us; " +
+                  "  ".join(f"{w} {1e3 * b2b[w]:.2f} us ({rec['b2b_of_copy'][w]:.3f})" for w in kernels),
+                  flush=True)
         dx.free()
         for o in outs.values():
             o.free()

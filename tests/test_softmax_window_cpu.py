@@ -1027,3 +1027,27 @@ def test_fp32_rows_off_x_phase_store_pieces():
     assert not re.search(r"\bVOTE\.ANY\b", text), "a vote on the rows' phase"
     assert len(re.findall(r"\bSTG\.E\.64\b", text)) >= 2 * p.config.items, "no 8-byte pieces"
     assert len(re.findall(r"\bSTG\.E\.128\b", text)) >= p.config.items
+
+
+@pytest.mark.parametrize("prec,rows,cols", [("fp32", 4, 1048576), ("bf16", 16, 1048576)])
+def test_split_rows_in_one_pass_load_evict_first(prec, rows, cols):
+    """Rung 09's resident entry loads the vectors it holds in registers with
+    .cs (LDG.E.EF.128) when the launch holds every row at once, by the
+    read-only path otherwise -- both loops in the build, one per item each --
+    and its streamed entry (x read twice) and the other window rungs keep the
+    read-only path only."""
+    p = sm.plan(rows, cols, prec, cc=(9, 0))
+    assert p.rung == "softmax_09_split_row", p.describe()
+    text = sass.disassemble(compiler.compile_binary(p.source, p.entry, defines=dict(p.defines),
+                                                    arch="sm_90").cubin)
+    resident = sass.entry_instructions(text, p.entry)
+    assert sum("LDG.E.EF.128" in i for i in resident) == p.config.items
+    assert sum(re.search(r"\bLDG\.E\.128\b", i) is not None for i in resident) == p.config.items
+    if ".text.softmax_09_split_row_stream" in text:
+        assert not any("EF" in i for i in sass.entry_instructions(text, "softmax_09_split_row_stream")
+                       if i.startswith("LDG") or " LDG" in i)
+    for shape in ((4096, 4097), (8192, 50257), (131072, 127)):     # rungs 07, 11, 10
+        other = sm.plan(*shape, prec, cc=(9, 0))
+        t = sass.disassemble(compiler.compile_binary(other.source, other.entry, defines=dict(other.defines),
+                                                     arch="sm_90").cubin)
+        assert "LDG.E.EF" not in t, other.describe()

@@ -30,9 +30,19 @@
 // Elements per 16-byte vector: 4 fp32 or 8 bf16/fp16.
 constexpr int WVEC = 16 / static_cast<int>(sizeof(elem_t));
 
+// A 16-byte vector of x: by the read-only path, or (kEvictFirst) with the .cs
+// operator, evict first in L2 (LDG.E.EF), for x read once by a pass that
+// holds every row at once (rung 09, softmax_09_split_row.cu says why).
+template <bool kEvictFirst = false>
+__device__ __forceinline__ uint4 window_ld16(const elem_t* p) {
+    if constexpr (kEvictFirst) return __ldcs(reinterpret_cast<const uint4*>(p));
+    else return __ldg(reinterpret_cast<const uint4*>(p));
+}
+
 // One 16-byte vector. The read-only path is right: x and y never overlap.
+template <bool kEvictFirst = false>
 __device__ __forceinline__ void load16(const elem_t* p, float* out) {
-    const uint4 r = __ldg(reinterpret_cast<const uint4*>(p));
+    const uint4 r = window_ld16<kEvictFirst>(p);
     unpack_word(r.x, out);
     unpack_word(r.y, out + ELEMS_PER_WORD);
     unpack_word(r.z, out + 2 * ELEMS_PER_WORD);
@@ -131,14 +141,15 @@ __device__ __forceinline__ int window_vectors(const RowWindow& w) { return (w.hi
 
 // Load kItems window vectors: vector first + it * kStride + lane for it < kItems
 // (kStride threads share the slice, so each `it` is one coalesced sweep).
-template <int kItems, int kStride>
+// (kEvictFirst: window_ld16's)
+template <int kItems, int kStride, bool kEvictFirst = false>
 __device__ __forceinline__ void window_load(const RowWindow& w, int first, int lane, bool live, float* v) {
 #pragma unroll
     for (int it = 0; it < kItems; ++it) {
         const int e0 = (first + it * kStride + lane) * WVEC;
         float* o = v + it * WVEC;
         if (live && e0 >= w.lo && e0 + WVEC <= w.hi) {
-            load16(w.xw + e0, o);
+            load16<kEvictFirst>(w.xw + e0, o);
         } else if (live && e0 < w.hi && e0 + WVEC > w.lo) {
             // peel / tail: the first or last vector of the row, element by element
 #pragma unroll
@@ -463,14 +474,14 @@ __device__ __forceinline__ uint4 window_words(const RowWindow& w, int e0, bool l
 }
 
 // window_load, keeping each vector's 16 bytes as they are.
-template <int kItems, int kStride>
+template <int kItems, int kStride, bool kEvictFirst = false>
 __device__ __forceinline__ void window_load_packed(const RowWindow& w, int first, int lane, bool live,
                                                    uint4* r) {
 #pragma unroll
     for (int it = 0; it < kItems; ++it) {
         const int e0 = (first + it * kStride + lane) * WVEC;
         if (live && e0 >= w.lo && e0 + WVEC <= w.hi) {
-            r[it] = __ldg(reinterpret_cast<const uint4*>(w.xw + e0));
+            r[it] = window_ld16<kEvictFirst>(w.xw + e0);
         } else {
             r[it] = window_words(w, e0, live);
         }
