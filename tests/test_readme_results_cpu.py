@@ -114,3 +114,16 @@ def test_readme_column_slice_figures_are_the_committed_views():
     ss = fractions(after, "slice->slice", ("bf16", "fp16"))
     assert _as_printed(lo_ss, min(ss)) and _as_printed(hi_ss, max(ss)), (lo_ss, hi_ss, ss)
     assert [_as_printed(f32, x) for x in fractions(before, "slice->contiguous", ("fp32",))] == [True]
+
+
+def test_readme_split_row_figures_are_the_committed_before_after():
+    """The split rows' sentence: fp32 4 x 1048576 back to back before and after
+    the evict-first loads, as the first such record of
+    h100-softmax-split-evict-first.json has them (main's source, then the tree's,
+    in one run)."""
+    m = re.search(r"took fp32 4 x 1048576\s+from (\d\.\d+) to (\d\.\d+) of the copy back to back on an H100",
+                  _readme())
+    assert m, "README: the split rows' sentence is not where this test reads it"
+    rec = next(r for r in json.loads((RESULTS / "h100-softmax-split-evict-first.json").read_text())["records"]
+               if (r["precision"], r["m"], r["n"]) == ("fp32", 4, 1048576))
+    assert (float(m.group(1)), float(m.group(2))) == (rec["b2b_of_copy"]["old"], rec["b2b_of_copy"]["new"])

@@ -326,10 +326,11 @@ __device__ __forceinline__ void words_store(const RowWindow& w, int first, const
 // vectors in registers load evict first (window_ld16), so that in L2 this
 // launch's x, which nothing reads again, goes before the lines of y written
 // by the launches before. Back to back over rotating buffers on an H100
-// (forty-third round, the same code with and without, us): fp32 4 x 1048576
-// 18.0 -> 17.0, 3 x 777777 14.2 -> 13.7; bf16 4 x 1048576 13.2 -> 12.7, 16 x
-// 1048576 32.4 -> 31.2; in passes (fp32 16 x 1048576, 64 x 262144, 1024 x
-// 262144) the hint took 1-2% instead, so rows in passes load as before.
+// (forty-third round, this code against the read-only loads, us): fp32 4 x
+// 1048576 17.95 -> 17.06, 3 x 777777 14.27 -> 13.92; bf16 4 x 1048576 13.23
+// -> 13.00. Where a launch takes its rows in passes (fp32 16 x 1048576, 64 x
+// 262144, 1024 x 262144) the hint on every pass cost 1-2% one call at a time,
+// so rows in passes load as before.
 template <bool RESIDENT>
 __device__ __noinline__ void split_row_step(const elem_t* __restrict__ x, elem_t* __restrict__ y,
                                             long long row, int cols, long long ldx, long long ldy,
