@@ -3,7 +3,7 @@ row: a timeline from inside the kernel, where the probes before could only
 time whole launches.
 
     python benchmarks/softmax_split_timeline.py [--shapes fp32:4x1048576 bf16:16x1048576 ...]
-        [--reps 7] [--json PATH]
+        [--reps 7] [--b2b] [--json PATH]
 
 For each shape, auto's split plan (prepare()'s grid, cooperative, its
 workspace) is built a second time with PHASE_CLOCKS: thread 0 of every block
@@ -18,6 +18,11 @@ pass reads and writes and what they imply as a rate; and the event time of
 the unstamped kernel in the same run, so the stamps' own cost shows. The
 mark that a block reaches last, less the one before it, is where a pass
 waits; a long "first -> last" spread at a mark is blocks out of step.
+
+--b2b: the stamped launch runs back to back instead, last of a batch of
+launches that cycle through copies of x and y as the row suite's back-to-back
+column does (L2 flushed before the batch only), so its phases are the ones a
+stream of calls meets; the event time is then a launch's share of the batch.
 """
 from __future__ import annotations
 
@@ -34,7 +39,9 @@ import drvgemm  # noqa: E402
 from drvgemm.ladders.softmax import dispatch as sm  # noqa: E402
 from drvgemm.runtime import driver  # noqa: E402
 from drvgemm.runtime.timing import time_ms  # noqa: E402
-from drvgemm.tools.memory_bench import _max_rel_err, measure_copy, softmax_inputs  # noqa: E402
+from drvgemm.runtime.timing import batch_median_ms, flush_l2  # noqa: E402
+from drvgemm.tools.memory_bench import (B2B_BATCH, _max_rel_err, measure_copy, rotating_buffers,  # noqa: E402
+                                        softmax_inputs)
 from drvgemm.tools.records import device_json, write_json  # noqa: E402
 
 SHAPES = ("fp32:4x1048576", "fp32:16x1048576", "fp32:64x262144", "bf16:4x1048576",
@@ -87,6 +94,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", nargs="*", default=list(SHAPES), help="PREC:ROWSxCOLS ...")
     ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--b2b", action="store_true",
+                    help="stamp the last launch of a back-to-back batch over rotating buffers")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     dev = driver.device()
@@ -118,11 +127,43 @@ def main(argv=None):
             run(kernel)()
         driver.synchronize()
         plain, stamped = [], []
-        for _ in range(args.reps):   # one call between events, L2 flushed before it
-            plain.append(time_ms(run(k), warmup=0, reps=1)[0])
-            clocks.copy_from_host(zero)
-            ms = time_ms(run(ks), warmup=0, reps=1)[0]
-            stamped.append((ms, clocks.to_host().copy()))
+        if args.b2b:
+            xs, ys = rotating_buffers(dx, x.nbytes, dev.l2_size, B2B_BATCH)
+
+            def batch(last):
+                """B2B_BATCH launches of k back to back, the last one `last`;
+                ms a launch."""
+                flush_l2()
+                start, end = driver.Event(), driver.Event()
+                start.record()
+                for i in range(B2B_BATCH):
+                    j = i % len(xs)
+                    kern = last if i == B2B_BATCH - 1 else k
+                    drvgemm.launch(kern, p.grid, p.block, p.args(xs[j], ys[j], rows, cols, None, None, ws.ptr),
+                                   smem=p.smem, cooperative=True)
+                end.record()
+                end.synchronize()
+                return start.elapsed_ms(end) / B2B_BATCH
+            for _ in range(args.reps):
+                plain.append(batch(k))
+                clocks.copy_from_host(zero)
+                ms = batch(ks)
+                stamped.append((ms, clocks.to_host().copy()))
+            copy_b2b = []
+            for _ in range(args.reps):
+                def copies():
+                    for i in range(B2B_BATCH):
+                        j = i % len(xs)
+                        driver.memcpy_dtod(ys[j], xs[j], x.nbytes)
+                copy_b2b.append(batch_median_ms(copies, 1, 1) / B2B_BATCH)
+            for a_ in xs[1:] + ys:
+                a_.free()
+        else:
+            for _ in range(args.reps):   # one call between events, L2 flushed before it
+                plain.append(time_ms(run(k), warmup=0, reps=1)[0])
+                clocks.copy_from_host(zero)
+                ms = time_ms(run(ks), warmup=0, reps=1)[0]
+                stamped.append((ms, clocks.to_host().copy()))
         dy.fill_bytes(0xFF)
         run(k)()
         driver.synchronize()
@@ -131,7 +172,8 @@ def main(argv=None):
         stamped.sort(key=lambda t: t[0])
         ms, st = stamped[len(stamped) // 2]
         table, leave = passes(st, p.grid[0], p.slots, p.split, rows)
-        copy_us = 1000 * measure_copy(x.nbytes, m=rows, n=cols, precision=prec)["median_ms"]
+        copy_us = 1000 * (statistics.median(copy_b2b) if args.b2b else
+                          measure_copy(x.nbytes, m=rows, n=cols, precision=prec)["median_ms"])
         pass_bytes = min(p.slots, rows) * cols * x.dtype.itemsize
         print(f"\n{spec}: {p.describe()}, grid {p.grid[0]}; event {1000 * statistics.median(plain):.2f} us "
               f"unstamped, {1000 * ms:.2f} stamped; copy {copy_us:.2f} us; err {err:.1e}", flush=True)
@@ -145,6 +187,7 @@ def main(argv=None):
         print(f"  blocks leave {leave[0]:.2f} / {leave[1]:.2f} / {leave[2]:.2f} us; a pass reads and writes "
               f"{pass_bytes / 2**20:.1f} MiB each way", flush=True)
         recs.append({"precision": prec, "m": rows, "n": cols, "config": p.describe(), "grid": p.grid[0],
+                     "timing": "back to back" if args.b2b else "one call, L2 flushed",
                      "slots": p.slots, "split": p.split, "event_us_unstamped": round(1000 * statistics.median(plain), 2),
                      "event_us_stamped": round(1000 * ms, 2), "copy_us": round(copy_us, 2),
                      "pass_bytes_each_way": pass_bytes, "max_rel_err": err,
