@@ -29,6 +29,7 @@ not in L2 from the calls before; L2 flushed before each batch).
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import statistics
 import sys
@@ -54,11 +55,7 @@ def back_to_back(dx, nbytes, kernels, p, rows, cols, ws, dev, reps=5):
     in batches back to back, cycling through copies of x and y (the row
     suite's rotating buffers), builds and copy interleaved batch by batch."""
     xs, ys = rotating_buffers(dx, nbytes, dev.l2_size, B2B_BATCH)
-    turn = [0]
-
-    def nxt():
-        turn[0] = (turn[0] + 1) % len(xs)
-        return turn[0]
+    nxt = itertools.cycle(range(len(xs))).__next__   # as memory_bench's back-to-back column
 
     def call(which):
         def go():

@@ -27,6 +27,7 @@ stream of calls meets; the event time is then a launch's share of the batch.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import statistics
 import sys
@@ -149,13 +150,12 @@ def main(argv=None):
                 clocks.copy_from_host(zero)
                 ms = batch(ks)
                 stamped.append((ms, clocks.to_host().copy()))
-            copy_b2b = []
-            for _ in range(args.reps):
-                def copies():
-                    for i in range(B2B_BATCH):
-                        j = i % len(xs)
-                        driver.memcpy_dtod(ys[j], xs[j], x.nbytes)
-                copy_b2b.append(batch_median_ms(copies, 1, 1) / B2B_BATCH)
+            turns = itertools.cycle(range(len(xs)))
+
+            def copy():
+                j = next(turns)
+                driver.memcpy_dtod(ys[j], xs[j], x.nbytes)
+            copy_b2b = [batch_median_ms(copy, B2B_BATCH, 1) for _ in range(args.reps)]
             for a_ in xs[1:] + ys:
                 a_.free()
         else:
