@@ -1034,14 +1034,21 @@ def test_split_rows_in_one_pass_load_evict_first(prec, rows, cols):
     """Rung 09's resident entry loads the vectors it holds in registers with
     .cs (LDG.E.EF.128) when the launch holds every row at once, by the
     read-only path otherwise -- both loops in the build, one per item each --
-    and its streamed entry (x read twice) and the other window rungs keep the
-    read-only path only."""
+    copies its shared part under an L2 policy made in the kernel (evict first
+    or normal, the same choice), and its streamed entry (x read twice) and the
+    other window rungs keep the read-only path only."""
     p = sm.plan(rows, cols, prec, cc=(9, 0))
     assert p.rung == "softmax_09_split_row", p.describe()
-    text = sass.disassemble(compiler.compile_binary(p.source, p.entry, defines=dict(p.defines),
-                                                    arch="sm_90").cubin)
+    binary = compiler.compile_binary(p.source, p.entry, defines=dict(p.defines), arch="sm_90")
+    text = sass.disassemble(binary.cubin)
     resident = sass.entry_instructions(text, p.entry)
     assert sum("LDG.E.EF.128" in i for i in resident) == p.config.items
+    if p.config.shared_items:
+        # the shared part's cp.async under a policy made in the kernel: evict first or normal
+        ptx = binary.ptx if isinstance(binary.ptx, str) else binary.ptx.decode()
+        assert "createpolicy.fractional.L2::evict_first" in ptx
+        assert "createpolicy.fractional.L2::evict_normal" in ptx
+        assert re.search(r"cp\.async\.cg\.shared\.global\.L2::cache_hint", ptx)
     assert sum(re.search(r"\bLDG\.E\.128\b", i) is not None for i in resident) == p.config.items
     if ".text.softmax_09_split_row_stream" in text:
         assert not any("EF" in i for i in sass.entry_instructions(text, "softmax_09_split_row_stream")

@@ -16,6 +16,12 @@ DEVI void cp_async_16(u32 dst, const void* src, u32 src_bytes) {
                  " cp.async.cg.shared.global [%0], [g], 16, %2; }"
                  :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
+// cp_async_16 under an L2 cache policy (createpolicy: evict first, normal, ...).
+DEVI void cp_async_16_policy(u32 dst, const void* src, u32 src_bytes, u64 policy) {
+    asm volatile("{ .reg .u64 g; cvta.to.global.u64 g, %1;"
+                 " cp.async.cg.shared.global.L2::cache_hint [%0], [g], 16, %2, %3; }"
+                 :: "r"(dst), "l"(src), "r"(src_bytes), "l"(policy) : "memory");
+}
 DEVI void cp_async_4(u32 dst, const void* src, u32 src_bytes) {
     asm volatile("{ .reg .u64 g; cvta.to.global.u64 g, %1;"
                  " cp.async.ca.shared.global [%0], [g], 4, %2; }"
