@@ -127,3 +127,15 @@ def test_readme_split_row_figures_are_the_committed_before_after():
     rec = next(r for r in json.loads((RESULTS / "h100-softmax-split-evict-first.json").read_text())["records"]
                if (r["precision"], r["m"], r["n"]) == ("fp32", 4, 1048576))
     assert (float(m.group(1)), float(m.group(2))) == (rec["b2b_of_copy"]["old"], rec["b2b_of_copy"]["new"])
+
+
+def test_readme_split_row_shared_part_figures_are_the_committed_before_after():
+    """The shared part's sentence: bf16 16 x 1048576 back to back before and
+    after its copies took the L2 policy, as h100-softmax-split-shared-evict-first.json
+    has them (main's source in column new, the change in column b09, one run)."""
+    m = re.search(r"took bf16 16 x 1048576 from\s+(\d\.\d+) to (\d\.\d+) of the copy back to back on an H100",
+                  _readme())
+    assert m, "README: the shared part's sentence is not where this test reads it"
+    rec = next(r for r in json.loads((RESULTS / "h100-softmax-split-shared-evict-first.json").read_text())["records"]
+               if (r["precision"], r["m"], r["n"]) == ("bf16", 16, 1048576))
+    assert (float(m.group(1)), float(m.group(2))) == (rec["b2b_of_copy"]["new"], rec["b2b_of_copy"]["b09"])
