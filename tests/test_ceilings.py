@@ -84,7 +84,11 @@ def test_cli_without_gpu_says_so(monkeypatch, capsys):
 
 @pytest.mark.gpu
 def test_measured_ceilings_are_ordered(gpu, tmp_path):
-    result = ceilings.measure_ceilings(reps=3, scale=0.25)
+    # Under xdist other workers' kernels share the GPU and can only slow a
+    # timed loop down (the forty-fourth round's 10 workers on an H100 put
+    # bf16 / tf32 at 2.41 in one run): each ceiling is the best of three runs.
+    runs = [ceilings.measure_ceilings(reps=3, scale=0.25) for _ in range(3)]
+    result = {k: max(r[k] for r in runs) for k in runs[0]}
     assert set(result) == {"ffma_fp32", "mma_tf32", "mma_bf16", "mma_fp16"}
     assert all(v > 0 for v in result.values())
     # Tensor cores beat FFMA; 16-bit inputs run twice the tf32 rate; bf16 and
