@@ -116,26 +116,27 @@ def test_readme_column_slice_figures_are_the_committed_views():
     assert [_as_printed(f32, x) for x in fractions(before, "slice->contiguous", ("fp32",))] == [True]
 
 
+def _readme_before_after(shape, results, before, after):
+    """The README's "took PREC R x C from A to B of the copy back to back on an
+    H100" figures against the record of that shape in RESULTS, columns BEFORE
+    and AFTER of its back-to-back ratios."""
+    prec, rows, cols = shape
+    m = re.search(rf"took {prec} {rows} x {cols}\s+from\s+(\d\.\d+) to (\d\.\d+) of the copy back to back"
+                  r"\s+on an H100", _readme())
+    assert m, f"README: the sentence on {prec} {rows} x {cols} is not where this test reads it"
+    rec = next(r for r in json.loads((RESULTS / results).read_text())["records"]
+               if (r["precision"], r["m"], r["n"]) == shape)
+    assert (float(m.group(1)), float(m.group(2))) == (rec["b2b_of_copy"][before], rec["b2b_of_copy"][after])
+
+
 def test_readme_split_row_figures_are_the_committed_before_after():
     """The split rows' sentence: fp32 4 x 1048576 back to back before and after
-    the evict-first loads, as the first such record of
-    h100-softmax-split-evict-first.json has them (main's source, then the tree's,
-    in one run)."""
-    m = re.search(r"took fp32 4 x 1048576\s+from (\d\.\d+) to (\d\.\d+) of the copy back to back on an H100",
-                  _readme())
-    assert m, "README: the split rows' sentence is not where this test reads it"
-    rec = next(r for r in json.loads((RESULTS / "h100-softmax-split-evict-first.json").read_text())["records"]
-               if (r["precision"], r["m"], r["n"]) == ("fp32", 4, 1048576))
-    assert (float(m.group(1)), float(m.group(2))) == (rec["b2b_of_copy"]["old"], rec["b2b_of_copy"]["new"])
+    the evict-first loads (main's source, then the tree's, in one run)."""
+    _readme_before_after(("fp32", 4, 1048576), "h100-softmax-split-evict-first.json", "old", "new")
 
 
 def test_readme_split_row_shared_part_figures_are_the_committed_before_after():
     """The shared part's sentence: bf16 16 x 1048576 back to back before and
-    after its copies took the L2 policy, as h100-softmax-split-shared-evict-first.json
-    has them (main's source in column new, the change in column b09, one run)."""
-    m = re.search(r"took bf16 16 x 1048576 from\s+(\d\.\d+) to (\d\.\d+) of the copy back to back on an H100",
-                  _readme())
-    assert m, "README: the shared part's sentence is not where this test reads it"
-    rec = next(r for r in json.loads((RESULTS / "h100-softmax-split-shared-evict-first.json").read_text())["records"]
-               if (r["precision"], r["m"], r["n"]) == ("bf16", 16, 1048576))
-    assert (float(m.group(1)), float(m.group(2))) == (rec["b2b_of_copy"]["new"], rec["b2b_of_copy"]["b09"])
+    after its copies took the L2 policy (main's source in column new, the
+    change in column b09, one run)."""
+    _readme_before_after(("bf16", 16, 1048576), "h100-softmax-split-shared-evict-first.json", "new", "b09")
