@@ -33,8 +33,9 @@ def test_stamped_build_of_each_split_plan(shape):
     assert r.registers * p.block[0] * p.config.min_blocks <= 65536, r
     size = timeline.MAX_BLOCKS * timeline.ROWS_STAMPED * 6 * 8
     assert f".global .align 8 .b8 phase_clock[{size}];" in k.ptx
+    assert f".global .align 4 .b8 phase_smid[{4 * timeline.MAX_BLOCKS}];" in k.ptx and "%smid" in k.ptx
     plain = drvgemm.compile(p.source, p.entry, defines=dict(p.defines))
-    assert "phase_clock" not in plain.ptx
+    assert "phase_clock" not in plain.ptx and "%smid" not in plain.ptx
     # the six marks, at least once each (the watchdog reads the timer in both)
     assert k.ptx.count("%globaltimer") >= plain.ptx.count("%globaltimer") + 6
 
@@ -85,8 +86,15 @@ def test_main_on_a_stand_in_device(tmp_path, monkeypatch):
             pass
 
         def variable(self, name, dtype, shp):
+            if name == "phase_smid":
+                assert (np.dtype(dtype), shp) == (np.dtype(np.uint32), (timeline.MAX_BLOCKS,))
+                return SmIds(shp, dtype)
             assert (name, np.dtype(dtype), shp) == ("phase_clock", np.dtype(np.uint64), shape)
             return Clocks(shp, dtype)
+
+    class SmIds(Arr):
+        def to_host(self):
+            return np.arange(timeline.MAX_BLOCKS, dtype=np.uint32) % dev.sm_count
 
     plain, stamped = object(), Stamped()
     launches = []
@@ -122,4 +130,32 @@ def test_main_on_a_stand_in_device(tmp_path, monkeypatch):
     assert rec["event_us_stamped"] == rec["event_us_unstamped"] == 20.0
     assert rec["steps"][0] == {"pass": 0, "loads": 10.0, "wait": 10.0, "fold": 10.0, "stores": 10.0}
     assert rec["passes"][0]["begin"] == [0.0, 0.0, 0.0] and rec["leave"] == [50.0, 50.0, 50.0]
+    on = rec["pass0_on_sms"]     # 256 blocks on 132 SMs, block b on SM b mod 132
+    assert on["sms"] == 132 and on["sms_with_two_or_more"] == 124
+    assert on["b_and_b_plus_sm_count_together"] == 124 and len(rec["pass0_blocks"]) == 256
     assert launches.count(stamped) == 3 + 2 and launches.count(plain) == 3 + 2 + 1
+
+
+def test_pass0_blocks_tell_folds_behind_a_neighbours_stores():
+    """Four blocks of split 2 on three SMs: blocks 0 and 2 share SM 5 (rows 0
+    and 1), block 2 folds after block 0 has begun its stores; blocks 1 and 3
+    are alone. Each block's stamps as written, the folds sorted into the
+    three kinds, and the placement counted."""
+    st = np.zeros((timeline.MAX_BLOCKS, timeline.ROWS_STAMPED, 6), np.uint64)
+    marks = {0: (0, 5, 6, 7, 9, 10),        # begin, reduced, complete, folded, stores, leave (us)
+             1: (0, 5, 6, 8, 9, 10),
+             2: (1, 6, 8, 11, 12, 13),      # sees its row complete at 8, after block 0 folded at 7
+             3: (1, 6, 7, 8, 9, 10)}
+    for b, ms in marks.items():
+        for m, t in enumerate(ms):
+            st[b, 0, m] = 1_000_000 + 1000 * t
+    smids = np.zeros(timeline.MAX_BLOCKS, np.uint32)
+    smids[:4] = (5, 6, 5, 7)
+    per, on = timeline.blocks_of_pass0(st, smids, 4, 2, 2)
+    assert [(r["block"], r["sm"], r["row"]) for r in per] == [(0, 5, 0), (1, 6, 0), (2, 5, 1), (3, 7, 1)]
+    assert per[2] == {"block": 2, "sm": 5, "row": 1, "begin": 1.0, "reduced": 6.0, "complete": 8.0,
+                      "folded": 11.0, "stores": 12.0, "leave": 13.0}
+    assert on["sms"] == 3 and on["sms_with_two_or_more"] == 1 and on["of_those_same_row"] == 0
+    assert on["b_and_b_plus_sm_count_together"] == 1          # blocks 0 and 2, not 1 and 3
+    assert on["fold_blocks"] == {"sm_neighbour_storing": 1, "neighbour_not_yet": 1, "alone_on_sm": 2}
+    assert on["fold_median_us"] == {"sm_neighbour_storing": 3.0, "neighbour_not_yet": 1.0, "alone_on_sm": 1.5}

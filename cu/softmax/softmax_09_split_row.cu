@@ -102,9 +102,9 @@ constexpr int WS_PAIRS_OFFSET = 2 * WS_MAX_SLOTS * 4;
 // into phase_clock[block][row][mark]: 0 the row's step begins (its loads
 // next), 1 the block's pair is reduced (every thread's loads landed), 2 thread
 // 0 saw the row complete, 3 the row's pairs are folded, 4 thread 0's stores
-// are issued; and [block][0][5] as the block leaves. The row's number reaches
-// the step through shared memory (phase_row), so a mark holds no register
-// across it.
+// are issued; and [block][0][5] as the block leaves, with the SM it ran on in
+// phase_smid[block]. The row's number reaches the step through shared memory
+// (phase_row), so a mark holds no register across it.
 // Every registered build leaves PHASE_CLOCKS undefined: the marks are
 // nothing, and the SASS manifest holds them to that.
 #ifdef PHASE_CLOCKS
@@ -112,6 +112,7 @@ constexpr int WS_PAIRS_OFFSET = 2 * WS_MAX_SLOTS * 4;
 #error "PHASE_MAX_BLOCKS must be defined with PHASE_CLOCKS (blocks that stamp)"
 #endif
 __device__ unsigned long long phase_clock[PHASE_MAX_BLOCKS][PHASE_CLOCKS][6];
+__device__ unsigned phase_smid[PHASE_MAX_BLOCKS];
 __shared__ unsigned phase_row;
 __device__ __forceinline__ void phase_mark(int mark) {
     if (threadIdx.x != 0) return;                    // phase_row is thread 0's alone
@@ -120,6 +121,11 @@ __device__ __forceinline__ void phase_mark(int mark) {
         unsigned long long t;
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t) :: "memory");
         phase_clock[blockIdx.x][row][mark] = t;
+        if (mark == 5) {
+            unsigned sm;
+            asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+            phase_smid[blockIdx.x] = sm;
+        }
     }
 }
 #define PHASE_ROW(k) do { if (threadIdx.x == 0) phase_row = (k); } while (0)
