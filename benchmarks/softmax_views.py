@@ -8,7 +8,10 @@ bytes:
 
 Three layouts a shape, each auto's plan for it (the kernel alone, L2 flushed
 before each launch) and ``drvgemm.softmax(x, out=y)`` as a caller makes it
-(``call_us``, calls back to back, host cost included):
+(``call_us``, calls back to back, host cost included; on the same x and y with
+no flush, so a call may find x in L2 or pay for the last call's y being
+written back: it can sit below or above the kernel's time, as DRAM, not the
+host, decides):
 
 - ``contiguous``: x and y contiguous (the row suite's layout);
 - ``slice->contiguous``: x a column slice, y contiguous (what softmax(x) writes
