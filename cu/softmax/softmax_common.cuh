@@ -187,37 +187,51 @@ __device__ __forceinline__ float exp_diff(float x, float ref) {
     }
 }
 
-// The 16-bit outputs' element exps in one FFMA: exp(x - ref) = 2^(x * log2(e) +
-// b) with b = -ref * log2(e) rounded once, against exp_diff<true>'s FADD,
-// FMUL. What it costs: b's rounding, an error of |ref| * log2(e) * 2^-25 in
-// every exponent, i.e. a relative error of |ref| * 2^-24 in every exp (log2(e)
-// is rounded too, but alike in both terms, so it scales only x - ref). Where
-// |ref| <= FMA_EXP_REF_LIMIT that is at most 2^-16, under 1/64 of an fp16
-// output's rounding (2^-11 relative) and 1/256 of a bf16 one's; past the limit
-// (which 16-bit logits near 6e4 reach: 0.2% there) a thread keeps the
-// subtract-first form. fp32 outputs never take it: they are held to a few
-// ulp of fp32. The choice is a thread's (on its own reference), made once
-// for all its elements.
+// The 16-bit outputs' element exps in one form for any reference, an FFMA
+// and an FADD: exp(x - ref) = 2^((x * log2(e) + b_hi) + b_lo), b_hi = -ref *
+// log2(e) rounded once, b_lo its rounding error (exact, by an FMA). The
+// FFMA's exact sum is (x - ref) * log2(e) - b_lo, small where x is near ref,
+// so its rounding is relative to the exponent, as the subtract-first form's
+// is (exp_diff<true>: FADD, FMUL); adding b_lo back leaves the exponent's
+// error at ~2 roundings of itself, whatever |ref|. Where |ref| <=
+// FMA_EXP_REF_LIMIT b_lo is taken as 0: the bias's rounding costs at most a
+// relative |ref| * 2^-24 <= 2^-16 there, under 1/64 of an fp16 output's
+// rounding (2^-11) and 1/256 of a bf16 one's, and those threads' bits are
+// those of the FFMA form alone (the thirty-sixth round's, which measured).
+// Past it (16-bit logits near 6e4: 0.2% without b_lo) b_lo is kept. One form,
+// not a thread's choice between two: a choice made each loop that
+// exponentiates compile twice (rung 07's 128 x 5 packed block 1,768 SASS
+// instructions against 1,176 with one form). fp32 outputs never take it:
+// they are held to a few ulp of fp32 (expf).
 constexpr float FMA_EXP_REF_LIMIT = 256.0f;
 
-__device__ __forceinline__ bool exp_by_fma(float ref) {
-    return DTYPE != 0 && fabsf(ref) <= FMA_EXP_REF_LIMIT;
+// Past FMA_EXP_HUGE_REF (bf16 alone reaches it: fp16 stops at 65504) -ref *
+// log2(e) may overflow (bf16 reaches 3.4e38, FLT_MAX / log2(e) is 2.4e38), so
+// the scale is 1 and the bias -ref: 2^(x - ref), exact as the FFMA rounds
+// once. It equals exp(x - ref) there, since bf16 values that far out are
+// 2^57 apart: x == ref gives 2^0 = 1, any smaller x 2^-(>= 2^57) = 0, as exp.
+constexpr float FMA_EXP_HUGE_REF = 18446744073709551616.0f;   // 2^64
+
+struct ExpByFma {
+    float scale, hi, lo;
+    __device__ __forceinline__ float operator()(float x) const {
+        return ex2_approx(fmaf(x, scale, hi) + lo);
+    }
+};
+
+__device__ __forceinline__ ExpByFma exp_fma_of(float ref) {
+    const float a = fabsf(ref);
+    const bool huge = !(a <= FMA_EXP_HUGE_REF);   // +-inf too: 2^(x - inf) as exp's
+    const float scale = huge ? 1.0f : LOG2E;
+    const float hi = __fmul_rn(-ref, scale);
+    return ExpByFma{scale, hi, (a <= FMA_EXP_REF_LIMIT || huge) ? 0.0f : fmaf(-ref, LOG2E, -hi)};
 }
 
-__device__ __forceinline__ float exp_fma(float x, float b) { return ex2_approx(fmaf(x, LOG2E, b)); }
-
-__device__ __forceinline__ float exp_fma_bias(float ref) { return __fmul_rn(-ref, LOG2E); }
-
-// The element exp of a thread whose max is m: exp_fma with its bias where
-// kFast and exp_by_fma allow, else exp_diff<kFast> against exp_ref(m).
-// with_exp<kFast>(m, f) runs f(exp_of) once with that exp, so the choice is
-// made once for the loop inside f, not per element, and every path that
+// The element exp of a thread whose max is m: ExpByFma against exp_ref(m)
+// where kFast and the output is 16-bit, else exp_diff<kFast>.
+// with_exp<kFast>(m, f) runs f(exp_of) with that exp, so every path that
 // exponentiates a thread's values against it (its sum, its stores) takes the
 // same one.
-struct ExpByFma {
-    float b;
-    __device__ __forceinline__ float operator()(float x) const { return exp_fma(x, b); }
-};
 template <bool kFast>
 struct ExpDiff {
     float ref;
@@ -234,7 +248,7 @@ __device__ __forceinline__ float exp_ref(float m) { return (m == NEG_INF) ? 0.0f
 template <bool kFast, class F>
 __device__ __forceinline__ void with_exp(float m, F&& f) {
     const float ref = exp_ref(m);
-    if (kFast && exp_by_fma(ref)) f(ExpByFma{exp_fma_bias(ref)});
+    if constexpr (kFast && DTYPE != 0) f(exp_fma_of(ref));
     else f(ExpDiff<kFast>{ref});
 }
 
@@ -364,12 +378,9 @@ __device__ __forceinline__ void slice_load(const elem_t* __restrict__ row, int f
 // Turn the held values into exp(x - m_thread) in place and return
 // (m_thread, sum). One exp per element: the rescale to the row's max is a
 // single multiply at store time. The reference is exp_ref(m_thread) (above).
-// kFast: exp_diff's fast form (the window rungs' 16-bit builds), or exp_fma
-// where its reference allows (with_exp).
-
+// kFast: exp_diff's fast form, with 16-bit outputs ExpByFma (with_exp).
 // kKeep: the values stay as they are, only (m_thread, sum) comes back.
 // slice_exp_from: the same with the thread's max m already known.
-// kFast with 16-bit outputs: exp_fma where the reference allows it (exp_by_fma).
 template <int N, bool kFast = false, bool kKeep = false>
 __device__ __forceinline__ MaxSum slice_exp_from(float* v, float m) {
     float l = 0.0f;

@@ -78,9 +78,8 @@ __device__ __forceinline__ void store16(elem_t* p, const float* in) {
 // (bf16) / 2^-11 (fp16) anyway, and expf's nine instructions an element were
 // most of what those kernels issue (~40 instructions an element against
 // fp32's ~20 for the same bytes: issue-bound, not memory-bound). The element
-// exps take one FFMA instead of FADD, FMUL where the thread's reference is
-// small enough for its rounding not to show (exp_by_fma, softmax_common.cuh;
-// at |ref| = 6e4 it would be 0.2%, past an fp16 ulp).
+// exps take an FFMA and an FADD, one form for any reference (ExpByFma,
+// softmax_common.cuh).
 // ex2.approx.ftz flushes results below 2^-126 to 0: an output moves by less
 // than the tests' absolute floor (FLT_MIN; fp16 2^-24). fp32 keeps expf (its
 // outputs are held to a few ulp of fp32), so its machine code is unchanged.
