@@ -205,26 +205,24 @@ __device__ __forceinline__ float exp_diff(float x, float ref) {
 // they are held to a few ulp of fp32 (expf).
 constexpr float FMA_EXP_REF_LIMIT = 256.0f;
 
-// Past FMA_EXP_HUGE_REF (bf16 alone reaches it: fp16 stops at 65504) -ref *
-// log2(e) may overflow (bf16 reaches 3.4e38, FLT_MAX / log2(e) is 2.4e38), so
-// the scale is 1 and the bias -ref: 2^(x - ref), exact as the FFMA rounds
-// once. It equals exp(x - ref) there, since bf16 values that far out are
-// 2^57 apart: x == ref gives 2^0 = 1, any smaller x 2^-(>= 2^57) = 0, as exp.
-constexpr float FMA_EXP_HUGE_REF = 18446744073709551616.0f;   // 2^64
+// bf16 reaches 3.4e38, past FLT_MAX / log2(e) = 2.4e38, where -ref * log2(e)
+// overflows: b_hi is clamped to +-FLT_MAX, and b_lo = -(ref * log2(e) + b_hi)
+// rounded (the same FMA as the rounding error it is elsewhere) takes the
+// rest. At x == ref the two cancel exactly (2^0 = 1); any bf16 value below a
+// reference that large is >= 2^120 below it, which the FFMA's rounding there
+// (2^103) keeps, so 2^(...) = 0, as exp's. The scale stays an immediate.
+constexpr float FLOAT_MAX = 3.40282347e38f;
 
 struct ExpByFma {
-    float scale, hi, lo;
+    float hi, lo;
     __device__ __forceinline__ float operator()(float x) const {
-        return ex2_approx(fmaf(x, scale, hi) + lo);
+        return ex2_approx(fmaf(x, LOG2E, hi) + lo);
     }
 };
 
 __device__ __forceinline__ ExpByFma exp_fma_of(float ref) {
-    const float a = fabsf(ref);
-    const bool huge = !(a <= FMA_EXP_HUGE_REF);   // +-inf too: 2^(x - inf) as exp's
-    const float scale = huge ? 1.0f : LOG2E;
-    const float hi = __fmul_rn(-ref, scale);
-    return ExpByFma{scale, hi, (a <= FMA_EXP_REF_LIMIT || huge) ? 0.0f : fmaf(-ref, LOG2E, -hi)};
+    const float hi = fminf(fmaxf(__fmul_rn(-ref, LOG2E), -FLOAT_MAX), FLOAT_MAX);
+    return ExpByFma{hi, fabsf(ref) <= FMA_EXP_REF_LIMIT ? 0.0f : -fmaf(ref, LOG2E, hi)};
 }
 
 // The element exp of a thread whose max is m: ExpByFma against exp_ref(m)
