@@ -24,7 +24,10 @@ in the same interleaved loop, so each step's share shows in one run.
 
 --b2b: each build and the copy also timed in batches of calls back to back, cycling
 through copies of x and y as the row suite's back-to-back column does (a call's bytes
-not in L2 from the calls before; L2 flushed before each batch).
+not in L2 from the calls before; L2 flushed before each batch). Every build launches as
+the tree's does: a dependent launch where its source waits for the grid before it
+(until the forty-fifth round the earlier builds launched plainly, so back to back the
+tree's build gained ~2-10% on them from the launch alone).
 """
 from __future__ import annotations
 
@@ -111,10 +114,16 @@ def main(argv=None):
         kernels = {}
         for name, d in dirs.items():
             # an earlier source's #includes resolve in its folder, then beside the tree's source
-            k = drvgemm.compile(os.path.join(d, os.path.basename(p.source)), p.entry,
+            path = os.path.join(d, os.path.basename(p.source))
+            k = drvgemm.compile(path, p.entry,
                                 defines={**dict(p.defines), **(old_defines if name == "old" else {})},
                                 options=[f"-I{os.path.abspath(d)}",
                                          f"-I{os.path.dirname(sources.find_source(p.source))}"])
+            # launched as the tree's build is (a dependent launch overlaps a call's
+            # start with the call before: back to back, ~2-10% of these times),
+            # where the earlier source also waits for the grid before it
+            with open(path) as f:
+                k.dependent_launch = k_new.dependent_launch and "grid_dependency_wait()" in f.read()
             if p.smem:
                 k.set_max_dynamic_smem(p.smem)   # prepare() did it for k_new
             kernels[name] = k

@@ -29,17 +29,24 @@ def test_each_source_folder_is_a_column_of_its_own(tmp_path, monkeypatch):
         d.mkdir()
         shutil.copy(src / "softmax_10_row_tile.cu", d)
         folders[name] = (d, us)
+    # step1 stands for a source from before the kernel waited on the grid before it
+    step1_src = tmp_path / "step1" / "softmax_10_row_tile.cu"
+    assert "grid_dependency_wait()" in step1_src.read_text()
+    step1_src.write_text(step1_src.read_text().replace("grid_dependency_wait()", "(void)0"))
     built = []
+    objs = {}
 
     class Built:
         def __init__(self, path, options):
             self.us = next(us for d, us in folders.values() if str(d) in path)
             built.append((os.path.basename(os.path.dirname(path)), options[0]))
+            objs[os.path.basename(os.path.dirname(path))] = self
 
         def set_max_dynamic_smem(self, n):
             pass
     new = Built.__new__(Built)
     new.us = 20.0
+    new.dependent_launch = True
     monkeypatch.setattr(ba.driver, "device", lambda *a: H200)
     monkeypatch.setattr(ba.driver, "to_device", lambda x: StandInArray(x.shape, x.dtype))
     monkeypatch.setattr(ba.driver, "empty", lambda shape, dtype: StandInArray(shape, dtype))
@@ -61,3 +68,6 @@ def test_each_source_folder_is_a_column_of_its_own(tmp_path, monkeypatch):
     assert (rec["old_of_copy"], rec["also"]["step1"]["of_copy"], rec["new_of_copy"]) == (0.5, 0.6, 0.75)
     # every earlier build resolves its includes in its own folder first
     assert sorted(built) == [("old", f"-I{folders['old'][0]}"), ("step1", f"-I{folders['step1'][0]}")]
+    # launched as the tree's build (a dependent launch), unless the earlier
+    # source does not wait for the grid before it
+    assert (objs["old"].dependent_launch, objs["step1"].dependent_launch) == (True, False)
