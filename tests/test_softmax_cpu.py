@@ -260,9 +260,9 @@ def test_fma_exp_error_stays_far_under_the_16_bit_roundings(ref, gap, scale):
 @pytest.mark.parametrize("prec", ["bf16", "fp16"])
 def test_crowded_16_bit_row_tiles_take_the_max_by_pairs_and_exps_by_fma(prec):
     """Rung 10's crowded 16-bit rows (x 127, four lanes of 16-byte vectors):
-    the inner vectors' max on packed pairs, then one exp form (no branch on
-    |max| against the limit: it picks b_lo, a select; b_hi clamped), FFMA, FADD,
-    MUFU.EX2 an element (the subtract-first form is FADD, FMUL, MUFU.EX2)."""
+    the inner vectors' max on packed pairs, a thread's choice of the FMA exp
+    on its |max| against the limit, and in that path FFMA + MUFU.EX2 an
+    element (the subtract-first form is FADD, FMUL, MUFU.EX2)."""
     p = sm.plan(131072, 127, prec, cc=(9, 0))
     assert p.entry == "softmax_10_row_tile" and dict(p.defines)["CROWDED"] == 1, p.describe()
     b, res = build(p.source, p.entry, dict(p.defines), "sm_90")
@@ -270,15 +270,36 @@ def test_crowded_16_bit_row_tiles_take_the_max_by_pairs_and_exps_by_fma(prec):
     text = function_sass(sass.disassemble(b.cubin), p.entry)
     reduce = text.split("BAR.SYNC")[1]            # between the tile's first two barriers
     assert len(re.findall(r"\bV?HMNMX2?\b", reduce)) >= 4, "no max on packed pairs"
-    assert re.search(r"FMNMX R\d+, R\d+, 3\.40282346\d*e\+38", reduce), "b_hi not clamped to FLT_MAX"
-    test = re.search(r"FSETP\.\w+\.(?:AND|OR) P(\d), PT, \|R\d+\|(?:\.reuse)?, 256, P\w+ ;", reduce)
+    test = re.search(r"FSETP\.GTU\.AND P(\d), PT, \|R\d+\|, 256, PT ;", reduce)
     assert test, "no test of |max| against FMA_EXP_REF_LIMIT"
-    # the tests pick b_lo (a predicated FFMA: the bias's rounding error), not a path
-    assert re.compile(rf"@!?P{test.group(1)} FFMA R\d+, -?R\d+(?:\.reuse)?, 1\.44269").search(reduce, test.end()), \
+    choice = re.compile(rf"@P{test.group(1)} BRA `\((\.L_x_\d+)\)").search(reduce, test.end())
+    assert choice, "no branch on that test"
+    fma_path = reduce[choice.end():reduce.index(choice.group(1) + ":")]
+    assert fma_path.count("MUFU.EX2") >= 32 and fma_path.count("FFMA") >= 32
+    assert fma_path.count("FADD") <= fma_path.count("MUFU.EX2") + 8, "exps still subtract first"
+
+
+@pytest.mark.parametrize("prec", ["bf16", "fp16"])
+def test_packed_16_bit_rows_take_one_exp_form(prec):
+    """Rung 07's packed 16-bit rows (4096 x 4097: 128 x 5 packed vectors) take
+    their sum's and their stores' exps in one form for any reference: b_hi
+    clamped to FLT_MAX, b_lo picked by |max| against the limit (a predicated
+    FFMA, not a path), FFMA, FADD, MUFU.EX2 an element. A thread's choice of
+    form there compiled each of those loops twice: 4,288 SASS instructions
+    with the shifted stores, 1,744 in one form (NVRTC 13.5)."""
+    p = sm.plan(4096, 4097, prec, cc=(9, 0))
+    assert p.entry == "softmax_07_any_row" and dict(p.defines)["PACKED"] == 1, p.describe()
+    b, res = build(p.source, p.entry, dict(p.defines), "sm_90")
+    assert res[p.entry].spill_stores == 0 and res[p.entry].stack == 0, res[p.entry]
+    text = function_sass(sass.disassemble(b.cubin), p.entry)
+    assert re.search(r"FMNMX R\d+, R\d+, 3\.40282346\d*e\+38", text), "b_hi not clamped to FLT_MAX"
+    test = re.search(r"FSETP\.\w+\.(?:AND|OR) P(\d), PT, \|R\d+\|(?:\.reuse)?, 256, P\w+ ;", text)
+    assert test, "no test of |max| against FMA_EXP_REF_LIMIT"
+    assert re.compile(rf"@!?P{test.group(1)} FFMA R\d+, -?R\d+(?:\.reuse)?, 1\.44269").search(text, test.end()), \
         "b_lo is not selected by the limit"
-    exps = reduce.count("MUFU.EX2")
-    assert exps >= 32 and reduce.count("FFMA") >= exps and reduce.count("FADD") >= exps
-    assert reduce.count("FMUL") <= exps + 8, "exps still subtract first"
+    exps = text.count("MUFU.EX2")
+    assert exps >= 2 * 40 and text.count("FADD") >= exps, "an FFMA and an FADD an exp"
+    assert len(re.findall(r"^\s+/\*[0-9a-f]{4,}\*/", text, re.M)) < 2500, "a loop that exponentiates compiled twice"
 
 
 def test_fma_exp_past_the_limit_would_show_in_fp16():

@@ -199,10 +199,12 @@ __device__ __forceinline__ float exp_diff(float x, float ref) {
 // rounding (2^-11) and 1/256 of a bf16 one's, and those threads' bits are
 // those of the FFMA form alone (the thirty-sixth round's, which measured).
 // Past it (16-bit logits near 6e4: 0.2% without b_lo) b_lo is kept. One form,
-// not a thread's choice between two: a choice made each loop that
-// exponentiates compile twice (rung 07's 128 x 5 packed block 1,768 SASS
-// instructions against 1,176 with one form). fp32 outputs never take it:
-// they are held to a few ulp of fp32 (expf).
+// not a thread's choice between two, wherever the exps are taken in a long
+// loop (the packed paths' sums and stores): a choice made each such loop
+// compile twice (rung 07's 128 x 5 packed block 1,768 SASS instructions
+// against 1,176 with one form; with the shifted stores 4,288 against 1,744).
+// The short in-place loop keeps the choice (with_exp_in_place, below). fp32
+// outputs never take either: they are held to a few ulp of fp32 (expf).
 constexpr float FMA_EXP_REF_LIMIT = 256.0f;
 
 // bf16 reaches 3.4e38, past FLT_MAX / log2(e) = 2.4e38, where -ref * log2(e)
@@ -247,6 +249,25 @@ template <bool kFast, class F>
 __device__ __forceinline__ void with_exp(float m, F&& f) {
     const float ref = exp_ref(m);
     if constexpr (kFast && DTYPE != 0) f(exp_fma_of(ref));
+    else f(ExpDiff<kFast>{ref});
+}
+
+// slice_exp_from's exps (taken once, in place, summed and kept) in a short
+// loop, so a thread may pick its form there: the FFMA alone where |ref| <=
+// FMA_EXP_REF_LIMIT (ExpByFma's bits: its lo is 0 there), the subtract-first
+// form past it. The loop compiles twice, but each copy holds one register
+// for its exp where ExpByFma holds two (hi, lo): rung 09's 512 x 4 unpacked
+// 16-bit chunks hold 32 values at 64 registers, and the second register put
+// 8 B on their stack. The long loops (the stores) keep the one form.
+struct ExpByFmaAlone {
+    float hi;
+    __device__ __forceinline__ float operator()(float x) const { return ex2_approx(fmaf(x, LOG2E, hi)); }
+};
+
+template <bool kFast, class F>
+__device__ __forceinline__ void with_exp_in_place(float m, F&& f) {
+    const float ref = exp_ref(m);
+    if (kFast && DTYPE != 0 && fabsf(ref) <= FMA_EXP_REF_LIMIT) f(ExpByFmaAlone{__fmul_rn(-ref, LOG2E)});
     else f(ExpDiff<kFast>{ref});
 }
 
@@ -376,13 +397,14 @@ __device__ __forceinline__ void slice_load(const elem_t* __restrict__ row, int f
 // Turn the held values into exp(x - m_thread) in place and return
 // (m_thread, sum). One exp per element: the rescale to the row's max is a
 // single multiply at store time. The reference is exp_ref(m_thread) (above).
-// kFast: exp_diff's fast form, with 16-bit outputs ExpByFma (with_exp).
+// kFast: exp_diff's fast form, with 16-bit outputs the FFMA where the
+// reference allows (with_exp_in_place).
 // kKeep: the values stay as they are, only (m_thread, sum) comes back.
 // slice_exp_from: the same with the thread's max m already known.
 template <int N, bool kFast = false, bool kKeep = false>
 __device__ __forceinline__ MaxSum slice_exp_from(float* v, float m) {
     float l = 0.0f;
-    with_exp<kFast>(m, [&](auto exp_of) {
+    with_exp_in_place<kFast>(m, [&](auto exp_of) {
 #pragma unroll
         for (int k = 0; k < N; ++k) {
             const float e = exp_of(v[k]);
