@@ -114,6 +114,13 @@ def test_readme_column_slice_figures_are_the_committed_views():
     ss = fractions(after, "slice->slice", ("bf16", "fp16"))
     assert _as_printed(lo_ss, min(ss)) and _as_printed(hi_ss, max(ss)), (lo_ss, hi_ss, ss)
     assert [_as_printed(f32, x) for x in fractions(before, "slice->contiguous", ("fp32",))] == [True]
+    m = re.search(r"The one-form exps took the 16-bit slices on an H100 from (\d\.\d\d)-(\d\.\d\d) to "
+                  r"(\d\.\d\d)-(\d\.\d\d) of that\s+card's copy", _readme())
+    assert m, "README: the one-form exps' column-slice sentence is not where this test reads it"
+    for (lo, hi), name in zip((m.groups()[:2], m.groups()[2:]), ("h100-softmax-views-one-form-exp-before.json",
+                                                              "h100-softmax-views-one-form-exp.json")):
+        sc16 = fractions(name, "slice->contiguous", ("bf16", "fp16"))
+        assert _as_printed(lo, min(sc16)) and _as_printed(hi, max(sc16)), (name, lo, hi, sc16)
 
 
 def _readme_before_after(shape, results, before, after):
@@ -133,6 +140,12 @@ def test_readme_split_row_figures_are_the_committed_before_after():
     """The split rows' sentence: fp32 4 x 1048576 back to back before and after
     the evict-first loads (main's source, then the tree's, in one run)."""
     _readme_before_after(("fp32", 4, 1048576), "h100-softmax-split-evict-first.json", "old", "new")
+
+
+def test_readme_one_form_exp_figures_are_the_committed_before_after():
+    """The one-form exps' sentence: bf16 4096 x 4097 back to back before and
+    after (main's source in column old, the change in column new, one run)."""
+    _readme_before_after(("bf16", 4096, 4097), "h100-softmax-one-form-exp.json", "old", "new")
 
 
 def test_readme_split_row_shared_part_figures_are_the_committed_before_after():
