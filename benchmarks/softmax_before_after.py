@@ -53,6 +53,16 @@ from drvgemm.tools.records import device_json, write_json  # noqa: E402
 SHAPES = ("bf16:262144x33", "bf16:131072x127", "bf16:524288x31", "fp32:131072x127")
 
 
+def shape_spec(spec):
+    """PREC:RxC[:KERNEL[:NAME=V,...]] -> (prec, rows, cols, kernel, old build's defines)."""
+    parts = spec.split(":")
+    prec, rc = parts[:2]
+    kernel = parts[2] if len(parts) > 2 else "auto"
+    old_set = parts[3] if len(parts) > 3 else ""
+    rows, cols = (int(v) for v in rc.lower().split("x"))
+    return prec, rows, cols, kernel, {kv.split("=")[0]: int(kv.split("=")[1]) for kv in old_set.split(",") if kv}
+
+
 def back_to_back(dx, nbytes, kernels, p, rows, cols, ws, dev, reps=5):
     """{build: ms, "copy": ms}: a call of each build and of the device copy
     in batches back to back, cycling through copies of x and y (the row
@@ -99,9 +109,7 @@ def main(argv=None):
     dev = driver.device()
     recs = []
     for spec in args.shapes:
-        prec, rc, kernel, old_set = (spec.split(":") + ["auto", ""])[:4]
-        old_defines = dict((kv.split("=")[0], int(kv.split("=")[1])) for kv in old_set.split(",") if kv)
-        rows, cols = (int(v) for v in rc.lower().split("x"))
+        prec, rows, cols, kernel, old_defines = shape_spec(spec)
         p = sm.plan(rows, cols, prec, kernel=kernel, cc=dev.cc, sm_count=dev.sm_count)
         dirs = {"old": args.old_dir, **{os.path.basename(os.path.normpath(d)): d for d in args.also}}
         missing = [d for d in dirs.values() if not os.path.isfile(os.path.join(d, os.path.basename(p.source)))]

@@ -71,3 +71,11 @@ def test_each_source_folder_is_a_column_of_its_own(tmp_path, monkeypatch):
     # launched as the tree's build (a dependent launch), unless the earlier
     # source does not wait for the grid before it
     assert (objs["old"].dependent_launch, objs["step1"].dependent_launch) == (True, False)
+
+
+def test_a_shape_names_its_kernel_and_the_old_builds_defines_or_neither():
+    assert ba.shape_spec("bf16:131072x127") == ("bf16", 131072, 127, "auto", {})
+    assert ba.shape_spec("fp32:1024x50257:softmax_08_any_row_cluster") == \
+        ("fp32", 1024, 50257, "softmax_08_any_row_cluster", {})
+    assert ba.shape_spec("bf16:131072x127:auto:ELEMS=32,ROTATE=1") == \
+        ("bf16", 131072, 127, "auto", {"ELEMS": 32, "ROTATE": 1})
