@@ -78,8 +78,10 @@ __device__ __forceinline__ void store16(elem_t* p, const float* in) {
 // (bf16) / 2^-11 (fp16) anyway, and expf's nine instructions an element were
 // most of what those kernels issue (~40 instructions an element against
 // fp32's ~20 for the same bytes: issue-bound, not memory-bound). The element
-// exps take an FFMA and an FADD, one form for any reference (ExpByFma,
-// softmax_common.cuh).
+// exps of the packed paths take an FFMA and an FADD, one form for any
+// reference (ExpByFma, softmax_common.cuh); the unpacked values' exps, taken
+// in place, a thread's choice of the FFMA alone or subtract-first
+// (with_exp_in_place).
 // ex2.approx.ftz flushes results below 2^-126 to 0: an output moves by less
 // than the tests' absolute floor (FLT_MIN; fp16 2^-24). fp32 keeps expf (its
 // outputs are held to a few ulp of fp32), so its machine code is unchanged.
