@@ -44,6 +44,15 @@ for p in $phases; do
     exit 2
   fi
 done
+# REQUIRE_GPU=H200 ends the run before any phase when the GPU's name lacks that text (exit
+# 3): a device call that may land on another card then costs its start alone.
+if [[ -n "${REQUIRE_GPU:-}" ]]; then
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+  if [[ "$gpu" != *"$REQUIRE_GPU"* ]]; then
+    echo "h200.sh: REQUIRE_GPU=$REQUIRE_GPU, this GPU is '${gpu:-none}': nothing run" >&2
+    exit 3
+  fi
+fi
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 LOG=${LOG_DIR:-/tmp/h200-logs}; rm -rf "$LOG"; mkdir -p "$LOG"
 export PYTHONUNBUFFERED=1 HYPOTHESIS_PROFILE=gpu DRVGEMM_CACHE_DIR=${DRVGEMM_CACHE_DIR:-/tmp/drvgemm-cache}

@@ -68,6 +68,27 @@ def test_h200_sh_refuses_an_unknown_phase_before_it_runs_anything(tmp_path):
     assert not out.exists() and not logs.exists()   # nothing ran, not even install
 
 
+@pytest.mark.parametrize("gpu, ran", [("NVIDIA H100 80GB HBM3", False), ("NVIDIA H200", True)])
+def test_h200_sh_runs_nothing_on_another_gpu_than_require_gpu_names(tmp_path, gpu, ran):
+    """REQUIRE_GPU=H200: on an H100 the script ends before its first phase
+    (exit 3, no output folder); on an H200 it goes on (here LIMIT=0 skips the
+    phase itself, so nothing is installed)."""
+    import subprocess
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "nvidia-smi").write_text(f"#!/bin/sh\necho '{gpu}'\n")
+    (fake / "nvidia-smi").chmod(0o755)
+    out, logs = tmp_path / "out", tmp_path / "logs"
+    r = subprocess.run(["bash", str(H200_SH), "install"], capture_output=True, text=True, timeout=60,
+                       cwd=tmp_path, env={"PATH": f"{fake}:/usr/bin:/bin", "OUT": str(out),
+                                          "LOG_DIR": str(logs), "REQUIRE_GPU": "H200", "LIMIT": "0"})
+    if ran:
+        assert r.returncode == 0 and out.exists() and "install skipped" in r.stdout, (r.stdout, r.stderr)
+    else:
+        assert r.returncode == 3 and "nothing run" in r.stderr, (r.stdout, r.stderr)
+        assert not out.exists() and not logs.exists()
+
+
 def test_the_notes_device_commands_name_phases_and_settings_h200_sh_has():
     """Every `... bash benchmarks/h200.sh PHASES` of the notes (the next device
     run's plan is pasted from them) names only phases h200.sh runs and sets
