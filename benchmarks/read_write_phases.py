@@ -19,7 +19,18 @@ vectors a thread into registers, then writes them; ``phases_local`` lets each
 block write as soon as its own loads landed, ``phases_global`` only once every
 block of the grid has loaded (a grid-wide counter between the two phases),
 for VECS in --vecs and 1, 2 or 4 passes; each against the copy of the same
-bytes in the same run."""
+bytes in the same run.
+
+``--groups`` (forty-fifth round) times a part of a resident grid loading:
+the first ACTIVE blocks of a grid of every block that fits (512 threads, 8
+vectors a thread, two an SM) read their 64 KiB chunk and add its sum to one
+float a block, the rest return at once -- by LDG into registers (as rung 09
+does) and by bulk copies into shared memory (the copy engine's queue), for
+ACTIVE the whole grid and half of it (one block an SM where the scheduler
+deals the first blocks one an SM, as rung 09's timeline saw). A group of rows
+staggered inside one launch (rung 09's lost STAGGER_GROUPS) is half a grid
+loading: whether bulk copies pull more bytes a second there than LDG does.
+``--sizes=`` (empty) leaves out the torch comparison."""
 from __future__ import annotations
 
 import argparse
@@ -57,6 +68,8 @@ def main(argv=None):
                         "plain:STREAMING=0 expf:COMPUTE=1), each timed next to the default")
     p.add_argument("--vecs", default="4,7,14", help="--resident: vectors a thread, comma-separated "
                    "(up to 7: two blocks an SM, as rung 09's; more: one)")
+    p.add_argument("--groups", action="store_true",
+                   help="a part of a resident grid loading: LDG into registers against bulk copies")
     args = p.parse_args(argv)
     try:
         import torch
@@ -70,7 +83,7 @@ def main(argv=None):
     scratch = torch.empty(2 * l2 // 4, dtype=torch.float32, device="cuda")
     flush = lambda: scratch.fill_(0.5)  # noqa: E731
     recs = []
-    for mib in (int(s) for s in args.sizes.split(",")):
+    for mib in (int(s) for s in args.sizes.split(",") if s):
         n = mib * (1 << 20) // 4
         x = torch.randn(n, device="cuda")
         y = torch.empty_like(x)
@@ -88,6 +101,8 @@ def main(argv=None):
         del x, y
     if args.resident:
         recs += _resident(torch, flush, args)
+    if args.groups:
+        recs += _groups(torch, flush, args)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(0), "records": recs}, f, indent=1)
@@ -136,6 +151,44 @@ def _resident(torch, flush, args):
             recs.append(rec)
             del x, y
     recs += _streams(torch, flush, args, drvgemm, threads)
+    return recs
+
+
+def _groups(torch, flush, args):
+    """The first `active` blocks of a resident grid load their chunks, by LDG
+    into registers and by bulk copies into shared memory: TB/s of the bytes
+    the active blocks read, whole grid and half of it, with the sums checked."""
+    import drvgemm
+    from drvgemm.runtime.launch import cooperative_limit
+    threads, vecs = 512, 8
+    chunk = vecs * threads * 16                        # bytes a block
+    smem = {"group_load_regs": 0, "group_load_bulk": chunk}
+    kern = {n: drvgemm.compile("read_write_phases.cu", n,
+                               defines=dict(VECS=vecs, THREADS=threads, MIN_BLOCKS=2)) for n in smem}
+    kern["group_load_bulk"].set_max_dynamic_smem(chunk)
+    grid = min(cooperative_limit(k, threads, smem[n])[0] for n, k in kern.items())
+    x = torch.randn(grid * chunk // 4, device="cuda")
+    want = x.view(grid, -1).sum(dim=1)
+    sums = torch.zeros(grid, device="cuda")
+    recs = []
+    for active in (grid, grid // 2):
+        rec = {"group_blocks": active, "grid": grid, "chunk_bytes": chunk, "mib": active * chunk / 2**20}
+        for name, k in kern.items():
+            run = lambda k=k, name=name: drvgemm.launch(k, grid, threads, (x, sums, active),  # noqa: E731
+                                                        smem=smem[name])
+            sums.zero_()
+            run()
+            torch.cuda.synchronize()
+            rec[name + "_correct"] = bool(torch.allclose(sums[:active], want[:active], rtol=1e-3, atol=1e-2)
+                                          and not sums[active:].any())
+            ms = _median_ms(torch, run, flush, args.reps)
+            rec[name + "_ms"] = ms
+            rec[name + "_tbps"] = active * chunk / ms / 1e9
+        print(f"groups: {active} of {grid} blocks load {rec['mib']:.1f} MiB: LDG "
+              f"{rec['group_load_regs_tbps']:.2f} TB/s ({1e3 * rec['group_load_regs_ms']:.1f} us), bulk "
+              f"{rec['group_load_bulk_tbps']:.2f} TB/s ({1e3 * rec['group_load_bulk_ms']:.1f} us); correct "
+              f"{rec['group_load_regs_correct']} / {rec['group_load_bulk_correct']}", flush=True)
+        recs.append(rec)
     return recs
 
 

@@ -36,3 +36,20 @@ def test_stream_probes_compile_without_spills(entry):
     k = drvgemm.compile("read_write_phases.cu", entry,
                         defines=dict(VECS=4, THREADS=THREADS, MIN_BLOCKS=1), arch="sm_90")
     assert k.resources.spill_stores == 0 and k.resources.spill_loads == 0
+
+
+@pytest.mark.parametrize("vecs", [4, 8])
+def test_group_load_probes_load_by_ldg_and_by_bulk_copies(vecs):
+    """--groups' two ways of loading a chunk: LDG.128 into registers, or
+    BULK_PIECES bulk copies (UBLKCP) into shared memory read back by LDS and
+    no LDG; two 512-thread blocks an SM, no spills."""
+    regs, bulk = (drvgemm.compile("read_write_phases.cu", e, arch="sm_90",
+                                  defines=dict(VECS=vecs, THREADS=THREADS, MIN_BLOCKS=2))
+                  for e in ("group_load_regs", "group_load_bulk"))
+    for k in (regs, bulk):
+        assert k.resources.spill_stores == 0 and k.resources.spill_loads == 0 and k.resources.stack == 0
+    r = entry_instructions(regs.sass(), regs.name)
+    b = entry_instructions(bulk.sass(), bulk.name)
+    assert sum(bool(re.search(r"\bLDG\.E\S*\.128\b", i)) for i in r) == vecs
+    assert sum("UBLKCP" in i for i in b) == 4 and not any("LDG" in i for i in b)
+    assert sum(bool(re.search(r"\bLDS\.128\b", i)) for i in b) == vecs

@@ -162,3 +162,70 @@ stream_copy(const float4* __restrict__ x, float4* __restrict__ y) {
 #pragma unroll
     for (int i = 0; i < VECS; ++i) __stcs(y + base + threadIdx.x + i * THREADS, v[i]);
 }
+
+// A part of a resident grid loading (forty-fifth round): the first `active`
+// blocks read their chunk of VECS * THREADS vectors (chunk b for block b), the
+// others return at once -- how fast a group of blocks pulls its bytes, one
+// block an SM or two. group_load_regs loads by LDG into registers, as rung 09
+// does; group_load_bulk by BULK_PIECES bulk copies a block into dynamic shared
+// memory (the copy engine's queue, not the SM's load slots). A block adds its
+// chunk's sum to sums[block], so no load is elided.
+#ifndef BULK_PIECES
+#define BULK_PIECES 4
+#endif
+
+__device__ __forceinline__ void add_block_sum(float s, float* sums) {
+    for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+    if ((threadIdx.x & 31) == 0) atomicAdd(sums + blockIdx.x, s);
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
+group_load_regs(const float4* __restrict__ x, float* __restrict__ sums, int active) {
+    if (static_cast<int>(blockIdx.x) >= active) return;
+    const long long base = static_cast<long long>(blockIdx.x) * VECS * THREADS;
+    float4 v[VECS];
+#pragma unroll
+    for (int i = 0; i < VECS; ++i) v[i] = load_vec(x + base + threadIdx.x + i * THREADS);
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < VECS; ++i) s += (v[i].x + v[i].y) + (v[i].z + v[i].w);
+    add_block_sum(s, sums);
+}
+
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+#include "ld_st.cuh"
+#include "mbarrier.cuh"
+#include "tma.cuh"
+
+constexpr unsigned kChunkBytes = VECS * THREADS * 16u;
+static_assert(kChunkBytes % (16 * BULK_PIECES) == 0, "BULK_PIECES: pieces of whole 16-byte vectors");
+static_assert(kChunkBytes < (1u << 20), "a chunk past what one mbarrier phase counts");
+
+// Dynamic shared memory: kChunkBytes a block.
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
+group_load_bulk(const float4* __restrict__ x, float* __restrict__ sums, int active) {
+    extern __shared__ float4 chunk[];
+    __shared__ alignas(8) unsigned long long bar;
+    if (static_cast<int>(blockIdx.x) >= active) return;
+    const long long base = static_cast<long long>(blockIdx.x) * VECS * THREADS;
+    const u32 b = smem_addr(&bar);
+    if (threadIdx.x == 0) {
+        mbar_init(b, 1);
+        fence_barrier_init();
+        mbar_arrive_expect_tx(b, kChunkBytes);
+        constexpr unsigned kPiece = kChunkBytes / BULK_PIECES;
+#pragma unroll
+        for (int p = 0; p < BULK_PIECES; ++p)
+            bulk_load(smem_addr(chunk) + p * kPiece, x + base + p * (kPiece / 16), kPiece, b);
+    }
+    __syncthreads();                                 // the barrier initialised before any wait
+    mbar_wait(b, 0);
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < VECS; ++i) {
+        const float4 v = chunk[threadIdx.x + i * THREADS];
+        s += (v.x + v.y) + (v.z + v.w);
+    }
+    add_block_sum(s, sums);
+}
+#endif
