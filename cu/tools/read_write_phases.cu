@@ -133,17 +133,28 @@ phases_global(const float4* __restrict__ x, float4* __restrict__ y, int passes, 
 // in lockstep): the rates a read-all-then-write-all scheme is made of.
 // stream_read sums its chunk (one float a block out, so nothing is elided);
 // stream_write writes `value` everywhere; stream_copy copies its chunk.
-extern "C" __global__ void __launch_bounds__(THREADS)
-stream_read(const float4* __restrict__ x, float* __restrict__ sums) {
+// A block's sum into sums[block]: the warps' sums, one atomic a warp.
+__device__ __forceinline__ void add_block_sum(float s, float* sums) {
+    for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+    if ((threadIdx.x & 31) == 0) atomicAdd(sums + blockIdx.x, s);
+}
+
+// Block b's chunk of VECS * THREADS vectors (chunk b), every load issued before
+// the first add, summed into sums[b] (one atomic a warp).
+__device__ __forceinline__ void sum_chunk(const float4* __restrict__ x, float* __restrict__ sums) {
     const long long base = static_cast<long long>(blockIdx.x) * VECS * THREADS;
     float4 v[VECS];
 #pragma unroll
-    for (int i = 0; i < VECS; ++i) v[i] = __ldcs(x + base + threadIdx.x + i * THREADS);
+    for (int i = 0; i < VECS; ++i) v[i] = load_vec(x + base + threadIdx.x + i * THREADS);
     float s = 0.0f;
 #pragma unroll
     for (int i = 0; i < VECS; ++i) s += (v[i].x + v[i].y) + (v[i].z + v[i].w);
-    for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
-    if ((threadIdx.x & 31) == 0) atomicAdd(sums + blockIdx.x, s);
+    add_block_sum(s, sums);
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS)
+stream_read(const float4* __restrict__ x, float* __restrict__ sums) {
+    sum_chunk(x, sums);
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS)
@@ -174,22 +185,9 @@ stream_copy(const float4* __restrict__ x, float4* __restrict__ y) {
 #define BULK_PIECES 4
 #endif
 
-__device__ __forceinline__ void add_block_sum(float s, float* sums) {
-    for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
-    if ((threadIdx.x & 31) == 0) atomicAdd(sums + blockIdx.x, s);
-}
-
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 group_load_regs(const float4* __restrict__ x, float* __restrict__ sums, int active) {
-    if (static_cast<int>(blockIdx.x) >= active) return;
-    const long long base = static_cast<long long>(blockIdx.x) * VECS * THREADS;
-    float4 v[VECS];
-#pragma unroll
-    for (int i = 0; i < VECS; ++i) v[i] = load_vec(x + base + threadIdx.x + i * THREADS);
-    float s = 0.0f;
-#pragma unroll
-    for (int i = 0; i < VECS; ++i) s += (v[i].x + v[i].y) + (v[i].z + v[i].w);
-    add_block_sum(s, sums);
+    if (static_cast<int>(blockIdx.x) < active) sum_chunk(x, sums);
 }
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
