@@ -7,6 +7,7 @@
 // N of this thread's most recent groups are still in flight. Their data is
 // visible to other threads only after a barrier that follows the wait.
 #pragma once
+#include "l2_policy.cuh"
 #include "types.cuh"
 
 // .cg: cache in L2 only; a tile is read once per block, so L1 would only
@@ -16,7 +17,7 @@ DEVI void cp_async_16(u32 dst, const void* src, u32 src_bytes) {
                  " cp.async.cg.shared.global [%0], [g], 16, %2; }"
                  :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
-// cp_async_16 under an L2 cache policy (createpolicy: evict first, normal, ...).
+// cp_async_16 under an L2 cache policy (l2_policy.cuh).
 DEVI void cp_async_16_policy(u32 dst, const void* src, u32 src_bytes, u64 policy) {
     asm volatile("{ .reg .u64 g; cvta.to.global.u64 g, %1;"
                  " cp.async.cg.shared.global.L2::cache_hint [%0], [g], 16, %2, %3; }"

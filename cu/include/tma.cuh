@@ -2,6 +2,7 @@
 // driven by a tensor map, plain bulk copies of contiguous bytes, and the
 // proxy fence and bulk groups that order them against ordinary stores.
 #pragma once
+#include "l2_policy.cuh"
 #include "types.cuh"
 
 // A CUtensorMap as the driver encodes it (cuTensorMapEncodeTiled): 128
@@ -55,8 +56,7 @@ __device__ __forceinline__ void bulk_load(u32 dst, const void* src, u32 bytes, u
 // does not push out lines that will be read again.
 __device__ __forceinline__ void bulk_load_evict_first(u32 dst, const void* src, u32 bytes,
                                                       u32 bar) {
-    u64 policy;
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    const u64 policy = l2_policy(true);
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
                  " [%0], [%1], %2, [%3], %4;"
                  :: "r"(dst), "l"(src), "r"(bytes), "r"(bar), "l"(policy) : "memory");

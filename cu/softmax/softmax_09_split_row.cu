@@ -197,16 +197,6 @@ __device__ __forceinline__ MaxSum fold_row(const MaxSum* pairs, int split, float
 }
 
 #if SITEMS
-// The L2 policy of the shared part's copies: evict first where the launch
-// holds every row at once, as the registers' loads (split_row_step), else
-// normal.
-__device__ __forceinline__ unsigned long long l2_policy(bool evict_first) {
-    unsigned long long p;
-    if (evict_first) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
-    else asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(p));
-    return p;
-}
-
 // The shared-memory part of a thread's chunk: vectors first + s * THREADS +
 // lane (s < SITEMS) in slot s * THREADS + lane of the dynamic shared memory
 // (consecutive lanes on consecutive 16 bytes), each thread its own slots
