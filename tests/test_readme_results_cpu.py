@@ -136,20 +136,7 @@ def _readme_before_after(shape, results, before, after):
     assert (float(m.group(1)), float(m.group(2))) == (rec["b2b_of_copy"][before], rec["b2b_of_copy"][after])
 
 
-def test_readme_split_row_figures_are_the_committed_before_after():
-    """The split rows' sentence: fp32 4 x 1048576 back to back before and after
-    the evict-first loads (main's source, then the tree's, in one run)."""
-    _readme_before_after(("fp32", 4, 1048576), "h100-softmax-split-evict-first.json", "old", "new")
-
-
 def test_readme_one_form_exp_figures_are_the_committed_before_after():
     """The one-form exps' sentence: bf16 4096 x 4097 back to back before and
     after (main's source in column old, the change in column new, one run)."""
     _readme_before_after(("bf16", 4096, 4097), "h100-softmax-one-form-exp.json", "old", "new")
-
-
-def test_readme_split_row_shared_part_figures_are_the_committed_before_after():
-    """The shared part's sentence: bf16 16 x 1048576 back to back before and
-    after its copies took the L2 policy (main's source in column new, the
-    change in column b09, one run)."""
-    _readme_before_after(("bf16", 16, 1048576), "h100-softmax-split-shared-evict-first.json", "new", "b09")
