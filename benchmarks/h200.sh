@@ -19,7 +19,7 @@
 # is 600 s at most) bounds the whole run: a phase starts only with its minimum time left
 # and its timeout is cut to what remains -- a skipped phase is named at the end.
 # Expected on the H200 (warm disk cache after the first phases; thirtieth round, sanitize twentieth):
-#   install ~6 s, tests 265-340 s on 6 xdist workers (<= 480; 1,827 tests), sanitize ~450 s (<= 3 x (75 + 35) + 120 + 240),
+#   install ~6 s, tests 265-340 s on 6 xdist workers (<= 480; 1,827 tests), sanitize ~450 s (<= 3 x (75 + 35) + 120 + 300),
 #   overhead ~18 s (<= 2 x 90), bench ~95 s (<= 240), shapes 85-105 s (<= 300, its own
 #   budget 250), memory ~60 s (<= 120; with MEMORY_ARGS=--softmax-rows 40-60 s): ~17 min
 #   in all, so three calls:
@@ -122,7 +122,7 @@ if have sanitize && begin sanitize 60 30; then
     fi
     [[ ${SANITIZE_SOFTMAX:-1} == 1 ]] || continue
     # softmax racecheck: ~140 s on the H200 (twentieth round), past 150 s on an H100 (forty-sixth)
-    want=${SAN_SOFTMAX_TIMEOUT:-35}; [[ $tool == racecheck ]] && want=${SAN_RACE_SOFTMAX_TIMEOUT:-240}
+    want=${SAN_SOFTMAX_TIMEOUT:-35}; [[ $tool == racecheck ]] && want=${SAN_RACE_SOFTMAX_TIMEOUT:-300}
     T=$(budget "$want" 15)
     if (( T == 0 )); then skipped="$skipped sanitize:softmax-$tool"; continue; fi
     timeout "$T" $SAN --tool $tool --error-exitcode 9 python3 benchmarks/sanitize.py --softmax ${SANITIZE_SOFTMAX_RUNGS:-} \
