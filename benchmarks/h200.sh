@@ -121,7 +121,7 @@ if have sanitize && begin sanitize 60 30; then
       echo "-- $tool: exit $rc"; tail -3 "$LOG/sanitize_$tool.log"
     fi
     [[ ${SANITIZE_SOFTMAX:-1} == 1 ]] || continue
-    # softmax racecheck: ~140 s on the H200 (twentieth round), past 150 s on an H100 (forty-sixth)
+    # softmax racecheck: ~140 s on the H200 (twentieth round), 248 s on an H100 (forty-seventh)
     want=${SAN_SOFTMAX_TIMEOUT:-35}; [[ $tool == racecheck ]] && want=${SAN_RACE_SOFTMAX_TIMEOUT:-300}
     T=$(budget "$want" 15)
     if (( T == 0 )); then skipped="$skipped sanitize:softmax-$tool"; continue; fi
