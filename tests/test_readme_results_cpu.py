@@ -2,6 +2,7 @@
 each is held here to the summary of the file it cites, rounded as printed,
 so a new suite run that moves them fails until the README says the same."""
 import json
+import math
 import re
 from pathlib import Path
 
@@ -47,15 +48,25 @@ def test_readme_gemm_shape_suite_figures_are_the_committed_suites():
 
 
 def test_readme_softmax_row_suite_figures_are_the_committed_suites():
+    """The row-suite sentence: each precision's geometric means (one call / back
+    to back), bf16's back-to-back mean without the one shape the sentence names
+    (at the ratio it gives), and the lowest ratio of the suite."""
     s = _summary("h200-softmax-shapes.json")
     m = re.search(r"on the shapes of 8 MiB and more, (\d\.\d\d) / (\d\.\d\d) of the device "
                   r"copy's bandwidth in fp32 and (\d\.\d\d) / (\d\.\d\d) in bf16 \(geometric mean, "
-                  r"one call at a time / back to back\).*? are the slowest, (\d\.\d\d)-", _readme())
+                  r"one call at a time / back to back; bf16's \d\.\d\d is (\d\.\d\d) without bf16 (\d+) x (\d+), "
+                  r"at (\d\.\d\d) of a copy .*? are the slowest, (\d\.\d\d)-", _readme())
     assert m, "README: the softmax row-suite sentence is not where this test reads it"
-    f1, fb, b1, bb, slowest = m.groups()
+    f1, fb, b1, bb, without, rows, cols, ratio, slowest = m.groups()
     for p, one, b2b in (("fp32", f1, fb), ("bf16", b1, bb)):
         assert _as_printed(one, s[p]["geomean_copy_ratio_large"]), (p, one)
         assert _as_printed(b2b, s[p]["geomean_copy_ratio_large_b2b"]), (p, b2b)
+    large = [r for r in json.loads((RESULTS / "h200-softmax-shapes.json").read_text())["records"]
+             if not r["baseline"] and r["precision"] == "bf16" and r["shape_class"] == "large"]
+    named = [r for r in large if (r["m"], r["n"]) == (int(rows), int(cols))]
+    assert len(named) == 1 and _as_printed(ratio, named[0]["copy_fraction_b2b"]), (ratio, named)
+    rest = [r["copy_fraction_b2b"] for r in large if r is not named[0]]
+    assert _as_printed(without, math.exp(sum(map(math.log, rest)) / len(rest))), (without, rest)
     lowest = min(s[p][k] for p in ("fp32", "bf16")
                  for k in ("min_copy_ratio_large", "min_copy_ratio_large_b2b"))
     assert _as_printed(slowest, lowest), (slowest, lowest)
@@ -94,26 +105,36 @@ def test_readme_ladder_table_figures_are_the_committed_runs():
 
 def test_readme_column_slice_figures_are_the_committed_views():
     """The column-slice sentence under the row suite: 16-bit slice->contiguous
-    (lowest-highest) and slice->slice as h200-softmax-views.json has them, the
-    16-bit figures before the shifted stores and fp32's (whose stores that
-    change left as they were) as h200-softmax-views-before.json has them."""
-    def fractions(name, layout, precs):
-        records = json.loads((RESULTS / name).read_text())["records"]
-        return [r["copy_fraction"] for r in records
+    (lowest-highest, then the rows of 4096 columns and more, then the lowest's
+    shape), slice->slice and fp32's slice->contiguous as h200-softmax-views.json
+    has them; the 16-bit figures before the shifted stores as
+    h200-softmax-views-before.json has them."""
+    def records(name, layout, precs):
+        return [r for r in json.loads((RESULTS / name).read_text())["records"]
                 if not r["baseline"] and r["layout"] == layout and r["precision"] in precs]
-    m = re.search(r"A 16-bit column slice written to a fresh array .*? runs at (\d\.\d\d)-(\d\.\d\d)\s+"
-                  r"of copy \((\d\.\d\d)-(\d\.\d\d) before .*?at x's pitch (\d\.\d\d)-(\d\.\d\d) .*?"
-                  r"fp32 slices keep\s+their 8-byte pieces, (\d\.\d\d) of copy", _readme(), re.S)
+    def fractions(name, layout, precs):
+        return [r["copy_fraction"] for r in records(name, layout, precs)]
+    m = re.search(r"A 16-bit column slice written to a fresh array .*? runs at (\d\.\d\d)-(\d\.\d\d) of copy "
+                  r"\((\d\.\d\d)-(\d\.\d\d) on rows of 4096 and\s+more; (\d\.\d\d) on (\w+) (\d+) x (\d+), .*?"
+                  r"ran at (\d\.\d\d)-(\d\.\d\d) before .*?at x's pitch (\d\.\d\d)-(\d\.\d\d) .*?"
+                  r"fp32 slices keep\s+their 8-byte pieces, (\d\.\d\d)-(\d\.\d\d) of copy", _readme(), re.S)
     assert m, "README: the column-slice sentence is not where this test reads it"
-    lo16, hi16, lo_before, hi_before, lo_ss, hi_ss, f32 = m.groups()
+    lo16, hi16, lo_long, hi_long, low, prec, rows, cols, lo_before, hi_before, lo_ss, hi_ss, lo32, hi32 = m.groups()
     after, before = "h200-softmax-views.json", "h200-softmax-views-before.json"
-    sc16 = fractions(after, "slice->contiguous", ("bf16", "fp16"))
-    assert _as_printed(lo16, min(sc16)) and _as_printed(hi16, max(sc16)), (lo16, hi16, sc16)
-    sc16 = fractions(before, "slice->contiguous", ("bf16", "fp16"))
-    assert _as_printed(lo_before, min(sc16)) and _as_printed(hi_before, max(sc16)), sc16
+    sc16 = records(after, "slice->contiguous", ("bf16", "fp16"))
+    f = [r["copy_fraction"] for r in sc16]
+    assert _as_printed(lo16, min(f)) and _as_printed(hi16, max(f)), (lo16, hi16, f)
+    long = [r["copy_fraction"] for r in sc16 if r["n"] >= 4096]
+    assert _as_printed(lo_long, min(long)) and _as_printed(hi_long, max(long)), (lo_long, hi_long, long)
+    lowest = min(sc16, key=lambda r: r["copy_fraction"])
+    assert _as_printed(low, lowest["copy_fraction"]), (low, lowest)
+    assert (prec, int(rows), int(cols)) == (lowest["precision"], lowest["m"], lowest["n"]), lowest
+    f = fractions(before, "slice->contiguous", ("bf16", "fp16"))
+    assert _as_printed(lo_before, min(f)) and _as_printed(hi_before, max(f)), f
     ss = fractions(after, "slice->slice", ("bf16", "fp16"))
     assert _as_printed(lo_ss, min(ss)) and _as_printed(hi_ss, max(ss)), (lo_ss, hi_ss, ss)
-    assert [_as_printed(f32, x) for x in fractions(before, "slice->contiguous", ("fp32",))] == [True]
+    f32 = fractions(after, "slice->contiguous", ("fp32",))
+    assert _as_printed(lo32, min(f32)) and _as_printed(hi32, max(f32)), (lo32, hi32, f32)
     m = re.search(r"The one-form exps took the 16-bit slices on an H100 from (\d\.\d\d)-(\d\.\d\d) to "
                   r"(\d\.\d\d)-(\d\.\d\d) of that\s+card's copy", _readme())
     assert m, "README: the one-form exps' column-slice sentence is not where this test reads it"
