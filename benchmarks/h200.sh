@@ -103,9 +103,10 @@ if have tests && begin tests "${TEST_TIMEOUT:-480}" 60; then
   # pytest-xdist where the machine has it (TEST_WORKERS, default 6; 0 = one process):
   # the whole GPU suite took 276 s on 6 workers (seventeenth round)
   W=${TEST_WORKERS:-6}; python3 -c "import xdist" 2>/dev/null || W=0
-  # SIGINT at the limit (then SIGKILL 10 s on): a run cut short still prints its summary,
-  # the counts and every skip's reason (SIGTERM ended it with neither, forty-seventh round)
-  timeout -s INT -k 10 "$(( T > 20 ? T - 10 : T ))" python3 -m pytest -m gpu -q -rsfEP --timeout=${PYTEST_TIMEOUT:-120} -p no:cacheprovider \
+  # SIGINT 10 s before the limit (T >= 60, begin's minimum), SIGKILL at it: a run cut
+  # short still prints its counts and every skip's reason (SIGTERM ended it with neither,
+  # forty-seventh round)
+  timeout -s INT -k 10 "$(( T - 10 ))" python3 -m pytest -m gpu -q -rsfEP --timeout=${PYTEST_TIMEOUT:-120} -p no:cacheprovider \
     --continue-on-collection-errors $( (( W > 0 )) && echo "-n $W" ) ${TESTS:-} ${TEST_K:+-k "$TEST_K"} \
     > "$LOG/pytest_gpu.log" 2>&1
   rc=$?; tail -40 "$LOG/pytest_gpu.log"; end tests $rc

@@ -2,9 +2,10 @@
 each is held here to the summary of the file it cites, rounded as printed,
 so a new suite run that moves them fails until the README says the same."""
 import json
-import math
 import re
 from pathlib import Path
+
+from drvgemm.tools.sweep import geomean
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -66,7 +67,7 @@ def test_readme_softmax_row_suite_figures_are_the_committed_suites():
     named = [r for r in large if (r["m"], r["n"]) == (int(rows), int(cols))]
     assert len(named) == 1 and _as_printed(ratio, named[0]["copy_fraction_b2b"]), (ratio, named)
     rest = [r["copy_fraction_b2b"] for r in large if r is not named[0]]
-    assert _as_printed(without, math.exp(sum(map(math.log, rest)) / len(rest))), (without, rest)
+    assert _as_printed(without, geomean(rest)), (without, rest)
     lowest = min(s[p][k] for p in ("fp32", "bf16")
                  for k in ("min_copy_ratio_large", "min_copy_ratio_large_b2b"))
     assert _as_printed(slowest, lowest), (slowest, lowest)
@@ -122,7 +123,7 @@ def test_readme_column_slice_figures_are_the_committed_views():
     lo16, hi16, lo_long, hi_long, low, prec, rows, cols, lo_before, hi_before, lo_ss, hi_ss, lo32, hi32 = m.groups()
     after, before = "h200-softmax-views.json", "h200-softmax-views-before.json"
     sc16 = records(after, "slice->contiguous", ("bf16", "fp16"))
-    f = [r["copy_fraction"] for r in sc16]
+    f = fractions(after, "slice->contiguous", ("bf16", "fp16"))
     assert _as_printed(lo16, min(f)) and _as_printed(hi16, max(f)), (lo16, hi16, f)
     long = [r["copy_fraction"] for r in sc16 if r["n"] >= 4096]
     assert _as_printed(lo_long, min(long)) and _as_printed(hi_long, max(long)), (lo_long, hi_long, long)
